@@ -1,0 +1,86 @@
+// Package place decides how each probed instruction is redirected to its
+// trampoline (E9Patch's tactics) and where fixed-address stubs go.
+package place
+
+// This file is the seam between the ELF container (package rewrite) and
+// the planner. The container decodes the code, chooses sites and builds trampolines;
+// the planner decides which bytes of the original code change so that
+// executing a site jumps to its trampoline. See docs/DESIGN.md §2.
+
+// InstFlags describe a decoded instruction of the original code.
+type InstFlags uint8
+
+const (
+	// InstTarget: the instruction is the target of a direct branch (or a
+	// function start); it must keep a valid instruction at its start.
+	InstTarget InstFlags = 1 << iota
+	// InstUntouchable: some direct branch lands inside the instruction, or
+	// it lies in a region the sweep could not decode with confidence; its
+	// bytes may be neither modified nor evicted (they may still be read by
+	// a pun, since reading does not change them).
+	InstUntouchable
+	// InstPadding: nop/int3 padding after an unconditional transfer that no
+	// branch targets; tactic P may overwrite it freely.
+	InstPadding
+	// InstRelocatable: the container can execute this instruction from a
+	// trampoline (it knows how to relocate it), so it may be evicted.
+	InstRelocatable
+)
+
+// Inst is one decoded instruction, in address order in Planner.Insts.
+type Inst struct {
+	Addr  uint64 // link vaddr
+	Bytes []byte // the original encoding (len 1..15); never modified by the planner
+	Flags InstFlags
+}
+
+// Len returns the instruction's length in bytes.
+func (in *Inst) Len() int { return len(in.Bytes) }
+
+// Tactic names how a site was patched, after E9Patch (Duck et al.,
+// "Binary Rewriting without Control Flow Recovery", PLDI 2020).
+type Tactic uint8
+
+const (
+	TacticNone Tactic = iota // not patched
+	TacticB1                 // jmp rel32 in place (instruction >= 5 bytes)
+	TacticB2                 // punned jmp rel32 (with 0..n-2 prefixes)
+	TacticT1                 // successor eviction + pun
+	TacticT2                 // pun into an evicted successor's punned jump
+	TacticT3                 // jmp rel8 to an evicted neighbour
+	TacticP                  // overwrite of padding after the site
+)
+
+// Write is a change to the original code.
+type Write struct {
+	Addr  uint64
+	Bytes []byte
+}
+
+// Stub is a 5-byte jmp rel32 at a fixed address (chosen by the planner in
+// free address space) that continues to the near trampoline of instruction
+// Inst. The container emits it into a chunk.
+type Stub struct {
+	Addr uint64
+	Inst int // index into Planner.Insts
+}
+
+// Planner chooses, instruction by instruction, how to redirect execution
+// to trampolines without changing any byte a branch may land on.
+type Planner struct {
+	Insts []Inst
+	// Space hands out addresses for stubs (windows fixed by punned bytes).
+	Space *AddrSpace
+	// Near returns the address of the near trampoline of instruction i:
+	// for a site, its probe trampoline; for an evicted instruction, the
+	// relocated copy followed by a jump back. The container allocates it
+	// on the first call; the planner may call it any number of times.
+	Near func(i int) uint64
+
+	// Results, filled by Patch.
+	Writes  []Write
+	Stubs   []Stub
+	Evicted []int    // instructions evicted (patched, not probed)
+	Tactics []Tactic // per instruction index; TacticNone if untouched
+	Reads   [][2]int // (reader, read) pairs: patch of Insts[reader] reads bytes patch of Insts[read] modified
+}

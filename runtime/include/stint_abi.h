@@ -1,0 +1,171 @@
+/*
+ * stint_abi.h - the contract between the rewriter (Go, package rewrite)
+ * and the injected runtime (this directory).
+ *
+ * The rewriter lays these structures out in a rewritten module's new
+ * segments; the runtime reads them at start-up and at every probe. Every
+ * layout here is mirrored in runtime/abi.go, and runtime/abi_test.go pins
+ * sizes and offsets on both sides, so a change here without a change there
+ * fails the tests. Bump STINT_ABI_VERSION on any incompatible change.
+ *
+ * Addresses called "link vaddr" are virtual addresses as written in the
+ * ELF file; at run time the module's load base is added. For a PIE or a
+ * shared object the base is where the loader put it; for a fixed-address
+ * executable it is 0. "Module-relative" means link vaddr (the value the
+ * trace records, so that runs with ASLR compare).
+ */
+#ifndef STINT_ABI_H
+#define STINT_ABI_H
+
+#ifdef __ASSEMBLER__
+#define STINT_U64(x) x
+#else
+#include <stdint.h>
+#define STINT_U64(x) x##ULL
+#endif
+
+#define STINT_ABI_VERSION 1
+
+/* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
+#define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
+/* "STINTMOD" little-endian: first 8 bytes of struct stint_module. */
+#define STINT_MODULE_MAGIC STINT_U64(0x444f4d544e495453)
+
+/* Event kinds: the values of the trace's "kind" column (formats/ mirrors them). */
+#define STINT_K_JCC_TAKEN     1
+#define STINT_K_JCC_NOT_TAKEN 2
+#define STINT_K_JMP           3  /* direct jmp */
+#define STINT_K_CALL          4  /* direct call */
+#define STINT_K_RET           5
+#define STINT_K_IND_JMP       6
+#define STINT_K_IND_CALL      7
+#define STINT_K_SYSCALL       8  /* dst = 0, value = syscall number (rax) */
+#define STINT_K_BLOCK         9  /* src = dst = first instruction of the block */
+
+/* Tools (struct stint_module.tool). */
+#define STINT_TOOL_BRANCH  1
+#define STINT_TOOL_CALL    2
+#define STINT_TOOL_SYSCALL 3
+#define STINT_TOOL_BLOCK   4
+
+/* struct stint_module.flags */
+#define STINT_MF_EVERY   0x1  /* record every occurrence; never retarget arms or restore */
+#define STINT_MF_SHARED  0x2  /* module is a shared object (entered through DT_INIT) */
+#define STINT_MF_EXEC    0x4  /* module is the executable (entered through e_entry) */
+#define STINT_MF_STATIC  0x8  /* statically linked executable: no dynamic loader */
+
+/* struct stint_probe.flags */
+#define STINT_PF_DIRECT   0x1  /* dst is known statically (probe.dst); else dst/value in %rsi */
+#define STINT_PF_VALUE    0x2  /* %rsi carries a value (syscall number), not a destination */
+
+/* struct stint_patch.flags */
+#define STINT_PATCH_RESTORABLE 0x1 /* no other patch reads this patch's modified bytes */
+
+/* struct stint_chunk.flags */
+#define STINT_CHUNK_RESERVED 0x1 /* lies inside a PROT_NONE PT_LOAD the loader reserved: map with MAP_FIXED */
+
+#define STINT_NO_PATCH 0xffffffffu
+
+/* Blob header: the first bytes of the runtime blob (runtime/blob/stint.bin). */
+#define STINT_BLOB_OFF_MAGIC        0
+#define STINT_BLOB_OFF_VERSION      8
+#define STINT_BLOB_OFF_SIZE         12
+#define STINT_BLOB_OFF_ENTRY_EXEC   16 /* u32: stub installed as e_entry */
+#define STINT_BLOB_OFF_ENTRY_INIT   20 /* u32: stub installed as DT_INIT */
+#define STINT_BLOB_OFF_ENTRY_FINI   24 /* u32: stub installed as DT_FINI */
+#define STINT_BLOB_OFF_PROBE        28 /* u32: stint_probe_entry, the target of trampolines' call */
+#define STINT_BLOB_OFF_MODULE_REL   32 /* i64: written by the rewriter: link vaddr of struct stint_module minus link vaddr of the blob */
+#define STINT_BLOB_HEADER_SIZE      40
+
+#ifndef __ASSEMBLER__
+
+struct stint_blob_header {
+	uint64_t magic;        /* STINT_BLOB_MAGIC */
+	uint32_t abi_version;  /* STINT_ABI_VERSION */
+	uint32_t size;         /* bytes of the whole blob */
+	uint32_t entry_exec;   /* offsets from the start of the blob */
+	uint32_t entry_init;
+	uint32_t entry_fini;
+	uint32_t probe;
+	int64_t  module_rel;   /* patched by the rewriter */
+};
+
+/*
+ * One per rewritten module, in the module's RW data segment. The rewriter
+ * fills everything but the fields marked "runtime".
+ */
+struct stint_module {
+	uint64_t magic;          /*   0: STINT_MODULE_MAGIC */
+	uint32_t abi_version;    /*   8 */
+	uint32_t flags;          /*  12: STINT_MF_* */
+	uint32_t tool;           /*  16: STINT_TOOL_* */
+	uint32_t nprobes;        /*  20 */
+	uint64_t self_vaddr;     /*  24: link vaddr of this struct: base = (uintptr_t)this - self_vaddr */
+	uint64_t image_end;      /*  32: link vaddr just past the highest original segment */
+	uint64_t probes_vaddr;   /*  40: struct stint_probe[nprobes] */
+	uint64_t patches_vaddr;  /*  48: struct stint_patch[npatches] */
+	uint64_t chunks_vaddr;   /*  56: struct stint_chunk[nchunks] */
+	uint32_t npatches;       /*  64 */
+	uint32_t nchunks;        /*  68 */
+	uint64_t text_lo;        /*  72: link vaddr range holding patched original code */
+	uint64_t text_hi;        /*  80 */
+	uint64_t tramp_lo;       /*  88: link vaddr range of the near trampoline segment */
+	uint64_t tramp_hi;       /*  96 */
+	uint64_t orig_entry;     /* 104: original e_entry (executable) or DT_INIT (shared object); 0 = none */
+	uint64_t orig_fini;      /* 112: original DT_FINI; 0 = none */
+	uint8_t  build_id[32];   /* 120: GNU build-id of the original file */
+	uint32_t build_id_len;   /* 152 */
+	uint32_t module_id;      /* 156: runtime: index in the process-wide module table */
+	uint64_t base;           /* 160: runtime: load base */
+	uint64_t runtime_state;  /* 168: runtime: private */
+	char     options[192];   /* 176: NUL-terminated, e.g. "tool=branch every=0" */
+};                           /* 368 */
+
+/*
+ * One per probe outcome. A jcc site has two probes (taken, not taken);
+ * every other site one. Trampolines call the runtime with %rdi = &probe.
+ */
+struct stint_probe {
+	uint64_t src;          /*  0: module-relative address of the probed instruction */
+	uint64_t dst;          /*  8: module-relative destination if STINT_PF_DIRECT */
+	uint64_t arm;          /* 16: module-relative address of a rel32 field in the trampoline that
+	                        *     jumps to this probe's call; once the outcome is recorded the runtime
+	                        *     may retarget it to arm_to (0 = no such arm) */
+	uint64_t arm_to;       /* 24: module-relative address the arm jumps to once recorded */
+	uint32_t module_back;  /* 32: bytes from this probe back to its struct stint_module */
+	uint32_t patch;        /* 36: index of the site's patch, or STINT_NO_PATCH */
+	uint8_t  kind;         /* 40: STINT_K_* */
+	uint8_t  flags;        /* 41: STINT_PF_* */
+	uint8_t  state;        /* 42: runtime: nonzero once recorded */
+	uint8_t  pad0[5];      /* 43 */
+	uint64_t cache;        /* 48: runtime: last destination recorded (indirect probes) */
+	uint64_t pad1;         /* 56 */
+};                         /* 64 */
+
+/*
+ * One per patched instruction: what to write back to restore the original
+ * once every probe of the site has recorded (default mode).
+ */
+struct stint_patch {
+	uint64_t addr;         /*  0: module-relative address of the first modified byte */
+	uint8_t  len;          /*  8: number of modified bytes (<= 16) */
+	uint8_t  flags;        /*  9: STINT_PATCH_* */
+	uint16_t nprobes;      /* 10: probes that must record before the restore */
+	uint32_t remaining;    /* 12: runtime: probes not yet recorded (rewriter writes nprobes) */
+	uint8_t  orig[16];     /* 16: the original bytes */
+};                         /* 32 */
+
+/*
+ * Trampoline code that must sit at a fixed address (punned jumps) is kept
+ * in the file and copied into place at start-up.
+ */
+struct stint_chunk {
+	uint64_t vaddr;        /*  0: link vaddr where the chunk must appear (page aligned; may wrap below 0 for PIE) */
+	uint64_t size;         /*  8: bytes (multiple of the page size) */
+	uint64_t src_vaddr;    /* 16: link vaddr of the chunk's bytes inside a loaded segment */
+	uint32_t flags;        /* 24: STINT_CHUNK_* */
+	uint32_t pad;          /* 28 */
+};                         /* 32 */
+
+#endif /* __ASSEMBLER__ */
+#endif /* STINT_ABI_H */
