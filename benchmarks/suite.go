@@ -1,0 +1,232 @@
+package benchmarks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Suite is the issue-2 benchmark set: rewrite cost and patch coverage on
+// real binaries, and slowdown of rewritten gzip and sqlite3 against native
+// and against callgrind's branch profile, all in one run.
+type Suite struct {
+	Config  Config
+	Only    []string
+	Results string
+	GzipMB  int64
+}
+
+// Report is what the suite writes as JSON.
+type Report struct {
+	Date     string              `json:"date"`
+	Host     string              `json:"host"`
+	Rewrites []*RewriteResult    `json:"rewrites,omitempty"`
+	Slowdown map[string][]Timing `json:"slowdown,omitempty"`
+	Notes    map[string]string   `json:"notes,omitempty"`
+}
+
+func (s *Suite) want(part string) bool { return len(s.Only) == 0 || slices.Contains(s.Only, part) }
+
+// Run runs the selected parts and writes results.
+func (s *Suite) Run(ctx context.Context, stdout io.Writer) error {
+	cfg := s.Config
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	rep := &Report{Date: time.Now().UTC().Format(time.RFC3339), Host: fmt.Sprintf("%s %d cores", host, runtime.NumCPU()),
+		Slowdown: map[string][]Timing{}, Notes: map[string]string{}}
+	if s.want("rewrite") {
+		for _, bin := range []string{"/usr/bin/gzip", "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0", "/usr/bin/git", "/usr/bin/gdb"} {
+			if _, err := os.Stat(bin); err != nil {
+				rep.Notes[bin] = "missing: " + err.Error()
+				continue
+			}
+			fmt.Fprintf(cfg.Log, "rewrite %s\n", bin)
+			r, err := RewriteCost(ctx, cfg, bin, 3)
+			if err != nil {
+				return err
+			}
+			rep.Rewrites = append(rep.Rewrites, r)
+		}
+	}
+	if s.want("gzip") {
+		if err := s.gzip(ctx, rep); err != nil {
+			return fmt.Errorf("gzip: %w", err)
+		}
+	}
+	if s.want("sqlite") {
+		if err := s.sqlite(ctx, rep); err != nil {
+			return fmt.Errorf("sqlite: %w", err)
+		}
+	}
+	return s.write(rep, stdout)
+}
+
+func (s *Suite) rewrite(ctx context.Context, in, out string, extra ...string) error {
+	args := append([]string{"-q", "-o", out}, extra...)
+	args = append(args, in)
+	_, err := RunOnce(ctx, Cmd{Argv: append([]string{s.Config.Rewrite}, args...)})
+	return err
+}
+
+func (s *Suite) traceEnv(name string) []string {
+	dir := filepath.Join(s.Config.WorkDir, "traces", name)
+	os.RemoveAll(dir)
+	os.MkdirAll(dir, 0o755)
+	return []string{"STINT_OUT=" + dir}
+}
+
+func (s *Suite) gzip(ctx context.Context, rep *Report) error {
+	cfg := s.Config
+	big := filepath.Join(cfg.WorkDir, fmt.Sprintf("input-%dM.txt", s.GzipMB))
+	small := filepath.Join(cfg.WorkDir, "input-4M.txt")
+	if err := TextInput(big, s.GzipMB<<20); err != nil {
+		return err
+	}
+	if err := TextInput(small, 4<<20); err != nil {
+		return err
+	}
+	def := filepath.Join(cfg.WorkDir, "gzip.stint")
+	every := filepath.Join(cfg.WorkDir, "gzip.every.stint")
+	if err := s.rewrite(ctx, "/usr/bin/gzip", def); err != nil {
+		return err
+	}
+	if err := s.rewrite(ctx, "/usr/bin/gzip", every, "--every"); err != nil {
+		return err
+	}
+	out := filepath.Join(cfg.WorkDir, "out.gz")
+	fmt.Fprintf(cfg.Log, "gzip %d MiB: native, stint default, callgrind branch profile\n", s.GzipMB)
+	t, err := Time(ctx, cfg,
+		[]string{"native", "stint branch (default)", "callgrind --collect-jumps=yes"},
+		[]Cmd{
+			{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: big, Out: out},
+			{Argv: []string{def, "-c"}, Stdin: big, Out: out, Env: s.traceEnv("gzip-default")},
+			{Argv: []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "/usr/bin/gzip", "-c"}, Stdin: big, Out: out},
+		}, []int{cfg.Runs, cfg.Runs, 3})
+	if err != nil {
+		return err
+	}
+	rep.Slowdown[fmt.Sprintf("gzip -c, %d MiB text", s.GzipMB)] = t
+	fmt.Fprintf(cfg.Log, "gzip 4 MiB: native, stint --every, callgrind\n")
+	t, err = Time(ctx, cfg,
+		[]string{"native", "stint branch --every", "callgrind --collect-jumps=yes"},
+		[]Cmd{
+			{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: small, Out: out},
+			{Argv: []string{every, "-c"}, Stdin: small, Out: out, Env: s.traceEnv("gzip-every")},
+			{Argv: []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "/usr/bin/gzip", "-c"}, Stdin: small, Out: out},
+		}, []int{cfg.Runs, 3, 3})
+	if err != nil {
+		return err
+	}
+	rep.Slowdown["gzip -c, 4 MiB text (every occurrence)"] = t
+	return nil
+}
+
+func (s *Suite) sqlite(ctx context.Context, rep *Report) error {
+	cfg := s.Config
+	lib := "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
+	sql, err := filepath.Abs("benchmarks/workloads/sqlite.sql")
+	if err != nil {
+		return err
+	}
+	defDir := filepath.Join(cfg.WorkDir, "sqlite-default")
+	everyDir := filepath.Join(cfg.WorkDir, "sqlite-every")
+	for _, d := range []string{defDir, everyDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := s.rewrite(ctx, lib, filepath.Join(defDir, "libsqlite3.so.0")); err != nil {
+		return err
+	}
+	if err := s.rewrite(ctx, lib, filepath.Join(everyDir, "libsqlite3.so.0"), "--every"); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Log, "sqlite3 workload: native, stint default, stint --every, callgrind\n")
+	t, err := Time(ctx, cfg,
+		[]string{"native", "stint branch (default)", "stint branch --every", "callgrind --collect-jumps=yes"},
+		[]Cmd{
+			{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql},
+			{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-default"), "LD_LIBRARY_PATH="+defDir)},
+			{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-every"), "LD_LIBRARY_PATH="+everyDir)},
+			{Argv: []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "sqlite3", ":memory:"}, Stdin: sql},
+		}, []int{cfg.Runs, cfg.Runs, 3, 3})
+	if err != nil {
+		return err
+	}
+	rep.Slowdown["sqlite3 workload (benchmarks/workloads/sqlite.sql)"] = t
+	return nil
+}
+
+func (s *Suite) write(rep *Report, stdout io.Writer) error {
+	if err := os.MkdirAll(s.Results, 0o755); err != nil {
+		return err
+	}
+	name := "issue2"
+	if len(s.Only) > 0 {
+		name += "-" + strings.Join(s.Only, "-")
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.Results, name+".json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	md := Markdown(rep)
+	if err := os.WriteFile(filepath.Join(s.Results, name+".md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, md)
+	return err
+}
+
+// Markdown renders the report as the tables the README quotes.
+func Markdown(rep *Report) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Measured %s on %s.\n\n", rep.Date, rep.Host)
+	if len(rep.Rewrites) > 0 {
+		b.WriteString("| binary | size | rewrite time (median of 3) | max RSS | branch sites | patched (no fallback) | per tactic | failed |\n|---|---|---|---|---|---|---|---|\n")
+		for _, r := range rep.Rewrites {
+			var tactics []string
+			keys := make([]string, 0, len(r.Patched))
+			for k := range r.Patched {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				if r.Patched[k] > 0 {
+					tactics = append(tactics, fmt.Sprintf("%s %d", k, r.Patched[k]))
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %.1f MB | %.2f s | %d MB | %d | %.3f%% | %s | %d |\n",
+				filepath.Base(r.Binary), float64(r.SizeBytes)/1e6, r.Median, r.MaxRSSKB/1024, r.Sites, r.PatchedPct,
+				strings.Join(tactics, ", "), r.Failed)
+		}
+		b.WriteString("\n")
+	}
+	keys := make([]string, 0, len(rep.Slowdown))
+	for k := range rep.Slowdown {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "**%s**\n\n| variant | median | ratio to native | runs |\n|---|---|---|---|\n", k)
+		for _, t := range rep.Slowdown[k] {
+			fmt.Fprintf(&b, "| %s | %.3f s | %.2fx | %d |\n", t.Variant, t.Median, t.Ratio, len(t.Seconds))
+		}
+		b.WriteString("\n")
+	}
+	for k, v := range rep.Notes {
+		fmt.Fprintf(&b, "- %s: %s\n", k, v)
+	}
+	return b.String()
+}
