@@ -4,6 +4,8 @@
 # is byte-identical to native gzip's, and show the branch trace it wrote.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/setup.sh
+mkdir -p bin && go build -o bin/ ./cmd/rewrite ./cmd/trace
 work=${STINT_DEMO_DIR:-/tmp/stint-demo}
 rm -rf "$work" && mkdir -p "$work/traces"
 git ls-files -z '*.go' '*.c' '*.h' '*.md' | xargs -0 cat > "$work/input.txt"
