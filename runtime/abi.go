@@ -1,0 +1,222 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// This file mirrors include/stint_abi.h. abi_test.go pins every size and
+// offset here and compares them with what gcc computes from the header, so
+// the two cannot drift apart silently.
+
+// ABIVersion is STINT_ABI_VERSION.
+const ABIVersion = 1
+
+// Magic numbers (little-endian ASCII).
+const (
+	BlobMagic   uint64 = 0x315452544e495453 // "STINTRT1"
+	ModuleMagic uint64 = 0x444f4d544e495453 // "STINTMOD"
+)
+
+// Kind is an event kind: the value of the trace's kind column (STINT_K_*).
+type Kind uint8
+
+const (
+	KJccTaken    Kind = 1
+	KJccNotTaken Kind = 2
+	KJmp         Kind = 3
+	KCall        Kind = 4
+	KRet         Kind = 5
+	KIndJmp      Kind = 6
+	KIndCall     Kind = 7
+	KSyscall     Kind = 8
+	KBlock       Kind = 9
+)
+
+// Tool is struct stint_module.tool (STINT_TOOL_*).
+type Tool uint32
+
+const (
+	ToolBranch  Tool = 1
+	ToolCall    Tool = 2
+	ToolSyscall Tool = 3
+	ToolBlock   Tool = 4
+)
+
+// Module flags (STINT_MF_*).
+const (
+	MFEvery  uint32 = 0x1
+	MFShared uint32 = 0x2
+	MFExec   uint32 = 0x4
+	MFStatic uint32 = 0x8
+)
+
+// Probe flags (STINT_PF_*).
+const (
+	PFDirect uint8 = 0x1
+	PFValue  uint8 = 0x2
+)
+
+// PatchRestorable is STINT_PATCH_RESTORABLE.
+const PatchRestorable uint8 = 0x1
+
+// ChunkReserved is STINT_CHUNK_RESERVED.
+const ChunkReserved uint32 = 0x1
+
+// NoPatch is STINT_NO_PATCH.
+const NoPatch uint32 = 0xffffffff
+
+// DstModuleNone is the dst_module the runtime records for a destination in
+// anonymous memory (dst is then absolute) and for syscall events.
+const DstModuleNone = 0xffff
+
+// Byte offsets of the blob header fields (STINT_BLOB_OFF_*).
+const (
+	BlobOffMagic      = 0
+	BlobOffVersion    = 8
+	BlobOffSize       = 12
+	BlobOffEntryExec  = 16
+	BlobOffEntryInit  = 20
+	BlobOffEntryFini  = 24
+	BlobOffProbe      = 28
+	BlobOffModuleRel  = 32
+	BlobHeaderSize    = 40
+	ModuleStructSize  = 368
+	ProbeStructSize   = 64
+	PatchStructSize   = 32
+	ChunkStructSize   = 32
+	ModuleOptionsSize = 192
+)
+
+// BlobHeader is struct stint_blob_header.
+type BlobHeader struct {
+	Magic      uint64
+	ABIVersion uint32
+	Size       uint32
+	EntryExec  uint32 // offsets from the start of the blob
+	EntryInit  uint32
+	EntryFini  uint32
+	Probe      uint32
+	ModuleRel  int64 // written by the rewriter into its copy
+}
+
+// Module is struct stint_module.
+type Module struct {
+	Magic        uint64
+	ABIVersion   uint32
+	Flags        uint32
+	Tool         uint32
+	NProbes      uint32
+	SelfVaddr    uint64
+	ImageEnd     uint64
+	ProbesVaddr  uint64
+	PatchesVaddr uint64
+	ChunksVaddr  uint64
+	NPatches     uint32
+	NChunks      uint32
+	TextLo       uint64
+	TextHi       uint64
+	TrampLo      uint64
+	TrampHi      uint64
+	OrigEntry    uint64
+	OrigFini     uint64
+	BuildID      [32]byte
+	BuildIDLen   uint32
+	ModuleID     uint32 // runtime
+	Base         uint64 // runtime
+	RuntimeState uint64 // runtime
+	Options      [ModuleOptionsSize]byte
+}
+
+// Probe is struct stint_probe.
+type Probe struct {
+	Src        uint64
+	Dst        uint64
+	Arm        uint64
+	ArmTo      uint64
+	ModuleBack uint32
+	Patch      uint32
+	Kind       uint8
+	Flags      uint8
+	State      uint8 // runtime
+	Pad0       [5]byte
+	Cache      uint64 // runtime
+	Pad1       uint64
+}
+
+// Patch is struct stint_patch.
+type Patch struct {
+	Addr      uint64
+	Len       uint8
+	Flags     uint8
+	NProbes   uint16
+	Remaining uint32 // runtime (the rewriter writes NProbes)
+	Orig      [16]byte
+}
+
+// Chunk is struct stint_chunk.
+type Chunk struct {
+	Vaddr    uint64
+	Size     uint64
+	SrcVaddr uint64
+	Flags    uint32
+	Pad      uint32
+}
+
+// HeaderError reports a malformed blob header.
+type HeaderError struct {
+	Off int64 // byte offset in the blob of the offending field
+	Msg string
+}
+
+func (e *HeaderError) Error() string {
+	return fmt.Sprintf("runtime blob header at offset %d: %s", e.Off, e.Msg)
+}
+
+// ParseHeader decodes and checks the header at the start of a runtime
+// blob: magic, ABI version, size and that every entry offset lies inside.
+func ParseHeader(b []byte) (BlobHeader, error) {
+	var h BlobHeader
+	if len(b) < BlobHeaderSize {
+		return h, &HeaderError{Off: int64(len(b)), Msg: fmt.Sprintf("blob is %d bytes, shorter than the header", len(b))}
+	}
+	le := binary.LittleEndian
+	h = BlobHeader{
+		Magic:      le.Uint64(b[BlobOffMagic:]),
+		ABIVersion: le.Uint32(b[BlobOffVersion:]),
+		Size:       le.Uint32(b[BlobOffSize:]),
+		EntryExec:  le.Uint32(b[BlobOffEntryExec:]),
+		EntryInit:  le.Uint32(b[BlobOffEntryInit:]),
+		EntryFini:  le.Uint32(b[BlobOffEntryFini:]),
+		Probe:      le.Uint32(b[BlobOffProbe:]),
+		ModuleRel:  int64(le.Uint64(b[BlobOffModuleRel:])),
+	}
+	if h.Magic != BlobMagic {
+		return h, &HeaderError{Off: BlobOffMagic, Msg: fmt.Sprintf("bad magic %#x", h.Magic)}
+	}
+	if h.ABIVersion != ABIVersion {
+		return h, &HeaderError{Off: BlobOffVersion, Msg: fmt.Sprintf("ABI version %d, want %d", h.ABIVersion, ABIVersion)}
+	}
+	if int64(h.Size) != int64(len(b)) {
+		return h, &HeaderError{Off: BlobOffSize, Msg: fmt.Sprintf("size field %d, blob is %d bytes", h.Size, len(b))}
+	}
+	for _, f := range []struct {
+		off int64
+		v   uint32
+	}{{BlobOffEntryExec, h.EntryExec}, {BlobOffEntryInit, h.EntryInit}, {BlobOffEntryFini, h.EntryFini}, {BlobOffProbe, h.Probe}} {
+		if f.v < BlobHeaderSize || f.v >= h.Size {
+			return h, &HeaderError{Off: f.off, Msg: fmt.Sprintf("entry offset %#x outside the blob code [%#x, %#x)", f.v, BlobHeaderSize, h.Size)}
+		}
+	}
+	return h, nil
+}
+
+// SetModuleRel writes module_rel into a copy of the blob, as the rewriter
+// must: the link vaddr of struct stint_module minus the blob's link vaddr.
+func SetModuleRel(blob []byte, rel int64) error {
+	if len(blob) < BlobHeaderSize {
+		return &HeaderError{Off: int64(len(blob)), Msg: "blob shorter than the header"}
+	}
+	binary.LittleEndian.PutUint64(blob[BlobOffModuleRel:], uint64(rel))
+	return nil
+}

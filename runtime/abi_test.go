@@ -1,0 +1,247 @@
+package runtime
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// abiStructs maps every struct of stint_abi.h to its Go mirror, field by
+// field (C name, Go name).
+var abiStructs = []struct {
+	c      string
+	goType reflect.Type
+	size   uintptr
+	fields [][2]string
+}{
+	{"stint_blob_header", reflect.TypeOf(BlobHeader{}), BlobHeaderSize, [][2]string{
+		{"magic", "Magic"}, {"abi_version", "ABIVersion"}, {"size", "Size"}, {"entry_exec", "EntryExec"},
+		{"entry_init", "EntryInit"}, {"entry_fini", "EntryFini"}, {"probe", "Probe"}, {"module_rel", "ModuleRel"},
+	}},
+	{"stint_module", reflect.TypeOf(Module{}), ModuleStructSize, [][2]string{
+		{"magic", "Magic"}, {"abi_version", "ABIVersion"}, {"flags", "Flags"}, {"tool", "Tool"},
+		{"nprobes", "NProbes"}, {"self_vaddr", "SelfVaddr"}, {"image_end", "ImageEnd"},
+		{"probes_vaddr", "ProbesVaddr"}, {"patches_vaddr", "PatchesVaddr"}, {"chunks_vaddr", "ChunksVaddr"},
+		{"npatches", "NPatches"}, {"nchunks", "NChunks"}, {"text_lo", "TextLo"}, {"text_hi", "TextHi"},
+		{"tramp_lo", "TrampLo"}, {"tramp_hi", "TrampHi"}, {"orig_entry", "OrigEntry"}, {"orig_fini", "OrigFini"},
+		{"build_id", "BuildID"}, {"build_id_len", "BuildIDLen"}, {"module_id", "ModuleID"}, {"base", "Base"},
+		{"runtime_state", "RuntimeState"}, {"options", "Options"},
+	}},
+	{"stint_probe", reflect.TypeOf(Probe{}), ProbeStructSize, [][2]string{
+		{"src", "Src"}, {"dst", "Dst"}, {"arm", "Arm"}, {"arm_to", "ArmTo"}, {"module_back", "ModuleBack"},
+		{"patch", "Patch"}, {"kind", "Kind"}, {"flags", "Flags"}, {"state", "State"}, {"pad0", "Pad0"},
+		{"cache", "Cache"}, {"pad1", "Pad1"},
+	}},
+	{"stint_patch", reflect.TypeOf(Patch{}), PatchStructSize, [][2]string{
+		{"addr", "Addr"}, {"len", "Len"}, {"flags", "Flags"}, {"nprobes", "NProbes"},
+		{"remaining", "Remaining"}, {"orig", "Orig"},
+	}},
+	{"stint_chunk", reflect.TypeOf(Chunk{}), ChunkStructSize, [][2]string{
+		{"vaddr", "Vaddr"}, {"size", "Size"}, {"src_vaddr", "SrcVaddr"}, {"flags", "Flags"}, {"pad", "Pad"},
+	}},
+}
+
+// abiConsts are the #defines of stint_abi.h with their Go values.
+var abiConsts = map[string]uint64{
+	"STINT_ABI_VERSION": ABIVersion, "STINT_BLOB_MAGIC": BlobMagic, "STINT_MODULE_MAGIC": ModuleMagic,
+	"STINT_K_JCC_TAKEN": uint64(KJccTaken), "STINT_K_JCC_NOT_TAKEN": uint64(KJccNotTaken),
+	"STINT_K_JMP": uint64(KJmp), "STINT_K_CALL": uint64(KCall), "STINT_K_RET": uint64(KRet),
+	"STINT_K_IND_JMP": uint64(KIndJmp), "STINT_K_IND_CALL": uint64(KIndCall),
+	"STINT_K_SYSCALL": uint64(KSyscall), "STINT_K_BLOCK": uint64(KBlock),
+	"STINT_TOOL_BRANCH": uint64(ToolBranch), "STINT_TOOL_CALL": uint64(ToolCall),
+	"STINT_TOOL_SYSCALL": uint64(ToolSyscall), "STINT_TOOL_BLOCK": uint64(ToolBlock),
+	"STINT_MF_EVERY": uint64(MFEvery), "STINT_MF_SHARED": uint64(MFShared), "STINT_MF_EXEC": uint64(MFExec),
+	"STINT_MF_STATIC": uint64(MFStatic), "STINT_PF_DIRECT": uint64(PFDirect), "STINT_PF_VALUE": uint64(PFValue),
+	"STINT_PATCH_RESTORABLE": uint64(PatchRestorable), "STINT_CHUNK_RESERVED": uint64(ChunkReserved),
+	"STINT_NO_PATCH": uint64(NoPatch),
+	"STINT_BLOB_OFF_MAGIC": BlobOffMagic, "STINT_BLOB_OFF_VERSION": BlobOffVersion,
+	"STINT_BLOB_OFF_SIZE": BlobOffSize, "STINT_BLOB_OFF_ENTRY_EXEC": BlobOffEntryExec,
+	"STINT_BLOB_OFF_ENTRY_INIT": BlobOffEntryInit, "STINT_BLOB_OFF_ENTRY_FINI": BlobOffEntryFini,
+	"STINT_BLOB_OFF_PROBE": BlobOffProbe, "STINT_BLOB_OFF_MODULE_REL": BlobOffModuleRel,
+	"STINT_BLOB_HEADER_SIZE": BlobHeaderSize,
+}
+
+// TestABIPinned pins the Go layout: a change of abi.go that moves a field
+// fails here even without gcc.
+func TestABIPinned(t *testing.T) {
+	tests := []struct {
+		name       string
+		have, want uintptr
+	}{
+		{"sizeof BlobHeader", unsafe.Sizeof(BlobHeader{}), 40},
+		{"BlobHeader.EntryExec", unsafe.Offsetof(BlobHeader{}.EntryExec), BlobOffEntryExec},
+		{"BlobHeader.Probe", unsafe.Offsetof(BlobHeader{}.Probe), BlobOffProbe},
+		{"BlobHeader.ModuleRel", unsafe.Offsetof(BlobHeader{}.ModuleRel), BlobOffModuleRel},
+		{"sizeof Module", unsafe.Sizeof(Module{}), 368},
+		{"Module.NProbes", unsafe.Offsetof(Module{}.NProbes), 20},
+		{"Module.SelfVaddr", unsafe.Offsetof(Module{}.SelfVaddr), 24},
+		{"Module.NPatches", unsafe.Offsetof(Module{}.NPatches), 64},
+		{"Module.TextLo", unsafe.Offsetof(Module{}.TextLo), 72},
+		{"Module.OrigEntry", unsafe.Offsetof(Module{}.OrigEntry), 104},
+		{"Module.OrigFini", unsafe.Offsetof(Module{}.OrigFini), 112},
+		{"Module.BuildID", unsafe.Offsetof(Module{}.BuildID), 120},
+		{"Module.BuildIDLen", unsafe.Offsetof(Module{}.BuildIDLen), 152},
+		{"Module.ModuleID", unsafe.Offsetof(Module{}.ModuleID), 156},
+		{"Module.Base", unsafe.Offsetof(Module{}.Base), 160},
+		{"Module.RuntimeState", unsafe.Offsetof(Module{}.RuntimeState), 168},
+		{"Module.Options", unsafe.Offsetof(Module{}.Options), 176},
+		{"sizeof Probe", unsafe.Sizeof(Probe{}), 64},
+		{"Probe.ModuleBack", unsafe.Offsetof(Probe{}.ModuleBack), 32},
+		{"Probe.Patch", unsafe.Offsetof(Probe{}.Patch), 36},
+		{"Probe.Kind", unsafe.Offsetof(Probe{}.Kind), 40},
+		{"Probe.Flags", unsafe.Offsetof(Probe{}.Flags), 41},
+		{"Probe.State", unsafe.Offsetof(Probe{}.State), 42},
+		{"Probe.Cache", unsafe.Offsetof(Probe{}.Cache), 48},
+		{"sizeof Patch", unsafe.Sizeof(Patch{}), 32},
+		{"Patch.Len", unsafe.Offsetof(Patch{}.Len), 8},
+		{"Patch.NProbes", unsafe.Offsetof(Patch{}.NProbes), 10},
+		{"Patch.Remaining", unsafe.Offsetof(Patch{}.Remaining), 12},
+		{"Patch.Orig", unsafe.Offsetof(Patch{}.Orig), 16},
+		{"sizeof Chunk", unsafe.Sizeof(Chunk{}), 32},
+		{"Chunk.SrcVaddr", unsafe.Offsetof(Chunk{}.SrcVaddr), 16},
+		{"Chunk.Flags", unsafe.Offsetof(Chunk{}.Flags), 24},
+	}
+	for _, tt := range tests {
+		if tt.have != tt.want {
+			t.Errorf("%s: have %d, want %d", tt.name, tt.have, tt.want)
+		}
+	}
+	for _, s := range abiStructs {
+		if s.goType.Size() != s.size {
+			t.Errorf("%s: Go size %d, constant %d", s.goType.Name(), s.goType.Size(), s.size)
+		}
+		if s.goType.NumField() != len(s.fields) {
+			t.Errorf("%s: %d Go fields, table lists %d", s.goType.Name(), s.goType.NumField(), len(s.fields))
+		}
+	}
+}
+
+// TestABIMatchesC compiles a program that prints sizeof/offsetof of every
+// struct field and every #define of stint_abi.h, and compares.
+func TestABIMatchesC(t *testing.T) {
+	gcc := needGCC(t)
+	var src strings.Builder
+	src.WriteString("#include <stdio.h>\n#include <stddef.h>\n#include \"stint_abi.h\"\nint main(void) {\n")
+	for _, s := range abiStructs {
+		fmt.Fprintf(&src, "printf(\"sizeof %s %%zu\\n\", sizeof(struct %s));\n", s.c, s.c)
+		for _, f := range s.fields {
+			fmt.Fprintf(&src, "printf(\"%s.%s %%zu %%zu\\n\", offsetof(struct %s, %s), sizeof(((struct %s *)0)->%s));\n",
+				s.c, f[0], s.c, f[0], s.c, f[0])
+		}
+	}
+	for name := range abiConsts {
+		fmt.Fprintf(&src, "printf(\"%s %%llu\\n\", (unsigned long long)(%s));\n", name, name)
+	}
+	src.WriteString("return 0;\n}\n")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "abi.c"), []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "abi")
+	if out, err := exec.Command(gcc, "-Wall", "-Werror", "-Iinclude", "-o", bin, filepath.Join(dir, "abi.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		w := strings.Fields(sc.Text())
+		key := w[0]
+		if w[0] == "sizeof" {
+			key = "sizeof " + w[1]
+			w = w[1:]
+		}
+		for _, s := range w[1:] {
+			v, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				t.Fatalf("line %q: %v", sc.Text(), err)
+			}
+			got[key] = append(got[key], v)
+		}
+	}
+	for _, s := range abiStructs {
+		if have, want := uint64(s.goType.Size()), got["sizeof "+s.c]; len(want) != 1 || have != want[0] {
+			t.Errorf("sizeof %s: Go %d, C %v", s.c, have, want)
+		}
+		for i, f := range s.fields {
+			gf := s.goType.Field(i)
+			if gf.Name != f[1] {
+				t.Errorf("%s field %d: Go name %s, table says %s", s.goType.Name(), i, gf.Name, f[1])
+				continue
+			}
+			want := got[s.c+"."+f[0]]
+			if len(want) != 2 || uint64(gf.Offset) != want[0] || uint64(gf.Type.Size()) != want[1] {
+				t.Errorf("%s.%s: Go offset %d size %d, C offset/size %v", s.c, f[0], gf.Offset, gf.Type.Size(), want)
+			}
+		}
+	}
+	for name, v := range abiConsts {
+		if want := got[name]; len(want) != 1 || want[0] != v {
+			t.Errorf("%s: Go %#x, C %v", name, v, want)
+		}
+	}
+}
+
+func TestParseHeaderErrors(t *testing.T) {
+	good := Blob()
+	mut := func(f func(b []byte)) []byte {
+		b := append([]byte(nil), good...)
+		f(b)
+		return b
+	}
+	tests := []struct {
+		name    string
+		in      []byte
+		wantOff int64
+	}{
+		{"short", good[:10], 10},
+		{"magic", mut(func(b []byte) { b[0] ^= 1 }), BlobOffMagic},
+		{"version", mut(func(b []byte) { b[BlobOffVersion] = 99 }), BlobOffVersion},
+		{"size", good[:len(good)-1], BlobOffSize},
+		{"probe outside", mut(func(b []byte) { b[BlobOffProbe+3] = 0x7f }), BlobOffProbe},
+		{"exec inside header", mut(func(b []byte) { copy(b[BlobOffEntryExec:], []byte{4, 0, 0, 0}) }), BlobOffEntryExec},
+	}
+	for _, tt := range tests {
+		_, err := ParseHeader(tt.in)
+		var he *HeaderError
+		if !errors.As(err, &he) {
+			t.Errorf("%s: have error %v, want a *HeaderError", tt.name, err)
+			continue
+		}
+		if he.Off != tt.wantOff {
+			t.Errorf("%s: have offset %d, want %d (%v)", tt.name, he.Off, tt.wantOff, err)
+		}
+	}
+}
+
+func FuzzParseHeader(f *testing.F) {
+	f.Add(Blob()[:BlobHeaderSize])
+	f.Add(Blob())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := ParseHeader(b)
+		if err == nil && (h.Magic != BlobMagic || int(h.Size) != len(b)) {
+			t.Fatalf("accepted a bad header: %+v", h)
+		}
+	})
+}
+
+func needGCC(t *testing.T) string {
+	t.Helper()
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc not found: ", err)
+	}
+	return gcc
+}

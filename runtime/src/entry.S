@@ -1,0 +1,121 @@
+/*
+ * entry.S - the blob header and the stubs the rewriter points at.
+ *
+ * The header must be the first bytes of the blob (the linker script puts
+ * section .stint.header first). Offsets in it are differences of labels in
+ * this section, so they are assembly-time constants: no relocations.
+ */
+#include "stint_abi.h"
+
+	.section .note.GNU-stack, "", @progbits
+
+	.section .stint.header, "ax", @progbits
+	.globl stint_blob_start
+	.hidden stint_blob_start
+stint_blob_start:
+	.quad STINT_BLOB_MAGIC
+	.long STINT_ABI_VERSION
+#ifdef STINT_BLOB
+	.long stint_blob_end - stint_blob_start
+#else
+	.long 0
+#endif
+	.long stint_entry_exec - stint_blob_start
+	.long stint_entry_init - stint_blob_start
+	.long stint_entry_fini - stint_blob_start
+	.long stint_probe_entry - stint_blob_start
+	.quad 0 /* module_rel: written by the rewriter */
+
+/*
+ * e_entry of a rewritten executable. The kernel (or ld.so) left argc at
+ * 0(%rsp), a 16-byte aligned stack, and %rdx = a fini function (or 0).
+ * stint_init_exec(blob, sp) returns the original entry address.
+ */
+	.p2align 4
+	.globl stint_entry_exec
+	.hidden stint_entry_exec
+stint_entry_exec:
+	mov %rsp, %rsi
+	push %rdx
+	push %rsi
+	lea stint_blob_start(%rip), %rdi
+	call stint_init_exec
+	pop %rsi
+	pop %rdx
+	xor %ecx, %ecx
+	xchg %rax, %rcx
+	jmp *%rcx
+
+/*
+ * DT_INIT of a rewritten shared object: called as init(argc, argv, envp).
+ * stint_init_shared(blob, argc, argv, envp) returns the original DT_INIT
+ * (0 = none), which is tail-called with the original arguments.
+ */
+	.p2align 4
+	.globl stint_entry_init
+	.hidden stint_entry_init
+stint_entry_init:
+	push %rdi
+	push %rsi
+	push %rdx
+	mov %rdx, %rcx
+	mov %rsi, %rdx
+	mov %rdi, %rsi
+	lea stint_blob_start(%rip), %rdi
+	call stint_init_shared
+	pop %rdx
+	pop %rsi
+	pop %rdi
+	test %rax, %rax
+	jz 1f
+	jmp *%rax
+1:	ret
+
+/* DT_FINI: flush this process's trace, then the original DT_FINI if any. */
+	.p2align 4
+	.globl stint_entry_fini
+	.hidden stint_entry_fini
+stint_entry_fini:
+	sub $8, %rsp
+	lea stint_blob_start(%rip), %rdi
+	call stint_fini
+	add $8, %rsp
+	test %rax, %rax
+	jz 1f
+	jmp *%rax
+1:	ret
+
+/*
+ * Called from a trampoline's thunk: %rdi = struct stint_probe *, %rsi =
+ * destination or value; the thunk saved %rdi and %rsi and stepped over the
+ * red zone. Everything else the C code may clobber is saved here, and the
+ * flags too (popfq restores DF, which cld clears for the C code).
+ */
+	.p2align 4
+	.globl stint_probe_entry
+	.hidden stint_probe_entry
+stint_probe_entry:
+	pushfq
+	push %rax
+	push %rcx
+	push %rdx
+	push %r8
+	push %r9
+	push %r10
+	push %r11
+	push %rbp
+	cld
+	mov %rsp, %rbp
+	and $-16, %rsp
+	call stint_record
+	mov %rbp, %rsp
+	pop %rbp
+	pop %r11
+	pop %r10
+	pop %r9
+	pop %r8
+	pop %rdx
+	pop %rcx
+	pop %rax
+	popfq
+	ret

@@ -1,0 +1,1515 @@
+/*
+ * stint.c - the runtime injected into every module stint rewrites.
+ *
+ * Design
+ * ------
+ * This file is compiled freestanding (no libc, no startup files) into a
+ * flat position-independent blob (runtime/blob/stint.bin) that the
+ * rewriter copies into each rewritten module. It cannot use libc because
+ * it runs before the program's libc is initialised (from e_entry or
+ * DT_INIT), in programs that have no libc at all (static, Go), and from
+ * any instruction of the program, including inside signal handlers and
+ * inside libc itself while libc holds its own locks. So: raw system calls
+ * (sys.h), our own memcpy/memset, no errno, no TLS (%fs is not set up when
+ * we first run, and -fno-stack-protector keeps gcc from reading it).
+ *
+ * ABI: the System V x86-64 calling convention between the asm stubs
+ * (entry.S) and C; the structures of include/stint_abi.h between the
+ * rewriter and us. The blob is read-only and executable, so there are no
+ * mutable globals at all: per-module state lives in the module's own
+ * struct stint_module (in its RW segment) and process-wide state in one
+ * anonymous mapping at a fixed address (STINT_GLOBAL_ADDR) that every
+ * rewritten module of the process finds and joins. Compiled with
+ * -mgeneral-regs-only, so the program's vector and x87 state is never
+ * touched; stint_probe_entry saves every general register and the flags
+ * the C code may change.
+ *
+ * Reentrancy: a probe can fire on any thread at any time, including in a
+ * signal handler that interrupted the runtime itself on the same thread.
+ * Nothing here ever blocks on a lock: shared state is updated with atomic
+ * instructions (fetch-add to reserve a trace row, compare-and-swap to
+ * claim a probe or a hash-set slot), the few things that need exclusion
+ * (scanning /proc/self/maps into a shared scratch buffer, re-opening the
+ * trace after fork) use a try-lock and give up when it is taken, and every
+ * wait is a bounded spin after which the event is dropped and counted. A
+ * handler that interrupts a half-written row therefore costs at most that
+ * handler's event, never a deadlock.
+ *
+ * Trace file: see the comment above struct stint_global and DESIGN.md §4.
+ * Any setup failure prints one line to fd 2 and leaves the program running
+ * untraced: the runtime never exits, aborts or signals.
+ */
+#include "sys.h"
+#include "stint_abi.h"
+#include "stint_arrow.h"
+
+#define STINT_API __attribute__((visibility("default"), used))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- the little string library we need ---- */
+
+#ifdef STINT_BLOB
+/* gcc may emit calls to these for structure copies. */
+void *memcpy(void *d, const void *s, size_t n) __attribute__((visibility("hidden")));
+void *memset(void *d, int c, size_t n) __attribute__((visibility("hidden")));
+void *memcpy(void *d, const void *s, size_t n)
+{
+	unsigned char *dp = d;
+	const unsigned char *sp = s;
+	while (n--)
+		*dp++ = *sp++;
+	return d;
+}
+void *memset(void *d, int c, size_t n)
+{
+	unsigned char *dp = d;
+	while (n--)
+		*dp++ = (unsigned char)c;
+	return d;
+}
+#endif
+
+static void s_memcpy(void *d, const void *s, size_t n)
+{
+	unsigned char *dp = d;
+	const unsigned char *sp = s;
+	while (n--)
+		*dp++ = *sp++;
+}
+
+static void s_memset(void *d, int c, size_t n)
+{
+	unsigned char *dp = d;
+	while (n--)
+		*dp++ = (unsigned char)c;
+}
+
+static size_t s_strlen(const char *s)
+{
+	size_t n = 0;
+	while (s[n])
+		n++;
+	return n;
+}
+
+static int s_strncmp(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (a[i] != b[i])
+			return (unsigned char)a[i] - (unsigned char)b[i];
+		if (!a[i])
+			return 0;
+	}
+	return 0;
+}
+
+/* A bounded string builder: writes past cap are dropped, never overrun. */
+struct sbuf {
+	char *p;
+	size_t len, cap;
+};
+
+static void sb_putc(struct sbuf *b, char c)
+{
+	if (b->len < b->cap)
+		b->p[b->len] = c;
+	b->len++;
+}
+
+static void sb_puts(struct sbuf *b, const char *s)
+{
+	while (*s)
+		sb_putc(b, *s++);
+}
+
+static void sb_putu(struct sbuf *b, uint64_t v)
+{
+	char t[24];
+	int n = 0;
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		sb_putc(b, t[--n]);
+}
+
+static void sb_puthex(struct sbuf *b, const uint8_t *p, size_t n)
+{
+	static const char hx[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		sb_putc(b, hx[p[i] >> 4]);
+		sb_putc(b, hx[p[i] & 15]);
+	}
+}
+
+/* JSON string contents: escape quotes, backslashes and control bytes. */
+static void sb_putjs(struct sbuf *b, const char *s)
+{
+	static const char hx[] = "0123456789abcdef";
+	sb_putc(b, '"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			sb_putc(b, '\\');
+			sb_putc(b, (char)c);
+		} else if (c < 0x20) {
+			sb_puts(b, "\\u00");
+			sb_putc(b, hx[c >> 4]);
+			sb_putc(b, hx[c & 15]);
+		} else {
+			sb_putc(b, (char)c);
+		}
+	}
+	sb_putc(b, '"');
+}
+
+static const char *errno_name(long e)
+{
+	switch (e) {
+	case 1: return "EPERM";
+	case 2: return "ENOENT";
+	case 5: return "EIO";
+	case 9: return "EBADF";
+	case 12: return "ENOMEM";
+	case 13: return "EACCES";
+	case 14: return "EFAULT";
+	case 16: return "EBUSY";
+	case 17: return "EEXIST";
+	case 20: return "ENOTDIR";
+	case 21: return "EISDIR";
+	case 22: return "EINVAL";
+	case 23: return "ENFILE";
+	case 24: return "EMFILE";
+	case 27: return "EFBIG";
+	case 28: return "ENOSPC";
+	case 30: return "EROFS";
+	case 36: return "ENAMETOOLONG";
+	case 122: return "EDQUOT";
+	default: return "error";
+	}
+}
+
+/* The one line a failed setup prints: "stint: <what>: <errno>; running untraced". */
+static void say_untraced(const char *what, const char *arg, long err)
+{
+	char line[512];
+	struct sbuf b = {line, 0, sizeof line - 1};
+	sb_puts(&b, "stint: ");
+	sb_puts(&b, what);
+	if (arg) {
+		sb_putc(&b, ' ');
+		sb_puts(&b, arg);
+	}
+	sb_puts(&b, ": ");
+	sb_puts(&b, errno_name(err));
+	sb_puts(&b, "; running untraced\n");
+	size_t n = b.len < b.cap ? b.len : b.cap;
+	if (b.len > b.cap)
+		line[n - 1] = '\n';
+	sys_call3(SYS_write, 2, (long)line, (long)n);
+}
+
+/* ---- process-wide state ---- */
+
+#define STINT_GLOBAL_ADDR   ((uintptr_t)0x3e5700000000ULL)
+#define STINT_GLOBAL_MAGIC  0x4c424f4c47544e53ULL /* "SNTGLOBL" */
+#define STINT_GLOBAL_SIZE   ((size_t)32 << 20)
+#define STINT_WIPE_ADDR     (STINT_GLOBAL_ADDR + STINT_GLOBAL_SIZE)
+#define STINT_WIPE_SIZE     4096
+
+#define MAX_MODULES   1024
+#define MAX_ANON      256
+#define HASH_SLOTS    ((size_t)1 << 20) /* (probe, dst) pairs, 16 MiB */
+#define HASH_PROBES   64
+#define RING          64
+#define SCRATCH_SIZE  8192
+
+#define ROWS_PER_BATCH 4096u
+#define RES_CLOSED     0x80000000u   /* reservation count of a closed slot */
+#define SPIN_LIMIT     (1u << 20)
+#define FILE_RESERVE   ((uint64_t)64 << 30)
+
+#define DST_MODULE_NONE 0xffff
+
+struct gmodule {
+	uint64_t base, size;
+	uint32_t ready;      /* set last (release): the entry is complete */
+	uint32_t rewritten;
+	uint32_t build_id_len;
+	uint32_t pad;
+	uint8_t build_id[32];
+	char path[512];
+};
+
+struct anon_region {
+	uint64_t lo, hi;
+};
+
+struct slot_ring {
+	uint64_t tagcount;   /* slot number << 32 | rows committed */
+	uint64_t pos;        /* file offset of the slot */
+};
+
+/*
+ * The trace file is an Arrow IPC stream: the schema message, then batch
+ * "slots" of a fixed size one after the other. A slot is the batch
+ * metadata template (STINT_ARROW_BATCH_LEN bytes) followed by the eight
+ * column buffers sized for ROWS_PER_BATCH rows. The first four bytes of a
+ * slot stay zero (= end of stream to a reader) until the slot is sealed.
+ *
+ * cur packs (slot number << 32 | rows reserved). A writer fetch-adds 1:
+ * an index below the capacity is its row; exactly the capacity means it
+ * filled the slot and must open the next one; more means someone else is
+ * opening it (spin, bounded, and retry). Each slot's committed-row count
+ * lives in ring[slot % RING], tagged with the slot number; the writer that
+ * commits the last row seals the slot.
+ */
+struct stint_global {
+	uint64_t magic;
+	uint32_t abi_version;
+	uint32_t size;
+	int32_t pid;
+	uint32_t recording;          /* 0: off (disabled, or setup failed) */
+	uint32_t init_lock;          /* try-lock for trace (re)opening */
+	uint32_t scratch_lock;       /* try-lock for scratch */
+	uint32_t warned;
+	uint32_t nmodules;           /* entries reserved */
+	uint32_t nanon;
+	uint32_t every_any;
+	uint64_t events, dropped, hash_full;
+	uint64_t vdso_gettime;       /* address of __vdso_clock_gettime or 0 */
+	uint64_t start_ns, mono_start_ns;
+	int32_t fd;
+	int32_t exe_registered;
+	uint64_t map;                /* file mapping (FILE_RESERVE bytes) */
+	uint64_t file_len;           /* current ftruncate length */
+	uint64_t next_pos;           /* where the next slot opens */
+	uint64_t slot_size;
+	uint64_t col_off[STINT_ARROW_NCOLS]; /* body-relative column offsets */
+	uint64_t cur;
+	uint64_t modules_used;       /* bytes of stint.modules filled */
+	uint32_t tool;
+	uint32_t pad2;
+	char options[192];
+	char exe_path[512];
+	char out_dir[512];
+	char trace_path[1024];
+	uint8_t exe_build_id[32];
+	uint32_t exe_build_id_len;
+	uint32_t pad3;
+	struct slot_ring ring[RING];
+	struct anon_region anon[MAX_ANON];
+	char scratch[SCRATCH_SIZE];
+	struct gmodule modules[MAX_MODULES];
+	uint64_t hash[] __attribute__((aligned(16)));
+};
+
+struct wipe_page {
+	uint32_t alive;   /* zero in a freshly forked child */
+};
+
+/* struct stint_module.runtime_state */
+#define RS_ACTIVE   0x1   /* initialised, recording */
+#define RS_PATCHING 0x2   /* text and trampolines writable: may retarget/restore */
+
+static inline struct stint_global *G(void) { return (struct stint_global *)STINT_GLOBAL_ADDR; }
+static inline struct wipe_page *W(void) { return (struct wipe_page *)STINT_WIPE_ADDR; }
+
+static inline void cpu_relax(void) { __asm__ volatile("pause" ::: "memory"); }
+
+static uint64_t now_ns(int clock)
+{
+	struct s_timespec ts = {0, 0};
+	uint64_t f = G()->vdso_gettime;
+	if (f && ((long (*)(long, struct s_timespec *))f)(clock, &ts) == 0)
+		return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	sys_call2(SYS_clock_gettime, clock, (long)&ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the vDSO ---- */
+
+struct elf64_ehdr {
+	uint8_t ident[16];
+	uint16_t type, machine;
+	uint32_t version;
+	uint64_t entry, phoff, shoff;
+	uint32_t flags;
+	uint16_t ehsize, phentsize, phnum, shentsize, shnum, shstrndx;
+};
+struct elf64_phdr {
+	uint32_t type, flags;
+	uint64_t offset, vaddr, paddr, filesz, memsz, align;
+};
+struct elf64_shdr {
+	uint32_t name, type;
+	uint64_t flags, addr, offset, size;
+	uint32_t link, info;
+	uint64_t addralign, entsize;
+};
+struct elf64_sym {
+	uint32_t name;
+	uint8_t info, other;
+	uint16_t shndx;
+	uint64_t value, size;
+};
+
+/*
+ * The kernel maps the whole vDSO image, section headers included, so the
+ * dynamic symbol table is found through them.
+ */
+static uint64_t vdso_lookup(uint64_t ehdr_addr, const char *name)
+{
+	const struct elf64_ehdr *eh = (const void *)ehdr_addr;
+	if (!eh || eh->ident[0] != 0x7f || eh->ident[1] != 'E' || eh->ident[4] != 2)
+		return 0;
+	uint64_t load = 0;
+	int found = 0;
+	const struct elf64_phdr *ph = (const void *)(ehdr_addr + eh->phoff);
+	for (int i = 0; i < eh->phnum; i++) {
+		if (ph[i].type == 1 /* PT_LOAD */) {
+			load = ehdr_addr + ph[i].offset - ph[i].vaddr;
+			found = 1;
+			break;
+		}
+	}
+	if (!found || eh->shentsize != sizeof(struct elf64_shdr))
+		return 0;
+	const struct elf64_shdr *sh = (const void *)(ehdr_addr + eh->shoff);
+	for (int i = 0; i < eh->shnum; i++) {
+		if (sh[i].type != 11 /* SHT_DYNSYM */ || sh[i].link >= eh->shnum)
+			continue;
+		const struct elf64_sym *sym = (const void *)(ehdr_addr + sh[i].offset);
+		const char *str = (const char *)(ehdr_addr + sh[sh[i].link].offset);
+		uint64_t n = sh[i].size / sizeof(struct elf64_sym);
+		size_t nl = s_strlen(name) + 1;
+		for (uint64_t j = 0; j < n; j++) {
+			if (sym[j].shndx == 0 || !sym[j].value)
+				continue;
+			if (s_strncmp(str + sym[j].name, name, nl) == 0)
+				return load + sym[j].value;
+		}
+	}
+	return 0;
+}
+
+/* ---- small file helpers ---- */
+
+static long open_ro(const char *path)
+{
+	return sys_call4(SYS_openat, S_AT_FDCWD, (long)path, S_O_RDONLY | S_O_CLOEXEC, 0);
+}
+
+/* Read a whole small file into buf (NUL-terminated); returns bytes or -errno. */
+static long read_small(const char *path, char *buf, size_t cap)
+{
+	long fd = open_ro(path);
+	if (sys_failed(fd))
+		return fd;
+	size_t n = 0;
+	while (n + 1 < cap) {
+		long r = sys_call3(SYS_read, fd, (long)(buf + n), (long)(cap - 1 - n));
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	buf[n] = 0;
+	sys_call1(SYS_close, fd);
+	return (long)n;
+}
+
+static uint64_t auxv_find(const uint64_t *auxv, uint64_t type)
+{
+	for (; auxv && auxv[0] != S_AT_NULL; auxv += 2)
+		if (auxv[0] == type)
+			return auxv[1];
+	return 0;
+}
+
+static uint64_t proc_auxv(uint64_t type)
+{
+	uint64_t buf[128];
+	long n = read_small("/proc/self/auxv", (char *)buf, sizeof buf);
+	if (n <= 0)
+		return 0;
+	buf[(size_t)n / 8 < 127 ? (size_t)n / 8 : 126] = 0;
+	buf[127] = 0;
+	return auxv_find(buf, type);
+}
+
+static const char *env_get(char **envp, const char *name)
+{
+	size_t n = s_strlen(name);
+	for (; envp && *envp; envp++)
+		if (s_strncmp(*envp, name, n) == 0 && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return 0;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *b = p;
+	for (; *p; p++)
+		if (*p == '/')
+			b = p + 1;
+	return b;
+}
+
+/* ---- /proc/self/maps ---- */
+
+struct maps_line {
+	uint64_t lo, hi, off;
+	const char *path; /* NUL-terminated, "" for anonymous */
+};
+
+static uint64_t parse_hex(const char **s)
+{
+	uint64_t v = 0;
+	for (;; (*s)++) {
+		char c = **s;
+		if (c >= '0' && c <= '9')
+			v = v * 16 + (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v * 16 + (uint64_t)(c - 'a' + 10);
+		else
+			return v;
+	}
+}
+
+/* Parses "lo-hi perms off dev inode   path" in place (line NUL-terminated). */
+static int parse_maps_line(char *line, struct maps_line *m)
+{
+	const char *s = line;
+	m->lo = parse_hex(&s);
+	if (*s++ != '-')
+		return 0;
+	m->hi = parse_hex(&s);
+	for (int field = 0; field < 1; field++) {
+		while (*s == ' ')
+			s++;
+		while (*s && *s != ' ')
+			s++;
+	}
+	while (*s == ' ')
+		s++;
+	m->off = parse_hex(&s);
+	for (int field = 0; field < 2; field++) {
+		while (*s == ' ')
+			s++;
+		while (*s && *s != ' ')
+			s++;
+	}
+	while (*s == ' ')
+		s++;
+	m->path = s;
+	return 1;
+}
+
+/*
+ * Calls fn for every line of /proc/self/maps until it returns nonzero.
+ * Uses the shared scratch buffer: the caller holds scratch_lock.
+ */
+typedef int (*maps_fn)(struct maps_line *m, void *arg);
+
+static int maps_scan(maps_fn fn, void *arg)
+{
+	char *buf = G()->scratch;
+	long fd = open_ro("/proc/self/maps");
+	if (sys_failed(fd))
+		return 0;
+	size_t have = 0;
+	int done = 0;
+	while (!done) {
+		long r = sys_call3(SYS_read, fd, (long)(buf + have), (long)(SCRATCH_SIZE - 1 - have));
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		size_t start = 0;
+		for (size_t i = 0; i < have; i++) {
+			if (buf[i] != '\n')
+				continue;
+			buf[i] = 0;
+			struct maps_line m;
+			if (parse_maps_line(buf + start, &m) && fn(&m, arg)) {
+				done = 1;
+				break;
+			}
+			start = i + 1;
+		}
+		if (done)
+			break;
+		if (start == 0 && have == SCRATCH_SIZE - 1)
+			have = 0; /* an absurdly long line: skip it */
+		else {
+			s_memcpy(buf, buf + start, have - start);
+			have -= start;
+		}
+	}
+	sys_call1(SYS_close, fd);
+	return done;
+}
+
+static int try_lock(uint32_t *l)
+{
+	uint32_t z = 0;
+	return __atomic_compare_exchange_n(l, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+static void unlock(uint32_t *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+/* ---- trace file ---- */
+
+static inline uint64_t pad8(uint64_t v) { return (v + 7) & ~(uint64_t)7; }
+
+static void put64(uint8_t *p, uint64_t v) { s_memcpy(p, &v, 8); }
+
+/* Extends the file to cover [0, end); returns 0 or -errno. */
+static long ensure_len(struct stint_global *g, uint64_t end)
+{
+	if (end <= g->file_len)
+		return 0;
+	if (end > FILE_RESERVE)
+		return -27; /* EFBIG */
+	uint64_t want = end + 4 * g->slot_size;
+	if (want > FILE_RESERVE)
+		want = FILE_RESERVE;
+	long r = sys_call2(SYS_ftruncate, g->fd, (long)want);
+	if (sys_failed(r))
+		return r;
+	g->file_len = want;
+	return 0;
+}
+
+static const char *tool_name(uint32_t t)
+{
+	/* a switch, not a table: a table of pointers would need relocations */
+	switch (t) {
+	case STINT_TOOL_BRANCH: return "branch";
+	case STINT_TOOL_CALL: return "call";
+	case STINT_TOOL_SYSCALL: return "syscall";
+	case STINT_TOOL_BLOCK: return "block";
+	default: return "";
+	}
+}
+
+/* Fill the stint.run metadata value in place. */
+static void write_run(struct stint_global *g)
+{
+	if (!g->map)
+		return;
+	char *v = (char *)g->map + STINT_ARROW_META_RUN_OFF;
+	char tmp[STINT_ARROW_META_RUN_CAP];
+	struct sbuf b = {tmp, 0, sizeof tmp};
+	sb_puts(&b, "{\"binary\":");
+	sb_putjs(&b, g->exe_path);
+	sb_puts(&b, ",\"build_id\":\"");
+	sb_puthex(&b, g->exe_build_id, g->exe_build_id_len);
+	sb_puts(&b, "\",\"tool\":");
+	sb_putjs(&b, tool_name(g->tool));
+	sb_puts(&b, ",\"options\":");
+	sb_putjs(&b, g->options);
+	sb_puts(&b, ",\"pid\":");
+	sb_putu(&b, (uint64_t)g->pid);
+	sb_puts(&b, ",\"ppid\":");
+	sb_putu(&b, (uint64_t)sys_call0(SYS_getppid));
+	sb_puts(&b, ",\"start_ns\":");
+	sb_putu(&b, g->start_ns);
+	sb_puts(&b, ",\"mono_start_ns\":");
+	sb_putu(&b, g->mono_start_ns);
+	sb_putc(&b, '}');
+	if (b.len > b.cap)
+		return; /* does not fit: leave it blank rather than cut the JSON */
+	s_memset(v, ' ', STINT_ARROW_META_RUN_CAP);
+	s_memcpy(v, tmp, b.len);
+}
+
+/* Append module i to stint.modules as one JSON line. */
+static void write_module(struct stint_global *g, uint32_t i)
+{
+	if (!g->map)
+		return;
+	struct gmodule *m = &g->modules[i];
+	char tmp[1024];
+	struct sbuf b = {tmp, 0, sizeof tmp};
+	sb_puts(&b, "{\"id\":");
+	sb_putu(&b, i);
+	sb_puts(&b, ",\"path\":");
+	sb_putjs(&b, m->path);
+	sb_puts(&b, ",\"build_id\":\"");
+	sb_puthex(&b, m->build_id, m->build_id_len);
+	sb_puts(&b, "\",\"base\":");
+	sb_putu(&b, m->base);
+	sb_puts(&b, ",\"size\":");
+	sb_putu(&b, m->size);
+	sb_puts(&b, ",\"rewritten\":");
+	sb_puts(&b, m->rewritten ? "true" : "false");
+	sb_puts(&b, "}\n");
+	if (b.len > b.cap)
+		return;
+	uint64_t at = __atomic_fetch_add(&g->modules_used, b.len, __ATOMIC_RELAXED);
+	if (at + b.len > STINT_ARROW_META_MODULES_CAP)
+		return;
+	s_memcpy((char *)g->map + STINT_ARROW_META_MODULES_OFF + at, tmp, b.len);
+}
+
+/*
+ * Create and map a new trace file and write the schema. Called with
+ * init_lock held, by the first module to initialise and by a forked
+ * child. Returns 0 or -errno with *what set.
+ */
+static long trace_open(struct stint_global *g, const char **what)
+{
+	/* mkdir -p out_dir */
+	char dir[512];
+	size_t dl = s_strlen(g->out_dir);
+	s_memcpy(dir, g->out_dir, dl + 1);
+	for (size_t i = 1; i <= dl; i++) {
+		if (dir[i] != '/' && dir[i] != 0)
+			continue;
+		char c = dir[i];
+		dir[i] = 0;
+		long r = sys_call2(SYS_mkdir, (long)dir, 0755);
+		dir[i] = c;
+		if (sys_failed(r) && r != -S_EEXIST && c == 0) {
+			*what = "create trace directory";
+			return r;
+		}
+	}
+	g->start_ns = now_ns(S_CLOCK_REALTIME);
+	g->mono_start_ns = now_ns(S_CLOCK_MONOTONIC);
+	long fd = -1;
+	for (uint32_t attempt = 0; attempt < 1000; attempt++) {
+		struct sbuf b = {g->trace_path, 0, sizeof g->trace_path - 1};
+		sb_puts(&b, g->out_dir);
+		sb_putc(&b, '/');
+		sb_puts(&b, base_name(g->exe_path[0] ? g->exe_path : "stint"));
+		sb_putc(&b, '.');
+		sb_putu(&b, (uint64_t)g->pid);
+		sb_putc(&b, '.');
+		sb_putu(&b, g->mono_start_ns);
+		if (attempt) {
+			sb_putc(&b, '.');
+			sb_putu(&b, attempt);
+		}
+		sb_puts(&b, ".arrow");
+		if (b.len > b.cap) {
+			*what = "trace file name";
+			return -36;
+		}
+		g->trace_path[b.len] = 0;
+		fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->trace_path,
+			       S_O_RDWR | S_O_CREAT | S_O_EXCL | S_O_CLOEXEC, 0644);
+		if (fd != -S_EEXIST)
+			break;
+	}
+	if (sys_failed(fd)) {
+		*what = "open trace file";
+		return fd;
+	}
+	g->fd = (int32_t)fd;
+	long m = sys_mmap(0, FILE_RESERVE, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED | S_MAP_NORESERVE, (int)fd, 0);
+	if (sys_failed(m)) {
+		sys_call1(SYS_close, fd);
+		*what = "map trace file";
+		return m;
+	}
+	g->map = (uint64_t)m;
+	g->file_len = 0;
+	uint64_t schema_end = pad8(STINT_ARROW_SCHEMA_LEN);
+	long r = ensure_len(g, schema_end + g->slot_size);
+	if (r) {
+		sys_call2(SYS_munmap, m, (long)FILE_RESERVE);
+		sys_call1(SYS_close, fd);
+		g->map = 0;
+		*what = "extend trace file";
+		return r;
+	}
+	s_memcpy((void *)m, stint_arrow_schema, STINT_ARROW_SCHEMA_LEN);
+	write_run(g);
+	g->modules_used = 0;
+	for (uint32_t i = 0; i < g->nmodules && i < MAX_MODULES; i++)
+		if (__atomic_load_n(&g->modules[i].ready, __ATOMIC_ACQUIRE))
+			write_module(g, i);
+	for (int i = 0; i < RING; i++) {
+		g->ring[i].tagcount = 0;
+		g->ring[i].pos = 0;
+	}
+	g->next_pos = schema_end;
+	/* Slot 0 is never used: the first writer sees a full slot and opens slot 1. */
+	__atomic_store_n(&g->cur, (uint64_t)ROWS_PER_BATCH, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Seal slot s (rows rows) at file offset pos: metadata, then the marker. */
+static void seal(struct stint_global *g, uint64_t pos, uint32_t rows)
+{
+	uint8_t *s = (uint8_t *)g->map + pos;
+	s_memcpy(s + 4, stint_arrow_batch + 4, STINT_ARROW_BATCH_LEN - 4);
+	put64(s + STINT_ARROW_BATCH_OFF_ROWS, rows);
+	put64(s + STINT_ARROW_BATCH_OFF_BODYLEN, g->slot_size - STINT_ARROW_BATCH_LEN);
+	for (int c = 0; c < STINT_ARROW_NCOLS; c++) {
+		put64(s + stint_arrow_batch_off_node_len[c], rows);
+		put64(s + stint_arrow_batch_off_buf_off[2 * c], g->col_off[c]);
+		put64(s + stint_arrow_batch_off_buf_len[2 * c], 0);
+		put64(s + stint_arrow_batch_off_buf_off[2 * c + 1], g->col_off[c]);
+		put64(s + stint_arrow_batch_off_buf_len[2 * c + 1], pad8((uint64_t)rows * stint_arrow_col_width[c]));
+	}
+	__atomic_store_n((uint32_t *)s, 0xffffffffu, __ATOMIC_RELEASE);
+}
+
+/*
+ * Open the slot after s. Only the writer whose reservation returned
+ * exactly the capacity (or the flusher) gets here for a given s.
+ * Returns 0 on success; on failure recording stops.
+ */
+static int open_next(struct stint_global *g, uint32_t s, int take_row)
+{
+	uint64_t pos = g->next_pos;
+	long r = ensure_len(g, pos + g->slot_size);
+	if (r) {
+		__atomic_store_n(&g->recording, 0, __ATOMIC_RELEASE);
+		return -1;
+	}
+	uint32_t n = s + 1;
+	put64((uint8_t *)g->map + pos, 0);
+	struct slot_ring *ring = &g->ring[n % RING];
+	ring->pos = pos;
+	__atomic_store_n(&ring->tagcount, (uint64_t)n << 32, __ATOMIC_RELEASE);
+	g->next_pos = pos + g->slot_size;
+	__atomic_store_n(&g->cur, ((uint64_t)n << 32) | (take_row ? 1u : 0u), __ATOMIC_RELEASE);
+	return 0;
+}
+
+struct row {
+	uint8_t kind;
+	uint16_t src_module, dst_module;
+	uint64_t src, dst, value;
+};
+
+static void col_put(struct stint_global *g, uint8_t *body, int c, uint32_t i, uint64_t v)
+{
+	uint8_t *p = body + g->col_off[c] + (uint64_t)i * stint_arrow_col_width[c];
+	switch (stint_arrow_col_width[c]) {
+	case 1: *p = (uint8_t)v; break;
+	case 2: *(uint16_t *)p = (uint16_t)v; break;
+	case 4: *(uint32_t *)p = (uint32_t)v; break;
+	default: *(uint64_t *)p = v; break;
+	}
+}
+
+static void fork_child_reopen(struct stint_global *g);
+
+static void emit(const struct row *rw)
+{
+	struct stint_global *g = G();
+	if (UNLIKELY(!__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE)))
+		fork_child_reopen(g);
+	if (UNLIKELY(!__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)))
+		return;
+	uint32_t tid = (uint32_t)sys_call0(SYS_gettid);
+	uint64_t t = now_ns(S_CLOCK_MONOTONIC);
+	for (uint32_t spin = 0;; spin++) {
+		if (spin >= SPIN_LIMIT || !__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)) {
+			__atomic_fetch_add(&g->dropped, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		uint64_t c = __atomic_fetch_add(&g->cur, 1, __ATOMIC_ACQ_REL);
+		uint32_t s = (uint32_t)(c >> 32), i = (uint32_t)c;
+		if (i == ROWS_PER_BATCH) {
+			if (open_next(g, s, 1)) {
+				__atomic_fetch_add(&g->dropped, 1, __ATOMIC_RELAXED);
+				return;
+			}
+			s++;
+			i = 0;
+		} else if (i > ROWS_PER_BATCH) {
+			cpu_relax();
+			continue;
+		}
+		struct slot_ring *ring = &g->ring[s % RING];
+		uint8_t *body = (uint8_t *)g->map + ring->pos + STINT_ARROW_BATCH_LEN;
+		col_put(g, body, STINT_COL_KIND, i, rw->kind);
+		col_put(g, body, STINT_COL_TID, i, tid);
+		col_put(g, body, STINT_COL_TIME, i, t);
+		col_put(g, body, STINT_COL_SRC_MODULE, i, rw->src_module);
+		col_put(g, body, STINT_COL_SRC, i, rw->src);
+		col_put(g, body, STINT_COL_DST_MODULE, i, rw->dst_module);
+		col_put(g, body, STINT_COL_DST, i, rw->dst);
+		col_put(g, body, STINT_COL_VALUE, i, rw->value);
+		uint64_t pos = ring->pos;
+		uint64_t tc = __atomic_add_fetch(&ring->tagcount, 1, __ATOMIC_ACQ_REL);
+		__atomic_fetch_add(&g->events, 1, __ATOMIC_RELAXED);
+		if ((uint32_t)(tc >> 32) == s && (uint32_t)tc == ROWS_PER_BATCH)
+			seal(g, pos, ROWS_PER_BATCH);
+		return;
+	}
+}
+
+/*
+ * Seal the partial batch and cut the file to its used length, leaving the
+ * stream open for events that come later (other modules' finalisers):
+ * the next writer opens a new slot where the file now ends.
+ */
+static void flush(struct stint_global *g)
+{
+	if (!__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) || !g->map)
+		return;
+	if (!try_lock(&g->init_lock))
+		return;
+	for (uint32_t spin = 0; spin < SPIN_LIMIT; spin++) {
+		uint64_t c = __atomic_load_n(&g->cur, __ATOMIC_ACQUIRE);
+		uint32_t s = (uint32_t)(c >> 32), k = (uint32_t)c;
+		if (k >= ROWS_PER_BATCH) {
+			if (k == ROWS_PER_BATCH || k >= RES_CLOSED) {
+				/* full (or closed) and nobody opening: close it for good */
+				uint64_t closed = ((uint64_t)s << 32) | RES_CLOSED;
+				if (!__atomic_compare_exchange_n(&g->cur, &c, closed, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+					continue;
+				/* wait for the full slot's last commits (it seals itself) */
+				struct slot_ring *ring = &g->ring[s % RING];
+				for (uint32_t w = 0; s && w < SPIN_LIMIT; w++) {
+					uint64_t tc = __atomic_load_n(&ring->tagcount, __ATOMIC_ACQUIRE);
+					if ((uint32_t)(tc >> 32) != s || (uint32_t)tc >= ROWS_PER_BATCH)
+						break;
+					cpu_relax();
+				}
+				break;
+			}
+			cpu_relax(); /* someone is opening the next slot */
+			continue;
+		}
+		uint64_t closed = ((uint64_t)s << 32) | RES_CLOSED;
+		if (!__atomic_compare_exchange_n(&g->cur, &c, closed, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		struct slot_ring *ring = &g->ring[s % RING];
+		if (k == 0) {
+			g->next_pos = ring->pos; /* reuse the empty slot */
+		} else {
+			for (uint32_t w = 0; w < SPIN_LIMIT; w++) {
+				uint64_t tc = __atomic_load_n(&ring->tagcount, __ATOMIC_ACQUIRE);
+				if ((uint32_t)tc >= k)
+					break;
+				cpu_relax();
+			}
+			seal(g, ring->pos, k);
+		}
+		break;
+	}
+	/* End-of-stream marker, then cut the file after it. */
+	uint64_t end = g->next_pos;
+	uint8_t *e = (uint8_t *)g->map + end;
+	if (end + 8 <= g->file_len) {
+		put64(e, 0xffffffffULL);
+		sys_call2(SYS_ftruncate, g->fd, (long)(end + 8));
+		g->file_len = end + 8;
+	}
+	/* Let later events reopen: the next reservation is the capacity. */
+	uint64_t c = __atomic_load_n(&g->cur, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&g->cur, (c & 0xffffffff00000000ULL) | ROWS_PER_BATCH, __ATOMIC_RELEASE);
+	unlock(&g->init_lock);
+}
+
+/* A forked child: drop the parent's file mapping and start its own file. */
+static void fork_child_reopen(struct stint_global *g)
+{
+	if (!try_lock(&g->init_lock))
+		return;
+	if (__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE)) {
+		unlock(&g->init_lock);
+		return;
+	}
+	int was = (int)__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&g->recording, 0, __ATOMIC_RELEASE);
+	if (g->map)
+		sys_call2(SYS_munmap, (long)g->map, (long)FILE_RESERVE);
+	if (g->fd >= 0)
+		sys_call1(SYS_close, g->fd);
+	g->map = 0;
+	g->fd = -1;
+	g->pid = (int32_t)sys_call0(SYS_getpid);
+	W()->alive = 1;
+	if (was) {
+		const char *what = "";
+		long r = trace_open(g, &what);
+		if (r)
+			say_untraced(what, g->trace_path[0] ? g->trace_path : g->out_dir, -r);
+		else
+			__atomic_store_n(&g->recording, 1, __ATOMIC_RELEASE);
+	}
+	unlock(&g->init_lock);
+}
+
+/* ---- module table ---- */
+
+struct find_path_arg {
+	uint64_t base;
+	char *out;
+	size_t cap;
+};
+
+static int find_path_cb(struct maps_line *m, void *arg)
+{
+	struct find_path_arg *a = arg;
+	if (m->path[0] != '/' || m->lo - m->off != a->base)
+		return 0;
+	size_t n = s_strlen(m->path);
+	if (n >= a->cap)
+		n = a->cap - 1;
+	s_memcpy(a->out, m->path, n);
+	a->out[n] = 0;
+	return 1;
+}
+
+static uint32_t add_module(struct stint_global *g, uint64_t base, uint64_t size, const char *path,
+			   const uint8_t *bid, uint32_t bid_len, int rewritten)
+{
+	uint32_t i = __atomic_fetch_add(&g->nmodules, 1, __ATOMIC_ACQ_REL);
+	if (i >= MAX_MODULES || i >= DST_MODULE_NONE)
+		return DST_MODULE_NONE;
+	struct gmodule *m = &g->modules[i];
+	m->base = base;
+	m->size = size;
+	m->rewritten = (uint32_t)rewritten;
+	if (bid_len > 32)
+		bid_len = 32;
+	m->build_id_len = bid_len;
+	s_memcpy(m->build_id, bid, bid_len);
+	size_t n = path ? s_strlen(path) : 0;
+	if (n >= sizeof m->path)
+		n = sizeof m->path - 1;
+	s_memcpy(m->path, path, n);
+	m->path[n] = 0;
+	__atomic_store_n(&m->ready, 1, __ATOMIC_RELEASE);
+	write_module(g, i);
+	return i;
+}
+
+static uint32_t module_of(struct stint_global *g, uint64_t a)
+{
+	uint32_t n = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
+	if (n > MAX_MODULES)
+		n = MAX_MODULES;
+	for (uint32_t i = 0; i < n; i++) {
+		struct gmodule *m = &g->modules[i];
+		if (__atomic_load_n(&m->ready, __ATOMIC_ACQUIRE) && a - m->base < m->size)
+			return i;
+	}
+	return DST_MODULE_NONE;
+}
+
+struct lookup_arg {
+	uint64_t a;
+	int found;          /* 1: file-backed, 2: anonymous */
+	uint64_t base, hi, lo;
+	char cur_path[512];
+	uint64_t cur_base;
+	char path[512];
+};
+
+static int lookup_cb(struct maps_line *m, void *arg)
+{
+	struct lookup_arg *l = arg;
+	if (l->found == 1) {
+		/* extend over the file's further mappings */
+		if (s_strncmp(m->path, l->path, sizeof l->path) == 0) {
+			l->hi = m->hi;
+			return 0;
+		}
+		return 1;
+	}
+	if (m->path[0] == '/' && m->off == 0) {
+		size_t n = s_strlen(m->path);
+		if (n < sizeof l->cur_path) {
+			s_memcpy(l->cur_path, m->path, n + 1);
+			l->cur_base = m->lo;
+		}
+	}
+	if (l->a < m->lo || l->a >= m->hi)
+		return 0;
+	if (m->path[0] == '/' && s_strncmp(m->path, l->cur_path, sizeof l->cur_path) == 0) {
+		l->found = 1;
+		s_memcpy(l->path, l->cur_path, sizeof l->path);
+		l->base = l->cur_base;
+		l->hi = m->hi;
+		return 0;
+	}
+	l->found = 2;
+	l->lo = m->lo;
+	l->hi = m->hi;
+	return 1;
+}
+
+/* Map a destination outside every known module to a module id (or NONE). */
+static uint32_t module_of_unknown(struct stint_global *g, uint64_t a)
+{
+	uint32_t na = __atomic_load_n(&g->nanon, __ATOMIC_ACQUIRE);
+	if (na > MAX_ANON)
+		na = MAX_ANON;
+	for (uint32_t i = 0; i < na; i++)
+		if (a >= g->anon[i].lo && a < g->anon[i].hi)
+			return DST_MODULE_NONE;
+	if (na >= MAX_ANON)
+		return DST_MODULE_NONE; /* stop scanning: bounded work */
+	if (!try_lock(&g->scratch_lock))
+		return DST_MODULE_NONE;
+	uint32_t id = module_of(g, a); /* someone may have added it meanwhile */
+	if (id == DST_MODULE_NONE) {
+		static const struct lookup_arg zero;
+		struct lookup_arg l = zero;
+		l.a = a;
+		maps_scan(lookup_cb, &l);
+		if (l.found == 1) {
+			id = add_module(g, l.base, l.hi - l.base, l.path, 0, 0, 0);
+		} else {
+			uint64_t lo = a & ~(uint64_t)4095, hi = lo + 4096;
+			if (l.found == 2) {
+				lo = l.lo;
+				hi = l.hi;
+			}
+			uint32_t k = __atomic_load_n(&g->nanon, __ATOMIC_ACQUIRE);
+			if (k < MAX_ANON) {
+				g->anon[k].lo = lo;
+				g->anon[k].hi = hi;
+				__atomic_store_n(&g->nanon, k + 1, __ATOMIC_RELEASE);
+			}
+		}
+	}
+	unlock(&g->scratch_lock);
+	return id;
+}
+
+/* ---- the (probe, destination) hash set ---- */
+
+static inline int cas16(uint64_t *p, uint64_t o0, uint64_t o1, uint64_t n0, uint64_t n1)
+{
+	uint8_t ok;
+	__asm__ volatile("lock cmpxchg16b %1\n\tsete %0"
+			 : "=q"(ok), "+m"(*(volatile uint64_t(*)[2])p), "+a"(o0), "+d"(o1)
+			 : "b"(n0), "c"(n1)
+			 : "memory", "cc");
+	return ok;
+}
+
+static inline uint64_t mix(uint64_t a, uint64_t b)
+{
+	uint64_t h = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL + (a << 6) + (a >> 2));
+	h ^= h >> 31;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 29;
+	return h;
+}
+
+/* Returns 1 if (k0, k1) was added now, 0 if it was there; -1 if full. */
+static int hash_add(struct stint_global *g, uint64_t k0, uint64_t k1)
+{
+	uint64_t h = mix(k0, k1);
+	for (uint32_t i = 0; i < HASH_PROBES; i++) {
+		uint64_t *e = &g->hash[2 * ((h + i) & (HASH_SLOTS - 1))];
+		for (;;) {
+			uint64_t e0 = __atomic_load_n(&e[0], __ATOMIC_ACQUIRE);
+			if (e0 == 0) {
+				if (cas16(e, 0, 0, k0, k1))
+					return 1;
+				continue; /* filled meanwhile: look again */
+			}
+			if (e0 == k0 && __atomic_load_n(&e[1], __ATOMIC_ACQUIRE) == k1)
+				return 0;
+			break;
+		}
+	}
+	__atomic_fetch_add(&g->hash_full, 1, __ATOMIC_RELAXED);
+	return -1;
+}
+
+/* ---- code patching ---- */
+
+/* Retarget a trampoline arm: one 4-byte store that does not cross a line. */
+static void retarget(uint64_t base, const struct stint_probe *p)
+{
+	if (!p->arm || !p->arm_to)
+		return;
+	uint64_t a = base + p->arm;
+	if ((a & 63) > 60)
+		return;
+	int32_t rel = (int32_t)((base + p->arm_to) - (a + 4));
+	__atomic_store_n((int32_t *)a, rel, __ATOMIC_RELEASE);
+}
+
+/*
+ * Write a patch's original bytes back with one atomic store: only when
+ * they lie in one aligned 8- or 16-byte word (so in one cache line); the
+ * bytes around them in that word are kept as they are.
+ */
+STINT_API int stint_restore_atomic(uint64_t addr, const uint8_t *orig, uint32_t len)
+{
+	if (len == 0 || len > 16)
+		return 0;
+	uint64_t w8 = addr & ~(uint64_t)7;
+	if (addr + len <= w8 + 8) {
+		uint64_t *w = (uint64_t *)w8;
+		uint64_t old = __atomic_load_n(w, __ATOMIC_ACQUIRE), nw;
+		do {
+			nw = old;
+			s_memcpy((uint8_t *)&nw + (addr - w8), orig, len);
+		} while (!__atomic_compare_exchange_n(w, &old, nw, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+		return 1;
+	}
+	uint64_t w16 = addr & ~(uint64_t)15;
+	if (addr + len <= w16 + 16) {
+		uint64_t *w = (uint64_t *)w16;
+		for (;;) {
+			uint64_t o[2] = {__atomic_load_n(&w[0], __ATOMIC_ACQUIRE), __atomic_load_n(&w[1], __ATOMIC_ACQUIRE)};
+			uint64_t n[2] = {o[0], o[1]};
+			s_memcpy((uint8_t *)n + (addr - w16), orig, len);
+			if (cas16(w, o[0], o[1], n[0], n[1]))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+static void restore_all(struct stint_module *m, uint64_t base)
+{
+	const struct stint_patch *pt = (const void *)(base + m->patches_vaddr);
+	for (uint32_t i = 0; i < m->npatches; i++)
+		if (pt[i].len <= 16)
+			s_memcpy((void *)(base + pt[i].addr), pt[i].orig, pt[i].len);
+}
+
+static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
+{
+	if (idx == STINT_NO_PATCH || idx >= m->npatches)
+		return;
+	struct stint_patch *pt = (struct stint_patch *)(base + m->patches_vaddr) + idx;
+	if (__atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	if (pt->flags & STINT_PATCH_RESTORABLE)
+		stint_restore_atomic(base + pt->addr, pt->orig, pt->len);
+}
+
+/* ---- recording ---- */
+
+/* Called by stint_probe_entry for every probe that fires. */
+STINT_API void stint_record(const struct stint_probe *cp, uint64_t v)
+{
+	struct stint_probe *p = (struct stint_probe *)cp;
+	struct stint_module *m = (struct stint_module *)((uint8_t *)p - p->module_back);
+	uint64_t rs = __atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE);
+	if (UNLIKELY(!(rs & RS_ACTIVE)))
+		return;
+	struct stint_global *g = G();
+	uint64_t base = m->base;
+	int every = (m->flags & STINT_MF_EVERY) != 0;
+	struct row rw;
+	rw.kind = p->kind;
+	rw.src_module = (uint16_t)m->module_id;
+	rw.src = p->src;
+	rw.value = 0;
+	if (p->flags & STINT_PF_DIRECT) {
+		if (!every) {
+			uint8_t z = 0;
+			if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) ||
+			    !__atomic_compare_exchange_n(&p->state, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				return;
+		}
+		rw.dst_module = (uint16_t)m->module_id;
+		rw.dst = p->dst;
+		emit(&rw);
+		if (!every && (rs & RS_PATCHING)) {
+			retarget(base, p);
+			patch_done(m, base, p->patch);
+		}
+		return;
+	}
+	if (!every) {
+		if (__atomic_load_n(&p->cache, __ATOMIC_RELAXED) == v && __atomic_load_n(&p->state, __ATOMIC_RELAXED))
+			return;
+		int added = hash_add(g, (uint64_t)p, v);
+		__atomic_store_n(&p->cache, v, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->state, 1, __ATOMIC_RELAXED);
+		if (added == 0)
+			return;
+	}
+	if (p->flags & STINT_PF_VALUE) {
+		rw.dst_module = DST_MODULE_NONE;
+		rw.dst = 0;
+		rw.value = v;
+	} else {
+		uint32_t id = module_of(g, v);
+		if (id == DST_MODULE_NONE)
+			id = module_of_unknown(g, v);
+		rw.dst_module = (uint16_t)id;
+		rw.dst = id == DST_MODULE_NONE ? v : v - g->modules[id].base;
+	}
+	emit(&rw);
+}
+
+/* ---- initialisation ---- */
+
+/*
+ * Create or join the process-wide state. Returns it, or 0 (after saying
+ * so once) when recording is impossible.
+ */
+static struct stint_global *global_get(int *created, const char **what, long *err)
+{
+	*created = 0;
+	struct stint_global *g = G();
+	size_t total = sizeof(struct stint_global) + HASH_SLOTS * 16;
+	total = (total + 4095) & ~(size_t)4095;
+	if (total > STINT_GLOBAL_SIZE) {
+		*what = "global state size";
+		*err = 22;
+		return 0;
+	}
+	long r = sys_mmap(STINT_GLOBAL_ADDR, STINT_GLOBAL_SIZE + STINT_WIPE_SIZE, S_PROT_READ | S_PROT_WRITE,
+			  S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_FIXED_NOREPLACE | S_MAP_NORESERVE, -1, 0);
+	if (r == -S_EEXIST) {
+		/* already there: join if it is ours */
+		if (g->magic != STINT_GLOBAL_MAGIC || g->abi_version != STINT_ABI_VERSION) {
+			*what = "process state at fixed address is not stint's";
+			*err = S_EEXIST;
+			return 0;
+		}
+		return g;
+	}
+	if (sys_failed(r)) {
+		*what = "map process state";
+		*err = -r;
+		return 0;
+	}
+	if ((uintptr_t)r != STINT_GLOBAL_ADDR) {
+		/* an old kernel ignoring MAP_FIXED_NOREPLACE */
+		sys_call2(SYS_munmap, r, (long)(STINT_GLOBAL_SIZE + STINT_WIPE_SIZE));
+		*what = "map process state";
+		*err = S_EEXIST;
+		return 0;
+	}
+	r = sys_call3(SYS_madvise, (long)STINT_WIPE_ADDR, STINT_WIPE_SIZE, S_MADV_WIPEONFORK);
+	if (sys_failed(r)) {
+		/* leave the mapping (magic unset) so later modules fail the same way */
+		*what = "madvise(MADV_WIPEONFORK)";
+		*err = -r;
+		return 0;
+	}
+	g->abi_version = STINT_ABI_VERSION;
+	g->size = (uint32_t)total;
+	g->pid = (int32_t)sys_call0(SYS_getpid);
+	g->fd = -1;
+	uint64_t off = 0;
+	for (int c = 0; c < STINT_ARROW_NCOLS; c++) {
+		g->col_off[c] = off;
+		off += pad8((uint64_t)ROWS_PER_BATCH * stint_arrow_col_width[c]);
+	}
+	g->slot_size = STINT_ARROW_BATCH_LEN + off;
+	W()->alive = 1;
+	__atomic_store_n(&g->magic, STINT_GLOBAL_MAGIC, __ATOMIC_RELEASE);
+	*created = 1;
+	return g;
+}
+
+static void set_untraced_once(struct stint_global *g, const char *what, const char *arg, long err)
+{
+	if (g && __atomic_exchange_n(&g->warned, 1, __ATOMIC_ACQ_REL))
+		return;
+	say_untraced(what, arg, err);
+}
+
+static int page_rwx(uint64_t lo, uint64_t hi)
+{
+	lo &= ~(uint64_t)4095;
+	hi = (hi + 4095) & ~(uint64_t)4095;
+	if (hi <= lo)
+		return 0;
+	long r = sys_call3(SYS_mprotect, (long)lo, (long)(hi - lo), S_PROT_READ | S_PROT_WRITE | S_PROT_EXEC);
+	return sys_failed(r) ? -1 : 0;
+}
+
+static int map_chunks(struct stint_module *m, uint64_t base)
+{
+	const struct stint_chunk *ch = (const void *)(base + m->chunks_vaddr);
+	for (uint32_t i = 0; i < m->nchunks; i++) {
+		uint64_t at = base + ch[i].vaddr;
+		int fixed = (ch[i].flags & STINT_CHUNK_RESERVED) ? S_MAP_FIXED : S_MAP_FIXED_NOREPLACE;
+		long r = sys_mmap(at, ch[i].size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | fixed, -1, 0);
+		if (sys_failed(r))
+			return (int)-r;
+		if ((uint64_t)r != at) {
+			sys_call2(SYS_munmap, r, (long)ch[i].size);
+			return S_EEXIST;
+		}
+		s_memcpy((void *)at, (const void *)(base + ch[i].src_vaddr), ch[i].size);
+		sys_call3(SYS_mprotect, (long)at, (long)ch[i].size, S_PROT_READ | S_PROT_WRITE | S_PROT_EXEC);
+	}
+	return 0;
+}
+
+/*
+ * Initialise one module. envp may be 0 (then /proc/self/environ is not
+ * consulted: a module without envp joins or creates the state with
+ * defaults); auxv may be 0 (then /proc/self/auxv is read).
+ */
+STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint64_t *auxv)
+{
+	if (m->magic != STINT_MODULE_MAGIC || m->abi_version != STINT_ABI_VERSION)
+		return;
+	if (m->runtime_state & RS_ACTIVE)
+		return; /* DT_INIT twice */
+	uint64_t base = (uint64_t)m - m->self_vaddr;
+	m->base = base;
+
+	/* Code patching first: chunks must exist before any patched site runs. */
+	int patching = page_rwx(base + m->text_lo, base + m->text_hi) == 0 &&
+		       page_rwx(base + m->tramp_lo, base + m->tramp_hi) == 0;
+	int cerr = map_chunks(m, base);
+	if (cerr) {
+		/* Without its chunks the patched code would jump into nothing. */
+		if (patching)
+			restore_all(m, base);
+		say_untraced("map trampoline chunks", 0, cerr);
+		return;
+	}
+
+	const char *dis = env_get(envp, "STINT_DISABLE");
+	if (dis && dis[0] == '1') {
+		if (patching)
+			restore_all(m, base); /* run the original code at full speed */
+		return;
+	}
+
+	int created;
+	const char *what = "";
+	long err = 0;
+	struct stint_global *g = global_get(&created, &what, &err);
+	if (!g) {
+		say_untraced(what, 0, err);
+		return;
+	}
+	/* Serialise module registration against a concurrent first record of a forked child. */
+	for (uint32_t spin = 0; !try_lock(&g->init_lock); spin++) {
+		if (spin >= SPIN_LIMIT)
+			return;
+		cpu_relax();
+	}
+	if (!g->vdso_gettime) {
+		uint64_t vd = auxv ? auxv_find(auxv, S_AT_SYSINFO_EHDR) : proc_auxv(S_AT_SYSINFO_EHDR);
+		if (vd) {
+			uint64_t f = vdso_lookup(vd, "__vdso_clock_gettime");
+			if (!f)
+				f = vdso_lookup(vd, "clock_gettime");
+			g->vdso_gettime = f;
+		}
+	}
+	const char *execfn = auxv ? (const char *)auxv_find(auxv, S_AT_EXECFN) : 0;
+	if (created) {
+		long n = sys_call3(SYS_readlink, (long)"/proc/self/exe", (long)g->exe_path, sizeof g->exe_path - 1);
+		if (n > 0)
+			g->exe_path[n] = 0;
+		else if (execfn) {
+			size_t l = s_strlen(execfn);
+			if (l >= sizeof g->exe_path)
+				l = sizeof g->exe_path - 1;
+			s_memcpy(g->exe_path, execfn, l);
+			g->exe_path[l] = 0;
+		}
+		const char *out = env_get(envp, "STINT_OUT");
+		if (!out || !out[0])
+			out = "./traces";
+		size_t l = s_strlen(out);
+		if (l >= sizeof g->out_dir - 1)
+			l = sizeof g->out_dir - 2;
+		s_memcpy(g->out_dir, out, l);
+		while (l > 1 && g->out_dir[l - 1] == '/')
+			l--;
+		g->out_dir[l] = 0;
+		g->tool = m->tool;
+		s_memcpy(g->options, m->options, sizeof g->options);
+		g->options[sizeof g->options - 1] = 0;
+		if (m->flags & STINT_MF_EXEC) {
+			g->exe_build_id_len = m->build_id_len > 32 ? 32 : m->build_id_len;
+			s_memcpy(g->exe_build_id, m->build_id, g->exe_build_id_len);
+			g->exe_registered = 1;
+		}
+		long r = trace_open(g, &what);
+		if (r) {
+			unlock(&g->init_lock);
+			set_untraced_once(g, what, g->trace_path[0] && what[0] == 'o' ? g->trace_path : g->out_dir, -r);
+			return;
+		}
+		__atomic_store_n(&g->recording, 1, __ATOMIC_RELEASE);
+	} else if ((m->flags & STINT_MF_EXEC) && !g->exe_registered) {
+		g->exe_build_id_len = m->build_id_len > 32 ? 32 : m->build_id_len;
+		s_memcpy(g->exe_build_id, m->build_id, g->exe_build_id_len);
+		g->exe_registered = 1;
+		write_run(g);
+	}
+	unlock(&g->init_lock);
+
+	/* Register: the module's path is the file mapped at its base. */
+	char path[512];
+	path[0] = 0;
+	if ((m->flags & STINT_MF_EXEC) && g->exe_path[0]) {
+		s_memcpy(path, g->exe_path, sizeof path);
+	} else if (try_lock(&g->scratch_lock)) {
+		struct find_path_arg a = {base, path, sizeof path};
+		maps_scan(find_path_cb, &a);
+		unlock(&g->scratch_lock);
+	}
+	uint64_t size = m->image_end; /* link vaddrs start near 0 for PIE and shared objects */
+	uint32_t id = add_module(g, base, size, path, m->build_id, m->build_id_len, 1);
+	if (id == DST_MODULE_NONE)
+		return;
+	m->module_id = id;
+	__atomic_store_n(&m->runtime_state, RS_ACTIVE | (patching && !(m->flags & STINT_MF_EVERY) ? RS_PATCHING : 0),
+			 __ATOMIC_RELEASE);
+}
+
+static struct stint_module *module_of_blob(const uint8_t *blob)
+{
+	const struct stint_blob_header *h = (const void *)blob;
+	return (struct stint_module *)(blob + h->module_rel);
+}
+
+STINT_API uint64_t stint_init_exec(const uint8_t *blob, uint64_t *sp)
+{
+	struct stint_module *m = module_of_blob(blob);
+	long argc = (long)sp[0];
+	char **argv = (char **)(sp + 1);
+	char **envp = argv + argc + 1;
+	char **e = envp;
+	while (*e)
+		e++;
+	const uint64_t *auxv = (const uint64_t *)(e + 1);
+	stint_module_init(m, envp, auxv);
+	uint64_t base = (uint64_t)m - m->self_vaddr;
+	return m->orig_entry ? base + m->orig_entry : 0;
+}
+
+STINT_API uint64_t stint_init_shared(const uint8_t *blob, long argc, char **argv, char **envp)
+{
+	(void)argc;
+	(void)argv;
+	struct stint_module *m = module_of_blob(blob);
+	stint_module_init(m, envp, 0);
+	uint64_t base = (uint64_t)m - m->self_vaddr;
+	return m->orig_entry ? base + m->orig_entry : 0;
+}
+
+STINT_API uint64_t stint_fini(const uint8_t *blob)
+{
+	struct stint_module *m = module_of_blob(blob);
+	if (__atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE) & RS_ACTIVE)
+		flush(G());
+	uint64_t base = (uint64_t)m - m->self_vaddr;
+	return m->orig_fini ? base + m->orig_fini : 0;
+}
+
+/* Counters, for tests: events written, events dropped, hash-set overflows. */
+STINT_API void stint_counters(uint64_t out[3])
+{
+	struct stint_global *g = G();
+	out[0] = g->events;
+	out[1] = g->dropped;
+	out[2] = g->hash_full;
+}

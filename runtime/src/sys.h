@@ -1,0 +1,117 @@
+/*
+ * sys.h - the little of an operating system interface the runtime needs:
+ * raw Linux x86-64 system calls and a few constants. No libc: the runtime
+ * runs before the program's libc is initialised (or in programs without
+ * one) and from inside signal handlers.
+ */
+#ifndef STINT_SYS_H
+#define STINT_SYS_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define SYS_read 0
+#define SYS_write 1
+#define SYS_close 3
+#define SYS_mmap 9
+#define SYS_mprotect 10
+#define SYS_munmap 11
+#define SYS_madvise 28
+#define SYS_getpid 39
+#define SYS_ftruncate 77
+#define SYS_mkdir 83
+#define SYS_readlink 89
+#define SYS_getppid 110
+#define SYS_gettid 186
+#define SYS_clock_gettime 228
+#define SYS_openat 257
+
+#define S_AT_FDCWD (-100)
+#define S_O_RDONLY 0
+#define S_O_RDWR 2
+#define S_O_CREAT 0100
+#define S_O_EXCL 0200
+#define S_O_CLOEXEC 02000000
+
+#define S_PROT_NONE 0
+#define S_PROT_READ 1
+#define S_PROT_WRITE 2
+#define S_PROT_EXEC 4
+#define S_MAP_SHARED 0x01
+#define S_MAP_PRIVATE 0x02
+#define S_MAP_FIXED 0x10
+#define S_MAP_ANONYMOUS 0x20
+#define S_MAP_NORESERVE 0x4000
+#define S_MAP_FIXED_NOREPLACE 0x100000
+#define S_MADV_WIPEONFORK 18
+
+#define S_CLOCK_REALTIME 0
+#define S_CLOCK_MONOTONIC 1
+
+#define S_AT_NULL 0
+#define S_AT_SYSINFO_EHDR 33
+#define S_AT_EXECFN 31
+
+#define S_EEXIST 17
+#define S_ENOENT 2
+
+struct s_timespec {
+	long tv_sec;
+	long tv_nsec;
+};
+
+static inline long sys_call0(long n)
+{
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n) : "rcx", "r11", "memory");
+	return r;
+}
+
+static inline long sys_call1(long n, long a)
+{
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a) : "rcx", "r11", "memory");
+	return r;
+}
+
+static inline long sys_call2(long n, long a, long b)
+{
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b) : "rcx", "r11", "memory");
+	return r;
+}
+
+static inline long sys_call3(long n, long a, long b, long c)
+{
+	long r;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+	return r;
+}
+
+static inline long sys_call4(long n, long a, long b, long c, long d)
+{
+	long r;
+	register long r10 __asm__("r10") = d;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10) : "rcx", "r11", "memory");
+	return r;
+}
+
+static inline long sys_call6(long n, long a, long b, long c, long d, long e, long f)
+{
+	long r;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9) : "rcx", "r11", "memory");
+	return r;
+}
+
+/* Results in [-4095, -1] are negated errno values. */
+static inline int sys_failed(long r) { return (unsigned long)r > (unsigned long)-4096L; }
+
+static inline long sys_mmap(uintptr_t addr, size_t len, int prot, int flags, int fd, long off)
+{
+	return sys_call6(SYS_mmap, (long)addr, (long)len, prot, flags, fd, off);
+}
+
+#endif /* STINT_SYS_H */

@@ -1,0 +1,368 @@
+/*
+ * driver.c - exercises the runtime without the rewriter.
+ *
+ * Built by runtime_test.go as
+ *   gcc -O1 -pthread -I../include -I../src driver.c ../src/stint.c ../src/entry.S
+ * (hosted: libc and pthreads are allowed here, and only here).
+ *
+ * It builds two fake modules in RWX memory, each a struct stint_module
+ * with probes, patches and (module B) a chunk over a small "code" buffer:
+ *   A: STINT_MF_EVERY, one value (syscall) probe and one direct probe;
+ *   B: default mode, direct probes with arms and patches, indirect probes.
+ * Then 8 threads record through stint_record, the process forks a child
+ * that records some more, and the process ends as argv[1] says:
+ *   return  stint_fini then exit normally
+ *   _exit   _exit(0) without fini
+ *   kill    print "ready" and wait to be SIGKILLed
+ *   regs    only check that stint_probe_entry preserves registers and flags
+ * It prints key=value lines that the Go test reads, and "FAIL ..." lines
+ * for checks it makes itself.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "stint_abi.h"
+
+void stint_module_init(struct stint_module *m, char **envp, const uint64_t *auxv);
+uint64_t stint_init_shared(const uint8_t *blob, long argc, char **argv, char **envp);
+uint64_t stint_fini(const uint8_t *blob);
+void stint_record(const struct stint_probe *p, uint64_t v);
+void stint_counters(uint64_t out[3]);
+int stint_restore_atomic(uint64_t addr, const uint8_t *orig, uint32_t len);
+
+#define NTHREADS 8
+#define NITER 5000
+
+#define MOD_OFF 0x10000
+#define PROBES_OFF 0x11000
+#define PATCHES_OFF 0x13000
+#define CHUNKS_OFF 0x14000
+#define BLOB_OFF 0x18000
+#define IMAGE_END 0x20000
+#define TRAMP_LO 0x2000
+#define TRAMP_HI 0x3000
+#define CHUNK_SRC 0x3000
+#define CHUNK_VADDR 0x40000000ULL
+
+#define NDIRECT 10
+#define NINDIRECT 4
+
+static int failures;
+#define CHECK(cond, ...)                                \
+	do {                                            \
+		if (!(cond)) {                          \
+			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+			printf(__VA_ARGS__);            \
+			printf("\n");                   \
+			failures++;                     \
+		}                                       \
+	} while (0)
+
+static uint8_t *ra, *rb;      /* module regions */
+static uint8_t *anon;         /* an anonymous mapping: indirect destinations */
+static struct stint_probe *pa, *pb;
+static uint64_t ind_dst[3];
+
+static uint8_t *region(void)
+{
+	void *p = mmap(0, IMAGE_END, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(2);
+	}
+	memset(p, 0xcc, IMAGE_END);
+	return p;
+}
+
+static struct stint_module *mod_at(uint8_t *r, uint32_t flags, uint32_t nprobes)
+{
+	struct stint_module *m = (void *)(r + MOD_OFF);
+	memset(m, 0, sizeof *m);
+	m->magic = STINT_MODULE_MAGIC;
+	m->abi_version = STINT_ABI_VERSION;
+	m->flags = flags;
+	m->tool = STINT_TOOL_BRANCH;
+	m->nprobes = nprobes;
+	m->self_vaddr = MOD_OFF;
+	m->image_end = IMAGE_END;
+	m->probes_vaddr = PROBES_OFF;
+	m->patches_vaddr = PATCHES_OFF;
+	m->chunks_vaddr = CHUNKS_OFF;
+	m->text_lo = 0;
+	m->text_hi = 0x1000;
+	m->tramp_lo = TRAMP_LO;
+	m->tramp_hi = TRAMP_HI;
+	m->build_id_len = 20;
+	for (int i = 0; i < 20; i++)
+		m->build_id[i] = (uint8_t)(i + (flags & STINT_MF_EVERY ? 0xa0 : 0xb0));
+	snprintf(m->options, sizeof m->options, "tool=branch every=%d", flags & STINT_MF_EVERY ? 1 : 0);
+	return m;
+}
+
+static void probe_init(struct stint_probe *p, uint8_t *r, uint64_t src, uint64_t dst, uint8_t kind, uint8_t flags)
+{
+	memset(p, 0, sizeof *p);
+	p->src = src;
+	p->dst = dst;
+	p->kind = kind;
+	p->flags = flags;
+	p->patch = STINT_NO_PATCH;
+	p->module_back = (uint32_t)((uint8_t *)p - (r + MOD_OFF));
+}
+
+/* patches of module B: {addr, len, restorable, expect restored} */
+static const struct {
+	uint64_t addr;
+	uint8_t len, flags;
+	int restored;
+} patches[] = {
+	{0x100, 5, STINT_PATCH_RESTORABLE, 1}, /* one aligned 8-byte word */
+	{0x206, 6, STINT_PATCH_RESTORABLE, 1}, /* needs the 16-byte word */
+	{0x30e, 4, STINT_PATCH_RESTORABLE, 0}, /* crosses a 16-byte boundary */
+	{0x400, 5, 0, 0},                      /* not restorable */
+	{0x500, 2, STINT_PATCH_RESTORABLE, 1},
+};
+#define NPATCHES (sizeof patches / sizeof patches[0])
+
+static void setup(void)
+{
+	ra = region();
+	rb = region();
+	anon = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	/* module A: every occurrence */
+	mod_at(ra, STINT_MF_EVERY | STINT_MF_EXEC, 2);
+	pa = (void *)(ra + PROBES_OFF);
+	probe_init(&pa[0], ra, 0x10, 0, STINT_K_SYSCALL, STINT_PF_VALUE);
+	probe_init(&pa[1], ra, 0x20, 0x30, STINT_K_CALL, STINT_PF_DIRECT);
+
+	/* module B: default mode */
+	struct stint_module *mb = mod_at(rb, STINT_MF_SHARED, NDIRECT + NINDIRECT);
+	pb = (void *)(rb + PROBES_OFF);
+	struct stint_patch *pt = (void *)(rb + PATCHES_OFF);
+	mb->npatches = NPATCHES;
+	for (unsigned i = 0; i < NPATCHES; i++) {
+		memset(&pt[i], 0, sizeof pt[i]);
+		pt[i].addr = patches[i].addr;
+		pt[i].len = patches[i].len;
+		pt[i].flags = patches[i].flags;
+		pt[i].nprobes = 2;
+		pt[i].remaining = 2;
+		for (int j = 0; j < patches[i].len; j++) {
+			pt[i].orig[j] = (uint8_t)(0x40 + i * 16 + j); /* the "original" */
+			rb[patches[i].addr + j] = (uint8_t)(j == 0 ? 0xe9 : 0x11 * j); /* the "patch" */
+		}
+	}
+	for (int i = 0; i < NDIRECT; i++) {
+		struct stint_probe *p = &pb[i];
+		probe_init(p, rb, 0x100 + 0x100 * (uint64_t)(i / 2), 0x800 + 8 * (uint64_t)i,
+			   i % 2 ? STINT_K_JCC_NOT_TAKEN : STINT_K_JCC_TAKEN, STINT_PF_DIRECT);
+		p->patch = (uint32_t)(i / 2);
+		p->arm = TRAMP_LO + 0x40 * (uint64_t)i + 2;
+		p->arm_to = TRAMP_LO + 0x800 + 0x10 * (uint64_t)i;
+		*(int32_t *)(rb + p->arm) = 0x01020304;
+	}
+	/* probe 9's arm crosses a cache line: must not be retargeted */
+	pb[9].arm = TRAMP_LO + 0x40 * 9 + 62;
+	*(int32_t *)(rb + pb[9].arm) = 0x01020304;
+	for (int i = 0; i < NINDIRECT; i++)
+		probe_init(&pb[NDIRECT + i], rb, 0x900 + 0x10 * (uint64_t)i, 0, STINT_K_IND_CALL, 0);
+	ind_dst[0] = (uint64_t)(rb + 0x777);    /* inside module B */
+	ind_dst[1] = (uint64_t)(void *)&fwrite; /* inside libc: a non-rewritten module */
+	ind_dst[2] = (uint64_t)(anon + 0x10);   /* anonymous memory */
+
+	/* one chunk copied from CHUNK_SRC to CHUNK_VADDR */
+	struct stint_chunk *ch = (void *)(rb + CHUNKS_OFF);
+	memset(ch, 0, sizeof *ch);
+	ch->vaddr = CHUNK_VADDR;
+	ch->size = 4096;
+	ch->src_vaddr = CHUNK_SRC;
+	mb->nchunks = 1;
+	for (int i = 0; i < 4096; i++)
+		rb[CHUNK_SRC + i] = (uint8_t)(i * 7);
+
+	/* B is entered through the blob's DT_INIT path: a fake blob header */
+	struct stint_blob_header *h = (void *)(rb + BLOB_OFF);
+	memset(h, 0, sizeof *h);
+	h->magic = STINT_BLOB_MAGIC;
+	h->abi_version = STINT_ABI_VERSION;
+	h->module_rel = (int64_t)MOD_OFF - BLOB_OFF;
+	mb->orig_fini = 0;
+	mb->orig_entry = 0;
+
+	printf("region_a=%llu\nregion_b=%llu\nanon=%llu\nlibc_dst=%llu\n", (unsigned long long)(uintptr_t)ra,
+	       (unsigned long long)(uintptr_t)rb, (unsigned long long)(uintptr_t)anon,
+	       (unsigned long long)ind_dst[1]);
+}
+
+static void *worker(void *arg)
+{
+	uint64_t t = (uint64_t)(uintptr_t)arg;
+	for (uint64_t i = 0; i < NITER; i++) {
+		stint_record(&pa[0], t << 32 | i);
+		if (i < 3)
+			for (int j = 0; j < NDIRECT; j++)
+				stint_record(&pb[j], 0);
+		if (i % 7 == 0)
+			for (int j = 0; j < NINDIRECT; j++)
+				stint_record(&pb[NDIRECT + j], ind_dst[(i / 7 + t + (uint64_t)j) % 3]);
+	}
+	return 0;
+}
+
+static void check_patching(void)
+{
+	for (int i = 0; i < NDIRECT; i++) {
+		int32_t want = (int32_t)(pb[i].arm_to - (pb[i].arm + 4));
+		int32_t have = *(int32_t *)(rb + pb[i].arm);
+		if (i == 9)
+			CHECK(have == 0x01020304, "probe %d: arm across a line was retargeted", i);
+		else
+			CHECK(have == want, "probe %d: arm is %#x, want %#x", i, have, want);
+	}
+	struct stint_patch *pt = (void *)(rb + PATCHES_OFF);
+	for (unsigned i = 0; i < NPATCHES; i++) {
+		CHECK(pt[i].remaining == 0, "patch %u: remaining %u", i, pt[i].remaining);
+		int same = memcmp(rb + patches[i].addr, pt[i].orig, patches[i].len) == 0;
+		CHECK(same == patches[i].restored, "patch %u: restored=%d, want %d", i, same, patches[i].restored);
+		/* the bytes around a patch stay as they were */
+		CHECK(rb[patches[i].addr - 1] == 0xcc && rb[patches[i].addr + patches[i].len] == 0xcc,
+		      "patch %u: neighbouring bytes changed", i);
+	}
+	for (int i = 0; i < 4096; i++)
+		if (((uint8_t *)(uintptr_t)((uint64_t)(uintptr_t)rb + CHUNK_VADDR))[i] != (uint8_t)(i * 7)) {
+			CHECK(0, "chunk byte %d differs", i);
+			break;
+		}
+}
+
+/* Calls stint_probe_entry like a thunk and stores the registers after it. */
+uint64_t regs_after[8];
+void regcheck(struct stint_probe *p);
+__asm__(".section .note.GNU-stack,\"\",@progbits\n.text\n"
+	".globl regcheck\n"
+	"regcheck:\n"
+	"  push %rbx\n  push %rbp\n  push %r12\n"
+	"  mov %rdi, %r12\n"
+	"  movabs $0x1111111111111111, %rax\n"
+	"  movabs $0x2222222222222222, %rcx\n"
+	"  movabs $0x3333333333333333, %rdx\n"
+	"  movabs $0x8888888888888888, %r8\n"
+	"  movabs $0x9999999999999999, %r9\n"
+	"  movabs $0xaaaaaaaaaaaaaaaa, %r10\n"
+	"  movabs $0xbbbbbbbbbbbbbbbb, %r11\n"
+	"  lea -128(%rsp), %rsp\n"
+	"  push %rdi\n  push %rsi\n"
+	"  mov %r12, %rdi\n"
+	"  mov $0x5a5a, %esi\n"
+	"  sub $8, %rsp\n" /* misalign: the runtime must realign */
+	"  stc\n  std\n"
+	"  call stint_probe_entry\n"
+	"  pushfq\n"
+	"  cld\n"
+	"  add $16, %rsp\n" /* skip the saved flags below, reread them after */
+	"  lea regs_after(%rip), %rbx\n"
+	"  mov %rax, 0(%rbx)\n  mov %rcx, 8(%rbx)\n  mov %rdx, 16(%rbx)\n  mov %r8, 24(%rbx)\n"
+	"  mov %r9, 32(%rbx)\n  mov %r10, 40(%rbx)\n  mov %r11, 48(%rbx)\n"
+	"  mov -16(%rsp), %rax\n  mov %rax, 56(%rbx)\n"
+	"  pop %rsi\n  pop %rdi\n"
+	"  lea 128(%rsp), %rsp\n"
+	"  pop %r12\n  pop %rbp\n  pop %rbx\n"
+	"  ret\n");
+
+static void check_regs(void)
+{
+	regcheck(&pa[0]);
+	static const uint64_t want[7] = {0x1111111111111111ULL, 0x2222222222222222ULL, 0x3333333333333333ULL,
+					 0x8888888888888888ULL, 0x9999999999999999ULL, 0xaaaaaaaaaaaaaaaaULL,
+					 0xbbbbbbbbbbbbbbbbULL};
+	static const char *names[7] = {"rax", "rcx", "rdx", "r8", "r9", "r10", "r11"};
+	for (int i = 0; i < 7; i++)
+		CHECK(regs_after[i] == want[i], "%s changed: %#llx", names[i], (unsigned long long)regs_after[i]);
+	CHECK(regs_after[7] & 1, "CF cleared");
+	CHECK(regs_after[7] & 0x400, "DF cleared");
+}
+
+int main(int argc, char **argv, char **envp)
+{
+	const char *mode = argc > 1 ? argv[1] : "return";
+	setvbuf(stdout, 0, _IOLBF, 0);
+	setup();
+	stint_module_init((struct stint_module *)(ra + MOD_OFF), envp, 0);
+	stint_init_shared(rb + BLOB_OFF, argc, argv, envp);
+	if (strcmp(mode, "regs") == 0) {
+		check_regs();
+		stint_fini(rb + BLOB_OFF);
+		printf("failures=%d\n", failures);
+		return failures != 0;
+	}
+	if (strcmp(mode, "restore") == 0) {
+		/* stint_restore_atomic on a real RWX buffer, word by word */
+		uint8_t *buf = mmap(0, 4096, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		for (unsigned at = 0; at < 64; at++)
+			for (unsigned len = 1; len <= 16; len++) {
+				uint8_t orig[16];
+				memset(buf, 0xcc, 128);
+				for (unsigned j = 0; j < len; j++)
+					orig[j] = (uint8_t)(j + 1);
+				int ok = stint_restore_atomic((uint64_t)(uintptr_t)(buf + at), orig, len);
+				int fits = (at & ~7u) + 8 >= at + len || (at & ~15u) + 16 >= at + len;
+				CHECK(ok == fits, "at=%u len=%u: ok=%d want %d", at, len, ok, fits);
+				for (unsigned j = 0; j < 128; j++) {
+					uint8_t want = (ok && j >= at && j < at + len) ? orig[j - at] : 0xcc;
+					if (buf[j] != want) {
+						CHECK(0, "at=%u len=%u: byte %u is %#x want %#x", at, len, j, buf[j], want);
+						break;
+					}
+				}
+			}
+		printf("failures=%d\n", failures);
+		return failures != 0;
+	}
+
+	pthread_t th[NTHREADS];
+	for (uintptr_t t = 0; t < NTHREADS; t++)
+		pthread_create(&th[t], 0, worker, (void *)(t + 1));
+	for (int t = 0; t < NTHREADS; t++)
+		pthread_join(th[t], 0);
+	check_patching();
+
+	if (strcmp(mode, "kill") != 0) {
+		fflush(stdout);
+		pid_t c = fork();
+		if (c == 0) {
+			for (uint64_t i = 0; i < 100; i++)
+				stint_record(&pa[0], 0xcULL << 32 | i);
+			stint_record(&pb[0], 0);                       /* recorded by the parent: nothing */
+			stint_record(&pb[NDIRECT], (uint64_t)(rb + 0x999)); /* new pair: recorded */
+			stint_fini(rb + BLOB_OFF);
+			_exit(0);
+		}
+		int st;
+		waitpid(c, &st, 0);
+		printf("child=%d\nchild_status=%d\n", (int)c, st);
+	}
+	uint64_t cnt[3];
+	stint_counters(cnt);
+	printf("pid=%d\nevents=%llu\ndropped=%llu\nhash_full=%llu\nfailures=%d\n", (int)getpid(),
+	       (unsigned long long)cnt[0], (unsigned long long)cnt[1], (unsigned long long)cnt[2], failures);
+	fflush(stdout);
+	if (strcmp(mode, "_exit") == 0)
+		_exit(0);
+	if (strcmp(mode, "kill") == 0) {
+		printf("ready\n");
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	stint_fini(rb + BLOB_OFF);
+	return failures != 0;
+}
