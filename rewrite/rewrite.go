@@ -1,0 +1,839 @@
+package rewrite
+
+import (
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+
+	"github.com/stint-project/stint/rewrite/place"
+)
+
+// Options configure a rewrite.
+type Options struct {
+	Tool  Tool // probe sites; 0 means ToolBranch
+	Every bool // STINT_MF_EVERY: record every occurrence
+	// Blob is the runtime blob to inject; nil means the blob of package
+	// runtime.
+	Blob []byte
+}
+
+// Hex is an address that marshals to JSON as a "0x..." string.
+type Hex uint64
+
+func (h Hex) MarshalText() ([]byte, error) {
+	return []byte("0x" + strconv.FormatUint(uint64(h), 16)), nil
+}
+
+// Reason aggregates the sites that failed for one reason.
+type Reason struct {
+	Count int   `json:"count"`
+	First []Hex `json:"first"` // the first few addresses (link vaddrs)
+}
+
+// maxReasonAddrs is how many addresses a Reason keeps.
+const maxReasonAddrs = 5
+
+// Stats count what a rewrite did. Every site is either patched (with one
+// tactic), handled by a fallback, or failed with a reason.
+type Stats struct {
+	Module      string             `json:"module"` // "executable", "pie", "static", "static-pie", "shared"
+	Tool        string             `json:"tool"`
+	Insts       int                `json:"insts"`       // decoded instructions
+	Undecodable int                `json:"undecodable"` // bytes of code that could not be decoded
+	Sites       int                `json:"sites"`
+	Patched     map[string]int     `json:"patched"` // tactic name -> sites
+	Fallback    int                `json:"fallback"`
+	Failed      int                `json:"failed"`
+	Reasons     map[string]*Reason `json:"reasons"` // why sites failed
+	Evicted     int                `json:"evicted"` // neighbours moved to relocated-instruction trampolines
+	Probes      int                `json:"probes"`
+	Patches     int                `json:"patches"`
+	Stubs       int                `json:"stubs"`
+	Chunks      int                `json:"chunks"`
+	Notes       []string           `json:"notes,omitempty"`
+}
+
+// PatchedTotal returns the number of patched sites.
+func (s *Stats) PatchedTotal() int {
+	n := 0
+	for _, v := range s.Patched {
+		n += v
+	}
+	return n
+}
+
+func (s *Stats) fail(reason string, addr uint64) {
+	s.Failed++
+	r := s.Reasons[reason]
+	if r == nil {
+		r = &Reason{}
+		s.Reasons[reason] = r
+	}
+	r.Count++
+	if len(r.First) < maxReasonAddrs {
+		r.First = append(r.First, Hex(addr))
+	}
+}
+
+// JSON returns the stats as indented JSON.
+func (s *Stats) JSON() []byte {
+	b, _ := json.MarshalIndent(s, "", "  ")
+	return append(b, '\n')
+}
+
+var tacticNames = map[place.Tactic]string{
+	place.TacticB1: "B1", place.TacticB2: "B2", place.TacticT1: "T1",
+	place.TacticT2: "T2", place.TacticT3: "T3", place.TacticP: "P",
+}
+
+const (
+	pageSize  = 0x1000
+	gib       = 1 << 30
+	reachSlop = 16 << 20 // keep stubs this far inside rel32 reach
+)
+
+func alignUp(v, a uint64) uint64   { return (v + a - 1) &^ (a - 1) }
+func alignDown(v, a uint64) uint64 { return v &^ (a - 1) }
+
+// readAll reads r from offset 0 to EOF (at most MaxInputSize bytes).
+func readAll(r io.ReaderAt) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := r.ReadAt(buf, int64(len(out)))
+		out = append(out, buf[:n]...)
+		if len(out) > MaxInputSize {
+			return nil, ErrTooLarge
+		}
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, io.ErrNoProgress
+		}
+	}
+}
+
+// Rewrite rewrites the ELF file read from r and returns the new file's
+// bytes. Errors are a *FormatError or wrap one of the package's sentinel
+// errors for bad input.
+func Rewrite(r io.ReaderAt, opts Options) ([]byte, *Stats, error) {
+	data, err := readAll(r)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read: %w", err)
+	}
+	return RewriteBytes(data, opts)
+}
+
+// RewriteBytes is Rewrite on an in-memory file; data is not modified.
+func RewriteBytes(data []byte, opts Options) (out []byte, st *Stats, err error) {
+	if len(data) > MaxInputSize {
+		return nil, nil, ErrTooLarge
+	}
+	if opts.Tool == 0 {
+		opts.Tool = ToolBranch
+	}
+	if opts.Tool < ToolBranch || opts.Tool > ToolBlock {
+		return nil, nil, fmt.Errorf("unknown tool %d", opts.Tool)
+	}
+	f, err := parseELF(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.rewritten() {
+		return nil, nil, ErrAlreadyRewritten
+	}
+	blobBytes := opts.Blob
+	if blobBytes == nil {
+		if blobBytes, err = defaultBlob(); err != nil {
+			return nil, nil, err
+		}
+	}
+	blob, err := parseBlob(blobBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	rw := &rewriter{f: f, opts: opts, blob: blob, st: &Stats{
+		Tool: opts.Tool.String(), Patched: map[string]int{}, Reasons: map[string]*Reason{},
+	}}
+	out, err = rw.run()
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, rw.st, nil
+}
+
+type tramp struct {
+	addr   uint64
+	size   int
+	site   bool
+	probe0 int // first probe index, -1 until numbered
+}
+
+type rewriter struct {
+	f    *elfFile
+	opts Options
+	blob *blobInfo
+	st   *Stats
+	c    *code
+
+	// module kind
+	exec, shared, static, pic bool
+
+	origLo, origHi uint64
+	textLo, textHi uint64
+	rxVaddr, rxOff uint64
+	rxCursor       uint64
+	reserveVaddr   uint64
+	hasReserve     bool
+	stubLo, stubHi uint64 // upper stub range
+
+	isSite    map[int]bool
+	siteSize  map[int]int
+	tramps    map[int]*tramp
+	trampList []int // instruction indices in allocation order
+}
+
+func (rw *rewriter) classify() {
+	f := rw.f
+	dyn := f.dynamic()
+	interp := f.prog(elf.PT_INTERP) != nil
+	flags1, _ := dynVal(dyn, elf.DT_FLAGS_1)
+	_, soname := dynVal(dyn, elf.DT_SONAME)
+	pieFlag := flags1&uint64(elf.DF_1_PIE) != 0
+	rw.pic = f.hdr.Type == elf.ET_DYN
+	switch {
+	case f.hdr.Type == elf.ET_EXEC:
+		rw.exec = true
+		rw.static = !interp
+	case pieFlag || (interp && !soname):
+		rw.exec = true
+		rw.static = !interp
+	default:
+		rw.shared = true
+	}
+	switch {
+	case rw.shared:
+		rw.st.Module = "shared"
+	case rw.static && rw.pic:
+		rw.st.Module = "static-pie"
+	case rw.static:
+		rw.st.Module = "static"
+	case rw.pic:
+		rw.st.Module = "pie"
+	default:
+		rw.st.Module = "executable"
+	}
+}
+
+func (rw *rewriter) run() ([]byte, error) {
+	f := rw.f
+	rw.classify()
+	rw.origLo, rw.origHi = f.imageRange()
+	rw.c = decode(f)
+	c := rw.c
+	rw.st.Insts = len(c.insts)
+	rw.st.Undecodable = c.undecodable
+	if len(c.regions) == 0 {
+		return nil, formatErr(int64(f.hdr.Phoff), nil, "no executable code")
+	}
+	rw.textLo, rw.textHi = c.regions[0].lo, c.regions[len(c.regions)-1].hi
+
+	// Layout of what we know now: the RX segment (blob, then trampolines
+	// allocated as the planner asks for them) comes first above the image.
+	rw.rxVaddr = alignUp(rw.origHi, pageSize)
+	rw.rxOff = alignUp(uint64(len(f.data)), pageSize)
+	rw.rxCursor = rw.rxVaddr + alignUp(uint64(len(rw.blob.data)), 16)
+
+	// Stub space: above the brk gap, below the reserve page; for a
+	// fixed-address executable also below the image.
+	rw.stubLo = alignUp(rw.origHi+gib, pageSize)
+	limit := rw.textLo + 2*gib - reachSlop
+	var allowed []place.Range
+	if limit > rw.stubLo+2*pageSize {
+		rw.hasReserve = true
+		rw.reserveVaddr = alignDown(limit, pageSize) - pageSize
+		rw.stubHi = rw.reserveVaddr
+		allowed = append(allowed, place.Range{Lo: rw.stubLo, Hi: rw.stubHi})
+	} else {
+		rw.st.Notes = append(rw.st.Notes, "image too large for a stub area above it; no reserve segment")
+	}
+	if !rw.pic {
+		lo := uint64(64 << 10)
+		if reach := rw.origHi + gib + reachSlop; reach > 2*gib {
+			lo = max(lo, reach-2*gib)
+		}
+		if rw.origLo > lo+pageSize {
+			allowed = append([]place.Range{{Lo: alignUp(lo, pageSize), Hi: alignDown(rw.origLo, pageSize)}}, allowed...)
+		}
+	}
+	space := place.NewAddrSpace(allowed)
+	space.Reserve(place.Range{Lo: alignDown(rw.origLo, pageSize), Hi: rw.stubLo})
+
+	// Sites.
+	sites := c.sites(rw.opts.Tool)
+	rw.st.Sites = len(sites)
+	rw.isSite = map[int]bool{}
+	rw.siteSize = map[int]int{}
+	rw.tramps = map[int]*tramp{}
+	var ok []int
+	for _, i := range sites {
+		in := &c.insts[i]
+		if in.Flags&place.InstUntouchable != 0 {
+			rw.st.fail("untouchable: a branch lands inside the instruction", in.Addr)
+			continue
+		}
+		if rw.opts.Tool == ToolBlock {
+			if err := relocatable(in, c.kinds[i]); err != nil {
+				rw.st.fail("cannot relocate: "+err.Error(), in.Addr)
+				continue
+			}
+		}
+		a := &asm{sizing: true}
+		a.siteTramp(rw.opts.Tool, in, c.kinds[i], c.targets[i], nil, 0, rw.pic)
+		if a.err != nil {
+			rw.st.fail("no trampoline: "+a.err.Error(), in.Addr)
+			continue
+		}
+		rw.isSite[i] = true
+		rw.siteSize[i] = len(a.b)
+		ok = append(ok, i)
+	}
+
+	p := &place.Planner{Insts: c.insts, Space: space, Near: rw.near}
+	// Patch from the highest address down, as E9Patch does: a site's
+	// successor has then already been decided when the site is planned.
+	patched := map[int]bool{}
+	for k := len(ok) - 1; k >= 0; k-- {
+		i := ok[k]
+		t, err := p.Patch(i)
+		if err != nil {
+			rw.st.fail(err.Error(), c.insts[i].Addr)
+			continue
+		}
+		name, known := tacticNames[t]
+		if !known {
+			rw.st.fail("planner returned no tactic", c.insts[i].Addr)
+			continue
+		}
+		rw.st.Patched[name]++
+		patched[i] = true
+	}
+	rw.st.Evicted = len(p.Evicted)
+	return rw.emit(p, space, patched)
+}
+
+// near allocates the near trampoline of instruction i (Planner.Near).
+func (rw *rewriter) near(i int) uint64 {
+	if t := rw.tramps[i]; t != nil {
+		return t.addr
+	}
+	t := &tramp{addr: rw.rxCursor, site: rw.isSite[i], probe0: -1}
+	if t.site {
+		t.size = rw.siteSize[i]
+	} else {
+		a := &asm{sizing: true}
+		// Errors surface when an evicted instruction is emitted.
+		a.relocate(&rw.c.insts[i], rw.c.kinds[i], rw.c.targets[i], rw.pic)
+		t.size = len(a.b)
+	}
+	rw.rxCursor += uint64(t.size)
+	rw.tramps[i] = t
+	rw.trampList = append(rw.trampList, i)
+	return t.addr
+}
+
+type chunkOut struct {
+	r     place.Range
+	src   uint64 // vaddr of its bytes in the R segment
+	flags uint32
+}
+
+func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[int]bool) ([]byte, error) {
+	f, c := rw.f, rw.c
+	st := rw.st
+
+	// Patch records: one per modified instruction.
+	type patchRec struct {
+		inst       int
+		addr       uint64
+		lo, hi     uint64 // modified byte range [lo, hi)
+		nprobes    int
+		restorable bool
+	}
+	modified := map[int]*patchRec{}
+	var patchOrder []int
+	writes := map[uint64]byte{}
+	for _, w := range p.Writes {
+		for k, b := range w.Bytes {
+			a := w.Addr + uint64(k)
+			i := c.index(a)
+			if i < 0 {
+				return nil, fmt.Errorf("planner wrote outside the decoded code at %#x", a)
+			}
+			writes[a] = b
+			in := &c.insts[i]
+			if in.Bytes[a-in.Addr] == b {
+				continue
+			}
+			pr := modified[i]
+			if pr == nil {
+				pr = &patchRec{inst: i, lo: a, hi: a + 1}
+				modified[i] = pr
+				patchOrder = append(patchOrder, i)
+			}
+			pr.lo = min(pr.lo, a)
+			pr.hi = max(pr.hi, a+1)
+		}
+	}
+	slices.Sort(patchOrder)
+	evicted := map[int]bool{}
+	for _, i := range p.Evicted {
+		evicted[i] = true
+	}
+	read := map[int]bool{}
+	for _, r := range p.Reads {
+		read[r[1]] = true
+	}
+	patchIdx := map[int]int{}
+	for k, i := range patchOrder {
+		patchIdx[i] = k
+		pr := modified[i]
+		if pr.hi-pr.lo > 16 {
+			return nil, fmt.Errorf("patch of %#x modifies %d bytes", c.insts[i].Addr, pr.hi-pr.lo)
+		}
+		if patched[i] {
+			pr.nprobes = nprobes(rw.opts.Tool, c.kinds[i])
+		}
+		// Padding writes (neither site nor evicted) are never executed
+		// and need no restoring.
+		pr.restorable = !read[i] && (patched[i] || evicted[i])
+	}
+
+	// Number the probes of patched sites, in address order.
+	nprobe := 0
+	siteOrder := make([]int, 0, len(patched))
+	for i := range rw.isSite {
+		if patched[i] || evicted[i] {
+			siteOrder = append(siteOrder, i)
+		}
+	}
+	slices.Sort(siteOrder)
+	for _, i := range siteOrder {
+		t := rw.tramps[i]
+		if t == nil {
+			return nil, fmt.Errorf("site %#x patched without a trampoline", c.insts[i].Addr)
+		}
+		t.probe0 = nprobe
+		nprobe += nprobes(rw.opts.Tool, c.kinds[i])
+	}
+	st.Probes = nprobe
+	st.Patches = len(patchOrder)
+	st.Stubs = len(p.Stubs)
+
+	// Layout: RX | R (phdrs, note, chunk sources) | RW, then the reserve.
+	rxSize := rw.rxCursor - rw.rxVaddr
+	rVaddr := alignUp(rw.rxCursor, pageSize)
+	rOff := rw.rxOff + (rVaddr - rw.rxVaddr)
+
+	nph := len(f.progs) + 4 // RX, R, RW, note
+	if rw.hasReserve {
+		nph++
+	}
+	phOff := uint64(0)
+	noteOff := alignUp(phOff+uint64(nph)*phdrSize, 8)
+	noteDesc := []byte(fmt.Sprintf("tool=%s", rw.opts.Tool))
+	noteBytes := make([]byte, 12+alignUp(uint64(len(stintNoteName)+1), 4)+alignUp(uint64(len(noteDesc)), 4))
+	le.PutUint32(noteBytes[0:], uint32(len(stintNoteName)+1))
+	le.PutUint32(noteBytes[4:], uint32(len(noteDesc)))
+	le.PutUint32(noteBytes[8:], stintNoteType)
+	copy(noteBytes[12:], stintNoteName)
+	copy(noteBytes[12+alignUp(uint64(len(stintNoteName)+1), 4):], noteDesc)
+	cur := alignUp(noteOff+uint64(len(noteBytes)), pageSize)
+	var chunks []chunkOut
+	for _, r := range space.Chunks(pageSize) {
+		size := r.Hi - r.Lo
+		if size > uint64(len(f.data))*4+64*pageSize {
+			return nil, fmt.Errorf("stub chunk %#x-%#x is too large", r.Lo, r.Hi)
+		}
+		co := chunkOut{r: r, src: rVaddr + cur}
+		if rw.shared && int64(r.Lo) >= int64(rw.stubLo) && rw.hasReserve && r.Hi <= rw.reserveVaddr {
+			co.flags |= chunkReserved
+		}
+		chunks = append(chunks, co)
+		cur += alignUp(size, pageSize)
+	}
+	rSize := alignUp(cur, pageSize)
+	st.Chunks = len(chunks)
+
+	rwVaddr := rVaddr + rSize
+	rwOff := rOff + rSize
+	probesAt := rwVaddr + alignUp(moduleSize, 64)
+	patchesAt := probesAt + uint64(nprobe)*probeSize
+	chunksAt := patchesAt + uint64(len(patchOrder))*patchSize
+	rwSize := chunksAt + uint64(len(chunks))*chunkSize - rwVaddr
+	newEnd := rwVaddr + alignUp(rwSize, pageSize)
+	if newEnd > rw.stubLo {
+		return nil, fmt.Errorf("new segments (%d MiB) do not fit below the stub area", (newEnd-rw.rxVaddr)>>20)
+	}
+	probeEntry := rw.rxVaddr + uint64(rw.blob.probe)
+
+	// File: original | RX | R | RW | [shstrtab copy, section headers].
+	fileEnd := rwOff + alignUp(rwSize, pageSize)
+	out := make([]byte, fileEnd, fileEnd+uint64(len(f.sects)+4)*shdrSize+4096)
+	copy(out, f.data)
+	for a, b := range writes {
+		off, ok := f.offsetOf(a, 1)
+		if !ok {
+			return nil, fmt.Errorf("patched byte %#x is not in the file", a)
+		}
+		out[off] = b
+	}
+
+	// RX: blob and trampolines.
+	copy(out[rw.rxOff:], rw.blob.data)
+	le.PutUint64(out[rw.rxOff+blobOffModuleRel:], rwVaddr-rw.rxVaddr)
+	for i := rw.rxOff + uint64(len(rw.blob.data)); i < rw.rxOff+rxSize; i++ {
+		out[i] = 0xcc
+	}
+	probes := make([]byte, uint64(nprobe)*probeSize)
+	for _, i := range rw.trampList {
+		t := rw.tramps[i]
+		in := &c.insts[i]
+		a := &asm{base: t.addr}
+		if t.site {
+			if t.probe0 < 0 {
+				continue // planner asked for it but the site failed: leave int3
+			}
+			n := nprobes(rw.opts.Tool, c.kinds[i])
+			pv := make([]uint64, n)
+			for k := range pv {
+				pv[k] = probesAt + uint64(t.probe0+k)*probeSize
+			}
+			sp := a.siteTramp(rw.opts.Tool, in, c.kinds[i], c.targets[i], pv, probeEntry, rw.pic)
+			if a.err == nil && len(sp) != n {
+				a.err = errors.New("probe count mismatch")
+			}
+			for k, s := range sp {
+				b := probes[uint64(t.probe0+k)*probeSize:]
+				le.PutUint64(b[0:], in.Addr)
+				if s.flags&pfDirect != 0 {
+					le.PutUint64(b[8:], s.dst)
+				}
+				if s.arm >= 0 {
+					le.PutUint64(b[16:], t.addr+uint64(s.arm))
+					le.PutUint64(b[24:], s.armTo)
+				}
+				le.PutUint32(b[32:], uint32(pv[k]-rwVaddr))
+				pidx := uint32(noPatch)
+				if k, ok := patchIdx[i]; ok {
+					pidx = uint32(k)
+				}
+				le.PutUint32(b[36:], pidx)
+				b[40] = s.kind
+				b[41] = s.flags
+			}
+		} else {
+			if !evicted[i] {
+				continue // a failed attempt of the planner: leave int3
+			}
+			a.relocate(in, c.kinds[i], c.targets[i], rw.pic)
+		}
+		if a.err != nil {
+			return nil, fmt.Errorf("trampoline for %#x: %w", in.Addr, a.err)
+		}
+		if len(a.b) != t.size {
+			return nil, fmt.Errorf("trampoline for %#x: %d bytes, sized %d", in.Addr, len(a.b), t.size)
+		}
+		copy(out[rw.rxOff+(t.addr-rw.rxVaddr):], a.b)
+	}
+
+	// R: program headers, note, chunk sources with their stubs.
+	rbuf := out[rOff : rOff+rSize]
+	copy(rbuf[noteOff:], noteBytes)
+	for k := range chunks {
+		co := &chunks[k]
+		src := rbuf[co.src-rVaddr : co.src-rVaddr+(co.r.Hi-co.r.Lo)]
+		for j := range src {
+			src[j] = 0xcc
+		}
+	}
+	for _, s := range p.Stubs {
+		var co *chunkOut
+		for k := range chunks {
+			if s.Addr-chunks[k].r.Lo < chunks[k].r.Hi-chunks[k].r.Lo && s.Addr+5-chunks[k].r.Lo <= chunks[k].r.Hi-chunks[k].r.Lo {
+				co = &chunks[k]
+				break
+			}
+		}
+		if co == nil {
+			return nil, fmt.Errorf("stub at %#x lies in no chunk", s.Addr)
+		}
+		a := &asm{base: s.Addr}
+		a.jmp(rw.near(s.Inst))
+		if a.err != nil {
+			return nil, fmt.Errorf("stub at %#x: %w", s.Addr, a.err)
+		}
+		copy(rbuf[co.src-rVaddr+(s.Addr-co.r.Lo):], a.b)
+	}
+
+	// RW: module, probes, patches, chunks.
+	m := out[rwOff : rwOff+rwSize]
+	le.PutUint64(m[0:], moduleMagic)
+	le.PutUint32(m[8:], abiVersion)
+	var mf uint32
+	if rw.opts.Every {
+		mf |= mfEvery
+	}
+	if rw.shared {
+		mf |= mfShared
+	} else {
+		mf |= mfExec
+	}
+	if rw.static {
+		mf |= mfStatic
+	}
+	le.PutUint32(m[12:], mf)
+	le.PutUint32(m[16:], uint32(rw.opts.Tool))
+	le.PutUint32(m[20:], uint32(nprobe))
+	le.PutUint64(m[24:], rwVaddr)
+	le.PutUint64(m[32:], rw.origHi)
+	le.PutUint64(m[40:], probesAt)
+	le.PutUint64(m[48:], patchesAt)
+	le.PutUint64(m[56:], chunksAt)
+	le.PutUint32(m[64:], uint32(len(patchOrder)))
+	le.PutUint32(m[68:], uint32(len(chunks)))
+	le.PutUint64(m[72:], rw.textLo)
+	le.PutUint64(m[80:], rw.textHi)
+	le.PutUint64(m[88:], rw.rxVaddr)
+	le.PutUint64(m[96:], rw.rxVaddr+rxSize)
+	bid := f.buildID()
+	if len(bid) > 32 {
+		bid = bid[:32]
+	}
+	copy(m[120:], bid)
+	le.PutUint32(m[152:], uint32(len(bid)))
+	every := 0
+	if rw.opts.Every {
+		every = 1
+	}
+	copy(m[176:176+moduleOptionsSize-1], fmt.Sprintf("tool=%s every=%d", rw.opts.Tool, every))
+	copy(m[probesAt-rwVaddr:], probes)
+	for k, i := range patchOrder {
+		pr := modified[i]
+		b := m[patchesAt-rwVaddr+uint64(k)*patchSize:]
+		le.PutUint64(b[0:], pr.lo)
+		b[8] = byte(pr.hi - pr.lo)
+		if pr.restorable {
+			b[9] = patchRestorable
+		}
+		le.PutUint16(b[10:], uint16(pr.nprobes))
+		le.PutUint32(b[12:], uint32(pr.nprobes))
+		in := &c.insts[i]
+		copy(b[16:32], in.Bytes[pr.lo-in.Addr:pr.hi-in.Addr])
+	}
+	for k, co := range chunks {
+		b := m[chunksAt-rwVaddr+uint64(k)*chunkSize:]
+		le.PutUint64(b[0:], co.r.Lo)
+		le.PutUint64(b[8:], co.r.Hi-co.r.Lo)
+		le.PutUint64(b[16:], co.src)
+		le.PutUint32(b[24:], co.flags)
+	}
+
+	// Entry points.
+	var origEntry, origFini uint64
+	dyn := f.dynamic()
+	if rw.exec {
+		origEntry = f.hdr.Entry
+		le.PutUint64(out[24:], rw.rxVaddr+uint64(rw.blob.entryExec))
+	}
+	spare := spareDynSlots(dyn)
+	setDyn := func(tag elf.DynTag, val uint64) (old uint64, ok bool) {
+		for _, e := range dyn {
+			if e.Tag == elf.DT_NULL {
+				break
+			}
+			if e.Tag == tag {
+				le.PutUint64(out[e.Off+8:], val)
+				return e.Val, true
+			}
+		}
+		if len(spare) == 0 {
+			return 0, false
+		}
+		e := spare[0]
+		spare = spare[1:]
+		le.PutUint64(out[e.Off:], uint64(tag))
+		le.PutUint64(out[e.Off+8:], val)
+		return 0, true
+	}
+	if rw.shared {
+		old, ok := setDyn(elf.DT_INIT, rw.rxVaddr+uint64(rw.blob.entryInit))
+		if !ok {
+			return nil, errors.New("shared object has no DT_INIT and no spare .dynamic slot to add one: the runtime could not be initialised")
+		}
+		origEntry = old
+	}
+	if f.prog(elf.PT_DYNAMIC) != nil {
+		old, ok := setDyn(elf.DT_FINI, rw.rxVaddr+uint64(rw.blob.entryFini))
+		if ok {
+			origFini = old
+		} else {
+			st.Notes = append(st.Notes, "no DT_FINI and no spare .dynamic slot: the runtime cannot flush at unload")
+		}
+	} else {
+		st.Notes = append(st.Notes, "static executable: no DT_FINI; the runtime must flush at exit")
+	}
+	le.PutUint64(m[104:], origEntry)
+	le.PutUint64(m[112:], origFini)
+
+	// Program headers.
+	newPh := rw.programHeaders(rVaddr, rOff, rSize, noteOff, uint64(len(noteBytes)), nph,
+		rw.rxVaddr, rw.rxOff, rxSize, rwVaddr, rwOff, rwSize)
+	for k, ph := range newPh {
+		putProg(rbuf[phOff+uint64(k)*phdrSize:], ph)
+	}
+	le.PutUint64(out[32:], rOff+phOff)
+	le.PutUint16(out[56:], uint16(nph))
+
+	// Section headers.
+	out = rw.sections(out, rVaddr+noteOff, rOff+noteOff, uint64(len(noteBytes)),
+		rw.rxVaddr, rw.rxOff, rxSize, rwVaddr, rwOff, rwSize)
+	return out, nil
+}
+
+// spareDynSlots returns the DT_NULL entries after the terminating one.
+func spareDynSlots(d []dynEntry) []dynEntry {
+	for k, e := range d {
+		if e.Tag == elf.DT_NULL {
+			// The first DT_NULL may be reused if another follows it.
+			var out []dynEntry
+			for _, e2 := range d[k:] {
+				if e2.Tag != elf.DT_NULL {
+					break
+				}
+				out = append(out, e2)
+			}
+			if len(out) > 0 {
+				return out[:len(out)-1]
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+func putProg(b []byte, p prog64) {
+	le.PutUint32(b[0:], uint32(p.Type))
+	le.PutUint32(b[4:], uint32(p.Flags))
+	le.PutUint64(b[8:], p.Off)
+	le.PutUint64(b[16:], p.Vaddr)
+	le.PutUint64(b[24:], p.Paddr)
+	le.PutUint64(b[32:], p.Filesz)
+	le.PutUint64(b[40:], p.Memsz)
+	le.PutUint64(b[48:], p.Align)
+}
+
+func (rw *rewriter) programHeaders(rVaddr, rOff, rSize, noteOff, noteLen uint64, nph int,
+	rxVaddr, rxOff, rxSize, rwVaddr, rwOff, rwSize uint64) []prog64 {
+	var out []prog64
+	var loads []prog64
+	for _, p := range rw.f.progs {
+		switch p.Type {
+		case elf.PT_PHDR:
+			p.Off, p.Vaddr, p.Paddr = rOff, rVaddr, rVaddr
+			p.Filesz, p.Memsz = uint64(nph)*phdrSize, uint64(nph)*phdrSize
+			out = append([]prog64{p}, out...)
+		case elf.PT_LOAD:
+			loads = append(loads, p)
+		default:
+			out = append(out, p)
+		}
+	}
+	load := func(fl elf.ProgFlag, off, vaddr, size uint64) prog64 {
+		return prog64{Type: elf.PT_LOAD, Flags: fl, Off: off, Vaddr: vaddr, Paddr: vaddr, Filesz: size, Memsz: size, Align: pageSize}
+	}
+	loads = append(loads,
+		load(elf.PF_R|elf.PF_X, rxOff, rxVaddr, rxSize),
+		load(elf.PF_R, rOff, rVaddr, rSize),
+		load(elf.PF_R|elf.PF_W, rwOff, rwVaddr, rwSize))
+	if rw.hasReserve {
+		// The reserve maps a page of the RX segment's file bytes: not
+		// the program headers' page, or the kernel (which takes the last
+		// PT_LOAD holding e_phoff) would report AT_PHDR there.
+		loads = append(loads, load(elf.PF_R, rxOff, rw.reserveVaddr, pageSize))
+	}
+	sort.SliceStable(loads, func(i, j int) bool { return loads[i].Vaddr < loads[j].Vaddr })
+	// Insert the loads where the first original PT_LOAD was, keeping
+	// PT_PHDR and PT_INTERP before them.
+	pos := 0
+	for pos < len(out) && (out[pos].Type == elf.PT_PHDR || out[pos].Type == elf.PT_INTERP) {
+		pos++
+	}
+	// Preserve the original relative order of the other headers.
+	rest := append([]prog64{}, out[pos:]...)
+	out = append(append(out[:pos], loads...), rest...)
+	out = append(out, prog64{Type: elf.PT_NOTE, Flags: elf.PF_R, Off: rOff + noteOff, Vaddr: rVaddr + noteOff,
+		Paddr: rVaddr + noteOff, Filesz: noteLen, Memsz: noteLen, Align: 4})
+	return out
+}
+
+// sections appends a new section name table and section header table
+// with .stint (the marker note), .stint.text and .stint.data.
+func (rw *rewriter) sections(out []byte, noteVaddr, noteOff, noteLen, rxVaddr, rxOff, rxSize, rwVaddr, rwOff, rwSize uint64) []byte {
+	f := rw.f
+	if len(f.sects) == 0 || f.extendedShnum || int(f.hdr.Shstrndx) >= len(f.sects) || f.hdr.Shstrndx == 0 ||
+		len(f.sects)+3 >= int(elf.SHN_LORESERVE) {
+		rw.st.Notes = append(rw.st.Notes, "section headers left unchanged (marker note in PT_NOTE only)")
+		return out
+	}
+	str := f.sects[f.hdr.Shstrndx]
+	names := append([]byte{}, f.sectData(&str)...)
+	if len(names) == 0 || names[len(names)-1] != 0 {
+		names = append(names, 0)
+	}
+	add := func(s string) uint32 {
+		off := uint32(len(names))
+		names = append(append(names, s...), 0)
+		return off
+	}
+	sects := append([]sect64{}, f.sects...)
+	sects = append(sects,
+		sect64{Name: add(".stint"), Type: elf.SHT_NOTE, Flags: elf.SHF_ALLOC, Addr: noteVaddr, Off: noteOff, Size: noteLen, Addralign: 4},
+		sect64{Name: add(".stint.text"), Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, Addr: rxVaddr, Off: rxOff, Size: rxSize, Addralign: 16},
+		sect64{Name: add(".stint.data"), Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC | elf.SHF_WRITE, Addr: rwVaddr, Off: rwOff, Size: rwSize, Addralign: 64},
+	)
+	strOff := uint64(len(out))
+	out = append(out, names...)
+	sects[f.hdr.Shstrndx].Off = strOff
+	sects[f.hdr.Shstrndx].Size = uint64(len(names))
+	for uint64(len(out))%8 != 0 {
+		out = append(out, 0)
+	}
+	shOff := uint64(len(out))
+	for _, s := range sects {
+		var b [shdrSize]byte
+		le.PutUint32(b[0:], s.Name)
+		le.PutUint32(b[4:], uint32(s.Type))
+		le.PutUint64(b[8:], uint64(s.Flags))
+		le.PutUint64(b[16:], s.Addr)
+		le.PutUint64(b[24:], s.Off)
+		le.PutUint64(b[32:], s.Size)
+		le.PutUint32(b[40:], s.Link)
+		le.PutUint32(b[44:], s.Info)
+		le.PutUint64(b[48:], s.Addralign)
+		le.PutUint64(b[56:], s.Entsize)
+		out = append(out, b[:]...)
+	}
+	le.PutUint64(out[40:], shOff)
+	le.PutUint16(out[60:], uint16(len(sects)))
+	return out
+}
