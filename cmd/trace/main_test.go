@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/stint-project/stint/formats"
+)
+
+// files writes the test traces into a temporary directory.
+func files(t *testing.T) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	run := formats.Run{Binary: "/usr/bin/demo", BuildID: "beef", Tool: "branch", Options: "tool=branch every=0",
+		PID: 10, PPID: 1, StartNS: 1795000000000000000, MonoStartNS: 5000000000}
+	mods := []formats.Module{
+		{ID: 0, Path: "/usr/bin/demo", BuildID: "beef", Base: 0x555555554000, Size: 0x3000, Rewritten: true},
+		{ID: 1, Path: "/lib/libc.so.6", Base: 0x7ffff7d80000, Size: 0x1d5000},
+	}
+	events := []formats.Event{
+		{Kind: formats.KindCall, TID: 10, Time: 5000001000, SrcModule: 0, Src: 0x1130, DstModule: 1, Dst: 0x28000},
+		{Kind: formats.KindSyscall, TID: 10, Time: 5000002000, SrcModule: 1, Src: 0x28010, DstModule: 0, Value: 1},
+		{Kind: formats.KindRet, TID: 11, Time: 5000003000, SrcModule: 1, Src: 0x28020, DstModule: 0, Dst: 0x1135},
+		{Kind: formats.KindIndJmp, TID: 10, Time: 5000004000, SrcModule: 0, Src: 0x1200, DstModule: formats.NoModule, Dst: 0x7fffff000000},
+		{Kind: formats.KindSyscall, TID: 11, Time: 5000005000, SrcModule: 1, Src: 0x28010, DstModule: 0, Value: 60},
+	}
+	var buf bytes.Buffer
+	w, err := formats.NewWriter(&buf, run, mods, formats.WithBatchRows(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(events...)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	var other bytes.Buffer
+	ow := ipc.NewWriter(&other, ipc.WithSchema(arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil)))
+	ow.Close()
+	m := map[string][]byte{
+		"good.arrow":  good,
+		"cut.arrow":   good[:len(good)-20],
+		"zeros.arrow": append(append([]byte(nil), good[:len(good)-8]...), make([]byte, 100)...),
+		"text.arrow":  []byte("this is not arrow\n"),
+		"other.arrow": other.Bytes(),
+	}
+	names := map[string]string{}
+	for n, b := range m {
+		p := filepath.Join(dir, n)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		names[n] = p
+	}
+	names["missing.arrow"] = filepath.Join(dir, "missing.arrow")
+	return names
+}
+
+func TestRun(t *testing.T) {
+	f := files(t)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		code    int
+		out     []string // substrings of stdout
+		notOut  []string
+		errText string // substring of the error
+	}{
+		{name: "no-args", args: nil, code: 2, errText: "no command"},
+		{name: "help", args: []string{"--help"}, code: 0, out: []string{"trace cat", "trace stats", "Exit status"}},
+		{name: "help-cat", args: []string{"help", "cat"}, code: 0, out: []string{"Usage: trace cat", "--limit"}},
+		{name: "cat-help", args: []string{"cat", "--help"}, code: 0, out: []string{"Usage: trace cat"}},
+		{name: "stats-help", args: []string{"stats", "-h"}, code: 0, out: []string{"Usage: trace stats"}},
+		{name: "help-bogus", args: []string{"help", "bogus"}, code: 2, errText: "unknown command"},
+		{name: "unknown", args: []string{"frob"}, code: 2, errText: `unknown command "frob"`},
+		{name: "cat-no-file", args: []string{"cat"}, code: 2, errText: "want exactly one FILE"},
+		{name: "cat-bad-flag", args: []string{"cat", "--bogus", f["good.arrow"]}, code: 2, errText: "unknown flag: --bogus"},
+		{name: "cat-bad-kind", args: []string{"cat", "--kind", "jump", f["good.arrow"]}, code: 2, errText: `unknown event kind "jump"`},
+		{name: "cat-neg-limit", args: []string{"cat", "--limit=-1", f["good.arrow"]}, code: 2, errText: "negative"},
+		{name: "stats-no-file", args: []string{"stats"}, code: 2, errText: "no FILE"},
+		{
+			name: "cat", args: []string{"cat", f["good.arrow"]}, code: 0,
+			out: []string{
+				"/usr/bin/demo pid 10 (parent 1), tool branch",
+				"started    2026-11-18T11:06:40Z",
+				"0     0x555555554000     0x3000     yes       /usr/bin/demo [beef]",
+				"call          10       +0.000001000   demo+0x1130            libc.so.6+0x28000\n",
+				"syscall       10       +0.000002000   libc.so.6+0x28010      -                      1\n",
+				"ind-jmp       10       +0.000004000   demo+0x1200            0x7fffff000000\n",
+			},
+		},
+		{
+			name: "cat-filter", args: []string{"cat", "-k", "syscall", "--limit", "1", f["good.arrow"]}, code: 0,
+			out:    []string{"syscall       10 "},
+			notOut: []string{"syscall       11 ", "call          10"},
+		},
+		{
+			name: "cat-kinds", args: []string{"cat", "--kind", "ret,ind-jmp", f["good.arrow"]}, code: 0,
+			out:    []string{"ret           11", "ind-jmp"},
+			notOut: []string{"syscall       1"},
+		},
+		{
+			name: "cat-cut", args: []string{"cat", f["cut.arrow"]}, code: 1,
+			out:     []string{"ret           11"},
+			notOut:  []string{"syscall       11"},
+			errText: "cut.arrow: offset ",
+		},
+		{name: "cat-missing", args: []string{"cat", f["missing.arrow"]}, code: 1, errText: "missing.arrow: no such file or directory"},
+		{name: "cat-text", args: []string{"cat", f["text.arrow"]}, code: 1, errText: "text.arrow: offset 0: not an Arrow IPC stream"},
+		{name: "cat-other", args: []string{"cat", f["other.arrow"]}, code: 1, errText: "other.arrow: offset 0: not a stint trace: schema has 1 columns"},
+		{
+			name: "stats", args: []string{"stats", f["good.arrow"], f["zeros.arrow"], f["cut.arrow"]}, code: 0,
+			out: []string{
+				"ended      cleanly: end-of-stream marker at offset",
+				"ended      cleanly: zero padding (unsealed tail) at offset",
+				"ended      CUT at offset",
+				"batches    3\n  events     5 (distinct (src,dst,kind): 4)", // the two syscalls share src, dst, kind
+				"batches    2\n  events     4 (distinct (src,dst,kind): 4)",
+				"time span  0.000004000s (first +0.000001000s, last +0.000005000s after start)",
+				"    syscall                   2  40.0%",
+				"    1 libc.so.6                                3          1",
+				"    - (no module)                              0          1",
+				"threads    2\n    tid 10                    3  60.0%\n    tid 11                    2  40.0%",
+			},
+		},
+		{
+			name: "stats-bad", args: []string{"stats", f["text.arrow"], f["good.arrow"], f["missing.arrow"]}, code: 1,
+			out:     []string{"events     5"},
+			errText: "text.arrow: offset 0: not an Arrow IPC stream",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tc.args, &stdout, &stderr)
+			if have := exitCode(err); have != tc.code {
+				t.Fatalf("exit code %d, want %d (err %v)\nstdout:\n%s", have, tc.code, err, stdout.String())
+			}
+			if tc.errText != "" && (err == nil || !strings.Contains(err.Error(), tc.errText)) {
+				t.Errorf("error %v, want it to contain %q", err, tc.errText)
+			}
+			if tc.errText == "" && err != nil {
+				t.Errorf("unexpected error %v", err)
+			}
+			for _, s := range tc.out {
+				if !strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
+				}
+			}
+			for _, s := range tc.notOut {
+				if strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout has %q:\n%s", s, stdout.String())
+				}
+			}
+		})
+	}
+}
+
+func TestStatsBadOneLinePerFile(t *testing.T) {
+	f := files(t)
+	err := run(context.Background(), []string{"stats", f["text.arrow"], f["missing.arrow"]}, &bytes.Buffer{}, &bytes.Buffer{})
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], "missing.arrow: no such file") {
+		t.Errorf("error lines %q, want one per bad file", lines)
+	}
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+const mainHelp = `trace shows stint trace files to people.
+
+A rewritten program (see 'rewrite') writes one trace file per process into
+$STINT_OUT, named <binary>.<pid>.<start-ns>.<rand>.arrow: an Apache Arrow
+IPC stream with one row per event (kind, tid, time, src_module, src,
+dst_module, dst, value) and, in its schema metadata, the run (binary, pid,
+tool, options, start time) and the module table. Addresses are
+module-relative (link addresses), printed as module+offset.
+
+Usage:
+  trace cat [--limit N] [--kind K,...] FILE   print the run, modules and events
+  trace stats FILE...                          summarise: counts per kind,
+                                               module and thread, time span,
+                                               batches, how the file ended
+  trace help [COMMAND]                         show help
+
+Event kinds: jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp, ind-call,
+syscall, block.
+
+A file whose process was killed ends in zeros and reads cleanly up to
+its last sealed batch; a file cut inside a batch (copied while being
+written) reads up to the cut, and both commands say where it is.
+
+Examples:
+  trace stats $STINT_OUT/*.arrow
+  trace cat --kind syscall --limit 20 gzip.4242.*.arrow
+
+Exit status: 0 ok, 1 error, 2 usage error.
+`
+
+// usageError is a command-line mistake: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+func exitCode(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	}
+	return 1
+}
+
+type command struct {
+	name, help string
+	run        func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"cat", catHelp, runCat},
+		{"stats", statsHelp, runStats},
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		io.WriteString(stderr, mainHelp)
+		return usagef("no command given")
+	}
+	name := args[0]
+	switch name {
+	case "-h", "--help", "help":
+		if len(args) > 1 && name == "help" {
+			for _, c := range commands() {
+				if c.name == args[1] {
+					_, err := io.WriteString(stdout, c.help)
+					return err
+				}
+			}
+			return usagef("help: unknown command %q (commands: cat, stats)", args[1])
+		}
+		_, err := io.WriteString(stdout, mainHelp)
+		return err
+	}
+	for _, c := range commands() {
+		if c.name == name {
+			err := c.run(ctx, args[1:], stdout)
+			if errors.Is(err, pflag.ErrHelp) {
+				_, err = io.WriteString(stdout, c.help)
+			}
+			return err
+		}
+	}
+	return usagef("unknown command %q (run 'trace --help')", name)
+}
+
+// parseFlags parses args into fs, turning pflag's errors into usage errors.
+func parseFlags(fs *pflag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return usagef("%s: %v (run 'trace %s --help')", fs.Name(), err, fs.Name())
+	}
+	return nil
+}
+
+// fileError prefixes err with the file name, dropping the name that
+// *fs.PathError would repeat.
+func fileError(name string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == name {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// baseName returns the last element of a module path, for display.
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 && i+1 < len(p) {
+		return p[i+1:]
+	}
+	if p == "" {
+		return "?"
+	}
+	return p
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/spf13/pflag"
+	"github.com/stint-project/stint/formats"
+)
+
+const statsHelp = `Usage: trace stats FILE...
+
+Summarise each trace file: the run, how the file ended, the number of
+record batches and events, the distinct (src, dst, kind) triples, the time
+span, and counts per event kind, per module (as source and as
+destination) and per thread.
+
+How a file ends:
+  cleanly: end-of-stream marker     the process closed its trace
+  cleanly: zero padding             the process did not close its trace
+                                    (killed, crashed, or still running):
+                                    every sealed batch is there
+  cleanly: end of input             no marker, nothing missing
+  CUT at offset N                   the file ends inside a batch (copied
+                                    while being written?); the counts cover
+                                    the complete batches before offset N
+
+A cut file is reported, not an error; a file that is not a trace, or is
+malformed, is (exit status 1, after the other files).
+`
+
+type fileStats struct {
+	batches  int
+	events   int
+	kinds    [256]int
+	srcMod   map[uint16]int
+	dstMod   map[uint16]int
+	threads  map[uint32]int
+	distinct map[triple]struct{}
+	first    uint64
+	last     uint64
+}
+
+type triple struct {
+	srcMod, dstMod uint16
+	kind           formats.Kind
+	src, dst       uint64
+}
+
+func runStats(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := pflag.NewFlagSet("stats", pflag.ContinueOnError)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usagef("stats: no FILE given (run 'trace stats --help')")
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	var errs []error
+	for i, name := range fs.Args() {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		if err := statsFile(ctx, w, name); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			errs = append(errs, fileError(name, err))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+func statsFile(ctx context.Context, w io.Writer, name string) error {
+	r, err := formats.Open(name)
+	if err != nil {
+		return err
+	}
+	defer r.Release()
+	s := fileStats{
+		srcMod: map[uint16]int{}, dstMod: map[uint16]int{}, threads: map[uint32]int{},
+		distinct: map[triple]struct{}{}, first: ^uint64(0),
+	}
+	var evs []formats.Event
+	for r.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.batches++
+		evs = r.AppendEvents(evs[:0])
+		for _, e := range evs {
+			s.events++
+			s.kinds[e.Kind]++
+			s.srcMod[e.SrcModule]++
+			s.dstMod[e.DstModule]++
+			s.threads[e.TID]++
+			s.distinct[triple{e.SrcModule, e.DstModule, e.Kind, e.Src, e.Dst}] = struct{}{}
+			s.first = min(s.first, e.Time)
+			s.last = max(s.last, e.Time)
+		}
+	}
+	end, endErr := r.End(), r.Err()
+	if end == formats.EndError {
+		return endErr
+	}
+	run := r.Run()
+	fmt.Fprintln(w, name)
+	printRun(w, run)
+	switch end {
+	case formats.EndCut:
+		msg := endErr.Error()
+		var fe *formats.FormatError
+		if errors.As(endErr, &fe) {
+			msg = fe.Msg
+		}
+		fmt.Fprintf(w, "  ended      CUT at offset %d: %s\n", r.EndOffset(), msg)
+	default:
+		fmt.Fprintf(w, "  ended      cleanly: %v at offset %d\n", end, r.EndOffset())
+	}
+	fmt.Fprintf(w, "  batches    %d\n", s.batches)
+	fmt.Fprintf(w, "  events     %d (distinct (src,dst,kind): %d)\n", s.events, len(s.distinct))
+	if s.events == 0 {
+		return nil
+	}
+	span := s.last - s.first
+	if run.MonoStartNS != 0 && s.first >= run.MonoStartNS {
+		fmt.Fprintf(w, "  time span  %s (first %ss, last %ss after start)\n",
+			secs(span), relTime(s.first, run.MonoStartNS), relTime(s.last, run.MonoStartNS))
+	} else {
+		fmt.Fprintf(w, "  time span  %s (first %dns, last %dns)\n", secs(span), s.first, s.last)
+	}
+	pct := func(n int) string { return fmt.Sprintf("%5.1f%%", 100*float64(n)/float64(s.events)) }
+	fmt.Fprintf(w, "  kinds\n")
+	for k := range s.kinds {
+		if n := s.kinds[k]; n > 0 {
+			fmt.Fprintf(w, "    %-16s %10d %s\n", formats.Kind(k), n, pct(n))
+		}
+	}
+	nm := newNamer(r.Modules())
+	fmt.Fprintf(w, "  modules    %-24s %10s %10s\n", "", "as src", "as dst")
+	ids := map[uint16]bool{}
+	for id := range s.srcMod {
+		ids[id] = true
+	}
+	for id := range s.dstMod {
+		ids[id] = true
+	}
+	for _, id := range slices.Sorted(mapKeys(ids)) {
+		label := fmt.Sprintf("%d %s", id, nm.module(id))
+		if id == formats.NoModule {
+			label = "- (no module)"
+		}
+		fmt.Fprintf(w, "    %-33s %10d %10d\n", label, s.srcMod[id], s.dstMod[id])
+	}
+	type tc struct {
+		tid uint32
+		n   int
+	}
+	var ts []tc
+	for tid, n := range s.threads {
+		ts = append(ts, tc{tid, n})
+	}
+	slices.SortFunc(ts, func(a, b tc) int { return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.tid, b.tid)) })
+	fmt.Fprintf(w, "  threads    %d\n", len(ts))
+	for _, t := range ts {
+		fmt.Fprintf(w, "    tid %-12d %10d %s\n", t.tid, t.n, pct(t.n))
+	}
+	return nil
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func secs(ns uint64) string { return fmt.Sprintf("%d.%09ds", ns/1e9, ns%1e9) }
