@@ -1,6 +1,6 @@
 package rewrite
 
+import "github.com/stint-project/stint/runtime"
+
 // defaultBlob returns the runtime blob used when Options.Blob is nil.
-func defaultBlob() ([]byte, error) {
-	return nil, errBlob("package runtime does not provide a blob yet; set Options.Blob")
-}
+func defaultBlob() ([]byte, error) { return runtime.Blob(), nil }

@@ -15,7 +15,7 @@ var (
 	ErrAlreadyRewritten = errors.New("file was already rewritten by stint")
 	ErrTruncated        = errors.New("file is truncated")
 	ErrTooLarge         = errors.New("file is too large")
-	ErrNoBlob           = errors.New("no runtime blob")
+	ErrNoBlob           = errors.New("bad runtime blob")
 )
 
 // FormatError reports malformed input at a file offset.

@@ -316,7 +316,7 @@ func (rw *rewriter) run() ([]byte, error) {
 		i := ok[k]
 		t, err := p.Patch(i)
 		if err != nil {
-			rw.st.fail(err.Error(), c.insts[i].Addr)
+			rw.st.fail(reasonOf(err), c.insts[i].Addr)
 			continue
 		}
 		name, known := tacticNames[t]
@@ -329,6 +329,18 @@ func (rw *rewriter) run() ([]byte, error) {
 	}
 	rw.st.Evicted = len(p.Evicted)
 	return rw.emit(p, space, patched)
+}
+
+// reasonOf aggregates planner errors by their innermost cause (the
+// outer layers name the instruction).
+func reasonOf(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
 }
 
 // near allocates the near trampoline of instruction i (Planner.Near).

@@ -1,0 +1,67 @@
+package rewrite
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// RewriteFile rewrites the file at inPath and writes the result to
+// outPath atomically: to a temporary file in outPath's directory, which
+// is renamed over outPath once complete. The output gets the input's
+// permission bits. On any error no output (and no temporary file) is
+// left behind.
+func RewriteFile(inPath, outPath string, opts Options) (*Stats, error) {
+	in, err := os.Open(inPath)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", inPath)
+	}
+	if fi.Size() > MaxInputSize {
+		return nil, fmt.Errorf("%s: %w", inPath, ErrTooLarge)
+	}
+	out, st, err := Rewrite(in, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", inPath, err)
+	}
+	if err := WriteFileAtomic(outPath, out, fi.Mode().Perm()); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// WriteFileAtomic writes data to path through a temporary file in the same
+// directory and a rename; mode is applied before the rename.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".stint-*")
+	if err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if err = tmp.Chmod(mode); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
