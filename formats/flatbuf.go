@@ -164,10 +164,11 @@ func parseMessage(meta []byte) (msgInfo, error) {
 		if mi.bodyLen != 0 {
 			return mi, fmt.Errorf("schema message has a body of %d bytes", mi.bodyLen)
 		}
-		if _, ok := f.indirect(m, 2); !ok {
+		sp, ok := f.indirect(m, 2)
+		if !ok {
 			return mi, fmt.Errorf("schema message without a schema")
 		}
-		return mi, f.err
+		return mi, f.checkSchema(f.table(sp))
 	case headerRecordBatch:
 	default:
 		return mi, fmt.Errorf("unexpected %s message", headerName(mi.header))
@@ -229,4 +230,39 @@ func headerName(h uint8) string {
 		return "SparseTensor"
 	}
 	return fmt.Sprintf("header type %d", h)
+}
+
+// checkSchema bounds what arrow-go's schema decoder allocates and
+// rejects what a trace never has: NumCols flat, non-dictionary fields,
+// and every vector and string inside the buffer.
+func (f *fbuf) checkSchema(s fbTable) error {
+	fields, nf := f.vector(s, 1, 4)
+	if f.err == nil && nf != NumCols {
+		return fmt.Errorf("schema has %d columns, want %d", max(nf, 0), NumCols)
+	}
+	for i := 0; i < nf && f.err == nil; i++ {
+		p := fields + 4*i
+		ft := f.table(p + int(f.u32(p)))
+		f.vector(ft, 0, 1) // name
+		if _, n := f.vector(ft, 5, 4); n > 0 {
+			return fmt.Errorf("schema column %d has %d children, want none", i, n)
+		}
+		if _, ok := f.indirect(ft, 4); ok {
+			return fmt.Errorf("schema column %d is dictionary-encoded", i)
+		}
+		f.keyValues(ft, 6)
+	}
+	f.keyValues(s, 2)
+	return f.err
+}
+
+// keyValues checks the vector of KeyValue tables in slot.
+func (f *fbuf) keyValues(t fbTable, slot int) {
+	kv, n := f.vector(t, slot, 4)
+	for i := 0; i < n && f.err == nil; i++ {
+		p := kv + 4*i
+		e := f.table(p + int(f.u32(p)))
+		f.vector(e, 0, 1)
+		f.vector(e, 1, 1)
+	}
 }

@@ -206,6 +206,9 @@ func (m *msgReader) Message() (_ *ipc.Message, err error) {
 	}
 	mi, perr := parseMessage(meta)
 	if perr != nil {
+		if m.nmsg == 0 {
+			return nil, m.fail(0, perr, "not a stint trace")
+		}
 		return nil, m.fail(m.start, perr, "bad message %d", m.nmsg)
 	}
 	switch {
