@@ -51,10 +51,18 @@ const (
 	TacticP                  // overwrite of padding after the site
 )
 
-// Write is a change to the original code.
+// Write is a change to the original code: the new bytes of one
+// instruction, Insts[Inst], whole (Addr == Insts[Inst].Addr, len(Bytes) ==
+// Insts[Inst].Len(); bytes that did not change keep their original value).
+// There is at most one Write per instruction. Bytes may still change in
+// later Patch calls (filler bytes that a later T3 uses), so read Writes
+// after the last Patch. A Write whose Inst is neither a site nor in
+// Evicted is padding (tactic P or a T3 jump placed in padding): nothing
+// executes it, and it needs no restoring.
 type Write struct {
 	Addr  uint64
 	Bytes []byte
+	Inst  int // index into Planner.Insts
 }
 
 // Stub is a 5-byte jmp rel32 at a fixed address (chosen by the planner in
@@ -67,6 +75,20 @@ type Stub struct {
 
 // Planner chooses, instruction by instruction, how to redirect execution
 // to trampolines without changing any byte a branch may land on.
+//
+// Call Patch for sites in descending address order (or use PatchAll): a
+// pun reads the bytes after its site, which must be final by then. Insts
+// must be sorted by address and not overlap. Near may be called for an
+// instruction that is finally not evicted (a failed attempt); emit
+// relocation trampolines only for Evicted, and probe trampolines for sites.
+// Evicted lists every instruction patched because of another's tactic
+// (T1/T2 successors, T3 neighbours); it may hold sites not yet passed to
+// Patch, whose later Patch returns their recorded tactic. Tactics of an
+// evicted instruction is the tactic of its own jump (B1 or B2).
+//
+// Reads also holds (site, neighbour) for T3: the site's short jump lands
+// in the neighbour's patch, so the neighbour may not be restored while the
+// site is patched.
 type Planner struct {
 	Insts []Inst
 	// Space hands out addresses for stubs (windows fixed by punned bytes).
@@ -83,4 +105,6 @@ type Planner struct {
 	Evicted []int    // instructions evicted (patched, not probed)
 	Tactics []Tactic // per instruction index; TacticNone if untouched
 	Reads   [][2]int // (reader, read) pairs: patch of Insts[reader] reads bytes patch of Insts[read] modified
+
+	s *pstate // planner state, created by the first Patch
 }
