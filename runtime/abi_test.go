@@ -62,7 +62,7 @@ var abiConsts = map[string]uint64{
 	"STINT_MF_EVERY": uint64(MFEvery), "STINT_MF_SHARED": uint64(MFShared), "STINT_MF_EXEC": uint64(MFExec),
 	"STINT_MF_STATIC": uint64(MFStatic), "STINT_PF_DIRECT": uint64(PFDirect), "STINT_PF_VALUE": uint64(PFValue),
 	"STINT_PATCH_RESTORABLE": uint64(PatchRestorable), "STINT_CHUNK_RESERVED": uint64(ChunkReserved),
-	"STINT_NO_PATCH": uint64(NoPatch),
+	"STINT_NO_PATCH":       uint64(NoPatch),
 	"STINT_BLOB_OFF_MAGIC": BlobOffMagic, "STINT_BLOB_OFF_VERSION": BlobOffVersion,
 	"STINT_BLOB_OFF_SIZE": BlobOffSize, "STINT_BLOB_OFF_ENTRY_EXEC": BlobOffEntryExec,
 	"STINT_BLOB_OFF_ENTRY_INIT": BlobOffEntryInit, "STINT_BLOB_OFF_ENTRY_FINI": BlobOffEntryFini,

@@ -231,7 +231,7 @@ static void say_untraced(const char *what, const char *arg, long err)
 #define SPIN_LIMIT     (1u << 20)
 #define FILE_RESERVE   ((uint64_t)64 << 30)
 
-#define DST_MODULE_NONE 0xffff
+#define DST_MODULE_NONE STINT_ARROW_NO_MODULE
 
 struct gmodule {
 	uint64_t base, size;
@@ -275,6 +275,7 @@ struct stint_global {
 	uint32_t init_lock;          /* try-lock for trace (re)opening */
 	uint32_t scratch_lock;       /* try-lock for scratch */
 	uint32_t warned;
+	uint32_t failed;             /* trace setup failed: every module runs untraced */
 	uint32_t nmodules;           /* entries reserved */
 	uint32_t nanon;
 	uint32_t every_any;
@@ -751,10 +752,11 @@ static void seal(struct stint_global *g, uint64_t pos, uint32_t rows)
 	put64(s + STINT_ARROW_BATCH_OFF_BODYLEN, g->slot_size - STINT_ARROW_BATCH_LEN);
 	for (int c = 0; c < STINT_ARROW_NCOLS; c++) {
 		put64(s + stint_arrow_batch_off_node_len[c], rows);
-		put64(s + stint_arrow_batch_off_buf_off[2 * c], g->col_off[c]);
+		/* no validity buffers: offset 0, length 0 (as in the template) */
+		put64(s + stint_arrow_batch_off_buf_off[2 * c], 0);
 		put64(s + stint_arrow_batch_off_buf_len[2 * c], 0);
 		put64(s + stint_arrow_batch_off_buf_off[2 * c + 1], g->col_off[c]);
-		put64(s + stint_arrow_batch_off_buf_len[2 * c + 1], pad8((uint64_t)rows * stint_arrow_col_width[c]));
+		put64(s + stint_arrow_batch_off_buf_len[2 * c + 1], (uint64_t)rows * stint_arrow_col_width[c]);
 	}
 	__atomic_store_n((uint32_t *)s, 0xffffffffu, __ATOMIC_RELEASE);
 }
@@ -1267,7 +1269,7 @@ static struct stint_global *global_get(int *created, const char **what, long *er
 			  S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_FIXED_NOREPLACE | S_MAP_NORESERVE, -1, 0);
 	if (r == -S_EEXIST) {
 		/* already there: join if it is ours */
-		if (g->magic != STINT_GLOBAL_MAGIC || g->abi_version != STINT_ABI_VERSION) {
+		if (g->magic != STINT_GLOBAL_MAGIC || g->abi_version != STINT_ABI_VERSION || g->size != total) {
 			*what = "process state at fixed address is not stint's";
 			*err = S_EEXIST;
 			return 0;
@@ -1384,6 +1386,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	struct stint_global *g = global_get(&created, &what, &err);
 	if (!g) {
 		say_untraced(what, 0, err);
+		if (patching)
+			restore_all(m, base);
 		return;
 	}
 	/* Serialise module registration against a concurrent first record of a forked child. */
@@ -1433,11 +1437,19 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		}
 		long r = trace_open(g, &what);
 		if (r) {
+			g->failed = 1;
 			unlock(&g->init_lock);
 			set_untraced_once(g, what, g->trace_path[0] && what[0] == 'o' ? g->trace_path : g->out_dir, -r);
+			if (patching)
+				restore_all(m, base); /* untraced: run the original code at full speed */
 			return;
 		}
 		__atomic_store_n(&g->recording, 1, __ATOMIC_RELEASE);
+	} else if (g->failed) {
+		unlock(&g->init_lock);
+		if (patching)
+			restore_all(m, base);
+		return;
 	} else if ((m->flags & STINT_MF_EXEC) && !g->exe_registered) {
 		g->exe_build_id_len = m->build_id_len > 32 ? 32 : m->build_id_len;
 		s_memcpy(g->exe_build_id, m->build_id, g->exe_build_id_len);

@@ -15,6 +15,8 @@
  *   _exit   _exit(0) without fini
  *   kill    print "ready" and wait to be SIGKILLed
  *   regs    only check that stint_probe_entry preserves registers and flags
+ *   restore only check stint_restore_atomic on an RWX buffer
+ *   untraced expect the runtime to be off (bad $STINT_OUT or STINT_DISABLE=1)
  * It prints key=value lines that the Go test reads, and "FAIL ..." lines
  * for checks it makes itself.
  */
@@ -300,6 +302,7 @@ int main(int argc, char **argv, char **envp)
 	stint_init_shared(rb + BLOB_OFF, argc, argv, envp);
 	if (strcmp(mode, "regs") == 0) {
 		check_regs();
+		printf("pid=%d\n", (int)getpid());
 		stint_fini(rb + BLOB_OFF);
 		printf("failures=%d\n", failures);
 		return failures != 0;
@@ -324,6 +327,20 @@ int main(int argc, char **argv, char **envp)
 					}
 				}
 			}
+		printf("failures=%d\n", failures);
+		return failures != 0;
+	}
+
+	if (strcmp(mode, "untraced") == 0) {
+		/* setup failed or STINT_DISABLE=1: every patch holds its original bytes again */
+		struct stint_patch *pt = (void *)(rb + PATCHES_OFF);
+		for (unsigned i = 0; i < NPATCHES; i++)
+			CHECK(memcmp(rb + patches[i].addr, pt[i].orig, patches[i].len) == 0, "patch %u not restored", i);
+		for (uint64_t i = 0; i < 100; i++)
+			stint_record(&pa[0], i);
+		stint_record(&pb[0], 0);
+		CHECK(pb[0].state == 0, "an untraced module recorded");
+		stint_fini(rb + BLOB_OFF);
 		printf("failures=%d\n", failures);
 		return failures != 0;
 	}

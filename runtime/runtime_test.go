@@ -1,0 +1,446 @@
+package runtime
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stint-project/stint/formats"
+)
+
+// The constants of testdata/driver.c.
+const (
+	drvThreads  = 8
+	drvIter     = 5000
+	drvDirect   = 10
+	drvIndirect = 4
+	drvBatch    = 4096 // ROWS_PER_BATCH in src/stint.c
+	drvChildN   = 100
+)
+
+var (
+	driverOnce sync.Once
+	driverPath string
+	driverErr  error
+)
+
+// buildDriver compiles testdata/driver.c with the runtime sources once.
+func buildDriver(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("compiles and runs the C test driver; skipped under -short")
+	}
+	gcc := needGCC(t)
+	needArrowHeader(t)
+	driverOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "stint-driver")
+		if err != nil {
+			driverErr = err
+			return
+		}
+		driverPath = filepath.Join(dir, "driver")
+		cmd := exec.Command(gcc, "-O1", "-g", "-Wall", "-Werror", "-pthread", "-Iinclude", "-Isrc",
+			"-o", driverPath, "testdata/driver.c", "src/stint.c", "src/entry.S")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			driverErr = fmt.Errorf("gcc: %v\n%s", err, out)
+		}
+	})
+	if driverErr != nil {
+		t.Fatal(driverErr)
+	}
+	return driverPath
+}
+
+type driverRun struct {
+	kv     map[string]string
+	stdout string
+	stderr string
+	out    string // $STINT_OUT
+}
+
+func (r *driverRun) num(t *testing.T, key string) uint64 {
+	t.Helper()
+	v, ok := r.kv[key]
+	if !ok {
+		t.Fatalf("driver printed no %s=; stdout:\n%s", key, r.stdout)
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", key, v, err)
+	}
+	return n
+}
+
+func parseKV(s string) map[string]string {
+	kv := map[string]string{}
+	for _, l := range strings.Split(s, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			kv[k] = v
+		}
+	}
+	return kv
+}
+
+// runDriver runs the driver in mode with $STINT_OUT set to a new directory
+// (unless env sets it) and checks it exits 0 without FAIL lines.
+func runDriver(t *testing.T, mode string, env ...string) *driverRun {
+	t.Helper()
+	drv := buildDriver(t)
+	out := filepath.Join(t.TempDir(), "traces")
+	cmd := exec.Command(drv, mode)
+	cmd.Env = append(append(os.Environ(), "STINT_OUT="+out, "STINT_DISABLE="), env...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := &driverRun{kv: parseKV(so.String()), stdout: so.String(), stderr: se.String(), out: out}
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "STINT_OUT="); ok {
+			r.out = v
+		}
+	}
+	if err != nil || strings.Contains(r.stdout, "FAIL") {
+		t.Fatalf("driver %s: %v\nstdout:\n%s\nstderr:\n%s", mode, err, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// traceOf reads the one trace file of pid in dir.
+func traceOf(t *testing.T, dir string, pid uint64) (*formats.Trace, string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("driver.%d.*.arrow", pid)))
+	if len(files) != 1 {
+		all, _ := filepath.Glob(filepath.Join(dir, "*"))
+		t.Fatalf("want one trace file for pid %d, have %v (all: %v)", pid, files, all)
+	}
+	tr, err := formats.ReadFile(files[0])
+	if err != nil {
+		t.Fatalf("read %s: %v", files[0], err)
+	}
+	return tr, files[0]
+}
+
+func hexID(base byte) string {
+	b := make([]byte, 20)
+	for i := range b {
+		b[i] = base + byte(i)
+	}
+	return hex.EncodeToString(b)
+}
+
+// moduleIDs finds the ids of the driver's modules A and B and of libc.
+func moduleIDs(t *testing.T, tr *formats.Trace, r *driverRun) (a, b uint16, libc *formats.Module) {
+	t.Helper()
+	ra, rb := r.num(t, "region_a"), r.num(t, "region_b")
+	libcDst := r.num(t, "libc_dst")
+	a, b = formats.NoModule, formats.NoModule
+	for i := range tr.Modules {
+		m := &tr.Modules[i]
+		switch {
+		case m.Base == ra && m.Rewritten:
+			a = m.ID
+			if m.BuildID != hexID(0xa0) {
+				t.Errorf("module A build id %s", m.BuildID)
+			}
+		case m.Base == rb && m.Rewritten:
+			b = m.ID
+			if m.BuildID != hexID(0xb0) {
+				t.Errorf("module B build id %s", m.BuildID)
+			}
+		case !m.Rewritten && libcDst-m.Base < m.Size:
+			libc = m
+		}
+	}
+	if a == formats.NoModule || b == formats.NoModule {
+		t.Fatalf("modules A (base %#x) and B (base %#x) not both in %+v", ra, rb, tr.Modules)
+	}
+	return a, b, libc
+}
+
+// checkValueEvents checks module A's value events: per thread, values
+// t<<32|0, |1, ... in order with nondecreasing time, and n events per
+// thread if full, else a prefix (a contiguous start) for each thread.
+func checkValueEvents(t *testing.T, tr *formats.Trace, a uint16, full bool) int {
+	t.Helper()
+	type seq struct {
+		tag, next uint64
+		time      uint64
+	}
+	perTID := map[uint32]*seq{}
+	n := 0
+	for _, e := range tr.Events {
+		if e.SrcModule != a || e.Kind != formats.Kind(KSyscall) {
+			continue
+		}
+		n++
+		if e.Dst != 0 || e.DstModule != formats.NoModule || e.Src != 0x10 {
+			t.Fatalf("syscall event %+v: want src 0x10, dst 0 in no module", e)
+		}
+		s := perTID[e.TID]
+		if s == nil {
+			s = &seq{tag: e.Value >> 32}
+			perTID[e.TID] = s
+		}
+		if e.Value>>32 != s.tag || e.Value&0xffffffff != s.next {
+			t.Fatalf("tid %d: value %#x, want %#x", e.TID, e.Value, s.tag<<32|s.next)
+		}
+		if e.Time < s.time {
+			t.Fatalf("tid %d: time went back from %d to %d", e.TID, s.time, e.Time)
+		}
+		s.next++
+		s.time = e.Time
+	}
+	if len(perTID) != drvThreads {
+		t.Errorf("value events from %d threads, want %d", len(perTID), drvThreads)
+	}
+	tags := map[uint64]bool{}
+	for tid, s := range perTID {
+		if tags[s.tag] {
+			t.Errorf("thread tag %d seen on two tids", s.tag)
+		}
+		tags[s.tag] = true
+		if full && s.next != drvIter {
+			t.Errorf("tid %d (thread %d): %d events, want %d", tid, s.tag, s.next, drvIter)
+		}
+	}
+	return n
+}
+
+func TestDriverReturn(t *testing.T) {
+	r := runDriver(t, "return")
+	pid, child := r.num(t, "pid"), r.num(t, "child")
+	if r.kv["child_status"] != "0" {
+		t.Errorf("child status %s", r.kv["child_status"])
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr: %q", r.stderr)
+	}
+	if d := r.num(t, "dropped"); d != 0 {
+		t.Errorf("%d events dropped", d)
+	}
+	tr, name := traceOf(t, r.out, pid)
+	if !tr.End.Clean() {
+		t.Errorf("stream end %v", tr.End)
+	}
+	if fi, err := os.Stat(filepath.Dir(name)); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("trace directory: %v, %v", fi.Mode(), err)
+	}
+	drv, _ := filepath.EvalSymlinks(driverPath)
+	if tr.Run.Binary != drv || tr.Run.PID != int64(pid) || tr.Run.Tool != "branch" ||
+		tr.Run.Options != "tool=branch every=1" || tr.Run.BuildID != hexID(0xa0) || tr.Run.MonoStartNS == 0 || tr.Run.StartNS == 0 {
+		t.Errorf("run = %+v", tr.Run)
+	}
+	a, b, libc := moduleIDs(t, tr, r)
+	if libc == nil || !strings.Contains(filepath.Base(libc.Path), "libc") {
+		t.Errorf("libc not in the module table: %+v", tr.Modules)
+	}
+	want := uint64(drvThreads*drvIter + drvDirect + drvIndirect*3)
+	if uint64(len(tr.Events)) != want || r.num(t, "events") != want {
+		t.Errorf("%d events in the file, counter %d, want %d", len(tr.Events), r.num(t, "events"), want)
+	}
+	if n := checkValueEvents(t, tr, a, true); n != drvThreads*drvIter {
+		t.Errorf("%d value events", n)
+	}
+
+	// Dedup: every direct probe once, every (indirect probe, dst) once.
+	type key struct {
+		kind      formats.Kind
+		src       uint64
+		dstModule uint16
+		dst       uint64
+	}
+	seen := map[key]int{}
+	for _, e := range tr.Events {
+		if e.SrcModule == b {
+			seen[key{e.Kind, e.Src, e.DstModule, e.Dst}]++
+		}
+	}
+	var keys []key
+	for i := 0; i < drvDirect; i++ {
+		k := formats.Kind(KJccTaken)
+		if i%2 == 1 {
+			k = formats.Kind(KJccNotTaken)
+		}
+		keys = append(keys, key{k, 0x100 + 0x100*uint64(i/2), b, 0x800 + 8*uint64(i)})
+	}
+	anon, libcDst := r.num(t, "anon"), r.num(t, "libc_dst")
+	for i := 0; i < drvIndirect; i++ {
+		src := 0x900 + 0x10*uint64(i)
+		keys = append(keys, key{formats.Kind(KIndCall), src, b, 0x777})
+		if libc != nil {
+			keys = append(keys, key{formats.Kind(KIndCall), src, libc.ID, libcDst - libc.Base})
+		}
+		keys = append(keys, key{formats.Kind(KIndCall), src, formats.NoModule, anon + 0x10})
+	}
+	for _, k := range keys {
+		if seen[k] != 1 {
+			t.Errorf("event %+v recorded %d times, want once", k, seen[k])
+		}
+		delete(seen, k)
+	}
+	for k, n := range seen {
+		t.Errorf("unexpected event %+v (%d times)", k, n)
+	}
+
+	// The child wrote its own file, with its own pid, carrying on with
+	// the parent's dedup state.
+	ct, cname := traceOf(t, r.out, child)
+	if cname == name {
+		t.Fatal("child and parent share a file")
+	}
+	if ct.Run.PID != int64(child) || ct.Run.PPID != int64(pid) {
+		t.Errorf("child run = %+v, want pid %d ppid %d", ct.Run, child, pid)
+	}
+	ca, cb, _ := moduleIDs(t, ct, r)
+	var vals, ind int
+	for _, e := range ct.Events {
+		switch {
+		case e.SrcModule == ca && e.Kind == formats.Kind(KSyscall):
+			if e.Value != 0xc<<32|uint64(vals) {
+				t.Errorf("child value event %d: %#x", vals, e.Value)
+			}
+			vals++
+		case e.SrcModule == cb && e.Kind == formats.Kind(KIndCall) && e.Dst == 0x999 && e.DstModule == cb:
+			ind++
+		default:
+			t.Errorf("child: unexpected event %+v", e)
+		}
+	}
+	if vals != drvChildN || ind != 1 {
+		t.Errorf("child: %d value events (want %d), %d indirect (want 1)", vals, drvChildN, ind)
+	}
+	for _, e := range tr.Events {
+		if e.Value>>32 == 0xc {
+			t.Fatalf("the child's event %+v is in the parent's file", e)
+		}
+	}
+}
+
+// checkSealedOnly checks a trace whose process ended without fini: every
+// full batch is there, the one being filled is not, and it reads cleanly.
+func checkSealedOnly(t *testing.T, r *driverRun, pid uint64) {
+	t.Helper()
+	tr, _ := traceOf(t, r.out, pid)
+	if tr.End != formats.EndZeros && tr.End != formats.EndEOF {
+		t.Errorf("stream end %v, want the unsealed tail", tr.End)
+	}
+	total := drvThreads*drvIter + drvDirect + drvIndirect*3
+	if want := total / drvBatch * drvBatch; len(tr.Events) != want || tr.Batches != total/drvBatch {
+		t.Errorf("%d events in %d batches, want %d in %d", len(tr.Events), tr.Batches, want, total/drvBatch)
+	}
+	a, _, _ := moduleIDs(t, tr, r)
+	checkValueEvents(t, tr, a, false)
+}
+
+func TestDriverExitWithoutFini(t *testing.T) {
+	r := runDriver(t, "_exit")
+	checkSealedOnly(t, r, r.num(t, "pid"))
+}
+
+func TestDriverSIGKILL(t *testing.T) {
+	drv := buildDriver(t)
+	out := filepath.Join(t.TempDir(), "traces")
+	cmd := exec.Command(drv, "kill")
+	cmd.Env = append(os.Environ(), "STINT_OUT="+out, "STINT_DISABLE=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var so strings.Builder
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		so.WriteString(sc.Text() + "\n")
+		if sc.Text() == "ready" {
+			break
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, stdout)
+	err = cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("driver did not die of SIGKILL: %v\nstdout:\n%s\nstderr:\n%s", err, so.String(), se.String())
+	}
+	r := &driverRun{kv: parseKV(so.String()), stdout: so.String(), out: out}
+	if strings.Contains(r.stdout, "FAIL") {
+		t.Fatalf("driver:\n%s", r.stdout)
+	}
+	checkSealedOnly(t, r, r.num(t, "pid"))
+}
+
+func TestProbeEntryPreservesRegisters(t *testing.T) {
+	r := runDriver(t, "regs")
+	tr, _ := traceOf(t, r.out, r.num(t, "pid"))
+	if len(tr.Events) != 1 || tr.Events[0].Value != 0x5a5a || tr.Events[0].Kind != formats.Kind(KSyscall) {
+		t.Errorf("events %+v, want one syscall event with value 0x5a5a", tr.Events)
+	}
+}
+
+func TestRestoreAtomic(t *testing.T) {
+	runDriver(t, "restore")
+}
+
+func TestUntraced(t *testing.T) {
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		env     []string
+		wantErr *regexp.Regexp // nil: stderr empty
+		dir     string
+	}{
+		{"not a directory", []string{"STINT_OUT=" + notDir + "/traces"},
+			regexp.MustCompile(`^stint: create trace directory \S+/file/traces: ENOTDIR; running untraced\n$`), ""},
+		{"disabled", []string{"STINT_DISABLE=1"}, nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runDriver(t, "untraced", tt.env...)
+			if tt.wantErr == nil {
+				if r.stderr != "" {
+					t.Errorf("stderr %q, want nothing", r.stderr)
+				}
+			} else if !tt.wantErr.MatchString(r.stderr) {
+				t.Errorf("stderr %q, want match for %s", r.stderr, tt.wantErr)
+			}
+			files, _ := filepath.Glob(filepath.Join(r.out, "*"))
+			if len(files) != 0 {
+				t.Errorf("trace files written: %v", files)
+			}
+		})
+	}
+}
+
+// TestTraceFileNames checks the name pattern <basename>.<pid>.<ns>.arrow.
+func TestTraceFileNames(t *testing.T) {
+	r := runDriver(t, "regs")
+	files, _ := filepath.Glob(filepath.Join(r.out, "*.arrow"))
+	sort.Strings(files)
+	re := regexp.MustCompile(`^driver\.(\d+)\.\d+\.arrow$`)
+	if len(files) != 1 {
+		t.Fatalf("files %v", files)
+	}
+	m := re.FindStringSubmatch(filepath.Base(files[0]))
+	if m == nil || m[1] != r.kv["pid"] {
+		t.Errorf("file %s, pid %s", filepath.Base(files[0]), r.kv["pid"])
+	}
+}
