@@ -1,0 +1,250 @@
+package rewrite
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stint-project/stint/rewrite/place"
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// disasm decodes code at base into (addr, inst) pairs.
+type dinst struct {
+	addr uint64
+	in   x86asm.Inst
+}
+
+func disasm(t *testing.T, code []byte, base uint64) []dinst {
+	t.Helper()
+	var out []dinst
+	for off := 0; off < len(code); {
+		in, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			t.Fatalf("decode at +%#x: %v (% x)", off, err, code[off:])
+		}
+		out = append(out, dinst{base + uint64(off), in})
+		off += in.Len
+	}
+	return out
+}
+
+// gnu prints d in GNU syntax without operand-size suffixes on branches.
+func gnu(d dinst) string {
+	s := x86asm.GNUSyntax(d.in, d.addr, nil)
+	for _, r := range [][2]string{{"jmpq ", "jmp "}, {"callq ", "call "}, {"retq", "ret"}, {"pushq ", "push "}} {
+		s = strings.Replace(s, r[0], r[1], 1)
+	}
+	for _, a := range d.in.Args {
+		if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.RIP {
+			s += fmt.Sprintf(" ->%#x", d.addr+uint64(d.in.Len)+uint64(int64(int32(m.Disp))))
+		}
+	}
+	return s
+}
+
+func siteFor(t *testing.T, addr uint64, b []byte) (place.Inst, kind, uint64) {
+	t.Helper()
+	in, ok := decodeOne(b)
+	if !ok || in.Len != len(b) {
+		t.Fatalf("test input % x does not decode as one instruction", b)
+	}
+	k, rel := classify(&in)
+	var tgt uint64
+	if k == kJcc || k == kJcxz || k == kJmp || k == kCall {
+		tgt = addr + uint64(len(b)) + uint64(rel)
+	}
+	return place.Inst{Addr: addr, Bytes: b}, k, tgt
+}
+
+// TestSiteTrampolines generates each trampoline shape, decodes it back
+// and checks the instruction sequence (GNU syntax, addresses resolved).
+func TestSiteTrampolines(t *testing.T) {
+	const (
+		site  = 0x401000
+		tramp = 0x500000
+		probe = 0x600040
+		entry = 0x480100
+	)
+	tests := []struct {
+		name  string
+		tool  Tool
+		bytes []byte
+		pic   bool
+		want  []string // substrings, one per decoded instruction, in order
+		arms  []uint64 // arm_to per probe (0 = no arm)
+	}{
+		{"jcc rel8", ToolBranch, []byte{0x74, 0x10}, false, []string{
+			"je 0x50000b", "jmp 0x50002d",
+			"lea -0x80(%rsp),%rsp", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401012",
+			"lea -0x80(%rsp),%rsp", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401002",
+		}, []uint64{0x401012, 0x401002}},
+		{"jcc rel32", ToolBranch, []byte{0x0f, 0x8c, 0x00, 0x01, 0x00, 0x00}, false, []string{
+			"jl 0x50000b", "jmp 0x50002d"}, []uint64{0x401106, 0x401006}},
+		{"jrcxz", ToolBranch, []byte{0xe3, 0x20}, false, []string{
+			"jrcxz 0x500007", "jmp 0x50002e", "jmp 0x50000c"}, []uint64{0x401022, 0x401002}},
+		{"loop", ToolBranch, []byte{0xe2, 0xf0}, false, []string{
+			"loop 0x500007", "jmp", "jmp"}, []uint64{0x400ff2, 0x401002}},
+		{"jmp rel8", ToolBranch, []byte{0xeb, 0x05}, false, []string{
+			"jmp 0x500005", "lea -0x80(%rsp),%rsp", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401007"},
+			[]uint64{0x401007}},
+		{"call rel32 fixed", ToolBranch, []byte{0xe8, 0x00, 0x10, 0x00, 0x00}, false, []string{
+			"jmp 0x500005", "lea -0x80", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80",
+			"push $0x401005", "jmp 0x402005"}, []uint64{0x500022}},
+		{"call rel32 pic", ToolBranch, []byte{0xe8, 0x00, 0x10, 0x00, 0x00}, true, []string{
+			"jmp 0x500005", "lea -0x80", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80",
+			"lea -0x8(%rsp),%rsp", "push %rax", "->0x401005", "mov %rax,0x8(%rsp)", "pop %rax", "jmp 0x402005"}, []uint64{0x500022}},
+		{"ret", ToolBranch, []byte{0xc3}, false, []string{
+			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80", "ret"}, []uint64{0}},
+		{"ret imm16", ToolCall, []byte{0xc2, 0x10, 0x00}, false, []string{
+			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call", "pop", "pop", "lea 0x80", "ret $0x10"}, []uint64{0}},
+		{"call *%rax", ToolBranch, []byte{0xff, 0xd0}, false, []string{
+			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			"push $0x401002", "jmp *%rax"}, []uint64{0}},
+		{"call *%r12 pic", ToolCall, []byte{0x41, 0xff, 0xd4}, true, []string{
+			"lea -0x80", "push %rdi", "push %rsi", "mov %r12,%rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12"}, []uint64{0}},
+		{"call *8(%rsp)", ToolBranch, []byte{0xff, 0x54, 0x24, 0x08}, false, []string{
+			"lea -0x80", "push %rdi", "push %rsi", "mov 0x98(%rsp),%rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			"push $0x401004", "jmp *0x10(%rsp)"}, []uint64{0}},
+		{"call *rip", ToolBranch, []byte{0xff, 0x15, 0xfa, 0x0f, 0x00, 0x00}, false, []string{
+			"lea -0x80", "push %rdi", "push %rsi", "),%rsi ->0x402000", "lea", "call", "pop", "pop", "lea 0x80",
+			"push $0x401006", "->0x402000"}, []uint64{0}},
+		{"notrack jmp *(%rax,%rbx,8)", ToolBranch, []byte{0x3e, 0xff, 0x24, 0xd8}, false, []string{
+			"lea -0x80", "push %rdi", "push %rsi", "mov (%rax,%rbx,8),%rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			"jmp *(%rax,%rbx,8)"}, []uint64{0}},
+		{"jmp *%fs:0x10(%r13)", ToolBranch, []byte{0x64, 0x41, 0xff, 0x65, 0x10}, false, []string{
+			"lea -0x80", "push %rdi", "push %rsi", "mov %fs:0x10(%r13),%rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			"jmp *%fs:0x10(%r13)"}, []uint64{0}},
+		{"syscall", ToolSyscall, []byte{0x0f, 0x05}, false, []string{
+			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			"syscall", "jmp 0x401002"}, []uint64{0}},
+		{"block rip-relative", ToolBlock, []byte{0x48, 0x8b, 0x05, 0x10, 0x00, 0x00, 0x00}, false, []string{
+			"jmp 0x500005", "lea -0x80", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			",%rax ->0x401017", "jmp 0x401007"}, []uint64{0x500022}},
+		{"block jcc rel8", ToolBlock, []byte{0x75, 0x03}, false, []string{
+			"jmp", "lea -0x80", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			"jne 0x401005", "jmp 0x401002"}, []uint64{0x500022}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in, k, tgt := siteFor(t, site, tc.bytes)
+			n := nprobes(tc.tool, k)
+			probes := []uint64{probe, probe + 64}[:n]
+			sz := &asm{sizing: true}
+			sz.siteTramp(tc.tool, &in, k, tgt, nil, 0, tc.pic)
+			a := &asm{base: tramp}
+			sp := a.siteTramp(tc.tool, &in, k, tgt, probes, entry, tc.pic)
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			if len(a.b) != len(sz.b) {
+				t.Errorf("size: have %d, sized %d", len(a.b), len(sz.b))
+			}
+			d := disasm(t, a.b, tramp)
+			var have []string
+			for _, x := range d {
+				have = append(have, gnu(x))
+			}
+			if len(d) < len(tc.want) {
+				t.Fatalf("have %d instructions, want at least %d:\n%s", len(d), len(tc.want), strings.Join(have, "\n"))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(have[i], w) {
+					t.Errorf("inst %d: have %q, want %q\n%s", i, have[i], w, strings.Join(have, "\n"))
+				}
+			}
+			if len(sp) != n {
+				t.Fatalf("probes: have %d, want %d", len(sp), n)
+			}
+			for i, p := range sp {
+				if p.armTo != tc.arms[i] {
+					t.Errorf("probe %d arm_to: have %#x, want %#x", i, p.armTo, tc.arms[i])
+				}
+				if p.arm >= 0 {
+					// The arm's rel32 is a field of a jmp/jcc whose end
+					// is 4 bytes later; it must lead to this probe's thunk.
+					end := tramp + uint64(p.arm) + 4
+					to := end + uint64(int32(le.Uint32(a.b[p.arm:])))
+					th := disasm(t, a.b[to-tramp:], to)
+					if !strings.Contains(gnu(th[0]), "lea -0x80(%rsp),%rsp") {
+						t.Errorf("probe %d arm leads to %#x: %s", i, to, gnu(th[0]))
+					}
+					// and the thunk loads this probe's address.
+					found := false
+					for _, x := range th[:6] {
+						if x.in.Op == x86asm.LEA && x.in.Args[0] == x86asm.RDI {
+							m := x.in.Args[1].(x86asm.Mem)
+							found = x.addr+uint64(x.in.Len)+uint64(int64(int32(m.Disp))) == probes[i]
+						}
+					}
+					if !found {
+						t.Errorf("probe %d: thunk does not load %#x into %%rdi", i, probes[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRelocate checks relocated (evicted) instructions.
+func TestRelocate(t *testing.T) {
+	const site, tramp = 0x401000, 0x500000
+	tests := []struct {
+		name  string
+		bytes []byte
+		want  []string
+	}{
+		{"add", []byte{0x48, 0x01, 0xd8}, []string{"add %rbx,%rax", "jmp 0x401003"}},
+		{"lea rip", []byte{0x48, 0x8d, 0x3d, 0x00, 0x01, 0x00, 0x00}, []string{",%rdi ->0x401107", "jmp 0x401007"}},
+		{"cmp rip imm", []byte{0x83, 0x3d, 0x00, 0x01, 0x00, 0x00, 0x05}, []string{"->0x401107", "jmp 0x401007"}},
+		{"jmp rel8", []byte{0xeb, 0x10}, []string{"jmp 0x401012"}},
+		{"jcc rel8", []byte{0x7f, 0xfe}, []string{"jg 0x401000", "jmp 0x401002"}},
+		{"loopne", []byte{0xe0, 0x10}, []string{"loopne 0x500007", "jmp 0x401002", "jmp 0x401012"}},
+		{"call", []byte{0xe8, 0x00, 0x00, 0x00, 0x00}, []string{"push $0x401005", "jmp 0x401005"}},
+		{"ret", []byte{0xc3}, []string{"ret"}},
+		{"jmp *rip", []byte{0xff, 0x25, 0x00, 0x10, 0x00, 0x00}, []string{"->0x402006"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in, k, tgt := siteFor(t, site, tc.bytes)
+			a := &asm{base: tramp}
+			a.relocate(&in, k, tgt, false)
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			d := disasm(t, a.b, tramp)
+			if len(d) != len(tc.want) {
+				var have []string
+				for _, x := range d {
+					have = append(have, gnu(x))
+				}
+				t.Fatalf("have %q, want %q", have, tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(gnu(d[i]), w) {
+					t.Errorf("inst %d: have %q, want %q", i, gnu(d[i]), w)
+				}
+			}
+		})
+	}
+}
+
+func TestRelocateRefuses(t *testing.T) {
+	tests := []struct {
+		name  string
+		bytes []byte
+	}{
+		{"call below rsp", []byte{0xff, 0x54, 0x24, 0xf8}},
+		{"jmp *%rsp", []byte{0xff, 0xe4}},
+		{"16-bit indirect", []byte{0x66, 0xff, 0xe0}},
+		{"xbegin", []byte{0xc7, 0xf8, 0x00, 0x00, 0x00, 0x00}},
+		{"far jmp", []byte{0xff, 0x28}},
+	}
+	for _, tc := range tests {
+		in, k, _ := siteFor(t, 0x1000, tc.bytes)
+		if err := relocatable(&in, k); err == nil {
+			t.Errorf("%s: relocatable, want refusal", tc.name)
+		}
+	}
+}
