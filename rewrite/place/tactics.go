@@ -500,8 +500,13 @@ func (p *Planner) tryPun(i int, reuseOnly bool) (Tactic, bool) {
 // reads them.
 func (p *Planner) trySuccessor(i int) (Tactic, bool) {
 	a, n := p.addr(i), int64(p.Insts[i].Len())
-	j := i + 1
-	if j >= len(p.Insts) || p.addr(j) != a+n {
+	// The successor: the instruction after the site and any free padding.
+	padEnd := a + n
+	for padEnd < a+n+4 && p.isFree(padEnd) {
+		padEnd++
+	}
+	j := p.find(padEnd)
+	if j < 0 || p.addr(j) != padEnd {
 		return TacticNone, false
 	}
 	repatch := p.repatchable(j)
@@ -512,7 +517,10 @@ func (p *Planner) trySuccessor(i int) (Tactic, bool) {
 	nearI := int64(p.Near(i))
 	for k := int64(0); k < n && k <= int64(len(jumpPrefixes)); k++ {
 		q := a + k
-		m := int(n - 1 - k)   // site rel32 bytes inside the site
+		m := int(padEnd - q - 1) // site rel32 bytes inside the site and padding
+		if m >= 4 {
+			continue
+		}
 		s := min(3-m, lj-1)   // site rel32 bytes = j's rel32 bytes (shared)
 		f := 3 - m - s        // site rel32 bytes read beyond j
 		g := min(4, lj-1) - s // j's rel32 bytes it chooses alone
@@ -578,6 +586,9 @@ func (p *Planner) trySuccessor(i int) (Tactic, bool) {
 			ok := p.writePrefixes(tx, a, int(k)) &&
 				p.writeJump(tx, j, b, s+g, tj) && p.fill(tx, b+StubLen, end) &&
 				p.writeJump(tx, i, q, m, ti)
+			for ad := a + n; ad < padEnd; ad++ {
+				tx.reads = append(tx.reads, [2]int{i, p.find(ad)})
+			}
 			if ok {
 				t := TacticT1
 				tj := TacticB1
