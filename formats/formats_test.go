@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 )
@@ -451,4 +450,47 @@ func FuzzReader(f *testing.F) {
 	})
 }
 
-var _ = array.NewRecord
+
+
+func TestShortZeroTail(t *testing.T) {
+	b := append(writeTrace(t, testEvents(3), 2, false), 0, 0)
+	tr, err := Read(bytes.NewReader(b))
+	if err != nil || tr.End != EndZeros || len(tr.Events) != 3 {
+		t.Errorf("have %v, end %v, %d events; want no error, zeros, 3 events", err, tr.End, len(tr.Events))
+	}
+}
+
+func BenchmarkRead(b *testing.B) {
+	data := writeTrace(b, testEvents(1<<16), 1<<14, true)
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := NewReader(bytes.NewReader(data))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ev []Event
+		for r.Next() {
+			ev = r.AppendEvents(ev[:0])
+		}
+		if r.Err() != nil {
+			b.Fatal(r.Err())
+		}
+		r.Release()
+	}
+}
+
+func BenchmarkWrite(b *testing.B) {
+	ev := testEvents(1 << 16)
+	b.SetBytes(int64(len(ev)) * 41)
+	for i := 0; i < b.N; i++ {
+		w, err := NewWriter(io.Discard, testRun(), testModules())
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.Write(ev...)
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

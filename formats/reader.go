@@ -168,6 +168,10 @@ func (m *msgReader) Message() (_ *ipc.Message, err error) {
 		m.remaining -= int64(n)
 	}
 	if rerr != nil {
+		if errors.Is(rerr, io.ErrUnexpectedEOF) && m.nmsg > 0 && bytes.Count(pre[:n], []byte{0}) == n {
+			m.end = EndZeros // a zero tail shorter than a word
+			return nil, io.EOF
+		}
 		if errors.Is(rerr, io.ErrUnexpectedEOF) {
 			return nil, m.fail(m.start, ErrTruncated, "input ends inside a message prefix (%d of 8 bytes)", n)
 		}

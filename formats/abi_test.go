@@ -1,0 +1,64 @@
+package formats
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestABIMirror checks that Kind and Tool mirror STINT_K_* and
+// STINT_TOOL_* in runtime/include/stint_abi.h.
+func TestABIMirror(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "runtime", "include", "stint_abi.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	re := regexp.MustCompile(`^#define\s+STINT_(K|TOOL)_(\w+)\s+(\d+)`)
+	seen := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		m := re.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		v, _ := strconv.Atoi(m[3])
+		name := strings.ReplaceAll(strings.ToLower(m[2]), "_", "-")
+		seen[m[1]]++
+		switch m[1] {
+		case "K":
+			if have := Kind(v).String(); have != name {
+				t.Errorf("STINT_K_%s = %d, but Kind(%d) is %q", m[2], v, v, have)
+			}
+		case "TOOL":
+			if have := Tool(v).String(); have != name {
+				t.Errorf("STINT_TOOL_%s = %d, but Tool(%d) is %q", m[2], v, v, have)
+			}
+		}
+	}
+	if seen["K"] != int(MaxKind) || seen["TOOL"] != int(ToolBlock) {
+		t.Errorf("found %d kinds and %d tools in stint_abi.h, want %d and %d", seen["K"], seen["TOOL"], MaxKind, ToolBlock)
+	}
+}
+
+// TestDeps keeps formats independent of ELF and of the rewriter: it
+// reads traces, nothing else.
+func TestDeps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list: skipped under -short")
+	}
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p == "debug/elf" || strings.HasPrefix(p, "github.com/stint-project/stint/") && p != "github.com/stint-project/stint/formats" {
+			t.Errorf("formats depends on %s", p)
+		}
+	}
+}
