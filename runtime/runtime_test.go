@@ -97,9 +97,15 @@ func parseKV(s string) map[string]string {
 // (unless env sets it) and checks it exits 0 without FAIL lines.
 func runDriver(t *testing.T, mode string, env ...string) *driverRun {
 	t.Helper()
+	return runDriverArgs(t, []string{mode}, env...)
+}
+
+func runDriverArgs(t *testing.T, args []string, env ...string) *driverRun {
+	t.Helper()
+	mode := args[0]
 	drv := buildDriver(t)
 	out := filepath.Join(t.TempDir(), "traces")
-	cmd := exec.Command(drv, mode)
+	cmd := exec.Command(drv, args...)
 	cmd.Env = append(append(os.Environ(), "STINT_OUT="+out, "STINT_DISABLE="), env...)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
@@ -442,5 +448,51 @@ func TestTraceFileNames(t *testing.T) {
 	m := re.FindStringSubmatch(filepath.Base(files[0]))
 	if m == nil || m[1] != r.kv["pid"] {
 		t.Errorf("file %s, pid %s", filepath.Base(files[0]), r.kv["pid"])
+	}
+}
+
+// TestBlobLoaded runs the committed blob itself: copied to two random
+// addresses, entered through its header's DT_INIT, e_entry (on a fake
+// initial stack), probe and DT_FINI offsets.
+func TestBlobLoaded(t *testing.T) {
+	r := runDriverArgs(t, []string{"blob", "blob/stint.bin"})
+	tr, _ := traceOf(t, r.out, r.num(t, "pid"))
+	if !tr.End.Clean() {
+		t.Errorf("stream end %v", tr.End)
+	}
+	var b, e uint16 = formats.NoModule, formats.NoModule
+	for _, m := range tr.Modules {
+		switch m.Base {
+		case r.num(t, "region_b"):
+			b = m.ID
+		case r.num(t, "region_e"):
+			e = m.ID
+			if drv, _ := filepath.EvalSymlinks(driverPath); m.Path != drv {
+				t.Errorf("executable module path %q, want %q", m.Path, drv)
+			}
+		}
+	}
+	if b == formats.NoModule || e == formats.NoModule {
+		t.Fatalf("modules %+v", tr.Modules)
+	}
+	if tr.Run.BuildID != hexID(0xb0) {
+		t.Errorf("run build id %q", tr.Run.BuildID)
+	}
+	var vals, calls int
+	for _, ev := range tr.Events {
+		switch {
+		case ev.Kind == formats.Kind(KSyscall) && ev.SrcModule == b:
+			if ev.Value != 0xb<<32|uint64(vals) {
+				t.Fatalf("value event %d: %#x", vals, ev.Value)
+			}
+			vals++
+		case ev.Kind == formats.Kind(KCall) && ev.Src == 0x1020 && ev.Dst == 0x1100 && ev.SrcModule == ev.DstModule:
+			calls++
+		default:
+			t.Errorf("unexpected event %+v", ev)
+		}
+	}
+	if vals != drvIter || calls != 2 {
+		t.Errorf("%d value events (want %d), %d calls (want 2: once per module)", vals, drvIter, calls)
 	}
 }

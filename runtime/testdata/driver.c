@@ -17,6 +17,9 @@
  *   regs    only check that stint_probe_entry preserves registers and flags
  *   restore only check stint_restore_atomic on an RWX buffer
  *   untraced expect the runtime to be off (bad $STINT_OUT or STINT_DISABLE=1)
+ *   blob F  load the built blob F twice at random addresses, as a shared
+ *           object (DT_INIT, probes, DT_FINI) and as an executable (e_entry
+ *           on a fake initial stack), and call it through its header
  * It prints key=value lines that the Go test reads, and "FAIL ..." lines
  * for checks it makes itself.
  */
@@ -293,10 +296,140 @@ static void check_regs(void)
 	CHECK(regs_after[7] & 0x400, "DF cleared");
 }
 
+/* ---- "blob": the built blob itself, loaded at a random address ---- */
+
+/* call_probe(p, v, fn): what a trampoline's thunk does around the call. */
+void call_probe(struct stint_probe *p, uint64_t v, void *fn);
+/* run_exec(entry, sp): jump to entry with %rsp = sp and %rdx = 0x1234, as
+ * the kernel or ld.so would; exec_target returns from run_exec. */
+void run_exec(void *entry, uint64_t *sp);
+void exec_target(void);
+uint64_t exec_saved_rsp, exec_seen_rsp, exec_seen_rdx;
+__asm__(".text\n"
+	"call_probe:\n"
+	"  lea -128(%rsp), %rsp\n  push %rdi\n  push %rsi\n"
+	"  call *%rdx\n"
+	"  pop %rsi\n  pop %rdi\n  lea 128(%rsp), %rsp\n"
+	"  ret\n"
+	"run_exec:\n"
+	"  push %rbx\n  push %rbp\n  push %r12\n  push %r13\n  push %r14\n  push %r15\n"
+	"  mov %rsp, exec_saved_rsp(%rip)\n"
+	"  mov %rsi, %rsp\n"
+	"  mov $0x1234, %edx\n"
+	"  jmp *%rdi\n"
+	"exec_target:\n"
+	"  mov %rsp, exec_seen_rsp(%rip)\n"
+	"  mov %rdx, exec_seen_rdx(%rip)\n"
+	"  mov exec_saved_rsp(%rip), %rsp\n"
+	"  pop %r15\n  pop %r14\n  pop %r13\n  pop %r12\n  pop %rbp\n  pop %rbx\n"
+	"  ret\n");
+
+static int init_args_ok, fini_called;
+static int orig_argc;
+static char **orig_argv, **orig_envp;
+
+static void orig_init(int argc, char **argv, char **envp)
+{
+	init_args_ok = argc == orig_argc && argv == orig_argv && envp == orig_envp;
+}
+
+static void orig_fini(void) { fini_called++; }
+
+#define BLOB_AT 0x40000
+
+/* A region with a copy of the blob at BLOB_AT and its module at MOD_OFF. */
+static uint8_t *blob_module(const uint8_t *blob, size_t n, uint32_t flags, struct stint_blob_header **hp)
+{
+	uint8_t *r = mmap(0, 0x100000, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	memset(r, 0xcc, 0x100000);
+	struct stint_module *m = mod_at(r, flags, 2);
+	m->image_end = 0x100000;
+	m->text_lo = 0x1000;
+	m->text_hi = 0x2000;
+	m->tramp_lo = BLOB_AT;
+	m->tramp_hi = BLOB_AT + n;
+	memcpy(r + BLOB_AT, blob, n);
+	struct stint_blob_header *h = (void *)(r + BLOB_AT);
+	h->module_rel = (int64_t)MOD_OFF - BLOB_AT;
+	struct stint_probe *p = (void *)(r + PROBES_OFF);
+	probe_init(&p[0], r, 0x1010, 0, STINT_K_SYSCALL, STINT_PF_VALUE);
+	probe_init(&p[1], r, 0x1020, 0x1100, STINT_K_CALL, STINT_PF_DIRECT);
+	p[1].arm = 0x1802;
+	p[1].arm_to = 0x1900;
+	*hp = h;
+	return r;
+}
+
+static int blob_mode(const char *path, int argc, char **argv, char **envp)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		perror(path);
+		return 2;
+	}
+	static uint8_t blob[1 << 20];
+	size_t n = fread(blob, 1, sizeof blob, f);
+	fclose(f);
+
+	/* a shared object: DT_INIT, probes, DT_FINI */
+	struct stint_blob_header *h;
+	uint8_t *r = blob_module(blob, n, STINT_MF_SHARED, &h);
+	struct stint_module *m = (void *)(r + MOD_OFF);
+	m->orig_entry = (uint64_t)(uintptr_t)&orig_init - (uint64_t)(uintptr_t)r;
+	m->orig_fini = (uint64_t)(uintptr_t)&orig_fini - (uint64_t)(uintptr_t)r;
+	orig_argc = argc;
+	orig_argv = argv;
+	orig_envp = envp;
+	((void (*)(int, char **, char **))(r + BLOB_AT + h->entry_init))(argc, argv, envp);
+	CHECK(init_args_ok, "DT_INIT stub did not pass the original arguments on");
+	CHECK(m->base == (uint64_t)(uintptr_t)r, "module base %#llx", (unsigned long long)m->base);
+	struct stint_probe *p = (void *)(r + PROBES_OFF);
+	void *probe = r + BLOB_AT + h->probe;
+	for (uint64_t i = 0; i < NITER; i++)
+		call_probe(&p[0], 0xbULL << 32 | i, probe);
+	call_probe(&p[1], 0, probe);
+	call_probe(&p[1], 0, probe);
+	CHECK(*(int32_t *)(r + 0x1802) == 0x1900 - 0x1806, "arm not retargeted: %#x", *(int32_t *)(r + 0x1802));
+
+	/* an executable: e_entry with a fake initial stack */
+	struct stint_blob_header *he;
+	uint8_t *re = blob_module(blob, n, STINT_MF_EXEC, &he);
+	struct stint_module *me = (void *)(re + MOD_OFF);
+	me->orig_entry = (uint64_t)(uintptr_t)&exec_target - (uint64_t)(uintptr_t)re;
+	static uint64_t stack[1 << 15] __attribute__((aligned(16)));
+	uint64_t *sp = &stack[(1 << 15) - 64];
+	int k = 0;
+	sp[k++] = 1;
+	sp[k++] = (uint64_t)(uintptr_t)"fake";
+	sp[k++] = 0;
+	for (char **e = envp; *e; e++)
+		if (strncmp(*e, "STINT_", 6) == 0 && k < 40)
+			sp[k++] = (uint64_t)(uintptr_t)*e;
+	sp[k++] = 0;
+	sp[k++] = 31; /* AT_EXECFN */
+	sp[k++] = (uint64_t)(uintptr_t)"/fake/exe";
+	sp[k++] = 0;
+	sp[k++] = 0;
+	run_exec(re + BLOB_AT + he->entry_exec, sp);
+	CHECK(exec_seen_rsp == (uint64_t)(uintptr_t)sp, "e_entry stub changed %%rsp");
+	CHECK(exec_seen_rdx == 0x1234, "e_entry stub changed %%rdx to %#llx", (unsigned long long)exec_seen_rdx);
+	CHECK(me->runtime_state & 1, "executable module not active");
+	struct stint_probe *pe = (void *)(re + PROBES_OFF);
+	call_probe(&pe[1], 0, re + BLOB_AT + he->probe);
+
+	((uint64_t(*)(void))(r + BLOB_AT + h->entry_fini))();
+	CHECK(fini_called == 1, "original DT_FINI called %d times", fini_called);
+	printf("pid=%d\nregion_b=%llu\nregion_e=%llu\nfailures=%d\n", (int)getpid(), (unsigned long long)(uintptr_t)r,
+	       (unsigned long long)(uintptr_t)re, failures);
+	return failures != 0;
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	const char *mode = argc > 1 ? argv[1] : "return";
 	setvbuf(stdout, 0, _IOLBF, 0);
+	if (strcmp(mode, "blob") == 0 && argc > 2)
+		return blob_mode(argv[2], argc, argv, envp);
 	setup();
 	stint_module_init((struct stint_module *)(ra + MOD_OFF), envp, 0);
 	stint_init_shared(rb + BLOB_OFF, argc, argv, envp);
