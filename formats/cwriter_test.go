@@ -99,3 +99,25 @@ func TestCWriter(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderFreestanding compiles the header alone the way the runtime
+// is compiled: no libc headers, every warning an error (an unused static
+// array must not warn).
+func TestHeaderFreestanding(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles C: skipped under -short")
+	}
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("gcc not found")
+	}
+	src := filepath.Join(t.TempDir(), "h.c")
+	if err := os.WriteFile(src, []byte("#include \"stint_arrow.h\"\nint stint_unused_check;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(gcc, "-std=c11", "-ffreestanding", "-nostdinc", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+		"-I", filepath.Join("..", "runtime", "include"), src)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd, err, out)
+	}
+}
