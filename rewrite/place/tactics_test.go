@@ -1,0 +1,292 @@
+package place
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// stream builds instructions at base from "hex/flags" words: flags are
+// letters t (target), u (untouchable), p (padding), r (relocatable).
+func stream(t *testing.T, base uint64, words ...string) []Inst {
+	t.Helper()
+	var out []Inst
+	a := base
+	for _, w := range words {
+		hx, fl, _ := strings.Cut(w, "/")
+		b, err := hex.DecodeString(strings.ReplaceAll(hx, " ", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f InstFlags
+		for _, c := range fl {
+			switch c {
+			case 't':
+				f |= InstTarget
+			case 'u':
+				f |= InstUntouchable
+			case 'p':
+				f |= InstPadding
+			case 'r':
+				f |= InstRelocatable
+			}
+		}
+		out = append(out, Inst{Addr: a, Bytes: b, Flags: f})
+		a += uint64(len(b))
+	}
+	return out
+}
+
+const (
+	codeBase  = 0x400000
+	trampBase = 0x10000000
+)
+
+func newPlanner(insts []Inst, allowed ...Range) *Planner {
+	return &Planner{
+		Insts: insts,
+		Space: NewAddrSpace(allowed),
+		Near:  func(i int) uint64 { return trampBase + 64*uint64(i) },
+	}
+}
+
+// wide allows stubs anywhere in the low 4 GiB outside the code page.
+var wide = []Range{{Lo: 0x1000000, Hi: 0x100000000}}
+
+func TestTactics(t *testing.T) {
+	tests := []struct {
+		name      string
+		insts     []string
+		allowed   []Range
+		site      int
+		want      Tactic
+		evicted   []int
+		stubs     int
+		readAlone []int // instructions whose bytes must stay unchanged
+	}{
+		{name: "B1 call", insts: []string{"e8 00 00 00 00/r", "c3/r"}, allowed: wide, site: 0, want: TacticB1},
+		{name: "B1 jcc rel32 with filler", insts: []string{"0f 84 10 00 00 00/r", "c3/r"}, allowed: wide, site: 0, want: TacticB1},
+		{name: "B2 jcc rel8", insts: []string{"74 05/r", "48 8b 45 f8/r", "c3/r"}, allowed: wide, site: 0, want: TacticB2, stubs: 1, readAlone: []int{1}},
+		{name: "B2 reads untouchable", insts: []string{"74 05/r", "48 8b 45 f8/u", "c3/r"}, allowed: wide, site: 0, want: TacticB2, stubs: 1, readAlone: []int{1}},
+		{name: "B2 syscall", insts: []string{"0f 05/r", "48 89 45 f8/r", "c3/r"}, allowed: wide, site: 0, want: TacticB2, stubs: 1, readAlone: []int{1}},
+		{name: "P ret then padding", insts: []string{"c3/r", "0f 1f 40 00/p", "55/tr"}, allowed: nil, site: 0, want: TacticP},
+		{name: "P call *rax then int3", insts: []string{"ff d0/r", "cc/p", "cc/p", "cc/p", "55/tr"}, allowed: nil, site: 0, want: TacticP},
+		// No stub space: B2 is impossible, the successor is a long
+		// instruction whose eviction is again impossible without
+		// space... so only T3 with direct jumps works.
+		{name: "T3 forward into long neighbour", insts: []string{"74 05/r", "48 8b 45 f8/u", "48 b8 11 22 33 44 55 66 77 88/r", "c3/r"}, allowed: nil, site: 0, want: TacticT3, evicted: []int{2}},
+		{name: "T3 backward into long neighbour", insts: []string{"48 b8 11 22 33 44 55 66 77 88/r", "90/r", "90/r", "90/r", "90/r", "74 05/r", "48 8b 45 f8/u"}, allowed: nil, site: 5, want: TacticT3, evicted: []int{0}},
+		{name: "T3 into padding", insts: []string{"74 05/r", "48 8b 45 f8/u", "c3/r", "0f 1f 40 00/p", "0f 1f 40 00/p", "55/tr"}, allowed: nil, site: 0, want: TacticT3},
+		// T3 one byte: c3 08 reads as eb 08, 5 bytes into the movabs,
+		// which is evicted: its own jump fills bytes 0-4, the site's 5-9.
+		{name: "T3 one-byte ret", insts: []string{"c3/r", "08 44 24 08/u", "48 b8 11 22 33 44 55 66 77 88/r"}, allowed: nil, site: 0, want: TacticT3, evicted: []int{2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPlanner(stream(t, codeBase, tc.insts...), tc.allowed...)
+			got, err := p.Patch(tc.site)
+			if err != nil || got != tc.want {
+				t.Fatalf("Patch = %v, %v; want %v", got, err, tc.want)
+			}
+			if len(p.Stubs) != tc.stubs {
+				t.Errorf("stubs: have %d, want %d", len(p.Stubs), tc.stubs)
+			}
+			if !equalInts(p.Evicted, tc.evicted) {
+				t.Errorf("evicted: have %v, want %v", p.Evicted, tc.evicted)
+			}
+			for _, x := range tc.readAlone {
+				for _, w := range p.Writes {
+					if w.Inst == x && !bytes.Equal(w.Bytes, p.Insts[x].Bytes) {
+						t.Errorf("instruction %d was only read but changed to % x", x, w.Bytes)
+					}
+				}
+			}
+			checkInvariants(t, p)
+			// Patching again returns the same tactic and changes nothing.
+			nw := len(p.Writes)
+			if again, err := p.Patch(tc.site); err != nil || again != tc.want || len(p.Writes) != nw {
+				t.Errorf("second Patch = %v, %v (writes %d→%d)", again, err, nw, len(p.Writes))
+			}
+		})
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if a[k] != b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// punWindow returns the stub window of a 2-byte site's pun with k prefixes.
+func TestPrefixMovesTheWindow(t *testing.T) {
+	insts := stream(t, codeBase, "74 05/r", "48 8b 45 f8/u", "c3/r")
+	// k=0: e9 X 48 8b 45 → 256 bytes at a+5+0x458b4800.
+	// k=1: 26 e9 48 8b 45 f8 → exactly a+6+int32(0xf8458b48) (negative,
+	// so not reachable) – use a successor whose bytes give a positive
+	// single address instead.
+	insts = stream(t, codeBase, "74 05/r", "48 8b 45 28/u", "c3/r")
+	single := int64(codeBase) + 6 + int64(int32(0x28458b48))
+	p := newPlanner(insts, Range{Lo: uint64(single) &^ 0xfff, Hi: uint64(single)&^0xfff + 0x1000})
+	got, err := p.Patch(0)
+	if err != nil || got != TacticB2 {
+		t.Fatalf("Patch = %v, %v; want B2", got, err)
+	}
+	if len(p.Stubs) != 1 || int64(p.Stubs[0].Addr) != single {
+		t.Fatalf("stubs %+v, want one at %#x", p.Stubs, single)
+	}
+	if w := p.Writes[0].Bytes; w[0] != jumpPrefixes[0] || w[1] != opJmp32 {
+		t.Errorf("site bytes % x, want prefix then e9", w)
+	}
+	checkInvariants(t, p)
+}
+
+func TestSuccessorEviction(t *testing.T) {
+	// Space only far away from the B2 window (+0x458b4800 ≈ 1.1 GiB), so
+	// the pun must read bytes it chooses: the successor's.
+	space := []Range{{Lo: 0x1000000, Hi: 0x2000000}}
+	tests := []struct {
+		name  string
+		insts []string
+		want  Tactic
+		succ  Tactic
+	}{
+		{"T1 long successor", []string{"74 05/r", "48 8b 45 f8 00/r", "c3/r"}, TacticT1, TacticB1},
+		{"T2 short successor", []string{"74 05/r", "48 8b 45/r", "c0 00 01/u", "c3/r"}, TacticT2, TacticB2},
+		{"T1 ret over padding", []string{"c3/r", "90/p", "48 8b 45 f8 00/tr", "c3/r"}, TacticT1, TacticB1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPlanner(stream(t, codeBase, tc.insts...), space...)
+			got, err := p.Patch(0)
+			if err != nil || got != tc.want {
+				t.Fatalf("Patch = %v, %v; want %v", got, err, tc.want)
+			}
+			j := len(p.Evicted)
+			if j != 1 {
+				t.Fatalf("evicted %v, want the successor", p.Evicted)
+			}
+			if have := p.Tactics[p.Evicted[0]]; have != tc.succ {
+				t.Errorf("successor tactic %v, want %v", have, tc.succ)
+			}
+			if !containsPair(p.Reads, [2]int{0, p.Evicted[0]}) {
+				t.Errorf("Reads %v lacks (0, %d)", p.Reads, p.Evicted[0])
+			}
+			checkInvariants(t, p)
+			// The successor is a site patched later: its tactic is the
+			// recorded one.
+			if tt, err := p.Patch(p.Evicted[0]); err != nil || tt != tc.succ {
+				t.Errorf("Patch(successor) = %v, %v", tt, err)
+			}
+		})
+	}
+}
+
+func containsPair(rs [][2]int, r [2]int) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+func TestFailures(t *testing.T) {
+	tests := []struct {
+		name  string
+		insts []string
+		site  int
+		near  bool
+		want  error
+	}{
+		{"untouchable site", []string{"e8 00 00 00 00/u"}, 0, true, ErrUntouchable},
+		// 2-byte site, untouchable successor, no stub space, no neighbour.
+		{"no tactic", []string{"74 05/r", "48 8b 45 f8/u", "c3/u"}, 0, true, ErrTooShort},
+		{"bad index", []string{"c3/r"}, 3, true, ErrBadIndex},
+		{"overlapping instructions", nil, 0, true, ErrBadInsts},
+		{"no Near", []string{"c3/r"}, 0, false, ErrNoNear},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			insts := stream(t, codeBase, tc.insts...)
+			if tc.insts == nil {
+				insts = []Inst{{Addr: 0x1000, Bytes: []byte{0x90, 0x90}}, {Addr: 0x1001, Bytes: []byte{0x90}}}
+			}
+			p := newPlanner(insts)
+			if !tc.near {
+				p.Near = nil
+			}
+			_, err := p.Patch(tc.site)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Patch error %v, want %v", err, tc.want)
+			}
+			if len(p.Writes) != 0 || len(p.Stubs) != 0 {
+				t.Errorf("failed Patch left writes %v stubs %v", p.Writes, p.Stubs)
+			}
+		})
+	}
+}
+
+func TestFarNearIsOutOfRange(t *testing.T) {
+	p := newPlanner(stream(t, codeBase, "e8 00 00 00 00/r"))
+	p.Near = func(int) uint64 { return 1 << 40 }
+	if _, err := p.Patch(0); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("error %v, want ErrOutOfRange", err)
+	}
+}
+
+// Ascending order without MarkSites: the first pun reads (and so locks)
+// the next site, which can then not be patched. With MarkSites the pun
+// refuses to read a site still to be patched.
+func TestOrderAndMarkSites(t *testing.T) {
+	words := []string{"74 05/r", "75 03/r", "48 8b 45 f8/u", "c3/u"}
+	p := newPlanner(stream(t, codeBase, words...), wide...)
+	if _, err := p.Patch(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Patch(1); !errors.Is(err, ErrLocked) {
+		t.Fatalf("Patch(1) after Patch(0) = %v, want ErrLocked", err)
+	}
+
+	p = newPlanner(stream(t, codeBase, words...), wide...)
+	errs := p.PatchAll([]int{0, 1})
+	for k, err := range errs {
+		if err != nil {
+			t.Errorf("PatchAll site %d: %v", k, err)
+		}
+	}
+	if !containsPair(p.Reads, [2]int{0, 1}) {
+		t.Errorf("Reads %v lacks (0, 1): site 0's pun reads site 1's jump", p.Reads)
+	}
+	checkInvariants(t, p)
+}
+
+func TestNeverTwoPatchesOnSameBytes(t *testing.T) {
+	// Dense short sites: every byte written belongs to one patch, and each
+	// instruction is patched once.
+	var words []string
+	for k := 0; k < 40; k++ {
+		words = append(words, "74 05/r", "48 8b 45 f8/r", "c3/r", "0f 1f 00/p", "55/tr", "48 89 e5/r")
+	}
+	insts := stream(t, codeBase, words...)
+	var sites []int
+	for k, in := range insts {
+		if in.Bytes[0] == 0x74 || in.Bytes[0] == 0xc3 {
+			sites = append(sites, k)
+		}
+	}
+	p := newPlanner(insts, wide...)
+	for k, err := range p.PatchAll(sites) {
+		if err != nil {
+			t.Errorf("site %d: %v", sites[k], err)
+		}
+	}
+	checkInvariants(t, p)
+}
