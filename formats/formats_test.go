@@ -434,6 +434,10 @@ func FuzzReader(f *testing.F) {
 		}
 		f.Add(b)
 	}
+	// Small seeds too: the fixed-capacity metadata makes real traces 70 KB,
+	// which the fuzzer mutates slowly.
+	f.Add(compactTrace(f, testEvents(5), 2))
+	f.Add(compactTrace(f, nil, 1))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 		defer mem.AssertSize(t, 0)
@@ -492,5 +496,39 @@ func BenchmarkWrite(b *testing.B) {
 		if err := w.Close(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// compactTrace returns a trace whose metadata values are short (the
+// reader does not require the runtime's fixed capacities).
+func compactTrace(t testing.TB, events []Event, rows int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schemaWith(`{"pid":1}`, `{"id":0,"path":"/a"}`+"\n")))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()[:buf.Len()-8]
+	tp, err := Template()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(events) > 0 {
+		n := min(rows, len(events))
+		m, body := encodeBatch(tp, events[:n])
+		b = append(append(b, m...), body...)
+		events = events[n:]
+	}
+	return append(b, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0)
+}
+
+func TestCompactTrace(t *testing.T) {
+	b := compactTrace(t, testEvents(5), 2)
+	tr, err := Read(bytes.NewReader(b))
+	if err != nil || len(tr.Events) != 5 || tr.Run.PID != 1 || len(tr.Modules) != 1 {
+		t.Fatalf("have %v, %+v", err, tr)
+	}
+	if len(b) > 4096 {
+		t.Errorf("compact trace is %d bytes", len(b))
 	}
 }
