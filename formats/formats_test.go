@@ -454,8 +454,6 @@ func FuzzReader(f *testing.F) {
 	})
 }
 
-
-
 func TestShortZeroTail(t *testing.T) {
 	b := append(writeTrace(t, testEvents(3), 2, false), 0, 0)
 	tr, err := Read(bytes.NewReader(b))

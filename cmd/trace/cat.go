@@ -187,4 +187,3 @@ func relTime(t, start uint64) string {
 	d := t - start
 	return fmt.Sprintf("+%d.%09d", d/1e9, d%1e9)
 }
-
