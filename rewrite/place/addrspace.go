@@ -392,3 +392,94 @@ func (s *AddrSpace) Chunks(pageSize uint64) []Range {
 	}
 	return out
 }
+
+// Chunk is one range the runtime maps, and where its bytes come from.
+type Chunk struct {
+	Range
+	Src uint64 // offset of the chunk's bytes in the source area (page aligned)
+}
+
+// Layout places the contents of the chunks in one shared source area.
+type Layout struct {
+	Chunks  []Chunk // as returned by Chunks, in the same order
+	SrcSize uint64  // bytes of the source area (a multiple of the page size)
+}
+
+// Src returns the offset in the source area of the byte at addr, which must
+// lie in a chunk.
+func (l *Layout) Src(addr uint64) (uint64, bool) {
+	a := int64(addr)
+	k := sort.Search(len(l.Chunks), func(k int) bool { return int64(l.Chunks[k].Hi) > a })
+	if k == len(l.Chunks) || int64(l.Chunks[k].Lo) > a {
+		return 0, false
+	}
+	return l.Chunks[k].Src + uint64(a-int64(l.Chunks[k].Lo)), true
+}
+
+// Layout groups stub pages into chunks as Chunks does, and packs the
+// chunks' contents into one source area in which chunks overlap wherever
+// their stubs do not collide: the area holds every stub once (at
+// Layout.Src(stub address)) and stays a few pages even when the chunks
+// span gigabytes. Copying a chunk from the area brings along other chunks'
+// stubs at offsets nothing jumps to, which is harmless. A runtime that maps
+// each chunk from the area (MAP_PRIVATE of a file or memfd at its Src)
+// shares the physical pages between chunks, as E9Patch's page grouping
+// does; one that copies pays the chunks' full size in memory.
+func (s *AddrSpace) Layout(pageSize uint64) *Layout {
+	ps := int64(pageSize)
+	if ps < StubPage {
+		ps = StubPage
+	}
+	per := ps / StubPage // StubPage pages per page
+	chunks := s.Chunks(pageSize)
+	l := &Layout{}
+	var src [][StubPage / 64]uint64 // occupancy bitmaps of the area's StubPage pages
+	const maxTries = 4096
+	for _, c := range chunks {
+		lo, hi := int64(c.Lo), int64(c.Hi)
+		// The chunk's stubs, as (page index in chunk, offset) pairs.
+		type at struct{ page, off int64 }
+		var stubs []at
+		i := sort.Search(len(s.used), func(i int) bool { return s.used[i]*StubPage >= lo })
+		for ; i < len(s.used) && s.used[i]*StubPage < hi; i++ {
+			pn := s.used[i]
+			for _, x := range s.pages[pn].stubs {
+				stubs = append(stubs, at{pn - lo/StubPage, x - pn*StubPage})
+			}
+		}
+		fits := func(o int64) bool {
+			for _, st := range stubs {
+				sp := o + st.page
+				if sp >= int64(len(src)) {
+					continue
+				}
+				for b := st.off; b < st.off+StubLen; b++ {
+					if src[sp][b/64]&(1<<(b%64)) != 0 {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		o := int64(0)
+		for tries := 0; o < int64(len(src)) && !fits(o); tries++ {
+			o += per
+			if tries == maxTries {
+				o = (int64(len(src)) + per - 1) / per * per
+				break
+			}
+		}
+		npages := (hi - lo) / StubPage
+		for int64(len(src)) < o+npages {
+			src = append(src, [StubPage / 64]uint64{})
+		}
+		for _, st := range stubs {
+			for b := st.off; b < st.off+StubLen; b++ {
+				src[o+st.page][b/64] |= 1 << (b % 64)
+			}
+		}
+		l.Chunks = append(l.Chunks, Chunk{Range: c, Src: uint64(o * StubPage)})
+	}
+	l.SrcSize = uint64((int64(len(src)) + per - 1) / per * ps)
+	return l
+}

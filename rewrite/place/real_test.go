@@ -104,6 +104,7 @@ type realResult struct {
 	stubs, pages   int
 	chunks         int
 	chunkBytes     uint64
+	srcBytes       uint64
 }
 
 // planFile plans every branch of path's .text the way the container would.
@@ -172,6 +173,7 @@ func planFile(t testing.TB, path string) (*Planner, realResult) {
 	for _, c := range ch {
 		r.chunkBytes += c.Hi - c.Lo
 	}
+	r.srcBytes = p.Space.Layout(4096).SrcSize
 	return p, r
 }
 
@@ -197,6 +199,16 @@ func TestRealBinaries(t *testing.T) {
 				path, r.sites, r.patched, pct,
 				r.tactics[TacticB1], r.tactics[TacticB2], r.tactics[TacticT1], r.tactics[TacticT2], r.tactics[TacticT3], r.tactics[TacticP],
 				r.evicted, r.stubs, r.pages, r.chunks, r.chunkBytes>>10)
+			t.Logf("  chunks (gap %d KiB): %d, %d MiB mapped, source area %d KiB", DefaultChunkGap>>10, r.chunks, r.chunkBytes>>20, r.srcBytes>>10)
+			for _, gap := range []uint64{1, 16 << 10, 1 << 20} {
+				p.Space.ChunkGap = gap
+				l := p.Space.Layout(4096)
+				var mapped uint64
+				for _, c := range l.Chunks {
+					mapped += c.Hi - c.Lo
+				}
+				t.Logf("  chunks (gap %d KiB): %d, %d MiB mapped, source area %d KiB", gap>>10, len(l.Chunks), mapped>>20, l.SrcSize>>10)
+			}
 			for k, v := range r.fails {
 				t.Logf("  failed: %d × %s", v, k)
 			}
