@@ -1,24 +1,40 @@
 // Command trace shows stint trace files (Arrow IPC streams written by a
 // rewritten program; see package formats) to people.
 //
-//	$ trace stats gzip.4242.1795000000123456789.1a2b.arrow
-//	gzip.4242.1795000000123456789.1a2b.arrow
-//	  run        /usr/bin/gzip pid 4242 (parent 4200), tool branch, options "tool=branch every=0"
-//	  started    2026-11-21T13:34:05.123456789Z
-//	  ended      cleanly: end-of-stream marker at offset 1048576
-//	  batches    16
-//	  events     1043812 (distinct (src,dst,kind): 1043812)
-//	  time span  0.412337s (first +0.000184s, last +0.412521s after start)
+//	$ trace stats demo.77.arrow
+//	demo.77.arrow
+//	  run        /usr/bin/cwriter pid 77 (parent 7), tool branch, options "tool=branch every=1"
+//	  build-id   c0ffee
+//	  started    2026-11-18T11:06:40.123456789Z
+//	  ended      cleanly: zero padding (unsealed tail) at offset 73472
+//	  batches    4
+//	  events     16 (distinct (src,dst,kind): 16)
+//	  time span  0.000000045s (first +0.000001000s, last +0.000001045s after start)
 //	  kinds
-//	    jcc-taken        612337  58.7%
-//	  ...
+//	    jcc-taken                 2  12.5%
+//	    ...
+//	  modules                                 as src     as dst
+//	    0 cwriter                                  8          6
+//	    1 libc.so.6                                8          6
+//	    - (no module)                              0          4
+//	  threads    4
+//	    tid 102                   7  43.8%
+//	    ...
 //
-//	$ trace cat --limit 3 --kind call gzip.4242.1795000000123456789.1a2b.arrow
-//	...
-//	kind          tid      time           src                    dst
-//	call          4242     +0.000184211   gzip+0x3a10            gzip+0x2f40
+//	$ trace cat --limit 2 demo.77.arrow
+//	demo.77.arrow
+//	  run        /usr/bin/cwriter pid 77 (parent 7), tool branch, options "tool=branch every=1"
+//	  ...
+//	modules
+//	  id    base               size       rewritten path [build-id]
+//	  0     0x555555554000     0x2000     yes       /usr/bin/cwriter [c0ffee]
+//	  1     0x7ffff7d80000     0x1d5000   no        /lib/x86_64-linux-gnu/libc.so.6
+//	events
+//	  kind          tid      time           src                    dst                    value
+//	  jcc-taken     100      +0.000001000   cwriter+0x401000       0x402000
+//	  jcc-not-taken 100      +0.000001003   libc.so.6+0x401010     libc.so.6+0x402008
 //
 // Exit status: 0 on success, 1 on an error (one line "trace: FILE:
-// ..."), 2 on a usage error. A cut file is an error for cat (after
-// printing what it holds) but only a fact for stats.
+// ..." per bad file), 2 on a usage error. A cut file is an error for cat
+// (after printing what it holds) but only a fact for stats.
 package main
