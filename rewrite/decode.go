@@ -72,9 +72,25 @@ func (f *elfFile) execRegions() []region {
 			}
 		}
 	}
+	// Never treat the ELF header or the program header table as code
+	// (old-style layouts map them in the executable segment).
+	hdrEnd := max(uint64(ehdrSize), f.hdr.Phoff+uint64(len(f.progs))*phdrSize)
+	w := 0
+	for _, r := range out {
+		if off, ok := f.offsetOf(r.lo, r.hi-r.lo); ok && off < hdrEnd {
+			skip := min(hdrEnd-off, r.hi-r.lo)
+			r.lo += skip
+			r.data = r.data[skip:]
+		}
+		if r.lo < r.hi {
+			out[w] = r
+			w++
+		}
+	}
+	out = out[:w]
 	sort.Slice(out, func(i, j int) bool { return out[i].lo < out[j].lo })
 	// Drop overlaps (hostile section tables).
-	w := 0
+	w = 0
 	for _, r := range out {
 		if w > 0 && r.lo < out[w-1].hi {
 			continue

@@ -1,0 +1,188 @@
+package rewrite
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stint-project/stint/runtime"
+)
+
+// checkLayout reloads a rewritten file with debug/elf and checks the
+// container invariants against the original.
+func checkLayout(t *testing.T, orig, out []byte, st *Stats) {
+	t.Helper()
+	f, err := elf.NewFile(bytes.NewReader(out))
+	if err != nil {
+		t.Fatalf("debug/elf rejects the output: %v", err)
+	}
+	of, err := elf.NewFile(bytes.NewReader(orig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Program headers: PT_PHDR first, PT_LOADs sorted and page-congruent,
+	// the table inside a PT_LOAD.
+	var lastVaddr uint64
+	var phdr *elf.Prog
+	for i, p := range f.Progs {
+		if p.Type == elf.PT_PHDR {
+			if i != 0 {
+				t.Errorf("PT_PHDR is header %d", i)
+			}
+			phdr = p
+		}
+		if p.Type == elf.PT_LOAD {
+			if p.Vaddr < lastVaddr {
+				t.Errorf("PT_LOAD at %#x after %#x", p.Vaddr, lastVaddr)
+			}
+			lastVaddr = p.Vaddr
+			if p.Vaddr%pageSize != p.Off%pageSize {
+				t.Errorf("PT_LOAD vaddr %#x / offset %#x not congruent", p.Vaddr, p.Off)
+			}
+		}
+	}
+	phoff := binary.LittleEndian.Uint64(out[32:])
+	inLoad := false
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && phoff >= p.Off && phoff+uint64(len(f.Progs))*phdrSize <= p.Off+p.Filesz {
+			inLoad = true
+			if phdr != nil && phdr.Vaddr != p.Vaddr+(phoff-p.Off) {
+				t.Errorf("PT_PHDR vaddr %#x, table mapped at %#x", phdr.Vaddr, p.Vaddr+(phoff-p.Off))
+			}
+		}
+	}
+	if !inLoad {
+		t.Error("program header table is not inside a PT_LOAD")
+	}
+	if (phdr == nil) != (of.Progs[0].Type != elf.PT_PHDR) {
+		t.Error("PT_PHDR presence changed")
+	}
+	if f.Section(".stint") == nil {
+		t.Error("no .stint section")
+	}
+
+	// The module and its tables.
+	sd := f.Section(".stint.data")
+	if sd == nil {
+		t.Fatal("no .stint.data")
+	}
+	m, _ := sd.Data()
+	le := binary.LittleEndian
+	if le.Uint64(m) != runtime.ModuleMagic || le.Uint64(m[24:]) != sd.Addr {
+		t.Fatalf("module magic/self_vaddr wrong")
+	}
+	if int(le.Uint32(m[20:])) != st.Probes || int(le.Uint32(m[64:])) != st.Patches || int(le.Uint32(m[68:])) != st.Chunks {
+		t.Errorf("module counts: probes %d patches %d chunks %d, stats %d %d %d",
+			le.Uint32(m[20:]), le.Uint32(m[64:]), le.Uint32(m[68:]), st.Probes, st.Patches, st.Chunks)
+	}
+	at := func(v uint64) []byte { return m[v-sd.Addr:] }
+	trampLo, trampHi := le.Uint64(m[88:]), le.Uint64(m[96:])
+	probes := le.Uint64(m[40:])
+	for i := 0; i < st.Probes; i++ {
+		p := at(probes + uint64(i)*probeSize)
+		if back := le.Uint32(p[32:]); uint64(back) != probes+uint64(i)*probeSize-sd.Addr {
+			t.Fatalf("probe %d module_back %d", i, back)
+		}
+		if arm := le.Uint64(p[16:]); arm != 0 && (arm < trampLo || arm+4 > trampHi) {
+			t.Fatalf("probe %d arm %#x outside the trampolines", i, arm)
+		}
+		if p[40] < 1 || p[40] > 9 {
+			t.Fatalf("probe %d kind %d", i, p[40])
+		}
+	}
+	// Every changed byte of the original file is in the ELF header, the
+	// .dynamic segment or a patch record whose orig bytes are the input's.
+	type span struct{ lo, hi uint64 }
+	var allowed []span
+	allowed = append(allowed, span{0, 64})
+	for _, p := range of.Progs {
+		if p.Type == elf.PT_DYNAMIC {
+			allowed = append(allowed, span{p.Off, p.Off + p.Filesz})
+		}
+	}
+	patches := le.Uint64(m[48:])
+	for i := 0; i < st.Patches; i++ {
+		p := at(patches + uint64(i)*patchSize)
+		addr, n := le.Uint64(p), uint64(p[8])
+		var off uint64
+		found := false
+		for _, q := range of.Progs {
+			if q.Type == elf.PT_LOAD && addr >= q.Vaddr && addr+n <= q.Vaddr+q.Filesz {
+				off, found = q.Off+addr-q.Vaddr, true
+			}
+		}
+		if !found || n == 0 || n > 16 {
+			t.Fatalf("patch %d at %#x len %d", i, addr, n)
+		}
+		if !bytes.Equal(p[16:16+n], orig[off:off+n]) {
+			t.Errorf("patch %d at %#x: orig % x, file has % x", i, addr, p[16:16+n], orig[off:off+n])
+		}
+		if bytes.Equal(out[off:off+n], orig[off:off+n]) {
+			t.Errorf("patch %d at %#x changes nothing", i, addr)
+		}
+		allowed = append(allowed, span{off, off + n})
+	}
+	bad := 0
+	for off := range orig {
+		if orig[off] == out[off] {
+			continue
+		}
+		ok := false
+		for _, s := range allowed {
+			if uint64(off) >= s.lo && uint64(off) < s.hi {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			bad++
+			if bad < 5 {
+				t.Errorf("byte at offset %#x changed outside any patch", off)
+			}
+		}
+	}
+}
+
+func TestLayoutGzip(t *testing.T) {
+	orig := readInput(t, gzipPath)
+	for _, tool := range []Tool{ToolBranch, ToolBlock} {
+		t.Run(tool.String(), func(t *testing.T) {
+			out, st, err := RewriteBytes(orig, Options{Tool: tool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Sites == 0 || st.PatchedTotal()+st.Failed+st.Fallback != st.Sites {
+				t.Errorf("sites %d != patched %d + failed %d + fallback %d", st.Sites, st.PatchedTotal(), st.Failed, st.Fallback)
+			}
+			if 100*st.PatchedTotal() < 95*st.Sites {
+				t.Errorf("only %d of %d sites patched", st.PatchedTotal(), st.Sites)
+			}
+			checkLayout(t, orig, out, st)
+			if e := binary.LittleEndian.Uint64(out[24:]); e == binary.LittleEndian.Uint64(orig[24:]) {
+				t.Error("e_entry unchanged")
+			}
+			// Stats JSON has the documented keys.
+			var j map[string]any
+			if err := json.Unmarshal(st.JSON(), &j); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"sites", "patched", "fallback", "failed", "reasons"} {
+				if _, ok := j[k]; !ok {
+					t.Errorf("stats JSON lacks %q", k)
+				}
+			}
+			// Rewriting the output again is refused.
+			if _, _, err := RewriteBytes(out, Options{}); !errors.Is(err, ErrAlreadyRewritten) {
+				t.Errorf("second rewrite: %v, want ErrAlreadyRewritten", err)
+			}
+			// Same input, same output.
+			out2, _, err := RewriteBytes(orig, Options{Tool: tool})
+			if err != nil || !bytes.Equal(out, out2) {
+				t.Errorf("rewrite is not deterministic (err %v)", err)
+			}
+		})
+	}
+}
