@@ -1,6 +1,7 @@
 package place
 
 import (
+	"math"
 	"sort"
 )
 
@@ -325,6 +326,21 @@ func (s *AddrSpace) find(lo, hi int64, c constraint, reuseOnly bool) (int64, boo
 		}
 	}
 	return 0, false
+}
+
+// distance returns how far x's page is from the closest other page in
+// use, in bytes (0 for a page in use).
+func (s *AddrSpace) distance(x int64) int64 {
+	pn := floorDiv(x, StubPage)
+	i := sort.Search(len(s.used), func(i int) bool { return s.used[i] >= pn })
+	d := int64(math.MaxInt64)
+	if i < len(s.used) {
+		d = (s.used[i] - pn) * StubPage
+	}
+	if i > 0 {
+		d = min(d, (pn-s.used[i-1])*StubPage)
+	}
+	return d
 }
 
 // scanUp looks for a stub start in [x, hi) satisfying c, in free pages,

@@ -296,27 +296,66 @@ func window(q int64, m int, fixed uint32) (int64, int64) {
 // in the window, else a new stub (recorded in tx) that jumps to Near(dst).
 // It returns the target and m, the number of free rel32 bytes.
 func (p *Planner) planJump(tx *txn, q, freeEnd int64, dst int, reuseOnly bool) (int64, int, bool) {
-	m := int(min(max(freeEnd-(q+1), 0), 4))
-	var fixed uint32
-	for b := m; b < 4; b++ {
-		v, _, _, ok := p.peek(q + 1 + int64(b))
-		if !ok {
-			return 0, m, false
-		}
-		fixed |= uint32(v) << (8 * b)
+	lo, hi, near, m, ok := p.jumpWindow(q, freeEnd, dst)
+	if !ok {
+		return 0, m, false
 	}
-	lo, hi := window(q, m, fixed)
-	near := int64(p.Near(dst))
 	if near >= lo && near < hi {
 		return near, m, true
 	}
-	rlo, rhi := reach(near)
-	x, ok := p.Space.alloc(max(lo, rlo), min(hi, rhi), constraint{}, reuseOnly)
+	x, ok := p.Space.alloc(lo, hi, constraint{}, reuseOnly)
 	if !ok {
 		return 0, m, false
 	}
 	tx.stubs = append(tx.stubs, Stub{Addr: uint64(x), Inst: dst})
 	return x, m, true
+}
+
+// jumpWindow returns, for a jump as in planJump, the stub window [lo, hi)
+// (already cut to what reaches Near(dst)), Near(dst), and m.
+func (p *Planner) jumpWindow(q, freeEnd int64, dst int) (lo, hi, near int64, m int, ok bool) {
+	m = int(min(max(freeEnd-(q+1), 0), 4))
+	var fixed uint32
+	for b := m; b < 4; b++ {
+		v, _, _, okp := p.peek(q + 1 + int64(b))
+		if !okp {
+			return 0, 0, 0, m, false
+		}
+		fixed |= uint32(v) << (8 * b)
+	}
+	lo, hi = window(q, m, fixed)
+	near = int64(p.Near(dst))
+	if near >= lo && near < hi {
+		return lo, hi, near, m, true
+	}
+	rlo, rhi := reach(near)
+	return max(lo, rlo), min(hi, rhi), near, m, true
+}
+
+// punOrder returns the prefix counts to try for a pun at a whose rel32 is
+// free up to freeEnd: in order when reusing pages, else those whose new
+// stub page would lie closest to pages in use first (fewer chunks).
+func (p *Planner) punOrder(i int, a, n, freeEnd int64, reuseOnly bool) []int64 {
+	var ks []int64
+	for k := int64(0); k < n && k <= int64(len(jumpPrefixes)); k++ {
+		ks = append(ks, k)
+	}
+	if reuseOnly || len(ks) == 1 || freeEnd-a >= StubLen {
+		return ks
+	}
+	dist := make([]int64, len(ks))
+	for _, k := range ks {
+		dist[k] = math.MaxInt64
+		lo, hi, _, _, ok := p.jumpWindow(a+k, freeEnd, i)
+		if !ok {
+			continue
+		}
+		if x, ok := p.Space.find(lo, hi, constraint{}, false); ok {
+			dist[k] = p.Space.distance(x)
+		}
+	}
+	sort.SliceStable(ks, func(u, v int) bool { return dist[ks[u]] < dist[ks[v]] })
+	return ks
 }
 
 // writeJump writes e9 at q and the m free rel32 bytes reaching target, and
@@ -434,6 +473,8 @@ func (p *Planner) Patch(i int) (Tactic, error) {
 	p.s.site[i] = true
 	in := &p.Insts[i]
 	fail := func(err error) (Tactic, error) {
+		// A site that cannot be patched keeps its bytes: others may read them.
+		p.s.site[i] = false
 		return TacticNone, &PatchError{Inst: i, Addr: in.Addr, Err: err}
 	}
 	if in.Flags&InstUntouchable != 0 {
@@ -468,7 +509,7 @@ func (p *Planner) tryPun(i int, reuseOnly bool) (Tactic, bool) {
 	for freeEnd < a+n+4 && p.isFree(freeEnd) {
 		freeEnd++
 	}
-	for k := int64(0); k < n && k <= int64(len(jumpPrefixes)); k++ {
+	for _, k := range p.punOrder(i, a, n, freeEnd, reuseOnly) {
 		q := a + k
 		tx := &txn{}
 		target, m, ok := p.planJump(tx, q, freeEnd, i, reuseOnly)
