@@ -20,6 +20,11 @@ type Options struct {
 	// Blob is the runtime blob to inject; nil means the blob of package
 	// runtime.
 	Blob []byte
+	// ChunkGap is passed to place.AddrSpace.ChunkGap (0 = its default):
+	// stub pages closer than this share one chunk. Chunk bytes are stored
+	// whole in the file, so a larger gap means fewer mappings at run time
+	// but a larger file.
+	ChunkGap uint64
 }
 
 // Hex is an address that marshals to JSON as a "0x..." string.
@@ -55,6 +60,7 @@ type Stats struct {
 	Patches     int                `json:"patches"`
 	Stubs       int                `json:"stubs"`
 	Chunks      int                `json:"chunks"`
+	ChunkBytes  uint64             `json:"chunk_bytes"` // bytes of chunk sources in the file
 	Notes       []string           `json:"notes,omitempty"`
 }
 
@@ -276,6 +282,7 @@ func (rw *rewriter) run() ([]byte, error) {
 		}
 	}
 	space := place.NewAddrSpace(allowed)
+	space.ChunkGap = rw.opts.ChunkGap
 	space.Reserve(place.Range{Lo: alignDown(rw.origLo, pageSize), Hi: rw.stubLo})
 
 	// Sites.
@@ -485,6 +492,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	}
 	rSize := alignUp(cur, pageSize)
 	st.Chunks = len(chunks)
+	for _, co := range chunks {
+		st.ChunkBytes += co.r.Hi - co.r.Lo
+	}
 
 	rwVaddr := rVaddr + rSize
 	rwOff := rOff + rSize
@@ -513,9 +523,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	// RX: blob and trampolines.
 	copy(out[rw.rxOff:], rw.blob.data)
 	le.PutUint64(out[rw.rxOff+blobOffModuleRel:], rwVaddr-rw.rxVaddr)
-	for i := rw.rxOff + uint64(len(rw.blob.data)); i < rw.rxOff+rxSize; i++ {
-		out[i] = 0xcc
-	}
+	fillInt3(out[rw.rxOff+uint64(len(rw.blob.data)) : rw.rxOff+rxSize])
 	probes := make([]byte, uint64(nprobe)*probeSize)
 	for _, i := range rw.trampList {
 		t := rw.tramps[i]
@@ -573,18 +581,14 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	copy(rbuf[noteOff:], noteBytes)
 	for k := range chunks {
 		co := &chunks[k]
-		src := rbuf[co.src-rVaddr : co.src-rVaddr+(co.r.Hi-co.r.Lo)]
-		for j := range src {
-			src[j] = 0xcc
-		}
+		fillInt3(rbuf[co.src-rVaddr : co.src-rVaddr+(co.r.Hi-co.r.Lo)])
 	}
+	sort.Slice(chunks, func(i, j int) bool { return int64(chunks[i].r.Lo) < int64(chunks[j].r.Lo) })
 	for _, s := range p.Stubs {
 		var co *chunkOut
-		for k := range chunks {
-			if s.Addr-chunks[k].r.Lo < chunks[k].r.Hi-chunks[k].r.Lo && s.Addr+5-chunks[k].r.Lo <= chunks[k].r.Hi-chunks[k].r.Lo {
-				co = &chunks[k]
-				break
-			}
+		k := sort.Search(len(chunks), func(k int) bool { return int64(chunks[k].r.Hi) > int64(s.Addr) })
+		if k < len(chunks) && s.Addr-chunks[k].r.Lo < chunks[k].r.Hi-chunks[k].r.Lo && s.Addr+5-chunks[k].r.Lo <= chunks[k].r.Hi-chunks[k].r.Lo {
+			co = &chunks[k]
 		}
 		if co == nil {
 			return nil, fmt.Errorf("stub at %#x lies in no chunk", s.Addr)
@@ -720,6 +724,17 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	out = rw.sections(out, rVaddr+noteOff, rOff+noteOff, uint64(len(noteBytes)),
 		rw.rxVaddr, rw.rxOff, rxSize, rwVaddr, rwOff, rwSize)
 	return out, nil
+}
+
+// fillInt3 fills b with int3 (0xcc).
+func fillInt3(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	b[0] = 0xcc
+	for n := 1; n < len(b); n *= 2 {
+		copy(b[n:], b[:n])
+	}
 }
 
 // spareDynSlots returns the DT_NULL entries after the terminating one.
