@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRunUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string // in stdout (help) or the error
+	}{
+		{"help", []string{"--help"}, 0, "STINT_OUT"},
+		{"no args", nil, 2, "want exactly one input file"},
+		{"no -o", []string{"/usr/bin/gzip"}, 2, "missing -o OUT"},
+		{"bad tool", []string{"--tool", "nope", "-o", "x", "y"}, 2, "unknown tool"},
+		{"bad flag", []string{"--frobnicate"}, 2, "unknown flag"},
+		{"not ELF", []string{"-o", filepath.Join(t.TempDir(), "out"), "/etc/hostname"}, 1, "not an ELF file"},
+		{"missing input", []string{"-o", filepath.Join(t.TempDir(), "out"), "/nonexistent"}, 1, "no such file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tc.args, &stdout, &stderr)
+			code := exitCode(err, &stderr)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d (err %v)", code, tc.code, err)
+			}
+			got := stdout.String() + stderr.String()
+			if !strings.Contains(got, tc.want) {
+				t.Errorf("output %q lacks %q", got, tc.want)
+			}
+			if code == 1 && strings.Count(stderr.String(), "\n") != 1 {
+				t.Errorf("error output is not one line: %q", stderr.String())
+			}
+		})
+	}
+}
+
+func TestRunRewrite(t *testing.T) {
+	const in = "/usr/bin/gzip"
+	if _, err := os.Stat(in); err != nil {
+		t.Skip("no gzip")
+	}
+	dir := t.TempDir()
+	out, stats := filepath.Join(dir, "gzip"), filepath.Join(dir, "stats.json")
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"--tool", "call", "--stats-json", stats, "-o", out, in}, &stdout, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stderr.String(), "sites") || stdout.Len() != 0 {
+		t.Errorf("stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	var j map[string]any
+	b, err := os.ReadFile(stats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"sites", "patched", "fallback", "failed", "reasons"} {
+		if _, ok := j[k]; !ok {
+			t.Errorf("stats lack %q", k)
+		}
+	}
+	if j["tool"] != "call" {
+		t.Errorf("tool %v", j["tool"])
+	}
+	// -q prints nothing; rewriting the output again fails with exit 1.
+	stderr.Reset()
+	err = run(context.Background(), []string{"-q", "-o", out + "2", out}, &stdout, &stderr)
+	if code := exitCode(err, &stderr); code != 1 || !strings.Contains(stderr.String(), "already rewritten") {
+		t.Errorf("second rewrite: exit %d, %q", code, stderr.String())
+	}
+	if _, err := os.Stat(out + "2"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output of a failed rewrite exists: %v", err)
+	}
+}
