@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stint-project/stint/formats"
+	"github.com/stint-project/stint/internal/fixtures"
+	"github.com/stint-project/stint/rewrite"
+)
+
+// variants returns the build matrix the tests cover: all 16 variants, or
+// only the most common one (-O2, PIE, dynamic) under -short.
+func variants() []fixtures.Variant {
+	if testing.Short() {
+		return []fixtures.Variant{{Opt: fixtures.O2, PIE: true}}
+	}
+	return fixtures.Variants()
+}
+
+// rewritten rewrites in to a file in dir and returns its path.
+func rewritten(t testing.TB, in, dir string, opts rewrite.Options) (string, *rewrite.Stats) {
+	t.Helper()
+	out := filepath.Join(dir, filepath.Base(in))
+	st, err := rewrite.RewriteFile(in, out, opts)
+	if err != nil {
+		t.Fatalf("rewrite %s: %v", in, err)
+	}
+	return out, st
+}
+
+// traceEnv returns the environment for a traced run writing into dir.
+func traceEnv(dir string) []string {
+	env := []string{"STINT_OUT=" + dir}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "STINT_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// readTraces reads every trace file in dir.
+func readTraces(t testing.TB, dir string) []*formats.Trace {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.arrow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(names)
+	var out []*formats.Trace
+	for _, n := range names {
+		tr, err := formats.ReadFile(n)
+		if err != nil {
+			t.Errorf("read %s: %v", filepath.Base(n), err)
+			continue
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+// edge is a (src, dst, kind) in module-independent form: the destination
+// module is "" for the traced module itself, else the base name of its
+// file (the rewritten and the original file have different paths).
+type edge struct {
+	Kind   uint8
+	Src    uint64
+	DstMod string
+	Dst    uint64
+	Value  uint64
+}
+
+func (e edge) String() string {
+	mod := e.DstMod
+	if mod == "" {
+		mod = "self"
+	}
+	return fmt.Sprintf("%v %#x -> %s+%#x", formats.Kind(e.Kind), e.Src, mod, e.Dst)
+}
+
+// traceEdges returns the events of traces whose source lies in the
+// module with the given build-id, as edges.
+func traceEdges(t testing.TB, trs []*formats.Trace, buildID string) (set map[edge]int, perThread [][]edge) {
+	set = map[edge]int{}
+	for _, tr := range trs {
+		self := -1
+		for _, m := range tr.Modules {
+			if m.Rewritten && m.BuildID == buildID {
+				self = int(m.ID)
+			}
+		}
+		if self < 0 {
+			continue
+		}
+		threads := map[uint32][]edge{}
+		var order []uint32
+		for _, ev := range tr.Events {
+			if int(ev.SrcModule) != self {
+				continue
+			}
+			e := edge{Kind: uint8(ev.Kind), Src: ev.Src, Dst: ev.Dst, Value: ev.Value}
+			switch {
+			case ev.Kind == formats.KindSyscall:
+				e.Dst = 0
+			case int(ev.DstModule) == self:
+			case ev.DstModule == formats.NoModule:
+				e.DstMod = "?"
+			default:
+				if m := tr.Module(ev.DstModule); m != nil {
+					e.DstMod = filepath.Base(m.Path)
+				} else {
+					t.Errorf("event %v: dst module %d not in the module table", ev, ev.DstModule)
+				}
+			}
+			set[e]++
+			if _, ok := threads[ev.TID]; !ok {
+				order = append(order, ev.TID)
+			}
+			threads[ev.TID] = append(threads[ev.TID], e)
+		}
+		for _, tid := range order {
+			perThread = append(perThread, threads[tid])
+		}
+	}
+	return set, perThread
+}
+
+// TestFixturesBehaveLikeNative rewrites every fixture in every variant
+// with the branch tool (default and --every), runs the original and the
+// rewritten binary, and requires identical stdout, stderr and exit code,
+// a readable trace, and that every traced event comes from a probed site.
+func TestFixturesBehaveLikeNative(t *testing.T) {
+	var mu sync.Mutex
+	totals := map[string]int{}
+	for _, f := range fixtures.All() {
+		for _, v := range variants() {
+			if !f.Supports(v) {
+				continue
+			}
+			f, v := f, v
+			t.Run(f.Name+"/"+v.String(), func(t *testing.T) {
+				t.Parallel()
+				bin := fixtures.Build(t, f.Name, v)
+				nOut, nErr, nCode, err := fixtures.Run(bin, f.Args, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, every := range []bool{false, true} {
+					dir := t.TempDir()
+					out, st := rewritten(t, bin, dir, rewrite.Options{Every: every})
+					mu.Lock()
+					totals["sites"] += st.Sites
+					totals["patched"] += st.PatchedTotal()
+					mu.Unlock()
+					traces := filepath.Join(dir, "traces")
+					rOut, rErr, rCode, err := fixtures.Run(out, f.Args, traceEnv(traces))
+					if err != nil {
+						t.Fatal(err)
+					}
+					what := fmt.Sprintf("every=%v", every)
+					if !bytes.Equal(nOut, rOut) {
+						t.Errorf("%s: stdout differs:\nnative:    %q\nrewritten: %q", what, clip(nOut), clip(rOut))
+					}
+					if !bytes.Equal(nErr, rErr) {
+						t.Errorf("%s: stderr differs:\nnative:    %q\nrewritten: %q", what, clip(nErr), clip(rErr))
+					}
+					if nCode != rCode {
+						t.Errorf("%s: exit code: native %d, rewritten %d", what, nCode, rCode)
+					}
+					checkTraceSources(t, out, traces)
+				}
+			})
+		}
+	}
+	t.Cleanup(func() {
+		if totals["sites"] > 0 {
+			t.Logf("fixtures: %d of %d branch sites patched (%.2f%%)", totals["patched"], totals["sites"],
+				100*float64(totals["patched"])/float64(totals["sites"]))
+		}
+	})
+}
+
+// checkTraceSources requires at least one trace in dir and that every event
+// whose source is in the rewritten module is one of its probes (same src
+// and kind).
+func checkTraceSources(t *testing.T, rewrittenPath, dir string) {
+	t.Helper()
+	m, probes, err := Probed(rewrittenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sk struct {
+		src  uint64
+		kind uint8
+	}
+	probed := map[sk]bool{}
+	for _, p := range probes {
+		probed[sk{p.Src, p.Kind}] = true
+	}
+	trs := readTraces(t, dir)
+	if len(trs) == 0 {
+		t.Fatalf("no trace file in %s", dir)
+	}
+	set, _ := traceEdges(t, trs, fmt.Sprintf("%x", m.BuildID[:m.BuildIDLen]))
+	if len(set) == 0 {
+		t.Errorf("traces hold no event of the rewritten module")
+	}
+	for e := range set {
+		if !probed[sk{e.Src, e.Kind}] {
+			t.Errorf("event %v: no probe of that kind at %#x", e, e.Src)
+		}
+	}
+}
+
+func clip(b []byte) string {
+	if len(b) > 400 {
+		return string(b[:400]) + "…"
+	}
+	return string(b)
+}

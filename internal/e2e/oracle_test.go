@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stint-project/stint/internal/fixtures"
+	"github.com/stint-project/stint/internal/oracle"
+	"github.com/stint-project/stint/rewrite"
+	"github.com/stint-project/stint/runtime"
+)
+
+// oracleVariants are the builds checked against the single-stepper (it is
+// slow, so fewer than the behaviour test): the common PIE build, a
+// fixed-address static one (libc's own code is then in the module), and a
+// CET build.
+func oracleVariants() []fixtures.Variant {
+	vs := []fixtures.Variant{{Opt: fixtures.O2, PIE: true}}
+	if !testing.Short() {
+		vs = append(vs,
+			fixtures.Variant{Opt: fixtures.O0, PIE: false},
+			fixtures.Variant{Opt: fixtures.O2, PIE: true, CET: true},
+		)
+	}
+	return vs
+}
+
+// oracleEdges converts the oracle's events to edges; locations outside any
+// file (vdso, anonymous memory) lose their address, as absolute addresses
+// do not compare across runs.
+func oracleEdges(res *oracle.Result) (set map[edge]int, perThread [][]edge) {
+	conv := func(e oracle.Event, self string) edge {
+		out := edge{Kind: uint8(e.Kind), Src: e.Src, Dst: e.Dst.Off, Value: e.Value}
+		switch {
+		case e.Kind == oracle.Syscall:
+			out.Dst = 0
+		case e.Dst.Module == self:
+		case e.Dst.Module == "" || strings.HasPrefix(e.Dst.Module, "["):
+			out.DstMod, out.Dst = "?", 0
+		default:
+			out.DstMod = filepath.Base(e.Dst.Module)
+		}
+		return out
+	}
+	set = map[edge]int{}
+	for _, p := range res.Processes {
+		tids := make([]int, 0, len(p.Threads))
+		for tid := range p.Threads {
+			tids = append(tids, tid)
+		}
+		sort.Ints(tids)
+		for _, tid := range tids {
+			var seq []edge
+			for _, e := range p.Threads[tid] {
+				c := conv(e, p.Module)
+				set[c]++
+				seq = append(seq, c)
+			}
+			perThread = append(perThread, seq)
+		}
+	}
+	return set, perThread
+}
+
+// normalizeUnknown drops addresses of destinations outside any file on the
+// trace side too.
+func normalizeUnknown(es []edge) {
+	for i := range es {
+		if es[i].DstMod == "?" {
+			es[i].Dst = 0
+		}
+	}
+}
+
+// TestBranchTraceMatchesOracle runs each fixture's original binary under
+// the ptrace single-stepper and its rewritten binary, and requires that,
+// restricted to the probed sites, the set of (src, dst, kind) in the
+// default-mode trace equals the oracle's, and that with --every each
+// thread's sequence equals one of the oracle's threads' sequences.
+func TestBranchTraceMatchesOracle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("single-stepping is slow; skipped under -short")
+	}
+	for _, f := range fixtures.All() {
+		for _, v := range oracleVariants() {
+			if !f.Supports(v) {
+				continue
+			}
+			f, v := f, v
+			t.Run(f.Name+"/"+v.String(), func(t *testing.T) {
+				t.Parallel()
+				bin := fixtures.Build(t, f.Name, v)
+				// Lazy PLT binding makes the first call through a PLT
+				// slot differ from later ones, and with threads which
+				// thread binds first is a matter of scheduling: bind
+				// eagerly in both runs.
+				env := append(traceEnv(t.TempDir()), "LD_BIND_NOW=1")
+				res, err := oracle.Record(bin, f.Args, env, "")
+				if err != nil {
+					t.Fatalf("oracle: %v", err)
+				}
+				want, wantSeqs := oracleEdges(res)
+				for _, every := range []bool{false, true} {
+					dir := t.TempDir()
+					out, _ := rewritten(t, bin, dir, rewrite.Options{Every: every})
+					m, probes, err := Probed(out)
+					if err != nil {
+						t.Fatal(err)
+					}
+					traces := filepath.Join(dir, "traces")
+					if _, _, _, err := fixtures.Run(out, f.Args, append(traceEnv(traces), "LD_BIND_NOW=1")); err != nil {
+						t.Fatal(err)
+					}
+					have, haveSeqs := traceEdges(t, readTraces(t, traces), fmt.Sprintf("%x", m.BuildID[:m.BuildIDLen]))
+					probed := probedKinds(probes)
+					keep := func(e edge) bool { return probed[[2]uint64{e.Src, uint64(e.Kind)}] }
+					if !every {
+						compareSets(t, filterSet(want, keep), normalizeSet(have))
+						continue
+					}
+					compareSeqs(t, filterSeqs(wantSeqs, keep), haveSeqs)
+				}
+			})
+		}
+	}
+}
+
+func probedKinds(probes []runtime.Probe) map[[2]uint64]bool {
+	m := map[[2]uint64]bool{}
+	for _, p := range probes {
+		m[[2]uint64{p.Src, uint64(p.Kind)}] = true
+	}
+	return m
+}
+
+func filterSet(s map[edge]int, keep func(edge) bool) map[edge]bool {
+	out := map[edge]bool{}
+	for e := range s {
+		if keep(e) {
+			out[e] = true
+		}
+	}
+	return out
+}
+
+func normalizeSet(s map[edge]int) map[edge]bool {
+	out := map[edge]bool{}
+	for e := range s {
+		if e.DstMod == "?" {
+			e.Dst = 0
+		}
+		out[e] = true
+	}
+	return out
+}
+
+func filterSeqs(seqs [][]edge, keep func(edge) bool) [][]edge {
+	var out [][]edge
+	for _, s := range seqs {
+		var f []edge
+		for _, e := range s {
+			if keep(e) {
+				f = append(f, e)
+			}
+		}
+		if len(f) > 0 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func compareSets(t *testing.T, want, have map[edge]bool) {
+	t.Helper()
+	var missing, extra []string
+	for e := range want {
+		if !have[e] {
+			missing = append(missing, e.String())
+		}
+	}
+	for e := range have {
+		if !want[e] {
+			extra = append(extra, e.String())
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	if len(missing) > 0 {
+		t.Errorf("default mode: %d of %d oracle edges missing from the trace, e.g. %s", len(missing), len(want), head(missing))
+	}
+	if len(extra) > 0 {
+		t.Errorf("default mode: %d traced edges the oracle never saw, e.g. %s", len(extra), head(extra))
+	}
+}
+
+// compareSeqs matches each traced thread's sequence with an oracle
+// thread's sequence (thread ids differ between runs).
+func compareSeqs(t *testing.T, want, have [][]edge) {
+	t.Helper()
+	for _, h := range have {
+		normalizeUnknown(h)
+	}
+	key := func(s []edge) string {
+		var b strings.Builder
+		for _, e := range s {
+			fmt.Fprintf(&b, "%v;", e)
+		}
+		return b.String()
+	}
+	pool := map[string]int{}
+	for _, w := range want {
+		pool[key(w)]++
+	}
+	for i, h := range have {
+		k := key(h)
+		if pool[k] > 0 {
+			pool[k]--
+			continue
+		}
+		// Report the first divergence against the closest oracle thread.
+		best, at := -1, -1
+		for j, w := range want {
+			n := 0
+			for n < len(w) && n < len(h) && w[n] == h[n] {
+				n++
+			}
+			if n > at {
+				best, at = j, n
+			}
+		}
+		if best >= 0 {
+			w := want[best]
+			t.Errorf("--every: traced thread %d (%d events) matches no oracle thread; closest (%d events) diverges at event %d: oracle %s, trace %s",
+				i, len(h), len(w), at, at_(w, at), at_(h, at))
+		} else {
+			t.Errorf("--every: traced thread %d (%d events) but the oracle has no thread", i, len(h))
+		}
+	}
+	left := 0
+	for _, n := range pool {
+		left += n
+	}
+	if left > 0 {
+		t.Errorf("--every: %d oracle threads have no traced counterpart", left)
+	}
+}
+
+func at_(s []edge, i int) string {
+	if i < len(s) {
+		return s[i].String()
+	}
+	return "(end)"
+}
+
+func head(s []string) string {
+	if len(s) > 5 {
+		s = s[:5]
+	}
+	return strings.Join(s, "; ")
+}

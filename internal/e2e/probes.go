@@ -1,0 +1,61 @@
+// Package e2e holds stint's end-to-end tests: fixtures and real programs
+// of this machine are rewritten, run beside the original, and their traces
+// checked against the probed sites and against a ptrace oracle.
+package e2e
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/stint-project/stint/runtime"
+)
+
+// Probed reads the probe table the rewriter left in a rewritten file.
+func Probed(path string) (*runtime.Module, []runtime.Probe, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	read := func(vaddr uint64, n int) ([]byte, error) {
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && vaddr >= p.Vaddr && vaddr+uint64(n) <= p.Vaddr+p.Filesz {
+				b := make([]byte, n)
+				_, err := p.ReadAt(b, int64(vaddr-p.Vaddr))
+				return b, err
+			}
+		}
+		return nil, fmt.Errorf("%s: %#x+%d is not in a loaded segment", path, vaddr, n)
+	}
+	magic := binary.LittleEndian.AppendUint64(nil, 0x444f4d544e495453) // STINTMOD
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_W == 0 {
+			continue
+		}
+		data := make([]byte, p.Filesz)
+		if _, err := p.ReadAt(data, 0); err != nil {
+			return nil, nil, err
+		}
+		i := bytes.Index(data, magic)
+		if i < 0 {
+			continue
+		}
+		var m runtime.Module
+		if err := binary.Read(bytes.NewReader(data[i:]), binary.LittleEndian, &m); err != nil {
+			return nil, nil, err
+		}
+		raw, err := read(m.ProbesVaddr, int(m.NProbes)*int(unsafe.Sizeof(runtime.Probe{})))
+		if err != nil {
+			return nil, nil, err
+		}
+		probes := make([]runtime.Probe, m.NProbes)
+		if err := binary.Read(bytes.NewReader(raw), binary.LittleEndian, probes); err != nil {
+			return nil, nil, err
+		}
+		return &m, probes, nil
+	}
+	return nil, nil, fmt.Errorf("%s: no stint module descriptor", path)
+}
