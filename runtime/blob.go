@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "cbf9139409f5eb0776d50fab9e75bdf4314e87cc40dcde9a91ee3e32bf915d49"
+const BlobSHA256 = "d83fa2586ef21de3eec27dfddc8287c0661f5098700c50231b5ad596595d3140"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -228,7 +228,7 @@ static void say_untraced(const char *what, const char *arg, long err)
 
 #define ROWS_PER_BATCH 4096u
 #define RES_CLOSED     0x80000000u   /* reservation count of a closed slot */
-#define SPIN_LIMIT     (1u << 20)
+#define SPIN_LIMIT     (1u << 14) /* waits of at most ~16k pause/yield rounds */
 #define FILE_RESERVE   ((uint64_t)64 << 30)
 
 #define DST_MODULE_NONE STINT_ARROW_NO_MODULE
@@ -318,7 +318,19 @@ struct wipe_page {
 static inline struct stint_global *G(void) { return (struct stint_global *)STINT_GLOBAL_ADDR; }
 static inline struct wipe_page *W(void) { return (struct wipe_page *)STINT_WIPE_ADDR; }
 
-static inline void cpu_relax(void) { __asm__ volatile("pause" ::: "memory"); }
+static inline void cpu_pause(void) { __asm__ volatile("pause" ::: "memory"); }
+
+/*
+ * One round of a bounded wait: pause at first, then yield the CPU, since
+ * the thread we wait for may be preempted on an oversubscribed machine.
+ */
+static inline void relax(uint32_t round)
+{
+	if (round < 64)
+		cpu_pause();
+	else
+		sys_call0(SYS_sched_yield);
+}
 
 static uint64_t now_ns(int clock)
 {
@@ -560,6 +572,21 @@ static int try_lock(uint32_t *l)
 
 static void unlock(uint32_t *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
 
+/*
+ * Wait, boundedly, for a lock another thread holds briefly. If a signal
+ * handler interrupted the holder on this very thread, the wait runs out
+ * and the caller does without.
+ */
+static int lock_bounded(uint32_t *l)
+{
+	for (uint32_t spin = 0; spin < SPIN_LIMIT; spin++) {
+		if (!__atomic_load_n(l, __ATOMIC_RELAXED) && try_lock(l))
+			return 1;
+		relax(spin);
+	}
+	return 0;
+}
+
 /* ---- trace file ---- */
 
 static inline uint64_t pad8(uint64_t v) { return (v + 7) & ~(uint64_t)7; }
@@ -763,20 +790,27 @@ static void seal(struct stint_global *g, uint64_t pos, uint32_t rows)
 
 /*
  * Open the slot after s. Only the writer whose reservation returned
- * exactly the capacity (or the flusher) gets here for a given s.
- * Returns 0 on success; on failure recording stops.
+ * exactly the capacity gets here for a given s. Returns 0 on success, 1
+ * if the slot's ring entry still belongs to an unsealed slot (a writer
+ * stalled for RING batches: the caller hands the opening back and drops
+ * its event), -1 if the file cannot grow (recording stops).
  */
 static int open_next(struct stint_global *g, uint32_t s, int take_row)
 {
+	uint32_t n = s + 1;
+	struct slot_ring *ring = &g->ring[n % RING];
+	uint64_t old = __atomic_load_n(&ring->tagcount, __ATOMIC_ACQUIRE);
+	if ((old >> 32) != 0 && (uint32_t)old < ROWS_PER_BATCH) {
+		__atomic_store_n(&g->cur, ((uint64_t)s << 32) | ROWS_PER_BATCH, __ATOMIC_RELEASE);
+		return 1;
+	}
 	uint64_t pos = g->next_pos;
 	long r = ensure_len(g, pos + g->slot_size);
 	if (r) {
 		__atomic_store_n(&g->recording, 0, __ATOMIC_RELEASE);
 		return -1;
 	}
-	uint32_t n = s + 1;
 	put64((uint8_t *)g->map + pos, 0);
-	struct slot_ring *ring = &g->ring[n % RING];
 	ring->pos = pos;
 	__atomic_store_n(&ring->tagcount, (uint64_t)n << 32, __ATOMIC_RELEASE);
 	g->next_pos = pos + g->slot_size;
@@ -820,18 +854,42 @@ static void emit(const struct row *rw)
 		uint64_t c = __atomic_fetch_add(&g->cur, 1, __ATOMIC_ACQ_REL);
 		uint32_t s = (uint32_t)(c >> 32), i = (uint32_t)c;
 		if (i == ROWS_PER_BATCH) {
-			if (open_next(g, s, 1)) {
+			/* No signal handler may run on this thread while it opens the
+			 * slot: it would wait for us, and every other thread with it. */
+			uint64_t all = ~0ULL, old_mask = 0;
+			long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old_mask, 8);
+			int o = open_next(g, s, 1);
+			if (!sys_failed(masked))
+				sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old_mask, 0, 8);
+			if (o > 0) {
+				relax(spin);
+				continue;
+			}
+			if (o < 0) {
 				__atomic_fetch_add(&g->dropped, 1, __ATOMIC_RELAXED);
 				return;
 			}
 			s++;
 			i = 0;
 		} else if (i > ROWS_PER_BATCH) {
-			cpu_relax();
+			/* someone is opening the next slot: wait with plain loads */
+			for (; spin < SPIN_LIMIT; spin++) {
+				uint64_t c2 = __atomic_load_n(&g->cur, __ATOMIC_ACQUIRE);
+				if ((uint32_t)(c2 >> 32) != s || (uint32_t)c2 <= ROWS_PER_BATCH)
+					break;
+				relax(spin);
+			}
 			continue;
 		}
 		struct slot_ring *ring = &g->ring[s % RING];
-		uint8_t *body = (uint8_t *)g->map + ring->pos + STINT_ARROW_BATCH_LEN;
+		uint64_t tc = __atomic_load_n(&ring->tagcount, __ATOMIC_ACQUIRE);
+		if ((uint32_t)(tc >> 32) != s) {
+			/* the slot was sealed by a flush that gave up waiting for us */
+			__atomic_fetch_add(&g->dropped, 1, __ATOMIC_RELAXED);
+			return;
+		}
+		uint64_t pos = ring->pos;
+		uint8_t *body = (uint8_t *)g->map + pos + STINT_ARROW_BATCH_LEN;
 		col_put(g, body, STINT_COL_KIND, i, rw->kind);
 		col_put(g, body, STINT_COL_TID, i, tid);
 		col_put(g, body, STINT_COL_TIME, i, t);
@@ -840,10 +898,15 @@ static void emit(const struct row *rw)
 		col_put(g, body, STINT_COL_DST_MODULE, i, rw->dst_module);
 		col_put(g, body, STINT_COL_DST, i, rw->dst);
 		col_put(g, body, STINT_COL_VALUE, i, rw->value);
-		uint64_t pos = ring->pos;
-		uint64_t tc = __atomic_add_fetch(&ring->tagcount, 1, __ATOMIC_ACQ_REL);
+		/* commit: count the row, unless the ring entry moved on meanwhile */
+		while (!__atomic_compare_exchange_n(&ring->tagcount, &tc, tc + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			if ((uint32_t)(tc >> 32) != s) {
+				__atomic_fetch_add(&g->dropped, 1, __ATOMIC_RELAXED);
+				return;
+			}
+		}
 		__atomic_fetch_add(&g->events, 1, __ATOMIC_RELAXED);
-		if ((uint32_t)(tc >> 32) == s && (uint32_t)tc == ROWS_PER_BATCH)
+		if ((uint32_t)tc + 1 == ROWS_PER_BATCH)
 			seal(g, pos, ROWS_PER_BATCH);
 		return;
 	}
@@ -858,7 +921,7 @@ static void flush(struct stint_global *g)
 {
 	if (!__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) || !g->map)
 		return;
-	if (!try_lock(&g->init_lock))
+	if (!lock_bounded(&g->init_lock))
 		return;
 	for (uint32_t spin = 0; spin < SPIN_LIMIT; spin++) {
 		uint64_t c = __atomic_load_n(&g->cur, __ATOMIC_ACQUIRE);
@@ -875,11 +938,11 @@ static void flush(struct stint_global *g)
 					uint64_t tc = __atomic_load_n(&ring->tagcount, __ATOMIC_ACQUIRE);
 					if ((uint32_t)(tc >> 32) != s || (uint32_t)tc >= ROWS_PER_BATCH)
 						break;
-					cpu_relax();
+					relax(w);
 				}
 				break;
 			}
-			cpu_relax(); /* someone is opening the next slot */
+			relax(spin); /* someone is opening the next slot */
 			continue;
 		}
 		uint64_t closed = ((uint64_t)s << 32) | RES_CLOSED;
@@ -887,16 +950,21 @@ static void flush(struct stint_global *g)
 			continue;
 		struct slot_ring *ring = &g->ring[s % RING];
 		if (k == 0) {
-			g->next_pos = ring->pos; /* reuse the empty slot */
+			if (s)
+				g->next_pos = ring->pos; /* reuse the empty slot */
 		} else {
 			for (uint32_t w = 0; w < SPIN_LIMIT; w++) {
 				uint64_t tc = __atomic_load_n(&ring->tagcount, __ATOMIC_ACQUIRE);
 				if ((uint32_t)tc >= k)
 					break;
-				cpu_relax();
+				relax(w);
 			}
 			seal(g, ring->pos, k);
 		}
+		/* Done with this slot: a late writer's commit fails, and the ring
+		 * entry may be reused. (Tag s+RING never equals s.) */
+		if (s)
+			__atomic_store_n(&ring->tagcount, ((uint64_t)(s + RING) << 32) | ROWS_PER_BATCH, __ATOMIC_RELEASE);
 		break;
 	}
 	/* End-of-stream marker, then cut the file after it. */
@@ -1054,10 +1122,15 @@ static uint32_t module_of_unknown(struct stint_global *g, uint64_t a)
 			return DST_MODULE_NONE;
 	if (na >= MAX_ANON)
 		return DST_MODULE_NONE; /* stop scanning: bounded work */
-	if (!try_lock(&g->scratch_lock))
+	if (!lock_bounded(&g->scratch_lock))
 		return DST_MODULE_NONE;
 	uint32_t id = module_of(g, a); /* someone may have added it meanwhile */
-	if (id == DST_MODULE_NONE) {
+	int known_anon = 0;
+	na = __atomic_load_n(&g->nanon, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; id == DST_MODULE_NONE && i < na && i < MAX_ANON; i++)
+		if (a >= g->anon[i].lo && a < g->anon[i].hi)
+			known_anon = 1;
+	if (id == DST_MODULE_NONE && !known_anon) {
 		static const struct lookup_arg zero;
 		struct lookup_arg l = zero;
 		l.a = a;
@@ -1391,11 +1464,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		return;
 	}
 	/* Serialise module registration against a concurrent first record of a forked child. */
-	for (uint32_t spin = 0; !try_lock(&g->init_lock); spin++) {
-		if (spin >= SPIN_LIMIT)
-			return;
-		cpu_relax();
-	}
+	if (!lock_bounded(&g->init_lock))
+		return;
 	if (!g->vdso_gettime) {
 		uint64_t vd = auxv ? auxv_find(auxv, S_AT_SYSINFO_EHDR) : proc_auxv(S_AT_SYSINFO_EHDR);
 		if (vd) {
@@ -1463,7 +1533,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	path[0] = 0;
 	if ((m->flags & STINT_MF_EXEC) && g->exe_path[0]) {
 		s_memcpy(path, g->exe_path, sizeof path);
-	} else if (try_lock(&g->scratch_lock)) {
+	} else if (lock_bounded(&g->scratch_lock)) {
 		struct find_path_arg a = {base, path, sizeof path};
 		maps_scan(find_path_cb, &a);
 		unlock(&g->scratch_lock);

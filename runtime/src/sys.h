@@ -14,9 +14,11 @@
 #define SYS_write 1
 #define SYS_close 3
 #define SYS_mmap 9
+#define SYS_rt_sigprocmask 14
 #define SYS_mprotect 10
 #define SYS_munmap 11
 #define SYS_madvise 28
+#define SYS_sched_yield 24
 #define SYS_getpid 39
 #define SYS_ftruncate 77
 #define SYS_mkdir 83
@@ -44,6 +46,8 @@
 #define S_MAP_NORESERVE 0x4000
 #define S_MAP_FIXED_NOREPLACE 0x100000
 #define S_MADV_WIPEONFORK 18
+
+#define S_SIG_SETMASK 2
 
 #define S_CLOCK_REALTIME 0
 #define S_CLOCK_MONOTONIC 1

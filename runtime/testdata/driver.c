@@ -9,9 +9,10 @@
  * with probes, patches and (module B) a chunk over a small "code" buffer:
  *   A: STINT_MF_EVERY, one value (syscall) probe and one direct probe;
  *   B: default mode, direct probes with arms and patches, indirect probes.
- * Then 8 threads record through stint_record, the process forks a child
+ * Then 8 threads record through stint_record (and a SIGUSR1 handler
+ * interrupts them to record too), the process forks a child
  * that records some more, and the process ends as argv[1] says:
- *   return  stint_fini then exit normally
+ *   return  stint_fini, 10 more events, stint_fini again, exit normally
  *   _exit   _exit(0) without fini
  *   kill    print "ready" and wait to be SIGKILLed
  *   regs    only check that stint_probe_entry preserves registers and flags
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -208,6 +210,10 @@ static void setup(void)
 	       (unsigned long long)ind_dst[1]);
 }
 
+static unsigned long handler_calls;
+static int workers_done, stop_signals;
+static pthread_t workers[NTHREADS];
+
 static void *worker(void *arg)
 {
 	uint64_t t = (uint64_t)(uintptr_t)arg;
@@ -220,6 +226,27 @@ static void *worker(void *arg)
 			for (int j = 0; j < NINDIRECT; j++)
 				stint_record(&pb[NDIRECT + j], ind_dst[(i / 7 + t + (uint64_t)j) % 3]);
 	}
+	__atomic_fetch_add(&workers_done, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stint_record(&pa[1], 0);
+	__atomic_fetch_add(&handler_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Interrupts the workers with SIGUSR1 for as long as they run. */
+static void *signaller(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&stop_signals, __ATOMIC_SEQ_CST))
+		for (int t = 0; t < NTHREADS; t++) {
+			pthread_kill(workers[t], SIGUSR1);
+			usleep(20);
+		}
 	return 0;
 }
 
@@ -478,11 +505,25 @@ int main(int argc, char **argv, char **envp)
 		return failures != 0;
 	}
 
-	pthread_t th[NTHREADS];
+	/* Signal handlers record too, interrupting the runtime mid-event. */
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, 0);
+
 	for (uintptr_t t = 0; t < NTHREADS; t++)
-		pthread_create(&th[t], 0, worker, (void *)(t + 1));
+		pthread_create(&workers[t], 0, worker, (void *)(t + 1));
+	pthread_t sig;
+	pthread_create(&sig, 0, signaller, 0);
+	while (__atomic_load_n(&workers_done, __ATOMIC_SEQ_CST) < NTHREADS)
+		usleep(1000);
+	__atomic_store_n(&stop_signals, 1, __ATOMIC_SEQ_CST);
+	pthread_join(sig, 0);
 	for (int t = 0; t < NTHREADS; t++)
-		pthread_join(th[t], 0);
+		pthread_join(workers[t], 0);
+	signal(SIGUSR1, SIG_IGN);
+	printf("handler_calls=%lu\n", (unsigned long)__atomic_load_n(&handler_calls, __ATOMIC_SEQ_CST));
 	check_patching();
 
 	if (strcmp(mode, "kill") != 0) {
@@ -513,6 +554,10 @@ int main(int argc, char **argv, char **envp)
 		for (;;)
 			pause();
 	}
+	stint_fini(rb + BLOB_OFF);
+	/* Events after a flush (later finalisers) reopen the stream. */
+	for (uint64_t i = 0; i < 10; i++)
+		stint_record(&pa[0], 0xdULL << 32 | i);
 	stint_fini(rb + BLOB_OFF);
 	return failures != 0;
 }
