@@ -27,8 +27,13 @@ type inst struct {
 
 // decodeAt decodes the instruction whose bytes are code, at address pc.
 func decodeAt(code []byte, pc uint64) *inst {
+	if isEndbr(code) {
+		return &inst{len: 4, ok: true}
+	}
 	in, err := x86asm.Decode(code, 64)
-	if err != nil || in.Len == 0 {
+	if err != nil || in.Len == 0 || in.Op == 0 {
+		// x86asm reports instructions it does not know (endbr64 among
+		// them) as a one-byte Op 0; none of them transfers control.
 		return &inst{}
 	}
 	d := &inst{len: uint64(in.Len), op: in.Op, ok: true}
@@ -130,4 +135,9 @@ func jccTaken(op x86asm.Op, rflags, rcx uint64) bool {
 		return rcx-1 != 0 && !zf
 	}
 	return false
+}
+
+// isEndbr reports whether code starts with endbr64 or endbr32.
+func isEndbr(code []byte) bool {
+	return len(code) >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && (code[3] == 0xfa || code[3] == 0xfb)
 }

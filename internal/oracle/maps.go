@@ -126,13 +126,18 @@ func linkBase(m *Mapping, progs []elf.ProgHeader) uint64 {
 	if m.Path == "[vdso]" {
 		return m.Start
 	}
-	for _, p := range progs {
-		if p.Type != elf.PT_LOAD {
-			continue
-		}
-		off := p.Off &^ (page - 1)
-		if m.Offset >= off && m.Offset < p.Off+p.Filesz || m.Offset == off {
-			return m.Start - (p.Vaddr&^(page-1) + (m.Offset - off))
+	// A file page may belong to two segments (the end of one, the start
+	// of the next): a segment that starts at the mapping's offset wins,
+	// then one that contains it (a mapping split by mprotect, RELRO).
+	for pass := 0; pass < 2; pass++ {
+		for _, p := range progs {
+			if p.Type != elf.PT_LOAD {
+				continue
+			}
+			off := p.Off &^ (page - 1)
+			if m.Offset == off || pass == 1 && m.Offset > off && m.Offset < p.Off+p.Filesz {
+				return m.Start - (p.Vaddr&^(page-1) + (m.Offset - off))
+			}
 		}
 	}
 	// Unknown layout: assume link vaddr = file offset (true of most

@@ -631,6 +631,12 @@ func (r *recorder) steps(t *thread, regs *unix.PtraceRegs) {
 	p := t.proc
 	pc := regs.Rip
 	m, idx := r.lookup(p, pc)
+	if m != nil && !m.Exec() {
+		// Executing in memory we saw as not executable: the maps
+		// changed (ld.so maps a library over its PROT_NONE reservation).
+		r.refresh(p)
+		m, idx = r.lookup(p, pc)
+	}
 	inMod := m != nil && m.Exec() && r.isModule(p, m, idx)
 	var d *inst
 	if m != nil {

@@ -355,3 +355,23 @@ func TestRecordBadInput(t *testing.T) {
 		t.Error("not an ELF: no error")
 	}
 }
+
+// TestRecordSharedObject records libc instead of the executable: qsort's
+// calls of the fixture's comparator are indirect calls whose destination
+// lies in the executable.
+func TestRecordSharedObject(t *testing.T) {
+	skipShort(t)
+	path := fixtures.Build(t, "fnptr", fixtures.Variant{Opt: fixtures.O2})
+	res := recordT(t, Options{Path: path, Module: "libc.so.6"})
+	p := res.Processes[0]
+	if p.Module == "" || p.Base == 0 {
+		t.Fatalf("libc not found: module %q base %#x", p.Module, p.Base)
+	}
+	cmp, _ := symbol(t, path, "cmp_int")
+	n := count(res.Events(), func(e Event) bool {
+		return e.Kind == IndCall && e.Dst.Off == cmp && e.Dst.Module != p.Module && e.Dst.Module != ""
+	})
+	if n == 0 {
+		t.Errorf("no indirect call from libc to cmp_int (%#x)", cmp)
+	}
+}
