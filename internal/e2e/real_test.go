@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stint-project/stint/rewrite"
+)
+
+const libdir = "/usr/lib/x86_64-linux-gnu"
+
+// need skips the test when a program or library of this machine is missing.
+func need(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("%s not installed (scripts/setup.sh installs it)", p)
+		}
+	}
+}
+
+// run runs argv with stdin and extra environment and returns stdout; a
+// failure or any stderr output fails the test.
+func run(t *testing.T, stdin []byte, env []string, argv ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %v\nstderr: %s", argv, err, clip(errb.Bytes()))
+	}
+	if errb.Len() > 0 {
+		t.Errorf("%v wrote to stderr: %s", argv, clip(errb.Bytes()))
+	}
+	return out.Bytes()
+}
+
+// input returns n bytes of something worth compressing: this machine's
+// own binaries and text, deterministic for a given machine.
+func input(t *testing.T, n int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	for _, f := range []string{"/usr/bin/gzip", "/etc/services", "/usr/bin/xz", "/etc/protocols"} {
+		data, err := os.ReadFile(f)
+		if err == nil {
+			b.Write(data)
+		}
+	}
+	if b.Len() == 0 {
+		t.Fatal("no input files")
+	}
+	for b.Len() < n {
+		b.Write(b.Bytes()[:min(b.Len(), n-b.Len())])
+	}
+	return b.Bytes()[:n]
+}
+
+// checkLibTraces requires traces in dir whose events from the rewritten
+// module are all probed sites, and returns how many such events there were.
+func checkLibTraces(t *testing.T, rewrittenPath, dir string) int {
+	t.Helper()
+	m, probes, err := Probed(rewrittenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probed := probedKinds(probes)
+	trs := readTraces(t, dir)
+	if len(trs) == 0 {
+		t.Fatalf("no trace written to %s", dir)
+	}
+	set, _ := traceEdges(t, trs, fmt.Sprintf("%x", m.BuildID[:m.BuildIDLen]))
+	for e := range set {
+		if !probed[[2]uint64{e.Src, uint64(e.Kind)}] {
+			t.Errorf("event %v: not a probed site", e)
+		}
+	}
+	if len(set) == 0 {
+		t.Errorf("no event from the rewritten module %s", filepath.Base(rewrittenPath))
+	}
+	return len(set)
+}
+
+func TestGzipRoundTrip(t *testing.T) {
+	need(t, "/usr/bin/gzip")
+	dir := t.TempDir()
+	gz, st := rewritten(t, "/usr/bin/gzip", dir, rewrite.Options{})
+	t.Logf("gzip: %d of %d sites patched", st.PatchedTotal(), st.Sites)
+	data := input(t, 3<<20)
+	traces := filepath.Join(dir, "traces")
+	env := []string{"STINT_OUT=" + traces}
+	native := run(t, data, nil, "/usr/bin/gzip", "-c")
+	packed := run(t, data, env, gz, "-c")
+	if !bytes.Equal(native, packed) {
+		t.Fatalf("rewritten gzip output differs from native (%d vs %d bytes)", len(packed), len(native))
+	}
+	unpacked := run(t, packed, env, gz, "-d", "-c")
+	if !bytes.Equal(unpacked, data) {
+		t.Fatalf("rewritten gunzip did not restore the input")
+	}
+	n := checkLibTraces(t, gz, traces)
+	t.Logf("gzip: %d distinct events over 2 runs", n)
+}
+
+// libTest rewrites lib into a directory that is put on LD_LIBRARY_PATH
+// and runs the program natively and with the rewritten library.
+func libTest(t *testing.T, lib string, stdin []byte, argv ...string) {
+	need(t, filepath.Join(libdir, lib), argv[0])
+	dir := t.TempDir()
+	out, st := rewritten(t, filepath.Join(libdir, lib), dir, rewrite.Options{})
+	t.Logf("%s: %d of %d sites patched", lib, st.PatchedTotal(), st.Sites)
+	traces := filepath.Join(dir, "traces")
+	native := run(t, stdin, nil, argv...)
+	traced := run(t, stdin, []string{"LD_LIBRARY_PATH=" + dir, "STINT_OUT=" + traces}, argv...)
+	if !bytes.Equal(native, traced) {
+		t.Fatalf("output with rewritten %s differs from native (%d vs %d bytes)", lib, len(traced), len(native))
+	}
+	n := checkLibTraces(t, out, traces)
+	t.Logf("%s: %d distinct events", lib, n)
+}
+
+func TestBzip2WithRewrittenLibbz2(t *testing.T) {
+	libTest(t, "libbz2.so.1.0", input(t, 2<<20), "/usr/bin/bzip2", "-c")
+}
+
+func TestXzWithRewrittenLiblzma(t *testing.T) {
+	libTest(t, "liblzma.so.5", input(t, 2<<20), "/usr/bin/xz", "-c")
+}
+
+func TestSqlite3WithRewrittenLibsqlite3(t *testing.T) {
+	sql, err := os.ReadFile("../../benchmarks/workloads/sqlite.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	libTest(t, "libsqlite3.so.0", sql, "/usr/bin/sqlite3", ":memory:")
+}
