@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "d83fa2586ef21de3eec27dfddc8287c0661f5098700c50231b5ad596595d3140"
+const BlobSHA256 = "a7a330f0dd44f0258ca298835ad3ad8602d3d5993e91aa290757d83b2e6dc650"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -436,11 +436,14 @@ func TestUntraced(t *testing.T) {
 		name    string
 		env     []string
 		wantErr *regexp.Regexp // nil: stderr empty
-		dir     string
+		files   int            // trace files expected
 	}{
 		{"not a directory", []string{"STINT_OUT=" + notDir + "/traces"},
-			regexp.MustCompile(`^stint: create trace directory \S+/file/traces: ENOTDIR; running untraced\n$`), ""},
-		{"disabled", []string{"STINT_DISABLE=1"}, nil, ""},
+			regexp.MustCompile(`^stint: create trace directory \S+/file/traces: ENOTDIR; running untraced\n$`), 0},
+		{"disabled", []string{"STINT_DISABLE=1"}, nil, 0},
+		// Module B cannot map its chunk: B runs untraced, A still traces.
+		{"chunk clash", []string{"DRIVER_CHUNK_CLASH=1"},
+			regexp.MustCompile(`^stint: map trampoline chunks: EEXIST; running untraced\n$`), 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -453,8 +456,8 @@ func TestUntraced(t *testing.T) {
 				t.Errorf("stderr %q, want match for %s", r.stderr, tt.wantErr)
 			}
 			files, _ := filepath.Glob(filepath.Join(r.out, "*"))
-			if len(files) != 0 {
-				t.Errorf("trace files written: %v", files)
+			if len(files) != tt.files {
+				t.Errorf("trace files written: %v, want %d", files, tt.files)
 			}
 		})
 	}
@@ -518,5 +521,21 @@ func TestBlobLoaded(t *testing.T) {
 	}
 	if vals != drvIter || calls != 2 {
 		t.Errorf("%d value events (want %d), %d calls (want 2: once per module)", vals, drvIter, calls)
+	}
+}
+
+// TestClosedTraceFD: a program that closes the trace's descriptor and
+// opens a file of its own under the same number keeps its file intact;
+// recording stops with one message.
+func TestClosedTraceFD(t *testing.T) {
+	own := filepath.Join(t.TempDir(), "own.txt")
+	r := runDriver(t, "closefd", "DRIVER_OWN_FILE="+own)
+	b, err := os.ReadFile(own)
+	if err != nil || string(b) != "hello" {
+		t.Errorf("program's own file holds %q (%v), want \"hello\"", b, err)
+	}
+	re := regexp.MustCompile(`^stint: extend trace file \S+\.arrow: EBADF; running untraced\n$`)
+	if !re.MatchString(r.stderr) {
+		t.Errorf("stderr %q, want match for %s", r.stderr, re)
 	}
 }

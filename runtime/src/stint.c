@@ -284,6 +284,7 @@ struct stint_global {
 	uint64_t start_ns, mono_start_ns;
 	int32_t fd;
 	int32_t exe_registered;
+	uint64_t fd_dev, fd_ino;     /* identity of the trace file behind fd */
 	uint64_t map;                /* file mapping (FILE_RESERVE bytes) */
 	uint64_t file_len;           /* current ftruncate length */
 	uint64_t next_pos;           /* where the next slot opens */
@@ -593,6 +594,26 @@ static inline uint64_t pad8(uint64_t v) { return (v + 7) & ~(uint64_t)7; }
 
 static void put64(uint8_t *p, uint64_t v) { s_memcpy(p, &v, 8); }
 
+/*
+ * The program may close our descriptor and reuse the number for a file of
+ * its own (daemons close every fd): never ftruncate or close an fd that no
+ * longer refers to the trace file.
+ */
+static int fd_is_ours(struct stint_global *g)
+{
+	uint64_t st[18]; /* struct stat is 144 bytes: st_dev at 0, st_ino at 8 */
+	if (g->fd < 0 || sys_failed(sys_call2(SYS_fstat, g->fd, (long)st)))
+		return 0;
+	return st[0] == g->fd_dev && st[1] == g->fd_ino;
+}
+
+static void set_untraced_once(struct stint_global *g, const char *what, const char *arg, long err)
+{
+	if (g && __atomic_exchange_n(&g->warned, 1, __ATOMIC_ACQ_REL))
+		return;
+	say_untraced(what, arg, err);
+}
+
 /* Extends the file to cover [0, end); returns 0 or -errno. */
 static long ensure_len(struct stint_global *g, uint64_t end)
 {
@@ -603,6 +624,8 @@ static long ensure_len(struct stint_global *g, uint64_t end)
 	uint64_t want = end + 4 * g->slot_size;
 	if (want > FILE_RESERVE)
 		want = FILE_RESERVE;
+	if (!fd_is_ours(g))
+		return -9; /* EBADF */
 	long r = sys_call2(SYS_ftruncate, g->fd, (long)want);
 	if (sys_failed(r))
 		return r;
@@ -737,6 +760,16 @@ static long trace_open(struct stint_global *g, const char **what)
 		return fd;
 	}
 	g->fd = (int32_t)fd;
+	uint64_t st[18];
+	long sr = sys_call2(SYS_fstat, fd, (long)st);
+	if (sys_failed(sr)) {
+		sys_call1(SYS_close, fd);
+		g->fd = -1;
+		*what = "stat trace file";
+		return sr;
+	}
+	g->fd_dev = st[0];
+	g->fd_ino = st[1];
 	long m = sys_mmap(0, FILE_RESERVE, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED | S_MAP_NORESERVE, (int)fd, 0);
 	if (sys_failed(m)) {
 		sys_call1(SYS_close, fd);
@@ -808,6 +841,7 @@ static int open_next(struct stint_global *g, uint32_t s, int take_row)
 	long r = ensure_len(g, pos + g->slot_size);
 	if (r) {
 		__atomic_store_n(&g->recording, 0, __ATOMIC_RELEASE);
+		set_untraced_once(g, "extend trace file", g->trace_path, -r);
 		return -1;
 	}
 	put64((uint8_t *)g->map + pos, 0);
@@ -972,7 +1006,8 @@ static void flush(struct stint_global *g)
 	uint8_t *e = (uint8_t *)g->map + end;
 	if (end + 8 <= g->file_len) {
 		put64(e, 0xffffffffULL);
-		sys_call2(SYS_ftruncate, g->fd, (long)(end + 8));
+		if (fd_is_ours(g))
+			sys_call2(SYS_ftruncate, g->fd, (long)(end + 8));
 		g->file_len = end + 8;
 	}
 	/* Let later events reopen: the next reservation is the capacity. */
@@ -995,7 +1030,8 @@ static void fork_child_reopen(struct stint_global *g)
 	if (g->map)
 		sys_call2(SYS_munmap, (long)g->map, (long)FILE_RESERVE);
 	if (g->fd >= 0)
-		sys_call1(SYS_close, g->fd);
+		if (fd_is_ours(g))
+			sys_call1(SYS_close, g->fd);
 	g->map = 0;
 	g->fd = -1;
 	g->pid = (int32_t)sys_call0(SYS_getpid);
@@ -1384,12 +1420,6 @@ static struct stint_global *global_get(int *created, const char **what, long *er
 	return g;
 }
 
-static void set_untraced_once(struct stint_global *g, const char *what, const char *arg, long err)
-{
-	if (g && __atomic_exchange_n(&g->warned, 1, __ATOMIC_ACQ_REL))
-		return;
-	say_untraced(what, arg, err);
-}
 
 static int page_rwx(uint64_t lo, uint64_t hi)
 {

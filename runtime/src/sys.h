@@ -13,6 +13,7 @@
 #define SYS_read 0
 #define SYS_write 1
 #define SYS_close 3
+#define SYS_fstat 5
 #define SYS_mmap 9
 #define SYS_rt_sigprocmask 14
 #define SYS_mprotect 10

@@ -18,6 +18,7 @@
  *   regs    only check that stint_probe_entry preserves registers and flags
  *   restore only check stint_restore_atomic on an RWX buffer
  *   untraced expect the runtime to be off (bad $STINT_OUT or STINT_DISABLE=1)
+ *   closefd close the trace's fd, reuse the number: the runtime must not touch it
  *   blob F  load the built blob F twice at random addresses, as a shared
  *           object (DT_INIT, probes, DT_FINI) and as an executable (e_entry
  *           on a fake initial stack), and call it through its header
@@ -458,6 +459,12 @@ int main(int argc, char **argv, char **envp)
 	if (strcmp(mode, "blob") == 0 && argc > 2)
 		return blob_mode(argv[2], argc, argv, envp);
 	setup();
+	if (getenv("DRIVER_CHUNK_CLASH")) {
+		/* something already lives where module B's chunk must go */
+		void *at = (void *)(uintptr_t)((uint64_t)(uintptr_t)rb + CHUNK_VADDR);
+		if (mmap(at, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != at)
+			CHECK(0, "cannot map the clashing page");
+	}
 	stint_module_init((struct stint_module *)(ra + MOD_OFF), envp, 0);
 	stint_init_shared(rb + BLOB_OFF, argc, argv, envp);
 	if (strcmp(mode, "regs") == 0) {
@@ -501,6 +508,30 @@ int main(int argc, char **argv, char **envp)
 		stint_record(&pb[0], 0);
 		CHECK(pb[0].state == 0, "an untraced module recorded");
 		stint_fini(rb + BLOB_OFF);
+		printf("failures=%d\n", failures);
+		return failures != 0;
+	}
+
+	if (strcmp(mode, "closefd") == 0) {
+		/* the program closes every fd, ours too, and reuses the number */
+		int tfd = -1;
+		char link[4096], name[64];
+		for (int fd = 3; fd < 1024 && tfd < 0; fd++) {
+			snprintf(name, sizeof name, "/proc/self/fd/%d", fd);
+			ssize_t n = readlink(name, link, sizeof link - 1);
+			if (n > 6 && memcmp(link + n - 6, ".arrow", 6) == 0)
+				tfd = fd;
+		}
+		CHECK(tfd >= 0, "trace fd not found");
+		close(tfd);
+		const char *mine = getenv("DRIVER_OWN_FILE");
+		FILE *f = fopen(mine, "w");
+		CHECK(f && fileno(f) == tfd, "own file got fd %d, not %d", f ? fileno(f) : -1, tfd);
+		fputs("hello", f);
+		fflush(f);
+		for (uint64_t i = 0; i < 8 * 4096; i++)
+			stint_record(&pa[0], i);
+		fclose(f);
 		printf("failures=%d\n", failures);
 		return failures != 0;
 	}
