@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "a7a330f0dd44f0258ca298835ad3ad8602d3d5993e91aa290757d83b2e6dc650"
+const BlobSHA256 = "875deb959cc9c52918dfaee9c40c29a36a29d1a9380eeb9a9a110490f8a52be0"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

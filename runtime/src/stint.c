@@ -650,9 +650,9 @@ static void write_run(struct stint_global *g)
 {
 	if (!g->map)
 		return;
+	/* Written straight into the file (no 4 KiB buffer on a signal stack). */
 	char *v = (char *)g->map + STINT_ARROW_META_RUN_OFF;
-	char tmp[STINT_ARROW_META_RUN_CAP];
-	struct sbuf b = {tmp, 0, sizeof tmp};
+	struct sbuf b = {v, 0, STINT_ARROW_META_RUN_CAP};
 	sb_puts(&b, "{\"binary\":");
 	sb_putjs(&b, g->exe_path);
 	sb_puts(&b, ",\"build_id\":\"");
@@ -671,9 +671,8 @@ static void write_run(struct stint_global *g)
 	sb_putu(&b, g->mono_start_ns);
 	sb_putc(&b, '}');
 	if (b.len > b.cap)
-		return; /* does not fit: leave it blank rather than cut the JSON */
-	s_memset(v, ' ', STINT_ARROW_META_RUN_CAP);
-	s_memcpy(v, tmp, b.len);
+		b.len = 0; /* does not fit: leave it blank rather than cut the JSON */
+	s_memset(v + b.len, ' ', STINT_ARROW_META_RUN_CAP - b.len);
 }
 
 /* Append module i to stint.modules as one JSON line. */
@@ -1520,10 +1519,23 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		const char *out = env_get(envp, "STINT_OUT");
 		if (!out || !out[0])
 			out = "./traces";
-		size_t l = s_strlen(out);
-		if (l >= sizeof g->out_dir - 1)
-			l = sizeof g->out_dir - 2;
-		s_memcpy(g->out_dir, out, l);
+		/* Absolute, so that a child that changed directory writes beside its parent. */
+		size_t l = 0;
+		if (out[0] != '/') {
+			long n = sys_call2(SYS_getcwd, (long)g->out_dir, sizeof g->out_dir - 2);
+			if (n > 1 && !sys_failed(n)) {
+				l = s_strlen(g->out_dir);
+				if (g->out_dir[l - 1] != '/')
+					g->out_dir[l++] = '/';
+			}
+			if (out[0] == '.' && out[1] == '/')
+				out += 2;
+		}
+		size_t ol = s_strlen(out);
+		if (l + ol >= sizeof g->out_dir - 1)
+			ol = sizeof g->out_dir - 2 - l;
+		s_memcpy(g->out_dir + l, out, ol);
+		l += ol;
 		while (l > 1 && g->out_dir[l - 1] == '/')
 			l--;
 		g->out_dir[l] = 0;

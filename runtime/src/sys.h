@@ -22,6 +22,7 @@
 #define SYS_sched_yield 24
 #define SYS_getpid 39
 #define SYS_ftruncate 77
+#define SYS_getcwd 79
 #define SYS_mkdir 83
 #define SYS_readlink 89
 #define SYS_getppid 110
