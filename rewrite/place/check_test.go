@@ -147,7 +147,8 @@ func checkInvariants(t testing.TB, p *Planner) {
 		}
 	}
 	// A jump whose rel32 lies in bytes another instruction's patch
-	// modified must be recorded in Reads.
+	// changed must be recorded in Reads (restoring that instruction would
+	// change the jump).
 	for i, tac := range p.Tactics {
 		if tac == TacticNone {
 			continue
@@ -163,7 +164,8 @@ func checkInvariants(t testing.TB, p *Planner) {
 			if x == i || x < 0 {
 				continue
 			}
-			if _, mod := im.bytes[x]; mod && !bytes.Equal(im.bytes[x], p.Insts[x].Bytes) && !reads[[2]int{i, x}] {
+			off := ad - p.Insts[x].Addr
+			if w, mod := im.bytes[x]; mod && w[off] != p.Insts[x].Bytes[off] && !reads[[2]int{i, x}] {
 				t.Errorf("instruction %d reads modified bytes of %d, not in Reads", i, x)
 			}
 		}

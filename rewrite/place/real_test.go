@@ -219,3 +219,53 @@ func TestRealBinaries(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPlan plans every branch of gdb (the largest binary above).
+func BenchmarkPlan(b *testing.B) {
+	const path = "/usr/bin/gdb"
+	f, err := elf.Open(path)
+	if err != nil {
+		b.Skipf("%s: %v", path, err)
+	}
+	defer f.Close()
+	sec := f.Section(".text")
+	text, err := sec.Data()
+	if err != nil {
+		b.Fatal(err)
+	}
+	insts, sites := sweep(text, sec.Addr)
+	b.ResetTimer()
+	for range b.N {
+		var next uint64 = 0x4000000
+		near := map[int]uint64{}
+		p := &Planner{Insts: insts, Space: NewAddrSpace([]Range{{Lo: 0x44000000, Hi: 0x100000000}}),
+			Near: func(i int) uint64 {
+				if a, ok := near[i]; ok {
+					return a
+				}
+				near[i] = next
+				next += 64
+				return near[i]
+			}}
+		p.PatchAll(sites)
+	}
+	b.ReportMetric(float64(len(sites)), "sites")
+}
+
+// FuzzPlan: any byte string, decoded and planned, yields patches that
+// decode to jumps reaching Near, never touch untouchable bytes, and never
+// panic.
+func FuzzPlan(f *testing.F) {
+	f.Add([]byte{0x74, 0x05, 0x48, 0x8b, 0x45, 0xf8, 0xc3, 0x0f, 0x1f, 0x00, 0x55, 0xe8, 0, 0, 0, 0})
+	f.Add([]byte{0xc3, 0x08, 0x44, 0x24, 0x08, 0x48, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8, 0xeb, 0xf0})
+	f.Add([]byte{0x0f, 0x05, 0xff, 0xd0, 0xcc, 0xcc, 0x75, 0xfe, 0xe9, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, code []byte) {
+		if len(code) == 0 || len(code) > 1024 {
+			return
+		}
+		insts, sites := sweep(code, codeBase)
+		p := newPlanner(insts, Range{Lo: 0x1000000, Hi: 0x100000000})
+		p.PatchAll(sites)
+		checkInvariants(t, p)
+	})
+}

@@ -113,6 +113,8 @@ type txn struct {
 }
 
 type pstate struct {
+	hint    int      // last index find returned
+	tx      txn      // reused by newTx
 	site    []bool   // known sites (MarkSites, PatchAll, Patch)
 	cur     [][]byte // current bytes, nil while original
 	st      [][]uint8
@@ -155,6 +157,25 @@ func (p *Planner) init() error {
 
 // find returns the index of the instruction holding addr, or -1.
 func (p *Planner) find(addr int64) int {
+	// Accesses cluster around the site being planned: try the last hit
+	// and its successor before searching.
+	if h := p.s.hint; h < len(p.Insts) && int64(p.Insts[h].Addr) <= addr {
+		if addr < p.end(h) {
+			return h
+		}
+		if h+1 < len(p.Insts) && int64(p.Insts[h+1].Addr) <= addr && addr < p.end(h+1) {
+			p.s.hint = h + 1
+			return h + 1
+		}
+	}
+	k := p.search(addr)
+	if k >= 0 {
+		p.s.hint = k
+	}
+	return k
+}
+
+func (p *Planner) search(addr int64) int {
 	k := sort.Search(len(p.Insts), func(k int) bool { return int64(p.Insts[k].Addr) > addr }) - 1
 	if k < 0 || addr >= int64(p.Insts[k].Addr)+int64(p.Insts[k].Len()) {
 		return -1
@@ -235,6 +256,15 @@ func (p *Planner) lock(tx *txn, reader int, addr int64) (byte, bool) {
 		tx.reads = append(tx.reads, [2]int{reader, x})
 	}
 	return p.s.cur[x][off], true
+}
+
+// newTx returns an empty transaction, reusing the previous one's memory
+// (a transaction ends with commit or rollback before the next begins).
+func (p *Planner) newTx() *txn {
+	t := &p.s.tx
+	t.undo, t.stubs, t.touched, t.reads, t.evicted, t.tactics =
+		t.undo[:0], t.stubs[:0], t.touched[:0], t.reads[:0], t.evicted[:0], t.tactics[:0]
+	return t
 }
 
 func (p *Planner) rollback(tx *txn) {
@@ -511,7 +541,7 @@ func (p *Planner) tryPun(i int, reuseOnly bool) (Tactic, bool) {
 	}
 	for _, k := range p.punOrder(i, a, n, freeEnd, reuseOnly) {
 		q := a + k
-		tx := &txn{}
+		tx := p.newTx()
 		target, m, ok := p.planJump(tx, q, freeEnd, i, reuseOnly)
 		if ok && p.writePrefixes(tx, a, int(k)) && p.writeJump(tx, i, q, m, target) &&
 			p.fill(tx, q+StubLen, a+n) {
@@ -589,7 +619,7 @@ func (p *Planner) trySuccessor(i int) (Tactic, bool) {
 		nearJ := int64(-1)
 		lo := siteLo
 		for attempt := 0; attempt < 4 && lo < siteHi; attempt++ {
-			tx := &txn{}
+			tx := p.newTx()
 			if repatch {
 				p.unpatch(tx, j)
 			}
@@ -599,6 +629,7 @@ func (p *Planner) trySuccessor(i int) (Tactic, bool) {
 			} else {
 				x, ok := p.Space.alloc(lo, siteHi, cI, false)
 				if !ok {
+					p.rollback(tx) // undoes unpatch
 					break
 				}
 				ti = x
@@ -651,6 +682,9 @@ func (p *Planner) trySuccessor(i int) (Tactic, bool) {
 	return TacticNone, false
 }
 
+// t3Budget bounds the T3 placements tried per site.
+const t3Budget = 64
+
 // tryNeighbour: T3. The site becomes `eb rel8` to a jump placed in free
 // bytes or in an evicted neighbour. A one-byte site reads its rel8 from
 // the successor's first byte.
@@ -692,7 +726,13 @@ func (p *Planner) tryNeighbour(i int) bool {
 		cands = append(cands, cand{pt, r})
 	}
 	sort.SliceStable(cands, func(u, v int) bool { return cands[u].run > cands[v].run })
+	// Bounded effort: a hopeless site (say in data decoded as code) must
+	// not cost a search over every neighbour and offset.
+	budget := t3Budget
 	for _, c := range cands {
+		if budget--; budget < 0 {
+			return false
+		}
 		if p.t3(i, c.pt, -1) {
 			return true
 		}
@@ -718,7 +758,13 @@ func (p *Planner) tryNeighbour(i int) bool {
 		}
 		for o := int64(p.Insts[x].Len()) - 1; o >= 1; o-- {
 			pt := p.addr(x) + o
-			if ok(pt) && p.t3(i, pt, x) {
+			if !ok(pt) {
+				continue
+			}
+			if budget--; budget < 0 {
+				return false
+			}
+			if p.t3(i, pt, x) {
 				return true
 			}
 		}
@@ -731,7 +777,7 @@ func (p *Planner) tryNeighbour(i int) bool {
 // before pt.
 func (p *Planner) t3(i int, pt int64, x int) bool {
 	a, n := p.addr(i), int64(p.Insts[i].Len())
-	tx := &txn{}
+	tx := p.newTx()
 	okAll := p.set(tx, a, opJmp8, bJump)
 	if okAll && n == 1 {
 		_, okAll = p.lock(tx, i, a+1)
