@@ -161,8 +161,37 @@ func TestLayoutGzip(t *testing.T) {
 				t.Errorf("only %d of %d sites patched", st.PatchedTotal(), st.Sites)
 			}
 			checkLayout(t, orig, out, st)
-			if e := binary.LittleEndian.Uint64(out[24:]); e == binary.LittleEndian.Uint64(orig[24:]) {
-				t.Error("e_entry unchanged")
+			// A dynamic executable starts the runtime from
+			// DT_PREINIT_ARRAY (before library constructors), keeps
+			// its e_entry, and has its .dynamic moved to our segment.
+			if e := binary.LittleEndian.Uint64(out[24:]); e != binary.LittleEndian.Uint64(orig[24:]) {
+				t.Error("e_entry changed")
+			}
+			f, _ := elf.NewFile(bytes.NewReader(out))
+			if v, _ := f.DynValue(elf.DT_PREINIT_ARRAYSZ); len(v) != 1 || v[0] != 8 {
+				t.Errorf("DT_PREINIT_ARRAYSZ %v", v)
+			}
+			pre, _ := f.DynValue(elf.DT_PREINIT_ARRAY)
+			rela, _ := f.DynValue(elf.DT_RELA)
+			relasz, _ := f.DynValue(elf.DT_RELASZ)
+			if len(pre) != 1 || len(rela) != 1 || len(relasz) != 1 {
+				t.Fatalf("preinit %v rela %v relasz %v", pre, rela, relasz)
+			}
+			// The last DT_RELA entry relocates the preinit slot.
+			var r [24]byte
+			for _, p := range f.Progs {
+				if p.Type == elf.PT_LOAD && rela[0] >= p.Vaddr && rela[0]+relasz[0] <= p.Vaddr+p.Filesz {
+					p.ReadAt(r[:], int64(rela[0]+relasz[0]-24-p.Vaddr))
+				}
+			}
+			if binary.LittleEndian.Uint64(r[:]) != pre[0] || binary.LittleEndian.Uint64(r[8:]) != uint64(elf.R_X86_64_RELATIVE) {
+				t.Errorf("last relocation % x does not relocate the preinit slot %#x", r, pre[0])
+			}
+			sd := f.Section(".stint.data")
+			for _, p := range f.Progs {
+				if p.Type == elf.PT_DYNAMIC && (p.Vaddr < sd.Addr || p.Vaddr >= sd.Addr+sd.Size) {
+					t.Errorf("PT_DYNAMIC at %#x, not in .stint.data", p.Vaddr)
+				}
 			}
 			// Stats JSON has the documented keys.
 			var j map[string]any

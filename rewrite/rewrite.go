@@ -458,7 +458,18 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	st.Patches = len(patchOrder)
 	st.Stubs = len(p.Stubs)
 
-	// Layout: RX | R (phdrs, note, chunk sources) | RW, then the reserve.
+	// Dynamic section: moved to the RW segment (it cannot grow in place)
+	// with our DT_INIT/DT_FINI and, for a dynamic executable, a
+	// DT_PREINIT_ARRAY that initialises the runtime before any library
+	// constructor runs (they may call into the executable's patched code,
+	// whose stubs exist only once the runtime has mapped its chunks).
+	dp, err := rw.planDynamic()
+	if err != nil {
+		return nil, err
+	}
+
+	// Layout: RX | R (phdrs, note, relocations, chunk sources) | RW, then
+	// the reserve.
 	rxSize := rw.rxCursor - rw.rxVaddr
 	rVaddr := alignUp(rw.rxCursor, pageSize)
 	rOff := rw.rxOff + (rVaddr - rw.rxVaddr)
@@ -476,7 +487,12 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	le.PutUint32(noteBytes[8:], stintNoteType)
 	copy(noteBytes[12:], stintNoteName)
 	copy(noteBytes[12+alignUp(uint64(len(stintNoteName)+1), 4):], noteDesc)
-	cur := alignUp(noteOff+uint64(len(noteBytes)), pageSize)
+	relaOff := alignUp(noteOff+uint64(len(noteBytes)), 8)
+	relaLen := uint64(0)
+	if dp.rela != nil {
+		relaLen = uint64(len(dp.rela)) + 24
+	}
+	cur := alignUp(relaOff+relaLen, pageSize)
 	var chunks []chunkOut
 	for _, r := range space.Chunks(pageSize) {
 		size := r.Hi - r.Lo
@@ -501,7 +517,16 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	probesAt := rwVaddr + alignUp(moduleSize, 64)
 	patchesAt := probesAt + uint64(nprobe)*probeSize
 	chunksAt := patchesAt + uint64(len(patchOrder))*patchSize
-	rwSize := chunksAt + uint64(len(chunks))*chunkSize - rwVaddr
+	preinitAt := alignUp(chunksAt+uint64(len(chunks))*chunkSize, 16)
+	dynAt := preinitAt
+	if dp.preinit {
+		dynAt += 16
+	}
+	dynSize := uint64(0)
+	if dp.entries != nil {
+		dynSize = uint64(len(dp.entries)+6) * 16 // room for our tags and DT_NULL
+	}
+	rwSize := dynAt + dynSize - rwVaddr
 	newEnd := rwVaddr + alignUp(rwSize, pageSize)
 	if newEnd > rw.stubLo {
 		return nil, fmt.Errorf("new segments (%d MiB) do not fit below the stub area", (newEnd-rw.rxVaddr)>>20)
@@ -666,54 +691,63 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 
 	// Entry points.
 	var origEntry, origFini uint64
-	dyn := f.dynamic()
-	if rw.exec {
+	entryInit := rw.rxVaddr + uint64(rw.blob.entryInit)
+	if rw.exec && !dp.preinit {
 		origEntry = f.hdr.Entry
 		le.PutUint64(out[24:], rw.rxVaddr+uint64(rw.blob.entryExec))
 	}
-	spare := spareDynSlots(dyn)
-	setDyn := func(tag elf.DynTag, val uint64) (old uint64, ok bool) {
-		for _, e := range dyn {
-			if e.Tag == elf.DT_NULL {
-				break
+	var newDyn *prog64
+	if dp.entries != nil {
+		d := dp.entries
+		set := func(tag elf.DynTag, val uint64) (old uint64) {
+			for k := range d {
+				if d[k].Tag == tag {
+					old = d[k].Val
+					d[k].Val = val
+					return old
+				}
 			}
-			if e.Tag == tag {
-				le.PutUint64(out[e.Off+8:], val)
-				return e.Val, true
+			d = append(d, dynEntry{Tag: tag, Val: val})
+			return 0
+		}
+		if rw.shared {
+			origEntry = set(elf.DT_INIT, entryInit)
+		}
+		origFini = set(elf.DT_FINI, rw.rxVaddr+uint64(rw.blob.entryFini))
+		if dp.preinit {
+			set(elf.DT_PREINIT_ARRAY, preinitAt)
+			set(elf.DT_PREINIT_ARRAYSZ, 8)
+			le.PutUint64(m[preinitAt-rwVaddr:], entryInit)
+			if dp.rela != nil {
+				relaVaddr := rVaddr + relaOff
+				copy(rbuf[relaOff:], dp.rela)
+				r := rbuf[relaOff+uint64(len(dp.rela)):]
+				le.PutUint64(r[0:], preinitAt)
+				le.PutUint64(r[8:], uint64(elf.R_X86_64_RELATIVE))
+				le.PutUint64(r[16:], entryInit)
+				set(elf.DT_RELA, relaVaddr)
+				set(elf.DT_RELASZ, relaLen)
 			}
 		}
-		if len(spare) == 0 {
-			return 0, false
+		if uint64(len(d)+1)*16 > dynSize {
+			return nil, errors.New("internal error: dynamic section overflow")
 		}
-		e := spare[0]
-		spare = spare[1:]
-		le.PutUint64(out[e.Off:], uint64(tag))
-		le.PutUint64(out[e.Off+8:], val)
-		return 0, true
-	}
-	if rw.shared {
-		old, ok := setDyn(elf.DT_INIT, rw.rxVaddr+uint64(rw.blob.entryInit))
-		if !ok {
-			return nil, errors.New("shared object has no DT_INIT and no spare .dynamic slot to add one: the runtime could not be initialised")
+		for k, e := range d {
+			le.PutUint64(m[dynAt-rwVaddr+uint64(k)*16:], uint64(e.Tag))
+			le.PutUint64(m[dynAt-rwVaddr+uint64(k)*16+8:], e.Val)
 		}
-		origEntry = old
-	}
-	if f.prog(elf.PT_DYNAMIC) != nil {
-		old, ok := setDyn(elf.DT_FINI, rw.rxVaddr+uint64(rw.blob.entryFini))
-		if ok {
-			origFini = old
-		} else {
-			st.Notes = append(st.Notes, "no DT_FINI and no spare .dynamic slot: the runtime cannot flush at unload")
-		}
+		newDyn = &prog64{Type: elf.PT_DYNAMIC, Flags: elf.PF_R | elf.PF_W, Off: rwOff + (dynAt - rwVaddr), Vaddr: dynAt, Paddr: dynAt,
+			Filesz: dynSize, Memsz: dynSize, Align: 8}
 	} else {
 		st.Notes = append(st.Notes, "static executable: no DT_FINI; the runtime must flush at exit")
 	}
+	st.Notes = append(st.Notes, dp.notes...)
 	le.PutUint64(m[104:], origEntry)
 	le.PutUint64(m[112:], origFini)
 
 	// Program headers.
 	newPh := rw.programHeaders(rVaddr, rOff, rSize, noteOff, uint64(len(noteBytes)), nph,
-		rw.rxVaddr, rw.rxOff, rxSize, rwVaddr, rwOff, rwSize)
+		rw.rxVaddr, rw.rxOff, rxSize, rwVaddr, rwOff, rwSize, newDyn)
 	for k, ph := range newPh {
 		putProg(rbuf[phOff+uint64(k)*phdrSize:], ph)
 	}
@@ -722,7 +756,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 
 	// Section headers.
 	out = rw.sections(out, rVaddr+noteOff, rOff+noteOff, uint64(len(noteBytes)),
-		rw.rxVaddr, rw.rxOff, rxSize, rwVaddr, rwOff, rwSize)
+		rw.rxVaddr, rw.rxOff, rxSize, rwVaddr, rwOff, rwSize, newDyn)
 	return out, nil
 }
 
@@ -737,27 +771,6 @@ func fillInt3(b []byte) {
 	}
 }
 
-// spareDynSlots returns the DT_NULL entries after the terminating one.
-func spareDynSlots(d []dynEntry) []dynEntry {
-	for k, e := range d {
-		if e.Tag == elf.DT_NULL {
-			// The first DT_NULL may be reused if another follows it.
-			var out []dynEntry
-			for _, e2 := range d[k:] {
-				if e2.Tag != elf.DT_NULL {
-					break
-				}
-				out = append(out, e2)
-			}
-			if len(out) > 0 {
-				return out[:len(out)-1]
-			}
-			return nil
-		}
-	}
-	return nil
-}
-
 func putProg(b []byte, p prog64) {
 	le.PutUint32(b[0:], uint32(p.Type))
 	le.PutUint32(b[4:], uint32(p.Flags))
@@ -770,7 +783,7 @@ func putProg(b []byte, p prog64) {
 }
 
 func (rw *rewriter) programHeaders(rVaddr, rOff, rSize, noteOff, noteLen uint64, nph int,
-	rxVaddr, rxOff, rxSize, rwVaddr, rwOff, rwSize uint64) []prog64 {
+	rxVaddr, rxOff, rxSize, rwVaddr, rwOff, rwSize uint64, newDyn *prog64) []prog64 {
 	var out []prog64
 	var loads []prog64
 	for _, p := range rw.f.progs {
@@ -781,6 +794,11 @@ func (rw *rewriter) programHeaders(rVaddr, rOff, rSize, noteOff, noteLen uint64,
 			out = append([]prog64{p}, out...)
 		case elf.PT_LOAD:
 			loads = append(loads, p)
+		case elf.PT_DYNAMIC:
+			if newDyn != nil {
+				p = *newDyn
+			}
+			out = append(out, p)
 		default:
 			out = append(out, p)
 		}
@@ -815,7 +833,7 @@ func (rw *rewriter) programHeaders(rVaddr, rOff, rSize, noteOff, noteLen uint64,
 
 // sections appends a new section name table and section header table
 // with .stint (the marker note), .stint.text and .stint.data.
-func (rw *rewriter) sections(out []byte, noteVaddr, noteOff, noteLen, rxVaddr, rxOff, rxSize, rwVaddr, rwOff, rwSize uint64) []byte {
+func (rw *rewriter) sections(out []byte, noteVaddr, noteOff, noteLen, rxVaddr, rxOff, rxSize, rwVaddr, rwOff, rwSize uint64, newDyn *prog64) []byte {
 	f := rw.f
 	if len(f.sects) == 0 || f.extendedShnum || int(f.hdr.Shstrndx) >= len(f.sects) || f.hdr.Shstrndx == 0 ||
 		len(f.sects)+3 >= int(elf.SHN_LORESERVE) {
@@ -838,6 +856,13 @@ func (rw *rewriter) sections(out []byte, noteVaddr, noteOff, noteLen, rxVaddr, r
 		sect64{Name: add(".stint.text"), Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC | elf.SHF_EXECINSTR, Addr: rxVaddr, Off: rxOff, Size: rxSize, Addralign: 16},
 		sect64{Name: add(".stint.data"), Type: elf.SHT_PROGBITS, Flags: elf.SHF_ALLOC | elf.SHF_WRITE, Addr: rwVaddr, Off: rwOff, Size: rwSize, Addralign: 64},
 	)
+	if newDyn != nil {
+		for k := range sects {
+			if sects[k].Type == elf.SHT_DYNAMIC {
+				sects[k].Addr, sects[k].Off, sects[k].Size = newDyn.Vaddr, newDyn.Off, newDyn.Filesz
+			}
+		}
+	}
 	strOff := uint64(len(out))
 	out = append(out, names...)
 	sects[f.hdr.Shstrndx].Off = strOff
@@ -863,4 +888,60 @@ func (rw *rewriter) sections(out []byte, noteVaddr, noteOff, noteLen, rxVaddr, r
 	le.PutUint64(out[40:], shOff)
 	le.PutUint16(out[60:], uint16(len(sects)))
 	return out
+}
+
+// dynPlan is what happens to the dynamic section.
+type dynPlan struct {
+	entries []dynEntry // the original entries up to DT_NULL (nil: no PT_DYNAMIC)
+	preinit bool       // initialise the runtime from DT_PREINIT_ARRAY
+	rela    []byte     // PIE with preinit: the DT_RELA table, copied and extended
+	notes   []string
+}
+
+func (rw *rewriter) planDynamic() (*dynPlan, error) {
+	f := rw.f
+	dp := &dynPlan{}
+	if f.prog(elf.PT_DYNAMIC) == nil {
+		return dp, nil
+	}
+	for _, e := range f.dynamic() {
+		if e.Tag == elf.DT_NULL {
+			break
+		}
+		dp.entries = append(dp.entries, e)
+	}
+	if dp.entries == nil {
+		dp.entries = []dynEntry{}
+	}
+	if !rw.exec || rw.static {
+		return dp, nil
+	}
+	if _, ok := dynVal(dp.entries, elf.DT_PREINIT_ARRAY); ok {
+		dp.notes = append(dp.notes, "executable has DT_PREINIT_ARRAY: runtime starts at e_entry, after library constructors")
+		return dp, nil
+	}
+	if rw.pic {
+		// The array entry must be relocated: copy DT_RELA and append an
+		// R_X86_64_RELATIVE for it.
+		rela, ok1 := dynVal(dp.entries, elf.DT_RELA)
+		relasz, ok2 := dynVal(dp.entries, elf.DT_RELASZ)
+		if !ok1 || !ok2 || relasz%24 != 0 {
+			dp.notes = append(dp.notes, "PIE without DT_RELA: runtime starts at e_entry, after library constructors")
+			return dp, nil
+		}
+		// Some linkers count .rela.plt in DT_RELASZ; ld.so then skips
+		// it in the DT_RELA range, which it could not once we move it.
+		if jmp, ok := dynVal(dp.entries, elf.DT_JMPREL); ok {
+			if psz, ok := dynVal(dp.entries, elf.DT_PLTRELSZ); ok && jmp+psz == rela+relasz && psz <= relasz {
+				relasz -= psz
+			}
+		}
+		off, ok := f.offsetOf(rela, relasz)
+		if !ok {
+			return nil, formatErr(0, ErrTruncated, "DT_RELA %#x+%#x is not in the file", rela, relasz)
+		}
+		dp.rela = f.data[off : off+relasz]
+	}
+	dp.preinit = true
+	return dp, nil
 }

@@ -218,6 +218,57 @@ func TestRunFixtures(t *testing.T) {
 	}
 }
 
+// TestRunCtorCallback: a library constructor calls into the executable
+// before the executable's entry point runs; its patched code must already
+// work then (the runtime starts from DT_PREINIT_ARRAY).
+func TestRunCtorCallback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles and runs programs; skipped with -short")
+	}
+	cc := needTool(t, "gcc")
+	dir := t.TempDir()
+	lib := `
+extern int exe_callback(int);
+int lib_value;
+__attribute__((constructor)) static void init(void) { lib_value = exe_callback(1000); }
+`
+	exe := `
+#include <stdio.h>
+extern int lib_value;
+__attribute__((noinline)) int exe_callback(int n) {
+	int s = 0;
+	for (int i = 0; i < n; i++)
+		s += (i & 1) ? i : (i & 4) ? -i : 3;
+	return s;
+}
+int main(void) { printf("lib_value %d again %d\n", lib_value, exe_callback(10)); return 0; }
+`
+	for name, src := range map[string]string{"lib.c": lib, "exe.c": exe} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{
+		{"-O1", "-shared", "-fPIC", "-o", "libcb.so", "lib.c"},
+		{"-O1", "-rdynamic", "-o", "exe", "exe.c", "-L.", "-lcb", "-Wl,-rpath," + dir},
+	} {
+		c := exec.Command(cc, args...)
+		c.Dir = dir
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Skipf("cannot build: %v\n%s", err, out)
+		}
+	}
+	for _, tool := range []Tool{ToolBranch, ToolBlock} {
+		rw := filepath.Join(dir, "exe."+tool.String())
+		st, err := RewriteFile(filepath.Join(dir, "exe"), rw, Options{Tool: tool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: patched %v", tool, st.Patched)
+		compareRun(t, filepath.Join(dir, "exe"), rw, nil, nil)
+	}
+}
+
 func TestRunTiny(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs programs; skipped with -short")
