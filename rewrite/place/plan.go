@@ -1,5 +1,16 @@
 // Package place decides how each probed instruction is redirected to its
 // trampoline (E9Patch's tactics) and where fixed-address stubs go.
+//
+// Use: build a [Planner] over the decoded instructions, call
+// [Planner.PatchAll] with the sites (or [Planner.MarkSites], then
+// [Planner.Patch] per site in descending address order), then emit
+// Writes, Stubs (each `jmp rel32` to Near(Stub.Inst)) and the chunks of
+// [AddrSpace.Chunks] or, better, [AddrSpace.Layout], whose shared source
+// area keeps the file small.
+//
+// Input is trusted to come from the container's decoder, but bad input
+// (unsorted or overlapping instructions, bad indices, no room) gives a
+// *[PatchError], never a panic; work per site is bounded.
 package place
 
 // This file is the seam between the ELF container (package rewrite) and
