@@ -203,7 +203,7 @@ func (p *Planner) peek(addr int64) (byte, uint8, int, bool) {
 // padding, that no pun has read.
 func (p *Planner) isFree(addr int64) bool {
 	_, st, x, ok := p.peek(addr)
-	if !ok || st&bLock != 0 || p.Insts[x].Flags&InstUntouchable != 0 {
+	if !ok || st&bLock != 0 || p.Insts[x].Flags&(InstUntouchable|InstTarget) != 0 {
 		return false
 	}
 	return st == bFill || st == bOrig && p.Insts[x].Flags&InstPadding != 0
