@@ -203,10 +203,13 @@ func (p *Planner) peek(addr int64) (byte, uint8, int, bool) {
 // padding, that no pun has read.
 func (p *Planner) isFree(addr int64) bool {
 	_, st, x, ok := p.peek(addr)
-	if !ok || st&bLock != 0 || p.Insts[x].Flags&(InstUntouchable|InstTarget) != 0 {
+	f := p.Insts[x].Flags
+	if !ok || st&bLock != 0 || f&InstUntouchable != 0 {
 		return false
 	}
-	return st == bFill || st == bOrig && p.Insts[x].Flags&InstPadding != 0
+	// Filler is never an instruction's first byte; padding that a branch
+	// targets is not padding.
+	return st == bFill || st == bOrig && f&InstPadding != 0 && f&InstTarget == 0
 }
 
 func (p *Planner) materialize(x int) {
