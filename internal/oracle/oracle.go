@@ -171,11 +171,17 @@ type thread struct {
 	pcInst   *inst
 	pcFlags  uint64
 	pcRcx    uint64
+	pcRax    uint64
 	pcMod    bool // pc lies in the module
 	sysIdx   int  // index of the syscall event recorded for pc, or -1
 	injected int  // signal passed on with the last step (0 = none)
 	sigPC    uint64
 	prevXfer bool // the last executed instruction transferred control
+	// restartPC: a syscall at this address was interrupted by a signal
+	// and will be restarted by the kernel after the handler's
+	// sigreturn (armed while restart is true).
+	restartPC uint64
+	restart   bool
 }
 
 // proc is the tracer's state of one traced program image.
@@ -467,6 +473,11 @@ func (r *recorder) handle(wpid int, ws unix.WaitStatus) error {
 	}
 	t.injected = int(sig)
 	t.sigPC = regs.Rip
+	if t.pending && t.pcInst != nil && t.pcInst.cls == clsSyscall &&
+		regs.Rip == t.pc+t.pcInst.len && isRestart(int64(regs.Rax)) {
+		t.restartPC = t.pc
+		t.restart = true
+	}
 	return r.ignoreErr(t, ptraceStep(wpid, int(sig)))
 }
 
@@ -642,11 +653,28 @@ func (r *recorder) steps(t *thread, regs *unix.PtraceRegs) {
 	if m != nil {
 		d = r.decode(p, pc, m)
 	}
+	// After rt_sigreturn, a syscall the kernel restarts runs again
+	// without passing any code before it, so a probe in front of it
+	// would not see it twice: record it once.
+	restarted := false
+	if t.pcInst != nil && t.pcInst.cls == clsSyscall {
+		switch {
+		case t.pcRax == sysRtSigreturn:
+			restarted = t.restart && pc == t.restartPC
+			t.restart = false
+		case pc == t.pc+t.pcInst.len && isRestart(int64(regs.Rax)):
+			// The step's trap comes before the interrupting
+			// signal is delivered.
+			t.restartPC = t.pc
+			t.restart = true
+		}
+	}
 	t.pending = true
 	t.pc = pc
 	t.pcInst = d
 	t.pcFlags = regs.Eflags
 	t.pcRcx = regs.Rcx
+	t.pcRax = regs.Rax
 	t.pcMod = inMod
 	t.sysIdx = -1
 	start := t.start
@@ -660,7 +688,7 @@ func (r *recorder) steps(t *thread, regs *unix.PtraceRegs) {
 	if start || prev || r.o.Leaders[rel] {
 		p.Threads[t.tid] = append(p.Threads[t.tid], Event{Kind: Block, Src: rel, Dst: Loc{Module: p.Module, Off: rel}})
 	}
-	if d != nil && d.cls == clsSyscall {
+	if d != nil && d.cls == clsSyscall && !restarted {
 		t.sysIdx = len(p.Threads[t.tid])
 		p.Threads[t.tid] = append(p.Threads[t.tid], Event{Kind: Syscall, Src: rel, Value: regs.Rax})
 	}
@@ -854,6 +882,15 @@ func caught(pid, sig int) bool {
 		}
 	}
 	return false
+}
+
+const sysRtSigreturn = 15
+
+// isRestart reports whether a syscall's return value asks the kernel to
+// restart it (ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND,
+// ERESTART_RESTARTBLOCK), which happens only for a signal interrupting it.
+func isRestart(rax int64) bool {
+	return rax == -512 || rax == -513 || rax == -514 || rax == -516
 }
 
 // Raw ptrace requests that x/sys/unix does not wrap with a signal.
