@@ -203,8 +203,11 @@ func (p *Planner) peek(addr int64) (byte, uint8, int, bool) {
 // padding, that no pun has read.
 func (p *Planner) isFree(addr int64) bool {
 	_, st, x, ok := p.peek(addr)
+	if !ok {
+		return false
+	}
 	f := p.Insts[x].Flags
-	if !ok || st&bLock != 0 || f&InstUntouchable != 0 {
+	if st&bLock != 0 || f&InstUntouchable != 0 {
 		return false
 	}
 	// Filler is never an instruction's first byte; padding that a branch
