@@ -135,3 +135,18 @@ func TestKindsMatchABI(t *testing.T) {
 		t.Errorf("Kind(0).String() = %q", Kind(0).String())
 	}
 }
+
+func FuzzDecodeAt(f *testing.F) {
+	f.Add([]byte{0x75, 0xf8}, uint64(0x1000))
+	f.Add([]byte{0x3e, 0xff, 0x24, 0xc5, 0, 0, 0, 0}, uint64(0))
+	f.Add([]byte{0xf3, 0x0f, 0x1e, 0xfa}, uint64(1<<63))
+	f.Fuzz(func(t *testing.T, code []byte, pc uint64) {
+		d := decodeAt(code, pc)
+		if d.ok && (d.len == 0 || d.len > 15 || d.len > uint64(len(code))) {
+			t.Fatalf("length %d for %d bytes", d.len, len(code))
+		}
+		if !d.ok && d.cls != clsOther {
+			t.Fatal("undecoded instruction classified")
+		}
+	})
+}

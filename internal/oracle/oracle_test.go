@@ -203,13 +203,24 @@ func TestRecordFork(t *testing.T) {
 	}
 	root := res.Processes[0]
 	var execed, plain *Process
+	nexec := 0
 	for _, p := range res.Processes[1:] {
 		switch {
 		case p.Exec == 1:
-			execed = p
+			// the fork+exec child first, then the posix_spawn one
+			if execed == nil {
+				execed = p
+			}
+			nexec++
+			if p.PPid != root.Pid || p.ExitCode != 7 || len(p.Threads[p.Pid]) == 0 {
+				t.Errorf("exec'd child %d: parent %d exit %d, %d events", p.Pid, p.PPid, p.ExitCode, len(p.Threads[p.Pid]))
+			}
 		case p.Exec == 0 && p.ExitCode == 3:
 			plain = p
 		}
+	}
+	if nexec != 2 {
+		t.Errorf("exec'd children: have %d, want 2 (fork+exec, posix_spawn)", nexec)
 	}
 	if execed == nil || plain == nil {
 		for _, p := range res.Processes {
