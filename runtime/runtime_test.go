@@ -348,9 +348,39 @@ func TestDriverReturn(t *testing.T) {
 		t.Errorf("child: %d value events (want %d), %d indirect (want 1)", vals, drvChildN, ind)
 	}
 	for _, e := range tr.Events {
-		if e.Value>>32 == 0xc {
-			t.Fatalf("the child's event %+v is in the parent's file", e)
+		if e.Value>>32 == 0xc || e.Value>>32 == 0xe {
+			t.Fatalf("a child's event %+v is in the parent's file", e)
 		}
+	}
+
+	// The child forked while the workers were inside the runtime.
+	if r.kv["busy_child_status"] != "0" {
+		t.Errorf("busy child status %s", r.kv["busy_child_status"])
+	}
+	bt, _ := traceOf(t, r.out, r.num(t, "busy_child"))
+	if bt.Run.PID != int64(r.num(t, "busy_child")) || !bt.End.Clean() {
+		t.Errorf("busy child: run %+v, end %v", bt.Run, bt.End)
+	}
+	_, bb, _ := moduleIDs(t, bt, r)
+	fputs := r.num(t, "fputs")
+	vals, ind = 0, 0
+	for _, e := range bt.Events {
+		switch {
+		case e.Kind == formats.Kind(KSyscall) && e.Value>>32 == 0xe:
+			if e.Value&0xffffffff != uint64(vals) {
+				t.Errorf("busy child value event %d: %#x", vals, e.Value)
+			}
+			vals++
+		case e.Kind == formats.Kind(KIndCall) && e.SrcModule == bb:
+			m := bt.Module(e.DstModule)
+			if m == nil || !strings.Contains(m.Path, "libc") || m.Base+e.Dst != fputs {
+				t.Errorf("busy child: fputs call recorded as %+v in module %+v", e, m)
+			}
+			ind++
+		}
+	}
+	if vals != drvChildN || ind != 1 {
+		t.Errorf("busy child: %d value events (want %d), %d indirect (want 1)", vals, drvChildN, ind)
 	}
 }
 

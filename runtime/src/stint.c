@@ -873,8 +873,11 @@ static void fork_child_reopen(struct stint_global *g);
 static void emit(const struct row *rw)
 {
 	struct stint_global *g = G();
-	if (UNLIKELY(!__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE)))
+	if (UNLIKELY(__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1)) {
 		fork_child_reopen(g);
+		if (__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1)
+			return; /* being reopened by the code this handler interrupted */
+	}
 	if (UNLIKELY(!__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)))
 		return;
 	uint32_t tid = (uint32_t)sys_call0(SYS_gettid);
@@ -952,7 +955,7 @@ static void emit(const struct row *rw)
  */
 static void flush(struct stint_global *g)
 {
-	if (!__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) || !g->map)
+	if (__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1 || !g->map)
 		return;
 	if (!lock_bounded(&g->init_lock))
 		return;
@@ -1015,26 +1018,31 @@ static void flush(struct stint_global *g)
 	unlock(&g->init_lock);
 }
 
-/* A forked child: drop the parent's file mapping and start its own file. */
+/*
+ * A forked child: drop the parent's file mapping and start its own file.
+ * The wipe-on-fork page reads 0 in a new child; claiming it (0 -> 2) makes
+ * this thread the only one to reopen (a signal handler that interrupts
+ * the reopen sees 2 and drops its event), 1 means done.
+ */
 static void fork_child_reopen(struct stint_global *g)
 {
-	if (!try_lock(&g->init_lock))
+	uint32_t z = 0;
+	if (!__atomic_compare_exchange_n(&W()->alive, &z, 2, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return;
-	if (__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE)) {
-		unlock(&g->init_lock);
-		return;
-	}
+	/* Only the forking thread exists here, and it was not inside the
+	 * runtime when it forked: locks held then belong to threads that are
+	 * gone. */
+	__atomic_store_n(&g->init_lock, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->scratch_lock, 0, __ATOMIC_RELEASE);
 	int was = (int)__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&g->recording, 0, __ATOMIC_RELEASE);
 	if (g->map)
 		sys_call2(SYS_munmap, (long)g->map, (long)FILE_RESERVE);
-	if (g->fd >= 0)
-		if (fd_is_ours(g))
-			sys_call1(SYS_close, g->fd);
+	if (g->fd >= 0 && fd_is_ours(g))
+		sys_call1(SYS_close, g->fd);
 	g->map = 0;
 	g->fd = -1;
 	g->pid = (int32_t)sys_call0(SYS_getpid);
-	W()->alive = 1;
 	if (was) {
 		const char *what = "";
 		long r = trace_open(g, &what);
@@ -1043,7 +1051,7 @@ static void fork_child_reopen(struct stint_global *g)
 		else
 			__atomic_store_n(&g->recording, 1, __ATOMIC_RELEASE);
 	}
-	unlock(&g->init_lock);
+	__atomic_store_n(&W()->alive, 1, __ATOMIC_RELEASE);
 }
 
 /* ---- module table ---- */
@@ -1493,6 +1501,9 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		return;
 	}
 	/* Serialise module registration against a concurrent first record of a forked child. */
+	/* A forked child must not register into its parent's file. */
+	if (!created && __atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1)
+		fork_child_reopen(g);
 	if (!lock_bounded(&g->init_lock))
 		return;
 	if (!g->vdso_gettime) {

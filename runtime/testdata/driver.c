@@ -547,6 +547,16 @@ int main(int argc, char **argv, char **envp)
 		pthread_create(&workers[t], 0, worker, (void *)(t + 1));
 	pthread_t sig;
 	pthread_create(&sig, 0, signaller, 0);
+	/* fork while the other threads are busy inside the runtime */
+	fflush(stdout);
+	pid_t busy_child = fork();
+	if (busy_child == 0) {
+		for (uint64_t i = 0; i < 100; i++)
+			stint_record(&pa[0], 0xeULL << 32 | i);
+		stint_record(&pb[NDIRECT + 1], (uint64_t)(uintptr_t)(void *)&fputs);
+		stint_fini(rb + BLOB_OFF);
+		_exit(0);
+	}
 	while (__atomic_load_n(&workers_done, __ATOMIC_SEQ_CST) < NTHREADS)
 		usleep(1000);
 	__atomic_store_n(&stop_signals, 1, __ATOMIC_SEQ_CST);
@@ -554,6 +564,10 @@ int main(int argc, char **argv, char **envp)
 	for (int t = 0; t < NTHREADS; t++)
 		pthread_join(workers[t], 0);
 	signal(SIGUSR1, SIG_IGN);
+	int bst;
+	waitpid(busy_child, &bst, 0);
+	printf("busy_child=%d\nbusy_child_status=%d\nfputs=%llu\n", (int)busy_child, bst,
+	       (unsigned long long)(uintptr_t)(void *)&fputs);
 	printf("handler_calls=%lu\n", (unsigned long)__atomic_load_n(&handler_calls, __ATOMIC_SEQ_CST));
 	check_patching();
 
