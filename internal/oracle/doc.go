@@ -27,7 +27,9 @@
 // jump into a signal handler is not an instruction and is not recorded as
 // a transfer. A syscall instruction is recorded when it is about to be
 // executed (as a probe placed before it would), so an exit or execve
-// appears too.
+// appears too; a syscall that a signal interrupts and the kernel restarts
+// after the handler (SA_RESTART) runs again without passing the code in
+// front of it, so it is recorded once.
 //
 // Single-stepping costs a few microseconds per instruction: use it on
 // small programs, with [Options.Timeout].

@@ -74,7 +74,7 @@ type Result struct {
 	// Edges counts every distinct event (kind, src, dst, and value for
 	// syscalls) over all threads and processes.
 	Edges    map[Event]int
-	ExitCode int // of the first process: exit status, or 128+N if killed by signal N
+	ExitCode int // of the first process: exit status, 128+N if killed by signal N, -1 if not seen
 	Stdout   []byte
 	Stderr   []byte
 	Steps    uint64 // instructions single-stepped, all modules
@@ -217,7 +217,7 @@ func record(o Options) (*Result, error) {
 		procs:   map[int]*proc{},
 		progs:   map[string][]elf.ProgHeader{},
 		pids:    map[int]bool{},
-		res:     &Result{Module: o.Module, Edges: map[Event]int{}},
+		res:     &Result{Module: o.Module, Edges: map[Event]int{}, ExitCode: -1},
 	}
 	mod := o.Module
 	if mod == "" {
