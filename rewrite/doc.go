@@ -9,6 +9,23 @@
 // the trampolines (§3). The binary contract with the runtime is
 // runtime/include/stint_abi.h.
 //
+// Where this differs from docs/DESIGN.md §1:
+//   - The RX segment (blob, trampolines) comes first above the image, then
+//     R (program headers, marker note, relocations, chunk sources), then
+//     RW (module, probes, patches, chunks, preinit slot, .dynamic); the
+//     reserve page maps RX file bytes, because the kernel reports AT_PHDR
+//     from the last PT_LOAD that contains e_phoff.
+//   - A dynamic executable keeps its e_entry: the runtime starts from a
+//     DT_PREINIT_ARRAY entry (the blob's DT_INIT stub, module.orig_entry
+//     0), so that patched code reached from library constructors before
+//     e_entry already finds its stubs mapped. For a PIE the entry is
+//     relocated by an R_X86_64_RELATIVE appended to a copy of DT_RELA.
+//     Static executables (and executables that already have a preinit
+//     array) start at e_entry.
+//   - .dynamic is moved into the RW segment (PT_DYNAMIC and the section
+//     header follow), so DT_INIT, DT_FINI and DT_PREINIT_ARRAY can be
+//     added even when the original has no spare slot.
+//
 // # Security
 //
 // The input is untrusted. Every header, table and offset is checked
