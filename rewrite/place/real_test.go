@@ -134,9 +134,19 @@ func planFile(t testing.TB, path string) (*Planner, realResult) {
 	trampBase := (imageEnd + 0xfff) &^ 0xfff
 	var next uint64 = trampBase
 	near := map[int]uint64{}
-	allowed := []Range{{Lo: trampBase + 1<<30, Hi: trampBase + 4<<30}}
-	if f.Type == elf.ET_DYN {
-		lo, hi := int64(-3<<30), int64(-64<<10)
+	// As package rewrite lays stubs out: above the image after a GiB left
+	// for brk, within rel32 reach of all the code (16 MiB slack). Below
+	// the image only for a PIE executable (a shared object's neighbours
+	// are other mappings), wrapping below 0 as the ABI allows.
+	const gib, slack = 1 << 30, 16 << 20
+	textHi := sec.Addr + uint64(len(text))
+	allowed := []Range{{Lo: (imageEnd + gib + 0xfff) &^ 0xfff, Hi: (sec.Addr + 2*gib - slack) &^ 0xfff}}
+	isExec := false
+	for _, pr := range f.Progs {
+		isExec = isExec || pr.Type == elf.PT_INTERP
+	}
+	if f.Type == elf.ET_DYN && isExec {
+		lo, hi := int64(textHi)-2*gib+slack, int64(-64<<10)
 		allowed = append(allowed, Range{Lo: uint64(lo), Hi: uint64(hi)})
 	}
 	p := &Planner{

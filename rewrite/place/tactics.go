@@ -696,6 +696,11 @@ const t3Budget = 64
 // the successor's first byte.
 func (p *Planner) tryNeighbour(i int) bool {
 	a, n := p.addr(i), int64(p.Insts[i].Len())
+	if n == 1 && p.isFree(a+1) {
+		// A one-byte site followed by padding: the rel8 goes into the
+		// padding, so it is free.
+		n = 2
+	}
 	from := a + 2
 	ok := func(pt int64) bool {
 		return pt >= from-128 && pt <= from+127 && (pt+StubLen <= a || pt >= a+n)
@@ -785,9 +790,13 @@ func (p *Planner) t3(i int, pt int64, x int) bool {
 	a, n := p.addr(i), int64(p.Insts[i].Len())
 	tx := p.newTx()
 	okAll := p.set(tx, a, opJmp8, bJump)
-	if okAll && n == 1 {
+	switch {
+	case okAll && n == 1 && p.isFree(a+1):
+		okAll = p.set(tx, a+1, byte(int8(pt-(a+2))), bJump)
+		tx.reads = append(tx.reads, [2]int{i, p.find(a + 1)})
+	case okAll && n == 1:
 		_, okAll = p.lock(tx, i, a+1)
-	} else if okAll {
+	case okAll:
 		okAll = p.set(tx, a+1, byte(int8(pt-(a+2))), bJump) && p.fill(tx, a+2, a+n)
 	}
 	if !okAll {

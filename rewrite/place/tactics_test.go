@@ -82,6 +82,8 @@ func TestTactics(t *testing.T) {
 		// T3 one byte: c3 08 reads as eb 08, 5 bytes into the movabs,
 		// which is evicted: its own jump fills bytes 0-4, the site's 5-9.
 		{name: "T3 one-byte ret", insts: []string{"c3/r", "08 44 24 08/u", "48 b8 11 22 33 44 55 66 77 88/r"}, allowed: nil, site: 0, want: TacticT3, evicted: []int{2}},
+		// A ret followed by padding: the rel8 goes into the padding.
+		{name: "T3 ret rel8 in padding", insts: []string{"c3/r", "90/p", "31 c0/tu", "48 b8 11 22 33 44 55 66 77 88/r", "c3/u"}, allowed: nil, site: 0, want: TacticT3, evicted: []int{3}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
