@@ -198,7 +198,11 @@ func decode(f *elfFile) *code {
 		c.kinds = append(c.kinds, k)
 		c.targets = append(c.targets, tgt)
 	}
-	for _, r := range c.regions {
+	for ri, r := range c.regions {
+		next := ^uint64(0)
+		if ri+1 < len(c.regions) {
+			next = c.regions[ri+1].lo
+		}
 		a := r.lo
 		for a < r.hi {
 			limit := min(r.hi, nextStart(a))
@@ -222,9 +226,44 @@ func decode(f *elfFile) *code {
 			add(a, b[:in.Len], k, tgt, 0)
 			a += uint64(in.Len)
 		}
+		c.addTail(f, r, next, add)
 	}
 	c.markFlags()
 	return c
+}
+
+// tailBytes is how many bytes past the end of an executable section the
+// planner may see: enough for a punned jump after a 1-byte instruction and
+// for evicting a successor.
+const tailBytes = 16
+
+// addTail appends, as 1-byte pseudo instructions, the bytes that follow
+// region r inside the same loaded segment, up to the next region: the
+// planner may read them as pun bytes (a ret ending .init or .fini has no
+// successor otherwise). Nothing executes or reads the zero/int3 filler
+// between sections, so such bytes are padding the planner may overwrite;
+// anything else is left untouchable.
+func (c *code) addTail(f *elfFile, r region, next uint64, add func(uint64, []byte, kind, uint64, place.InstFlags)) {
+	end := min(r.hi+tailBytes, next)
+	for _, p := range f.progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && r.hi > p.Vaddr && r.hi <= p.Vaddr+p.Filesz {
+			end = min(end, p.Vaddr+p.Filesz)
+			if end <= r.hi {
+				return
+			}
+			data := f.data[p.Off+(r.hi-p.Vaddr) : p.Off+(end-p.Vaddr)]
+			fl := place.InstPadding
+			for _, b := range data {
+				if b != 0 && b != 0xcc {
+					fl = place.InstUntouchable
+				}
+			}
+			for k := range data {
+				add(r.hi+uint64(k), data[k:k+1], kBad, 0, fl)
+			}
+			return
+		}
+	}
 }
 
 // index returns the instruction that contains addr, or -1.

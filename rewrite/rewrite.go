@@ -272,6 +272,16 @@ func (rw *rewriter) run() ([]byte, error) {
 	} else {
 		rw.st.Notes = append(rw.st.Notes, "image too large for a stub area above it; no reserve segment")
 	}
+	if rw.pic && !rw.shared {
+		// A PIE executable is loaded far from anything else (the kernel's
+		// ELF_ET_DYN_BASE, with the mmap area far above), so the 2 GiB
+		// below it are free at start-up; stub addresses wrap below 0 as
+		// link vaddrs and are mapped relative to the load base. A shared
+		// object has its neighbours right below it, so it gets none.
+		lo := rw.textHi - 2*gib + reachSlop
+		hi := alignDown(rw.origLo, pageSize) - pageSize
+		allowed = append([]place.Range{{Lo: alignUp(lo, pageSize), Hi: hi}}, allowed...)
+	}
 	if !rw.pic {
 		lo := uint64(64 << 10)
 		if reach := rw.origHi + gib + reachSlop; reach > 2*gib {
@@ -316,6 +326,11 @@ func (rw *rewriter) run() ([]byte, error) {
 	}
 
 	p := &place.Planner{Insts: c.insts, Space: space, Near: rw.near}
+	// The planner must know every site before the first patch, or a
+	// lower site's bytes may be locked by a higher site's pun.
+	if err := p.MarkSites(ok); err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
 	// Patch from the highest address down, as E9Patch does: a site's
 	// successor has then already been decided when the site is planned.
 	patched := map[int]bool{}
