@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "c8ce51c683cba5c459a860fab81ff02c3bf73be7e988f201c9c1169f226636dc"
+const BlobSHA256 = "f497754d6bdafa03bc4918834066e515735fa5198a808ec87825864d7842d966"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -250,6 +250,8 @@ struct anon_region {
 struct slot_ring {
 	uint64_t tagcount;   /* slot number << 32 | rows committed */
 	uint64_t pos;        /* file offset of the slot */
+	uint64_t pub;        /* slot number << 32 | rows published in the file */
+	uint64_t pub_lock;   /* slot number << 32 | 1 while someone publishes */
 };
 
 /*
@@ -257,14 +259,17 @@ struct slot_ring {
  * "slots" of a fixed size one after the other. A slot is the batch
  * metadata template (STINT_ARROW_BATCH_LEN bytes) followed by the eight
  * column buffers sized for ROWS_PER_BATCH rows. The first four bytes of a
- * slot stay zero (= end of stream to a reader) until the slot is sealed.
+ * slot stay zero (= end of stream to a reader) until its first row is
+ * published (see publish()); from then on the batch in the file covers
+ * every complete row, so a process that dies loses at most the rows being
+ * written at that instant.
  *
  * cur packs (slot number << 32 | rows reserved). A writer fetch-adds 1:
  * an index below the capacity is its row; exactly the capacity means it
  * filled the slot and must open the next one; more means someone else is
  * opening it (spin, bounded, and retry). Each slot's committed-row count
- * lives in ring[slot % RING], tagged with the slot number; the writer that
- * commits the last row seals the slot.
+ * lives in ring[slot % RING], tagged with the slot number; an entry is
+ * reused only once its slot has all its rows.
  */
 struct stint_global {
 	uint64_t magic;
@@ -802,22 +807,58 @@ static long trace_open(struct stint_global *g, const char **what)
 	return 0;
 }
 
-/* Seal slot s (rows rows) at file offset pos: metadata, then the marker. */
-static void seal(struct stint_global *g, uint64_t pos, uint32_t rows)
+/*
+ * Publish slot s at file offset pos: make the batch in the file describe
+ * every row of the longest run of complete rows from row 0 (a row is
+ * complete once its kind, written last, is nonzero). The first publish
+ * writes the metadata and then the continuation marker; later ones grow
+ * the lengths in place (buffer lengths, then node lengths, then the row
+ * count), so a process that dies, _exits or execs leaves every committed
+ * row readable, not just the full batches. One publisher at a time per
+ * slot (a try-lock); a row committed while the lock is held is picked up
+ * by the holder's re-check, so nobody waits.
+ */
+static void publish(struct stint_global *g, struct slot_ring *ring, uint32_t s, uint64_t pos)
 {
-	uint8_t *s = (uint8_t *)g->map + pos;
-	s_memcpy(s + 4, stint_arrow_batch + 4, STINT_ARROW_BATCH_LEN - 4);
-	put64(s + STINT_ARROW_BATCH_OFF_ROWS, rows);
-	put64(s + STINT_ARROW_BATCH_OFF_BODYLEN, g->slot_size - STINT_ARROW_BATCH_LEN);
-	for (int c = 0; c < STINT_ARROW_NCOLS; c++) {
-		put64(s + stint_arrow_batch_off_node_len[c], rows);
-		/* no validity buffers: offset 0, length 0 (as in the template) */
-		put64(s + stint_arrow_batch_off_buf_off[2 * c], 0);
-		put64(s + stint_arrow_batch_off_buf_len[2 * c], 0);
-		put64(s + stint_arrow_batch_off_buf_off[2 * c + 1], g->col_off[c]);
-		put64(s + stint_arrow_batch_off_buf_len[2 * c + 1], (uint64_t)rows * stint_arrow_col_width[c]);
+	uint8_t *slot = (uint8_t *)g->map + pos;
+	const uint8_t *kinds = slot + STINT_ARROW_BATCH_LEN + g->col_off[STINT_COL_KIND];
+	const uint64_t tag = (uint64_t)s << 32;
+	for (int round = 0; round < 64; round++) {
+		uint64_t lk = tag;
+		if (!__atomic_compare_exchange_n(&ring->pub_lock, &lk, tag | 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return; /* someone else is publishing (or the slot moved on) */
+		uint64_t pv = __atomic_load_n(&ring->pub, __ATOMIC_ACQUIRE);
+		uint32_t n = (uint32_t)pv, m = n;
+		if ((pv >> 32) == s) {
+			while (m < ROWS_PER_BATCH && __atomic_load_n(&kinds[m], __ATOMIC_ACQUIRE))
+				m++;
+		}
+		if (m > n) {
+			if (n == 0) {
+				s_memcpy(slot + 4, stint_arrow_batch + 4, STINT_ARROW_BATCH_LEN - 4);
+				put64(slot + STINT_ARROW_BATCH_OFF_BODYLEN, g->slot_size - STINT_ARROW_BATCH_LEN);
+				for (int c = 0; c < STINT_ARROW_NCOLS; c++) {
+					/* no validity buffers: offset 0, length 0 (as in the template) */
+					put64(slot + stint_arrow_batch_off_buf_off[2 * c], 0);
+					put64(slot + stint_arrow_batch_off_buf_len[2 * c], 0);
+					put64(slot + stint_arrow_batch_off_buf_off[2 * c + 1], g->col_off[c]);
+				}
+			}
+			for (int c = 0; c < STINT_ARROW_NCOLS; c++)
+				put64(slot + stint_arrow_batch_off_buf_len[2 * c + 1], (uint64_t)m * stint_arrow_col_width[c]);
+			for (int c = 0; c < STINT_ARROW_NCOLS; c++)
+				put64(slot + stint_arrow_batch_off_node_len[c], m);
+			put64(slot + STINT_ARROW_BATCH_OFF_ROWS, m);
+			if (n == 0)
+				__atomic_store_n((uint32_t *)slot, 0xffffffffu, __ATOMIC_RELEASE);
+			uint64_t want = pv;
+			__atomic_compare_exchange_n(&ring->pub, &want, tag | m, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		}
+		lk = tag | 1;
+		__atomic_compare_exchange_n(&ring->pub_lock, &lk, tag, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		if ((pv >> 32) != s || m >= ROWS_PER_BATCH || !__atomic_load_n(&kinds[m], __ATOMIC_ACQUIRE))
+			return;
 	}
-	__atomic_store_n((uint32_t *)s, 0xffffffffu, __ATOMIC_RELEASE);
 }
 
 /*
@@ -845,6 +886,8 @@ static int open_next(struct stint_global *g, uint32_t s, int take_row)
 	}
 	put64((uint8_t *)g->map + pos, 0);
 	ring->pos = pos;
+	__atomic_store_n(&ring->pub, (uint64_t)n << 32, __ATOMIC_RELEASE);
+	__atomic_store_n(&ring->pub_lock, (uint64_t)n << 32, __ATOMIC_RELEASE);
 	__atomic_store_n(&ring->tagcount, (uint64_t)n << 32, __ATOMIC_RELEASE);
 	g->next_pos = pos + g->slot_size;
 	__atomic_store_n(&g->cur, ((uint64_t)n << 32) | (take_row ? 1u : 0u), __ATOMIC_RELEASE);
@@ -920,13 +963,12 @@ static void emit(const struct row *rw)
 		struct slot_ring *ring = &g->ring[s % RING];
 		uint64_t tc = __atomic_load_n(&ring->tagcount, __ATOMIC_ACQUIRE);
 		if ((uint32_t)(tc >> 32) != s) {
-			/* the slot was sealed by a flush that gave up waiting for us */
+			/* the slot was closed by a flush that gave up waiting for us */
 			__atomic_fetch_add(&g->dropped, 1, __ATOMIC_RELAXED);
 			return;
 		}
 		uint64_t pos = ring->pos;
 		uint8_t *body = (uint8_t *)g->map + pos + STINT_ARROW_BATCH_LEN;
-		col_put(g, body, STINT_COL_KIND, i, rw->kind);
 		col_put(g, body, STINT_COL_TID, i, tid);
 		col_put(g, body, STINT_COL_TIME, i, t);
 		col_put(g, body, STINT_COL_SRC_MODULE, i, rw->src_module);
@@ -934,6 +976,8 @@ static void emit(const struct row *rw)
 		col_put(g, body, STINT_COL_DST_MODULE, i, rw->dst_module);
 		col_put(g, body, STINT_COL_DST, i, rw->dst);
 		col_put(g, body, STINT_COL_VALUE, i, rw->value);
+		/* the kind last: a nonzero kind marks the row complete */
+		__atomic_store_n(body + g->col_off[STINT_COL_KIND] + i, rw->kind ? rw->kind : 0xff, __ATOMIC_RELEASE);
 		/* commit: count the row, unless the ring entry moved on meanwhile */
 		while (!__atomic_compare_exchange_n(&ring->tagcount, &tc, tc + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 			if ((uint32_t)(tc >> 32) != s) {
@@ -942,8 +986,7 @@ static void emit(const struct row *rw)
 			}
 		}
 		__atomic_fetch_add(&g->events, 1, __ATOMIC_RELAXED);
-		if ((uint32_t)tc + 1 == ROWS_PER_BATCH)
-			seal(g, pos, ROWS_PER_BATCH);
+		publish(g, ring, s, pos);
 		return;
 	}
 }
@@ -968,7 +1011,7 @@ static void flush(struct stint_global *g)
 				uint64_t closed = ((uint64_t)s << 32) | RES_CLOSED;
 				if (!__atomic_compare_exchange_n(&g->cur, &c, closed, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 					continue;
-				/* wait for the full slot's last commits (it seals itself) */
+				/* wait for the full slot's last commits */
 				struct slot_ring *ring = &g->ring[s % RING];
 				for (uint32_t w = 0; s && w < SPIN_LIMIT; w++) {
 					uint64_t tc = __atomic_load_n(&ring->tagcount, __ATOMIC_ACQUIRE);
@@ -976,6 +1019,8 @@ static void flush(struct stint_global *g)
 						break;
 					relax(w);
 				}
+				if (s)
+					publish(g, ring, s, ring->pos);
 				break;
 			}
 			relax(spin); /* someone is opening the next slot */
@@ -995,7 +1040,7 @@ static void flush(struct stint_global *g)
 					break;
 				relax(w);
 			}
-			seal(g, ring->pos, k);
+			publish(g, ring, s, ring->pos);
 		}
 		/* Done with this slot: a late writer's commit fails, and the ring
 		 * entry may be reused. (Tag s+RING never equals s.) */
