@@ -12,7 +12,22 @@
 //
 // What the runtime does at run time (process-wide state, trace files,
 // dedup, code patching, fork) is described in src/stint.c and in
-// docs/DESIGN.md §3–§5.
+// docs/DESIGN.md §3–§5. In short, for users of the trace files:
+//
+//   - one file per process, $STINT_OUT/<basename>.<pid>.<monotonic-ns>.arrow
+//     (".<n>" is added before ".arrow" if the name exists); $STINT_OUT
+//     defaults to ./traces, resolved against the directory at start-up;
+//   - every committed row is readable while the process runs and after it
+//     exits in any way (exit, _exit, exec, crash, SIGKILL): the batch
+//     being filled is published in place row by row; only a clean exit
+//     (DT_FINI) writes the end-of-stream marker, otherwise the stream
+//     ends in zeros;
+//   - a forked child writes its own file on its first event;
+//   - dst_module is [DstModuleNone] for anonymous memory (dst absolute)
+//     and for syscall events (dst 0, the number in value);
+//   - setup failures print one line "stint: <what>: <errno>; running
+//     untraced" on stderr and the program runs on, its original code
+//     restored; STINT_DISABLE=1 does the same silently.
 //
 // # Security
 //
