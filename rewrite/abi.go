@@ -26,7 +26,9 @@ const (
 	probeSize         = runtime.ProbeStructSize
 	patchSize         = runtime.PatchStructSize
 	chunkSize         = runtime.ChunkStructSize
+	stubSize          = runtime.StubStructSize
 	moduleOptionsSize = runtime.ModuleOptionsSize
+	moduleOptionsOff  = 208 // offsetof(struct stint_module, options)
 
 	mfEvery  = runtime.MFEvery
 	mfShared = runtime.MFShared

@@ -20,10 +20,11 @@ type Options struct {
 	// Blob is the runtime blob to inject; nil means the blob of package
 	// runtime.
 	Blob []byte
-	// ChunkGap is passed to place.AddrSpace.ChunkGap (0 = its default):
-	// stub pages closer than this share one chunk. Chunk bytes are stored
-	// whole in the file, so a larger gap means fewer mappings at run time
-	// but a larger file.
+	// ChunkGap is passed to place.AddrSpace.ChunkGap (0 = DefaultChunkGap):
+	// stub pages closer than this share one chunk. Chunks are virtual
+	// ranges over one shared stub area, so a larger gap means fewer
+	// mappings at run time; the file only grows if the packed stub area
+	// does, and the risk is a larger range that something else occupies.
 	ChunkGap uint64
 }
 
@@ -59,8 +60,9 @@ type Stats struct {
 	Probes      int                `json:"probes"`
 	Patches     int                `json:"patches"`
 	Stubs       int                `json:"stubs"`
-	Chunks      int                `json:"chunks"`
-	ChunkBytes  uint64             `json:"chunk_bytes"` // bytes of chunk sources in the file
+	Chunks      int                `json:"chunks"`      // ranges the runtime maps
+	ChunkBytes  uint64             `json:"chunk_bytes"` // bytes of the stub area the chunks map (built at run time)
+	Deps        int                `json:"deps"`        // patch indices listed for chunks that fail to map
 	Notes       []string           `json:"notes,omitempty"`
 }
 
@@ -101,7 +103,13 @@ const (
 	pageSize  = 0x1000
 	gib       = 1 << 30
 	reachSlop = 16 << 20 // keep stubs this far inside rel32 reach
+	// belowGap is the space right below a shared object kept free of
+	// stubs: libraries loaded after it land there.
+	belowGap = 256 << 20
 )
+
+// DefaultChunkGap is the ChunkGap used when Options.ChunkGap is 0.
+const DefaultChunkGap = 1 << 20
 
 func alignUp(v, a uint64) uint64   { return (v + a - 1) &^ (a - 1) }
 func alignDown(v, a uint64) uint64 { return v &^ (a - 1) }
@@ -272,15 +280,23 @@ func (rw *rewriter) run() ([]byte, error) {
 	} else {
 		rw.st.Notes = append(rw.st.Notes, "image too large for a stub area above it; no reserve segment")
 	}
-	if rw.pic && !rw.shared {
+	if rw.pic {
 		// A PIE executable is loaded far from anything else (the kernel's
 		// ELF_ET_DYN_BASE, with the mmap area far above), so the 2 GiB
 		// below it are free at start-up; stub addresses wrap below 0 as
 		// link vaddrs and are mapped relative to the load base. A shared
-		// object has its neighbours right below it, so it gets none.
+		// object has its neighbours right below it: it gets the space
+		// below its first belowGap bytes, mapped with
+		// MAP_FIXED_NOREPLACE; a chunk that clashes there costs only
+		// its own sites (the runtime restores their patches).
 		lo := rw.textHi - 2*gib + reachSlop
 		hi := alignDown(rw.origLo, pageSize) - pageSize
-		allowed = append([]place.Range{{Lo: alignUp(lo, pageSize), Hi: hi}}, allowed...)
+		if rw.shared {
+			hi = alignDown(rw.origLo, pageSize) - belowGap
+		}
+		if int64(hi) > int64(alignUp(lo, pageSize)) {
+			allowed = append([]place.Range{{Lo: alignUp(lo, pageSize), Hi: hi}}, allowed...)
+		}
 	}
 	if !rw.pic {
 		lo := uint64(64 << 10)
@@ -293,6 +309,9 @@ func (rw *rewriter) run() ([]byte, error) {
 	}
 	space := place.NewAddrSpace(allowed)
 	space.ChunkGap = rw.opts.ChunkGap
+	if space.ChunkGap == 0 {
+		space.ChunkGap = DefaultChunkGap
+	}
 	space.Reserve(place.Range{Lo: alignDown(rw.origLo, pageSize), Hi: rw.stubLo})
 
 	// Sites.
@@ -387,8 +406,14 @@ func (rw *rewriter) near(i int) uint64 {
 
 type chunkOut struct {
 	r     place.Range
-	src   uint64 // vaddr of its bytes in the R segment
+	src   uint64 // offset in the stub area
 	flags uint32
+	deps  []uint32 // patches to restore if the chunk cannot be mapped
+}
+
+type stubOut struct {
+	off  uint64 // in the stub area
+	code []byte // jmp rel32
 }
 
 func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[int]bool) ([]byte, error) {
@@ -507,25 +532,19 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	if dp.rela != nil {
 		relaLen = uint64(len(dp.rela)) + 24
 	}
-	cur := alignUp(relaOff+relaLen, pageSize)
-	var chunks []chunkOut
-	for _, r := range space.Chunks(pageSize) {
-		size := r.Hi - r.Lo
-		if size > uint64(len(f.data))*4+64*pageSize {
-			return nil, fmt.Errorf("stub chunk %#x-%#x is too large", r.Lo, r.Hi)
-		}
-		co := chunkOut{r: r, src: rVaddr + cur}
-		if rw.shared && int64(r.Lo) >= int64(rw.stubLo) && rw.hasReserve && r.Hi <= rw.reserveVaddr {
-			co.flags |= chunkReserved
-		}
-		chunks = append(chunks, co)
-		cur += alignUp(size, pageSize)
+	// Chunks: ranges over one shared stub area that the runtime builds
+	// from the stub list (ABI 2), so the file carries 16 bytes per stub.
+	layout := space.Layout(pageSize)
+	chunks, stubs, ndeps, err := rw.chunkTables(p, layout, patchIdx)
+	if err != nil {
+		return nil, err
 	}
-	rSize := alignUp(cur, pageSize)
+	stubsOff := alignUp(relaOff+relaLen, 16)
+	depsOff := stubsOff + uint64(len(stubs))*stubSize
+	rSize := alignUp(depsOff+uint64(ndeps)*4, pageSize)
 	st.Chunks = len(chunks)
-	for _, co := range chunks {
-		st.ChunkBytes += co.r.Hi - co.r.Lo
-	}
+	st.ChunkBytes = layout.SrcSize
+	st.Deps = ndeps
 
 	rwVaddr := rVaddr + rSize
 	rwOff := rOff + rSize
@@ -616,29 +635,20 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 		copy(out[rw.rxOff+(t.addr-rw.rxVaddr):], a.b)
 	}
 
-	// R: program headers, note, chunk sources with their stubs.
+	// R: program headers, note, stub list, chunk dependencies.
 	rbuf := out[rOff : rOff+rSize]
 	copy(rbuf[noteOff:], noteBytes)
-	for k := range chunks {
-		co := &chunks[k]
-		fillInt3(rbuf[co.src-rVaddr : co.src-rVaddr+(co.r.Hi-co.r.Lo)])
+	for k, so := range stubs {
+		b := rbuf[stubsOff+uint64(k)*stubSize:]
+		le.PutUint64(b[0:], so.off)
+		copy(b[8:16], so.code)
 	}
-	sort.Slice(chunks, func(i, j int) bool { return int64(chunks[i].r.Lo) < int64(chunks[j].r.Lo) })
-	for _, s := range p.Stubs {
-		var co *chunkOut
-		k := sort.Search(len(chunks), func(k int) bool { return int64(chunks[k].r.Hi) > int64(s.Addr) })
-		if k < len(chunks) && s.Addr-chunks[k].r.Lo < chunks[k].r.Hi-chunks[k].r.Lo && s.Addr+5-chunks[k].r.Lo <= chunks[k].r.Hi-chunks[k].r.Lo {
-			co = &chunks[k]
+	dk := uint64(0)
+	for _, co := range chunks {
+		for _, d := range co.deps {
+			le.PutUint32(rbuf[depsOff+dk*4:], d)
+			dk++
 		}
-		if co == nil {
-			return nil, fmt.Errorf("stub at %#x lies in no chunk", s.Addr)
-		}
-		a := &asm{base: s.Addr}
-		a.jmp(rw.near(s.Inst))
-		if a.err != nil {
-			return nil, fmt.Errorf("stub at %#x: %w", s.Addr, a.err)
-		}
-		copy(rbuf[co.src-rVaddr+(s.Addr-co.r.Lo):], a.b)
 	}
 
 	// RW: module, probes, patches, chunks.
@@ -677,11 +687,16 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	}
 	copy(m[120:], bid)
 	le.PutUint32(m[152:], uint32(len(bid)))
+	le.PutUint64(m[176:], rVaddr+stubsOff)
+	le.PutUint64(m[184:], rVaddr+depsOff)
+	le.PutUint64(m[192:], layout.SrcSize)
+	le.PutUint32(m[200:], uint32(len(stubs)))
+	le.PutUint32(m[204:], uint32(ndeps))
 	every := 0
 	if rw.opts.Every {
 		every = 1
 	}
-	copy(m[176:176+moduleOptionsSize-1], fmt.Sprintf("tool=%s every=%d", rw.opts.Tool, every))
+	copy(m[moduleOptionsOff:moduleOptionsOff+moduleOptionsSize-1], fmt.Sprintf("tool=%s every=%d", rw.opts.Tool, every))
 	copy(m[probesAt-rwVaddr:], probes)
 	for k, i := range patchOrder {
 		pr := modified[i]
@@ -696,12 +711,16 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 		in := &c.insts[i]
 		copy(b[16:32], in.Bytes[pr.lo-in.Addr:pr.hi-in.Addr])
 	}
+	dk = 0
 	for k, co := range chunks {
 		b := m[chunksAt-rwVaddr+uint64(k)*chunkSize:]
 		le.PutUint64(b[0:], co.r.Lo)
 		le.PutUint64(b[8:], co.r.Hi-co.r.Lo)
 		le.PutUint64(b[16:], co.src)
 		le.PutUint32(b[24:], co.flags)
+		le.PutUint32(b[28:], uint32(len(co.deps)))
+		le.PutUint32(b[32:], uint32(dk))
+		dk += uint64(len(co.deps))
 	}
 
 	// Entry points.
@@ -959,4 +978,86 @@ func (rw *rewriter) planDynamic() (*dynPlan, error) {
 	}
 	dp.preinit = true
 	return dp, nil
+}
+
+// chunkTables builds the chunk table (with each chunk's dependent
+// patches), the stub list sorted by offset in the stub area, and the
+// total number of dependency entries.
+//
+// A chunk's dependencies are the patches whose stubs it holds and,
+// transitively, every patch whose pun reads bytes that a dependency
+// modified (Planner.Reads): once those bytes are restored the reader's
+// jump would land elsewhere, so it must be restored too.
+func (rw *rewriter) chunkTables(p *place.Planner, layout *place.Layout, patchIdx map[int]int) ([]chunkOut, []stubOut, int, error) {
+	chunks := make([]chunkOut, len(layout.Chunks))
+	for k, c := range layout.Chunks {
+		chunks[k] = chunkOut{r: c.Range, src: c.Src}
+		if rw.shared && rw.hasReserve && int64(c.Lo) >= int64(rw.stubLo) && c.Hi <= rw.reserveVaddr {
+			chunks[k].flags |= chunkReserved
+		}
+		if c.Src%pageSize != 0 || c.Src+(c.Hi-c.Lo) > layout.SrcSize {
+			return nil, nil, 0, fmt.Errorf("chunk %#x-%#x: source %#x outside the stub area (%#x bytes)", c.Lo, c.Hi, c.Src, layout.SrcSize)
+		}
+	}
+	chunkOf := func(a uint64) int {
+		k := sort.Search(len(chunks), func(k int) bool { return int64(chunks[k].r.Hi) > int64(a) })
+		if k < len(chunks) && int64(chunks[k].r.Lo) <= int64(a) {
+			return k
+		}
+		return -1
+	}
+	readers := map[int][]int{} // patch -> patches whose puns read its bytes
+	for _, r := range p.Reads {
+		rd, ok1 := patchIdx[r[0]]
+		wr, ok2 := patchIdx[r[1]]
+		if ok1 && ok2 && rd != wr {
+			readers[wr] = append(readers[wr], rd)
+		}
+	}
+	direct := make([][]int, len(chunks))
+	stubs := make([]stubOut, 0, len(p.Stubs))
+	for _, s := range p.Stubs {
+		k := chunkOf(s.Addr)
+		if k < 0 || chunkOf(s.Addr+place.StubLen-1) != k {
+			return nil, nil, 0, fmt.Errorf("stub at %#x lies in no chunk", s.Addr)
+		}
+		a := &asm{base: s.Addr}
+		a.jmp(rw.near(s.Inst))
+		if a.err != nil {
+			return nil, nil, 0, fmt.Errorf("stub at %#x: %w", s.Addr, a.err)
+		}
+		if len(a.b) != place.StubLen {
+			return nil, nil, 0, fmt.Errorf("stub at %#x: %d bytes of code", s.Addr, len(a.b))
+		}
+		stubs = append(stubs, stubOut{off: chunks[k].src + (s.Addr - chunks[k].r.Lo), code: a.b})
+		if pi, ok := patchIdx[s.Inst]; ok {
+			direct[k] = append(direct[k], pi)
+		}
+	}
+	sort.Slice(stubs, func(i, j int) bool { return stubs[i].off < stubs[j].off })
+	for k := 1; k < len(stubs); k++ {
+		if stubs[k].off < stubs[k-1].off+place.StubLen {
+			return nil, nil, 0, fmt.Errorf("stubs collide in the stub area at offset %#x", stubs[k].off)
+		}
+	}
+	ndeps := 0
+	for k := range chunks {
+		seen := map[int]bool{}
+		work := append([]int(nil), direct[k]...)
+		for len(work) > 0 {
+			x := work[len(work)-1]
+			work = work[:len(work)-1]
+			if seen[x] {
+				continue
+			}
+			seen[x] = true
+			work = append(work, readers[x]...)
+		}
+		for x := range seen {
+			chunks[k].deps = append(chunks[k].deps, uint32(x))
+		}
+		slices.Sort(chunks[k].deps)
+		ndeps += len(chunks[k].deps)
+	}
+	return chunks, stubs, ndeps, nil
 }

@@ -10,7 +10,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 1
+const ABIVersion = 2
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -63,6 +63,12 @@ const PatchRestorable uint8 = 0x1
 // ChunkReserved is STINT_CHUNK_RESERVED.
 const ChunkReserved uint32 = 0x1
 
+// TestFailChunkEnv is STINT_TEST_FAIL_CHUNK_ENV: a test hook. With
+// STINT_TEST_FAIL_CHUNK=N in its environment the runtime treats chunk N
+// of every module as unmappable and restores the chunk's dependent
+// patches, as it does when a real mapping fails.
+const TestFailChunkEnv = "STINT_TEST_FAIL_CHUNK"
+
 // NoPatch is STINT_NO_PATCH.
 const NoPatch uint32 = 0xffffffff
 
@@ -84,8 +90,9 @@ const (
 	ModuleStructSize  = 368
 	ProbeStructSize   = 64
 	PatchStructSize   = 32
-	ChunkStructSize   = 32
-	ModuleOptionsSize = 192
+	ChunkStructSize   = 40
+	StubStructSize    = 16
+	ModuleOptionsSize = 160 // STINT_OPTIONS_SIZE
 )
 
 // BlobHeader is struct stint_blob_header.
@@ -125,6 +132,11 @@ type Module struct {
 	ModuleID     uint32 // runtime
 	Base         uint64 // runtime
 	RuntimeState uint64 // runtime
+	StubsVaddr   uint64 // Stub[NStubs], sorted by Off
+	DepsVaddr    uint64 // uint32[NDeps]: patch indices, sliced by the chunks
+	StubAreaSize uint64 // bytes of the stub area (a multiple of 4096)
+	NStubs       uint32
+	NDeps        uint32
 	Options      [ModuleOptionsSize]byte
 }
 
@@ -154,13 +166,24 @@ type Patch struct {
 	Orig      [16]byte
 }
 
-// Chunk is struct stint_chunk.
+// Chunk is struct stint_chunk: a range of stub space mapped from the
+// stub area at SrcOff. If it cannot be mapped, the runtime restores the
+// patches Deps[DepsOff : DepsOff+NDeps].
 type Chunk struct {
-	Vaddr    uint64
-	Size     uint64
-	SrcVaddr uint64
-	Flags    uint32
-	Pad      uint32
+	Vaddr   uint64
+	Size    uint64
+	SrcOff  uint64
+	Flags   uint32
+	NDeps   uint32
+	DepsOff uint32
+	Pad     uint32
+}
+
+// Stub is struct stint_stub: a jmp rel32 (Code[:5]) at offset Off of the
+// stub area.
+type Stub struct {
+	Off  uint64
+	Code [8]byte
 }
 
 // HeaderError reports a malformed blob header.

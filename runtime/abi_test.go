@@ -34,7 +34,8 @@ var abiStructs = []struct {
 		{"npatches", "NPatches"}, {"nchunks", "NChunks"}, {"text_lo", "TextLo"}, {"text_hi", "TextHi"},
 		{"tramp_lo", "TrampLo"}, {"tramp_hi", "TrampHi"}, {"orig_entry", "OrigEntry"}, {"orig_fini", "OrigFini"},
 		{"build_id", "BuildID"}, {"build_id_len", "BuildIDLen"}, {"module_id", "ModuleID"}, {"base", "Base"},
-		{"runtime_state", "RuntimeState"}, {"options", "Options"},
+		{"runtime_state", "RuntimeState"}, {"stubs_vaddr", "StubsVaddr"}, {"deps_vaddr", "DepsVaddr"},
+		{"stub_area_size", "StubAreaSize"}, {"nstubs", "NStubs"}, {"ndeps", "NDeps"}, {"options", "Options"},
 	}},
 	{"stint_probe", reflect.TypeOf(Probe{}), ProbeStructSize, [][2]string{
 		{"src", "Src"}, {"dst", "Dst"}, {"arm", "Arm"}, {"arm_to", "ArmTo"}, {"module_back", "ModuleBack"},
@@ -46,7 +47,11 @@ var abiStructs = []struct {
 		{"remaining", "Remaining"}, {"orig", "Orig"},
 	}},
 	{"stint_chunk", reflect.TypeOf(Chunk{}), ChunkStructSize, [][2]string{
-		{"vaddr", "Vaddr"}, {"size", "Size"}, {"src_vaddr", "SrcVaddr"}, {"flags", "Flags"}, {"pad", "Pad"},
+		{"vaddr", "Vaddr"}, {"size", "Size"}, {"src_off", "SrcOff"}, {"flags", "Flags"}, {"ndeps", "NDeps"},
+		{"deps_off", "DepsOff"}, {"pad", "Pad"},
+	}},
+	{"stint_stub", reflect.TypeOf(Stub{}), StubStructSize, [][2]string{
+		{"off", "Off"}, {"code", "Code"},
 	}},
 }
 
@@ -67,7 +72,7 @@ var abiConsts = map[string]uint64{
 	"STINT_BLOB_OFF_SIZE": BlobOffSize, "STINT_BLOB_OFF_ENTRY_EXEC": BlobOffEntryExec,
 	"STINT_BLOB_OFF_ENTRY_INIT": BlobOffEntryInit, "STINT_BLOB_OFF_ENTRY_FINI": BlobOffEntryFini,
 	"STINT_BLOB_OFF_PROBE": BlobOffProbe, "STINT_BLOB_OFF_MODULE_REL": BlobOffModuleRel,
-	"STINT_BLOB_HEADER_SIZE": BlobHeaderSize,
+	"STINT_BLOB_HEADER_SIZE": BlobHeaderSize, "STINT_OPTIONS_SIZE": ModuleOptionsSize,
 }
 
 // TestABIPinned pins the Go layout: a change of abi.go that moves a field
@@ -93,7 +98,12 @@ func TestABIPinned(t *testing.T) {
 		{"Module.ModuleID", unsafe.Offsetof(Module{}.ModuleID), 156},
 		{"Module.Base", unsafe.Offsetof(Module{}.Base), 160},
 		{"Module.RuntimeState", unsafe.Offsetof(Module{}.RuntimeState), 168},
-		{"Module.Options", unsafe.Offsetof(Module{}.Options), 176},
+		{"Module.StubsVaddr", unsafe.Offsetof(Module{}.StubsVaddr), 176},
+		{"Module.DepsVaddr", unsafe.Offsetof(Module{}.DepsVaddr), 184},
+		{"Module.StubAreaSize", unsafe.Offsetof(Module{}.StubAreaSize), 192},
+		{"Module.NStubs", unsafe.Offsetof(Module{}.NStubs), 200},
+		{"Module.NDeps", unsafe.Offsetof(Module{}.NDeps), 204},
+		{"Module.Options", unsafe.Offsetof(Module{}.Options), 208},
 		{"sizeof Probe", unsafe.Sizeof(Probe{}), 64},
 		{"Probe.ModuleBack", unsafe.Offsetof(Probe{}.ModuleBack), 32},
 		{"Probe.Patch", unsafe.Offsetof(Probe{}.Patch), 36},
@@ -106,9 +116,13 @@ func TestABIPinned(t *testing.T) {
 		{"Patch.NProbes", unsafe.Offsetof(Patch{}.NProbes), 10},
 		{"Patch.Remaining", unsafe.Offsetof(Patch{}.Remaining), 12},
 		{"Patch.Orig", unsafe.Offsetof(Patch{}.Orig), 16},
-		{"sizeof Chunk", unsafe.Sizeof(Chunk{}), 32},
-		{"Chunk.SrcVaddr", unsafe.Offsetof(Chunk{}.SrcVaddr), 16},
+		{"sizeof Chunk", unsafe.Sizeof(Chunk{}), 40},
+		{"Chunk.SrcOff", unsafe.Offsetof(Chunk{}.SrcOff), 16},
 		{"Chunk.Flags", unsafe.Offsetof(Chunk{}.Flags), 24},
+		{"Chunk.NDeps", unsafe.Offsetof(Chunk{}.NDeps), 28},
+		{"Chunk.DepsOff", unsafe.Offsetof(Chunk{}.DepsOff), 32},
+		{"sizeof Stub", unsafe.Sizeof(Stub{}), 16},
+		{"Stub.Code", unsafe.Offsetof(Stub{}.Code), 8},
 	}
 	for _, tt := range tests {
 		if tt.have != tt.want {

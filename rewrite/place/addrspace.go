@@ -20,8 +20,10 @@ const StubLen = 5
 // holds a stub must lie entirely in free space (it will be mapped whole).
 const StubPage = 4096
 
-// DefaultChunkGap is the default for [AddrSpace.ChunkGap].
-const DefaultChunkGap = 64 << 10
+// DefaultChunkGap is the default for [AddrSpace.ChunkGap]. Chunks are
+// virtual ranges over a shared stub area ([AddrSpace.Layout]), so merging
+// pages costs address space, not bytes.
+const DefaultChunkGap = 1 << 20
 
 // maxScan bounds the pages one allocation looks at, so that planning stays
 // linear in the number of sites whatever the number of stub pages.
@@ -449,7 +451,10 @@ func (s *AddrSpace) Layout(pageSize uint64) *Layout {
 	per := ps / StubPage // StubPage pages per page
 	chunks := s.Chunks(pageSize)
 	l := &Layout{}
-	var src [][StubPage / 64]uint64 // occupancy bitmaps of the area's StubPage pages
+	// Occupancy bitmaps of the area's StubPage pages that hold stubs
+	// (sparse: a chunk of gigabytes with a few stubs costs a few maps).
+	src := map[int64]*[StubPage / 64]uint64{}
+	var srcLen int64 // StubPage pages in the area
 	const maxTries = 4096
 	for _, c := range chunks {
 		lo, hi := int64(c.Lo), int64(c.Hi)
@@ -465,12 +470,12 @@ func (s *AddrSpace) Layout(pageSize uint64) *Layout {
 		}
 		fits := func(o int64) bool {
 			for _, st := range stubs {
-				sp := o + st.page
-				if sp >= int64(len(src)) {
+				bm := src[o+st.page]
+				if bm == nil {
 					continue
 				}
 				for b := st.off; b < st.off+StubLen; b++ {
-					if src[sp][b/64]&(1<<(b%64)) != 0 {
+					if bm[b/64]&(1<<(b%64)) != 0 {
 						return false
 					}
 				}
@@ -478,24 +483,27 @@ func (s *AddrSpace) Layout(pageSize uint64) *Layout {
 			return true
 		}
 		o := int64(0)
-		for tries := 0; o < int64(len(src)) && !fits(o); tries++ {
+		for tries := 0; o < srcLen && !fits(o); tries++ {
 			o += per
 			if tries == maxTries {
-				o = (int64(len(src)) + per - 1) / per * per
+				o = (srcLen + per - 1) / per * per
 				break
 			}
 		}
 		npages := (hi - lo) / StubPage
-		for int64(len(src)) < o+npages {
-			src = append(src, [StubPage / 64]uint64{})
-		}
+		srcLen = max(srcLen, o+npages)
 		for _, st := range stubs {
+			bm := src[o+st.page]
+			if bm == nil {
+				bm = &[StubPage / 64]uint64{}
+				src[o+st.page] = bm
+			}
 			for b := st.off; b < st.off+StubLen; b++ {
-				src[o+st.page][b/64] |= 1 << (b % 64)
+				bm[b/64] |= 1 << (b % 64)
 			}
 		}
 		l.Chunks = append(l.Chunks, Chunk{Range: c, Src: uint64(o * StubPage)})
 	}
-	l.SrcSize = uint64((int64(len(src)) + per - 1) / per * ps)
+	l.SrcSize = uint64((srcLen + per - 1) / per * ps)
 	return l
 }

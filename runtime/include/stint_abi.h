@@ -24,7 +24,7 @@
 #define STINT_U64(x) x##ULL
 #endif
 
-#define STINT_ABI_VERSION 1
+#define STINT_ABI_VERSION 2
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -64,6 +64,16 @@
 /* struct stint_chunk.flags */
 #define STINT_CHUNK_RESERVED 0x1 /* lies inside a PROT_NONE PT_LOAD the loader reserved: map with MAP_FIXED */
 
+/*
+ * Test hook: when the environment holds STINT_TEST_FAIL_CHUNK=N (decimal),
+ * the runtime treats chunk N of every module as unmappable (as if mmap
+ * had failed with EEXIST), so tests can exercise the restore path.
+ */
+#define STINT_TEST_FAIL_CHUNK_ENV "STINT_TEST_FAIL_CHUNK"
+
+/* Bytes of struct stint_module.options (NUL included). */
+#define STINT_OPTIONS_SIZE 160
+
 #define STINT_NO_PATCH 0xffffffffu
 
 /* Blob header: the first bytes of the runtime blob (runtime/blob/stint.bin). */
@@ -93,6 +103,10 @@ struct stint_blob_header {
 /*
  * One per rewritten module, in the module's RW data segment. The rewriter
  * fills everything but the fields marked "runtime".
+ *
+ * ABI 2 took the last 32 bytes of options (192 -> 160 bytes) for the stub
+ * list, the dependency array and the stub area size, so the struct keeps
+ * its size.
  */
 struct stint_module {
 	uint64_t magic;          /*   0: STINT_MODULE_MAGIC */
@@ -118,7 +132,12 @@ struct stint_module {
 	uint32_t module_id;      /* 156: runtime: index in the process-wide module table */
 	uint64_t base;           /* 160: runtime: load base */
 	uint64_t runtime_state;  /* 168: runtime: private */
-	char     options[192];   /* 176: NUL-terminated, e.g. "tool=branch every=0" */
+	uint64_t stubs_vaddr;    /* 176: struct stint_stub[nstubs], sorted by off */
+	uint64_t deps_vaddr;     /* 184: uint32_t[ndeps]: patch indices, sliced by the chunks */
+	uint64_t stub_area_size; /* 192: bytes of the stub area (a multiple of 4096) */
+	uint32_t nstubs;         /* 200 */
+	uint32_t ndeps;          /* 204 */
+	char     options[STINT_OPTIONS_SIZE]; /* 208: NUL-terminated, e.g. "tool=branch every=0" */
 };                           /* 368 */
 
 /*
@@ -156,16 +175,39 @@ struct stint_patch {
 };                         /* 32 */
 
 /*
- * Trampoline code that must sit at a fixed address (punned jumps) is kept
- * in the file and copied into place at start-up.
+ * Stubs: the 5-byte jmp rel32 that must sit at fixed addresses (where a
+ * punned jump lands). The runtime builds one "stub area" (stub_area_size
+ * bytes, a memfd when it can) by writing each stub's code at its offset
+ * (the rest of a page that holds stubs is int3; other pages stay zero and
+ * cost nothing), then maps each chunk from the area at the chunk's vaddr.
+ * The area is shared: chunks overlap in it wherever their stubs do not
+ * collide (package rewrite/place, AddrSpace.Layout), so a chunk brings
+ * along other chunks' stubs at offsets nothing jumps to. A stub's rel32
+ * does not depend on the load base (stub and target move together), so
+ * the rewriter computes it.
+ */
+struct stint_stub {
+	uint64_t off;          /*  0: offset of the stub in the stub area */
+	uint8_t  code[8];      /*  8: e9 rel32; bytes 5..7 unused (zero) */
+};                         /* 16 */
+
+/*
+ * A range of stub space the runtime maps. If it cannot be mapped the
+ * runtime writes back the original bytes of patches deps[deps_off ..
+ * deps_off+ndeps): every patch whose stub lies in the chunk, plus,
+ * transitively, every patch whose pun reads bytes a restored patch
+ * modified. Then the code never reaches the chunk and the rest still runs
+ * probed.
  */
 struct stint_chunk {
 	uint64_t vaddr;        /*  0: link vaddr where the chunk must appear (page aligned; may wrap below 0 for PIE) */
 	uint64_t size;         /*  8: bytes (multiple of the page size) */
-	uint64_t src_vaddr;    /* 16: link vaddr of the chunk's bytes inside a loaded segment */
+	uint64_t src_off;      /* 16: offset in the stub area of the chunk's first byte (page aligned) */
 	uint32_t flags;        /* 24: STINT_CHUNK_* */
-	uint32_t pad;          /* 28 */
-};                         /* 32 */
+	uint32_t ndeps;        /* 28: patches to restore if the chunk cannot be mapped */
+	uint32_t deps_off;     /* 32: index of the first in module.deps_vaddr */
+	uint32_t pad;          /* 36 */
+};                         /* 40 */
 
 #endif /* __ASSEMBLER__ */
 #endif /* STINT_ABI_H */

@@ -1483,24 +1483,8 @@ static int page_rwx(uint64_t lo, uint64_t hi)
 	return sys_failed(r) ? -1 : 0;
 }
 
-static int map_chunks(struct stint_module *m, uint64_t base)
-{
-	const struct stint_chunk *ch = (const void *)(base + m->chunks_vaddr);
-	for (uint32_t i = 0; i < m->nchunks; i++) {
-		uint64_t at = base + ch[i].vaddr;
-		int fixed = (ch[i].flags & STINT_CHUNK_RESERVED) ? S_MAP_FIXED : S_MAP_FIXED_NOREPLACE;
-		long r = sys_mmap(at, ch[i].size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | fixed, -1, 0);
-		if (sys_failed(r))
-			return (int)-r;
-		if ((uint64_t)r != at) {
-			sys_call2(SYS_munmap, r, (long)ch[i].size);
-			return S_EEXIST;
-		}
-		s_memcpy((void *)at, (const void *)(base + ch[i].src_vaddr), ch[i].size);
-		sys_call3(SYS_mprotect, (long)at, (long)ch[i].size, S_PROT_READ | S_PROT_WRITE | S_PROT_EXEC);
-	}
-	return 0;
-}
+/* chunks_map: the trampoline chunks (ABI 2: stub list, memfd, restore on failure). */
+#include "chunks.c"
 
 /*
  * Initialise one module. envp may be 0 (then /proc/self/environ is not
@@ -1519,14 +1503,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	/* Code patching first: chunks must exist before any patched site runs. */
 	int patching = page_rwx(base + m->text_lo, base + m->text_hi) == 0 &&
 		       page_rwx(base + m->tramp_lo, base + m->tramp_hi) == 0;
-	int cerr = map_chunks(m, base);
-	if (cerr) {
-		/* Without its chunks the patched code would jump into nothing. */
-		if (patching)
-			restore_all(m, base);
-		say_untraced("map trampoline chunks", 0, cerr);
-		return;
-	}
+	/* A chunk that cannot be mapped gets its patches restored, never aborts. */
+	chunks_map(m, base, envp, patching);
 
 	const char *dis = env_get(envp, "STINT_DISABLE");
 	if (dis && dis[0] == '1') {
@@ -1596,7 +1574,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 			l--;
 		g->out_dir[l] = 0;
 		g->tool = m->tool;
-		s_memcpy(g->options, m->options, sizeof g->options);
+		s_memcpy(g->options, m->options, sizeof m->options < sizeof g->options ? sizeof m->options : sizeof g->options);
 		g->options[sizeof g->options - 1] = 0;
 		if (m->flags & STINT_MF_EXEC) {
 			g->exe_build_id_len = m->build_id_len > 32 ? 32 : m->build_id_len;

@@ -1,0 +1,178 @@
+/*
+ * chunks.c - maps a module's trampoline chunks (ABI 2).
+ *
+ * Included by stint.c (one translation unit: it uses sys.h, the string
+ * helpers, errno_name, env_get and stint_abi.h from there).
+ *
+ * The module carries a list of stubs (offset in the stub area, 5 bytes of
+ * code) instead of the chunks' bytes. We build the stub area once in a
+ * memfd and map every chunk from it at the chunk's address, so chunks that
+ * overlap in the area share physical pages. A chunk that cannot be mapped
+ * costs only its sites: the patches that depend on it get their original
+ * bytes back and the program runs them unprobed.
+ */
+
+#define SYS_memfd_create 319
+#define S_MFD_CLOEXEC 1U
+
+/* Index of the first stub with off >= lo (stubs are sorted by off). */
+static uint32_t stubs_from(const struct stint_stub *st, uint32_t n, uint64_t lo)
+{
+	uint32_t a = 0, b = n;
+	while (a < b) {
+		uint32_t mid = a + (b - a) / 2;
+		if (st[mid].off < lo)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return a;
+}
+
+/*
+ * Write the stubs into dst, which shows the stub area's bytes [lo, lo+len).
+ * Only the pages that hold stubs are touched (filled with int3 first): the
+ * area may span gigabytes of which a few pages hold stubs, and untouched
+ * pages of a memfd or an anonymous mapping cost no memory.
+ */
+static void stubs_fill(uint8_t *dst, uint64_t lo, uint64_t len, const struct stint_stub *st, uint32_t n)
+{
+	uint64_t filled = 0; /* pages [0, filled) of dst are done */
+	for (uint32_t i = stubs_from(st, n, lo); i < n && st[i].off < lo + len; i++) {
+		uint64_t rel = st[i].off - lo;
+		if (rel + 5 > len)
+			break;
+		for (uint64_t pg = rel >> 12; pg <= (rel + 4) >> 12; pg++)
+			if (pg >= filled) {
+				s_memset(dst + (pg << 12), 0xcc, 4096);
+				filled = pg + 1;
+			}
+		s_memcpy(dst + rel, st[i].code, 5);
+	}
+}
+
+/* STINT_TEST_FAIL_CHUNK=N (a test hook, see stint_abi.h): N, or -1. */
+static long chunk_fail_hook(char **envp)
+{
+	const char *v = env_get(envp, STINT_TEST_FAIL_CHUNK_ENV);
+	if (!v || !*v)
+		return -1;
+	long n = 0;
+	for (; *v; v++) {
+		if (*v < '0' || *v > '9' || n > 100000000)
+			return -1;
+		n = n * 10 + (*v - '0');
+	}
+	return n;
+}
+
+/*
+ * Write back the original bytes of the patches chunk c depends on. Returns
+ * the number of sites (patches with probes) this unprobed that were still
+ * patched.
+ */
+static uint64_t chunk_restore(struct stint_module *m, uint64_t base, const struct stint_chunk *c, int writable)
+{
+	const struct stint_patch *pt = (const void *)(base + m->patches_vaddr);
+	const uint32_t *deps = (const void *)(base + m->deps_vaddr);
+	uint64_t sites = 0;
+	if (c->deps_off > m->ndeps || c->ndeps > m->ndeps - c->deps_off)
+		return 0;
+	for (uint32_t k = 0; k < c->ndeps; k++) {
+		uint32_t d = deps[c->deps_off + k];
+		if (d >= m->npatches || pt[d].len == 0 || pt[d].len > 16)
+			continue;
+		uint8_t *at = (uint8_t *)(base + pt[d].addr);
+		int same = 1;
+		for (uint32_t j = 0; j < pt[d].len; j++)
+			if (at[j] != pt[d].orig[j])
+				same = 0;
+		if (same)
+			continue; /* restored already (another chunk's deps) */
+		if (pt[d].nprobes)
+			sites++;
+		if (writable)
+			s_memcpy(at, pt[d].orig, pt[d].len);
+	}
+	return sites;
+}
+
+/*
+ * Map every chunk of m. Never fails: a chunk that cannot be mapped has its
+ * dependent patches restored (text must be writable: writable != 0), and
+ * one line on stderr says what was lost.
+ */
+static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int writable)
+{
+	if (m->nchunks == 0)
+		return;
+	const struct stint_chunk *ch = (const void *)(base + m->chunks_vaddr);
+	const struct stint_stub *st = (const void *)(base + m->stubs_vaddr);
+	uint32_t nst = m->nstubs;
+	uint64_t area = m->stub_area_size;
+	long fail = chunk_fail_hook(envp);
+
+	long fd = sys_call2(SYS_memfd_create, (long)"stint-stubs", S_MFD_CLOEXEC);
+	if (!sys_failed(fd)) {
+		long r = sys_call2(SYS_ftruncate, fd, (long)area);
+		long p = sys_failed(r) ? r : sys_mmap(0, area, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED, (int)fd, 0);
+		if (sys_failed(p)) {
+			sys_call1(SYS_close, fd);
+			fd = -1;
+		} else {
+			stubs_fill((uint8_t *)p, 0, area, st, nst);
+			sys_call2(SYS_munmap, p, (long)area);
+		}
+	}
+
+	uint32_t lost = 0;
+	uint64_t sites = 0;
+	long err = 0;
+	for (uint32_t i = 0; i < m->nchunks; i++) {
+		const struct stint_chunk *c = &ch[i];
+		uint64_t at = base + c->vaddr;
+		int fixed = (c->flags & STINT_CHUNK_RESERVED) ? S_MAP_FIXED : S_MAP_FIXED_NOREPLACE;
+		long r;
+		if ((long)i == fail)
+			r = -S_EEXIST;
+		else if (c->src_off > area || c->size > area - c->src_off)
+			r = -22; /* EINVAL: a malformed table */
+		else if (fd >= 0)
+			r = sys_mmap(at, c->size, S_PROT_READ | S_PROT_EXEC, S_MAP_SHARED | fixed, (int)fd, (long)c->src_off);
+		else
+			r = sys_mmap(at, c->size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | fixed, -1, 0);
+		if (!sys_failed(r) && (uint64_t)r != at) {
+			/* an old kernel ignoring MAP_FIXED_NOREPLACE */
+			sys_call2(SYS_munmap, r, (long)c->size);
+			r = -S_EEXIST;
+		}
+		if (sys_failed(r)) {
+			if (!err)
+				err = -r;
+			lost++;
+			sites += chunk_restore(m, base, c, writable);
+			continue;
+		}
+		if (fd < 0) {
+			stubs_fill((uint8_t *)at, c->src_off, c->size, st, nst);
+			sys_call3(SYS_mprotect, (long)at, (long)c->size, S_PROT_READ | S_PROT_EXEC);
+		}
+	}
+	if (fd >= 0)
+		sys_call1(SYS_close, fd);
+	if (lost) {
+		char line[256];
+		struct sbuf b = {line, 0, sizeof line - 1};
+		sb_puts(&b, "stint: ");
+		sb_putu(&b, lost);
+		sb_puts(&b, " of ");
+		sb_putu(&b, m->nchunks);
+		sb_puts(&b, " trampoline chunks could not be mapped (");
+		sb_puts(&b, errno_name(err));
+		sb_puts(&b, "); ");
+		sb_putu(&b, sites);
+		sb_puts(&b, " sites left unprobed\n");
+		size_t n = b.len < b.cap ? b.len : b.cap;
+		sys_call3(SYS_write, 2, (long)line, (long)n);
+	}
+}
