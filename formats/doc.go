@@ -6,7 +6,7 @@
 // A trace file is an Apache Arrow IPC stream (not the IPC file format:
 // a stream needs no footer, so a process that dies leaves a readable
 // file). The injected runtime writes one per process, named
-// <binary>.<pid>.<start-ns>.<rand>.arrow. Every record batch has the
+// <binary>.<pid>.<monotonic-ns>[.<n>].arrow. Every record batch has the
 // columns of [Schema], in this order, none nullable:
 //
 //	#  column      type    meaning

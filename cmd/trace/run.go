@@ -14,7 +14,7 @@ import (
 const mainHelp = `trace shows stint trace files to people.
 
 A rewritten program (see 'rewrite') writes one trace file per process into
-$STINT_OUT, named <binary>.<pid>.<start-ns>.<rand>.arrow: an Apache Arrow
+$STINT_OUT, named <binary>.<pid>.<monotonic-ns>[.<n>].arrow: an Apache Arrow
 IPC stream with one row per event (kind, tid, time, src_module, src,
 dst_module, dst, value) and, in its schema metadata, the run (binary, pid,
 tool, options, start time) and the module table. Addresses are
