@@ -108,8 +108,13 @@ const (
 	belowGap = 256 << 20
 )
 
-// DefaultChunkGap is the ChunkGap used when Options.ChunkGap is 0.
-const DefaultChunkGap = 1 << 20
+// DefaultChunkGap is the ChunkGap used when Options.ChunkGap is 0. Stub
+// space below a shared object always uses at most belowChunkGap: a
+// library initialised late (dlopen) may find things mapped there, and a
+// chunk that clashes loses its sites.
+const DefaultChunkGap = 1 << 30
+
+const belowChunkGap = 4 << 20
 
 func alignUp(v, a uint64) uint64   { return (v + a - 1) &^ (a - 1) }
 func alignDown(v, a uint64) uint64 { return v &^ (a - 1) }
@@ -311,6 +316,10 @@ func (rw *rewriter) run() ([]byte, error) {
 	space.ChunkGap = rw.opts.ChunkGap
 	if space.ChunkGap == 0 {
 		space.ChunkGap = DefaultChunkGap
+	}
+	if rw.shared {
+		space.TightGap = min(space.ChunkGap, belowChunkGap)
+		space.TightBelow = alignDown(rw.origLo, pageSize)
 	}
 	space.Reserve(place.Range{Lo: alignDown(rw.origLo, pageSize), Hi: rw.stubLo})
 
@@ -1006,14 +1015,7 @@ func (rw *rewriter) chunkTables(p *place.Planner, layout *place.Layout, patchIdx
 		}
 		return -1
 	}
-	readers := map[int][]int{} // patch -> patches whose puns read its bytes
-	for _, r := range p.Reads {
-		rd, ok1 := patchIdx[r[0]]
-		wr, ok2 := patchIdx[r[1]]
-		if ok1 && ok2 && rd != wr {
-			readers[wr] = append(readers[wr], rd)
-		}
-	}
+	readers := readersOf(p.Reads, patchIdx)
 	direct := make([][]int, len(chunks))
 	stubs := make([]stubOut, 0, len(p.Stubs))
 	for _, s := range p.Stubs {
@@ -1041,9 +1043,34 @@ func (rw *rewriter) chunkTables(p *place.Planner, layout *place.Layout, patchIdx
 		}
 	}
 	ndeps := 0
-	for k := range chunks {
+	for k, d := range closure(direct, readers) {
+		chunks[k].deps = d
+		ndeps += len(d)
+	}
+	return chunks, stubs, ndeps, nil
+}
+
+// readersOf maps each patch index to the patches whose puns read bytes it
+// modified (Planner.Reads, translated from instructions to patches).
+func readersOf(reads [][2]int, patchIdx map[int]int) map[int][]int {
+	readers := map[int][]int{}
+	for _, r := range reads {
+		rd, ok1 := patchIdx[r[0]]
+		wr, ok2 := patchIdx[r[1]]
+		if ok1 && ok2 && rd != wr {
+			readers[wr] = append(readers[wr], rd)
+		}
+	}
+	return readers
+}
+
+// closure returns, for each chunk's direct patches, the sorted set of
+// patches to restore: the direct ones and, transitively, their readers.
+func closure(direct [][]int, readers map[int][]int) [][]uint32 {
+	out := make([][]uint32, len(direct))
+	for k, d := range direct {
 		seen := map[int]bool{}
-		work := append([]int(nil), direct[k]...)
+		work := append([]int(nil), d...)
 		for len(work) > 0 {
 			x := work[len(work)-1]
 			work = work[:len(work)-1]
@@ -1054,10 +1081,9 @@ func (rw *rewriter) chunkTables(p *place.Planner, layout *place.Layout, patchIdx
 			work = append(work, readers[x]...)
 		}
 		for x := range seen {
-			chunks[k].deps = append(chunks[k].deps, uint32(x))
+			out[k] = append(out[k], uint32(x))
 		}
-		slices.Sort(chunks[k].deps)
-		ndeps += len(chunks[k].deps)
+		slices.Sort(out[k])
 	}
-	return chunks, stubs, ndeps, nil
+	return out
 }

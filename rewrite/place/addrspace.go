@@ -23,7 +23,7 @@ const StubPage = 4096
 // DefaultChunkGap is the default for [AddrSpace.ChunkGap]. Chunks are
 // virtual ranges over a shared stub area ([AddrSpace.Layout]), so merging
 // pages costs address space, not bytes.
-const DefaultChunkGap = 1 << 20
+const DefaultChunkGap = 16 << 20
 
 // maxScan bounds the pages one allocation looks at, so that planning stays
 // linear in the number of sites whatever the number of stub pages.
@@ -85,6 +85,11 @@ type AddrSpace struct {
 	// free gap between them is at most this many bytes. 0 means
 	// DefaultChunkGap. Larger values mean fewer mappings, more bytes.
 	ChunkGap uint64
+	// TightGap, when nonzero, replaces ChunkGap for pages below
+	// TightBelow (a signed address): space where something else may
+	// already be mapped, so that a chunk that clashes there is small.
+	TightGap   uint64
+	TightBelow uint64
 
 	allowed  []span
 	reserved []span
@@ -396,7 +401,11 @@ func (s *AddrSpace) Chunks(pageSize uint64) []Range {
 	var cur span
 	for k, p := range pages {
 		lo, hi := p*ps, p*ps+ps
-		if k > 0 && (lo == cur.hi || lo-cur.hi <= gap && s.freeIndex(cur.hi, lo) >= 0) {
+		g := gap
+		if s.TightGap != 0 && lo < int64(s.TightBelow) {
+			g = int64(s.TightGap)
+		}
+		if k > 0 && (lo == cur.hi || lo-cur.hi <= g && s.freeIndex(cur.hi, lo) >= 0) {
 			cur.hi = hi
 			continue
 		}

@@ -1,0 +1,212 @@
+package rewrite
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/stint-project/stint/runtime"
+)
+
+// image reads link vaddrs of a rewritten file through its PT_LOADs.
+type image struct {
+	f    *elf.File
+	data []byte
+}
+
+func (im *image) at(t *testing.T, vaddr, n uint64) []byte {
+	t.Helper()
+	for _, p := range im.f.Progs {
+		if p.Type == elf.PT_LOAD && vaddr >= p.Vaddr && vaddr+n <= p.Vaddr+p.Filesz {
+			return im.data[p.Off+(vaddr-p.Vaddr) : p.Off+(vaddr-p.Vaddr)+n]
+		}
+	}
+	t.Fatalf("%#x+%d is in no PT_LOAD", vaddr, n)
+	return nil
+}
+
+// TestChunkTables checks the ABI 2 tables of a rewritten gzip: the stub
+// list, the chunks over the stub area and the chunks' dependencies.
+func TestChunkTables(t *testing.T) {
+	orig := readInput(t, gzipPath)
+	out, st, err := RewriteBytes(orig, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stubs == 0 || st.Chunks == 0 {
+		t.Fatalf("no stubs (%d) or chunks (%d): the test needs punned sites", st.Stubs, st.Chunks)
+	}
+	// The file carries 16 bytes per stub, not the chunks' bytes.
+	if len(out) > 12*len(orig) {
+		t.Errorf("rewritten file is %d bytes, %d times the input", len(out), len(out)/len(orig))
+	}
+	f, err := elf.NewFile(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	im := &image{f, out}
+	le := binary.LittleEndian
+	sd := f.Section(".stint.data")
+	m := im.at(t, sd.Addr, runtime.ModuleStructSize)
+	var mod runtime.Module
+	if err := binary.Read(bytes.NewReader(m), le, &mod); err != nil {
+		t.Fatal(err)
+	}
+	if mod.ABIVersion != runtime.ABIVersion || int(mod.NStubs) != st.Stubs || int(mod.NChunks) != st.Chunks ||
+		int(mod.NDeps) != st.Deps || mod.StubAreaSize != st.ChunkBytes {
+		t.Fatalf("module: version %d stubs %d chunks %d deps %d area %#x; stats %d %d %d %#x",
+			mod.ABIVersion, mod.NStubs, mod.NChunks, mod.NDeps, mod.StubAreaSize, st.Stubs, st.Chunks, st.Deps, st.ChunkBytes)
+	}
+	if opts := string(bytes.TrimRight(mod.Options[:], "\x00")); opts != "tool=branch every=0" {
+		t.Errorf("options %q", opts)
+	}
+	if mod.StubAreaSize == 0 || mod.StubAreaSize%pageSize != 0 {
+		t.Errorf("stub area size %#x", mod.StubAreaSize)
+	}
+
+	chunks := make([]runtime.Chunk, mod.NChunks)
+	if err := binary.Read(bytes.NewReader(im.at(t, mod.ChunksVaddr, uint64(len(chunks))*chunkSize)), le, chunks); err != nil {
+		t.Fatal(err)
+	}
+	stubs := make([]runtime.Stub, mod.NStubs)
+	if err := binary.Read(bytes.NewReader(im.at(t, mod.StubsVaddr, uint64(len(stubs))*stubSize)), le, stubs); err != nil {
+		t.Fatal(err)
+	}
+	deps := make([]uint32, mod.NDeps)
+	if len(deps) > 0 {
+		if err := binary.Read(bytes.NewReader(im.at(t, mod.DepsVaddr, uint64(len(deps))*4)), le, deps); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ndeps := uint64(0)
+	for k, c := range chunks {
+		if c.Vaddr%pageSize != 0 || c.Size == 0 || c.Size%pageSize != 0 || c.SrcOff%pageSize != 0 || c.SrcOff+c.Size > mod.StubAreaSize {
+			t.Errorf("chunk %d: %+v (area %#x)", k, c, mod.StubAreaSize)
+		}
+		if k > 0 && int64(c.Vaddr) < int64(chunks[k-1].Vaddr+chunks[k-1].Size) {
+			t.Errorf("chunk %d at %#x overlaps or precedes chunk %d", k, c.Vaddr, k-1)
+		}
+		if uint64(c.DepsOff) != ndeps {
+			t.Errorf("chunk %d: deps_off %d, want %d", k, c.DepsOff, ndeps)
+		}
+		ndeps += uint64(c.NDeps)
+		for _, d := range deps[c.DepsOff : uint64(c.DepsOff)+uint64(c.NDeps)] {
+			if d >= mod.NPatches {
+				t.Fatalf("chunk %d depends on patch %d of %d", k, d, mod.NPatches)
+			}
+		}
+	}
+	if ndeps != uint64(mod.NDeps) {
+		t.Errorf("chunks list %d deps, module %d", ndeps, mod.NDeps)
+	}
+
+	// Every stub lies in a chunk's part of the area and jumps into the
+	// trampolines from where that chunk maps it.
+	for k, s := range stubs {
+		if k > 0 && s.Off < stubs[k-1].Off+5 {
+			t.Fatalf("stub %d at %#x overlaps the one at %#x", k, s.Off, stubs[k-1].Off)
+		}
+		if s.Code[0] != 0xe9 || s.Code[5] != 0 || s.Code[6] != 0 || s.Code[7] != 0 {
+			t.Fatalf("stub %d code % x", k, s.Code)
+		}
+		mapped := false
+		for _, c := range chunks {
+			if s.Off < c.SrcOff || s.Off+5 > c.SrcOff+c.Size {
+				continue
+			}
+			// Other chunks overlapping in the area may show this stub at
+			// an address nothing jumps to; the one it was placed for
+			// must reach the trampolines.
+			vaddr := c.Vaddr + (s.Off - c.SrcOff)
+			to := vaddr + 5 + uint64(int64(int32(le.Uint32(s.Code[1:5]))))
+			if to >= mod.TrampLo && to < mod.TrampHi {
+				mapped = true
+			}
+		}
+		if !mapped {
+			t.Fatalf("stub %d at area offset %#x: no chunk maps it where it reaches the trampolines", k, s.Off)
+		}
+	}
+}
+
+// TestDepsClosure checks the closure of a chunk's dependencies over
+// Planner.Reads on a hand-made planner result.
+func TestDepsClosure(t *testing.T) {
+	// Patches 0..3 (instructions 10..13); stub of instruction 10 in chunk
+	// 0, of 12 in chunk 1. 11 reads 10's bytes, 13 reads 11's: restoring
+	// 10 forces 11 and then 13.
+	patchIdx := map[int]int{10: 0, 11: 1, 12: 2, 13: 3}
+	reads := [][2]int{{11, 10}, {13, 11}}
+	have := closure([][]int{{0}, {2}}, readersOf(reads, patchIdx))
+	want := [][]uint32{{0, 1, 3}, {2}}
+	if fmt.Sprint(have) != fmt.Sprint(want) {
+		t.Errorf("deps %v, want %v", have, want)
+	}
+}
+
+// TestRunChunkFailure forces chunk mapping failures with the runtime's
+// test hook: the program must behave like the original, say once what
+// was lost, and still trace.
+func TestRunChunkFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs gzip; skipped with -short")
+	}
+	input := readInput(t, gzipPath)
+	rw := filepath.Join(t.TempDir(), "gzip")
+	st, err := RewriteFile(gzipPath, rw, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := regexp.MustCompile(fmt.Sprintf(`^stint: 1 of %d trampoline chunks could not be mapped \(EEXIST\); \d+ sites left unprobed\n$`, st.Chunks))
+	want := runProg(t, nil, input, gzipPath, "-c", "-9")
+	for _, n := range []int{0, st.Chunks - 1} {
+		t.Run(fmt.Sprint("chunk", n), func(t *testing.T) {
+			traces := t.TempDir()
+			have := runProg(t, []string{fmt.Sprintf("%s=%d", runtime.TestFailChunkEnv, n), "STINT_OUT=" + traces}, input, rw, "-c", "-9")
+			if have.code != want.code || !bytes.Equal(have.stdout, want.stdout) {
+				t.Errorf("exit %d, %d bytes out; original: exit %d, %d bytes", have.code, len(have.stdout), want.code, len(want.stdout))
+			}
+			if !msg.Match(have.stderr) {
+				t.Errorf("stderr %q, want a match for %s", have.stderr, msg)
+			}
+			if files, _ := filepath.Glob(filepath.Join(traces, "*.arrow")); len(files) != 1 {
+				t.Errorf("trace files %v, want 1", files)
+			}
+		})
+	}
+	// Without the hook nothing is said.
+	have := runProg(t, []string{"STINT_OUT=" + t.TempDir()}, input, rw, "-c", "-9")
+	if len(have.stderr) != 0 || !bytes.Equal(have.stdout, want.stdout) {
+		t.Errorf("plain run: stderr %q, stdout equal %v", have.stderr, bytes.Equal(have.stdout, want.stdout))
+	}
+}
+
+// TestRunSharedChunkFailure does the same for a shared object, whose
+// stubs may lie below its image.
+func TestRunSharedChunkFailure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs sqlite3; skipped with -short")
+	}
+	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
+	readInput(t, lib)
+	shell := needTool(t, "sqlite3")
+	dir := t.TempDir()
+	st, err := RewriteFile(lib, filepath.Join(dir, "libsqlite3.so.0"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql := []byte("create table t(a); insert into t values (1),(2),(3); select sum(a), group_concat(a) from t;")
+	want := runProg(t, nil, sql, shell, ":memory:")
+	msg := regexp.MustCompile(fmt.Sprintf(`^stint: 1 of %d trampoline chunks could not be mapped \(EEXIST\); \d+ sites left unprobed\n$`, st.Chunks))
+	for _, n := range []int{0, st.Chunks / 2} {
+		have := runProg(t, []string{"LD_LIBRARY_PATH=" + dir, fmt.Sprintf("%s=%d", runtime.TestFailChunkEnv, n), "STINT_OUT=" + t.TempDir()}, sql, shell, ":memory:")
+		if have.code != want.code || !bytes.Equal(have.stdout, want.stdout) || !msg.Match(have.stderr) {
+			t.Errorf("chunk %d: exit %d stdout %q stderr %q; original exit %d stdout %q", n, have.code, have.stdout, have.stderr, want.code, want.stdout)
+		}
+	}
+}
