@@ -11,8 +11,9 @@
 //
 // Where this differs from docs/DESIGN.md §1:
 //   - The RX segment (blob, trampolines) comes first above the image, then
-//     R (program headers, marker note, relocations, chunk sources), then
-//     RW (module, probes, patches, chunks, preinit slot, .dynamic); the
+//     R (program headers, marker note, relocations, stub list, chunk
+//     dependencies), then RW (module, probes, patches, chunks, preinit
+//     slot, .dynamic); the
 //     reserve page maps RX file bytes, because the kernel reports AT_PHDR
 //     from the last PT_LOAD that contains e_phoff.
 //   - A dynamic executable keeps its e_entry: the runtime starts from a
@@ -22,6 +23,12 @@
 //     relocated by an R_X86_64_RELATIVE appended to a copy of DT_RELA.
 //     Static executables (and executables that already have a preinit
 //     array) start at e_entry.
+//   - Chunks are not stored: the file lists the stubs (ABI 2, 16 bytes
+//     each) and each chunk's offset in one shared stub area, which the
+//     runtime builds in a memfd and maps every chunk from. A chunk that
+//     cannot be mapped costs only the sites whose patches depend on it.
+//     Shared objects also get stub space below their image (past the
+//     first 256 MiB, where later libraries go).
 //   - .dynamic is moved into the RW segment (PT_DYNAMIC and the section
 //     header follow), so DT_INIT, DT_FINI and DT_PREINIT_ARRAY can be
 //     added even when the original has no spare slot.

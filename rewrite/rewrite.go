@@ -22,9 +22,10 @@ type Options struct {
 	Blob []byte
 	// ChunkGap is passed to place.AddrSpace.ChunkGap (0 = DefaultChunkGap):
 	// stub pages closer than this share one chunk. Chunks are virtual
-	// ranges over one shared stub area, so a larger gap means fewer
-	// mappings at run time; the file only grows if the packed stub area
-	// does, and the risk is a larger range that something else occupies.
+	// ranges over one shared stub area and the file holds only the stub
+	// list, so a larger gap means fewer mappings at run time and the same
+	// file, but more memory for stub pages (chunks share physical pages
+	// only with each other) and larger ranges that must be free.
 	ChunkGap uint64
 }
 
@@ -62,6 +63,7 @@ type Stats struct {
 	Stubs       int                `json:"stubs"`
 	Chunks      int                `json:"chunks"`      // ranges the runtime maps
 	ChunkBytes  uint64             `json:"chunk_bytes"` // bytes of the stub area the chunks map (built at run time)
+	StubPages   int                `json:"stub_pages"`  // pages of the stub area that hold stubs: the memory the chunks cost
 	Deps        int                `json:"deps"`        // patch indices listed for chunks that fail to map
 	Notes       []string           `json:"notes,omitempty"`
 }
@@ -108,13 +110,14 @@ const (
 	belowGap = 256 << 20
 )
 
-// DefaultChunkGap is the ChunkGap used when Options.ChunkGap is 0. Stub
-// space below a shared object always uses at most belowChunkGap: a
-// library initialised late (dlopen) may find things mapped there, and a
-// chunk that clashes loses its sites.
-const DefaultChunkGap = 1 << 30
+// DefaultChunkGap is the ChunkGap used when Options.ChunkGap is 0 (see
+// place.DefaultChunkGap for the trade-off between mappings and memory).
+// Stub space below a shared object uses at most belowChunkGap whatever
+// the option: a library initialised late (dlopen) may find things mapped
+// there, and a chunk that clashes loses its sites.
+const DefaultChunkGap = place.DefaultChunkGap
 
-const belowChunkGap = 4 << 20
+const belowChunkGap = 1 << 20
 
 func alignUp(v, a uint64) uint64   { return (v + a - 1) &^ (a - 1) }
 func alignDown(v, a uint64) uint64 { return v &^ (a - 1) }
@@ -554,6 +557,14 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	st.Chunks = len(chunks)
 	st.ChunkBytes = layout.SrcSize
 	st.Deps = ndeps
+	for k := range stubs {
+		if k == 0 || stubs[k].off/pageSize != stubs[k-1].off/pageSize {
+			st.StubPages++
+		}
+		if (stubs[k].off+place.StubLen-1)/pageSize != stubs[k].off/pageSize {
+			st.StubPages++
+		}
+	}
 
 	rwVaddr := rVaddr + rSize
 	rwOff := rOff + rSize
