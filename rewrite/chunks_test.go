@@ -179,10 +179,17 @@ func TestRunChunkFailure(t *testing.T) {
 			}
 		})
 	}
-	// Without the hook nothing is said.
-	have := runProg(t, []string{"STINT_OUT=" + t.TempDir()}, input, rw, "-c", "-9")
-	if len(have.stderr) != 0 || !bytes.Equal(have.stdout, want.stdout) {
-		t.Errorf("plain run: stderr %q, stdout equal %v", have.stderr, bytes.Equal(have.stdout, want.stdout))
+	// Without the failure hook nothing is said, with the memfd or with
+	// anonymous copies of the chunks.
+	for _, env := range []string{"STINT_QUIET_RUN=1", runtime.TestNoMemfdEnv + "=1"} {
+		traces := t.TempDir()
+		have := runProg(t, []string{env, "STINT_OUT=" + traces}, input, rw, "-c", "-9")
+		if len(have.stderr) != 0 || !bytes.Equal(have.stdout, want.stdout) {
+			t.Errorf("%s: stderr %q, stdout equal %v", env, have.stderr, bytes.Equal(have.stdout, want.stdout))
+		}
+		if files, _ := filepath.Glob(filepath.Join(traces, "*.arrow")); len(files) != 1 {
+			t.Errorf("%s: trace files %v, want 1", env, files)
+		}
 	}
 }
 

@@ -69,6 +69,11 @@ const ChunkReserved uint32 = 0x1
 // patches, as it does when a real mapping fails.
 const TestFailChunkEnv = "STINT_TEST_FAIL_CHUNK"
 
+// TestNoMemfdEnv is STINT_TEST_NO_MEMFD_ENV: a test hook. With
+// STINT_TEST_NO_MEMFD=1 the runtime maps chunks as anonymous copies, as it
+// does where memfd_create is unavailable.
+const TestNoMemfdEnv = "STINT_TEST_NO_MEMFD"
+
 // NoPatch is STINT_NO_PATCH.
 const NoPatch uint32 = 0xffffffff
 

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1f56bb783c048fdb723c368ce313cafeab8d7c3f4e0941e11a2b53d5f5bc70c7"
+const BlobSHA256 = "fa0c08a807d7e4d5337098d362c05e0aff0a07dd8680c275eb75f08d82240d8d"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

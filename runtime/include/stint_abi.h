@@ -70,6 +70,9 @@
  * had failed with EEXIST), so tests can exercise the restore path.
  */
 #define STINT_TEST_FAIL_CHUNK_ENV "STINT_TEST_FAIL_CHUNK"
+/* Test hook: STINT_TEST_NO_MEMFD=1 makes the runtime map chunks as it
+ * does where memfd_create is unavailable (anonymous copies). */
+#define STINT_TEST_NO_MEMFD_ENV "STINT_TEST_NO_MEMFD"
 
 /* Bytes of struct stint_module.options (NUL included). */
 #define STINT_OPTIONS_SIZE 160

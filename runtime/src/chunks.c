@@ -12,8 +12,10 @@
  * bytes back and the program runs them unprobed.
  */
 
+#define SYS_pwrite64 18
 #define SYS_memfd_create 319
 #define S_MFD_CLOEXEC 1U
+#define STUB_RUN_PAGES 64 /* pages written to the memfd per pwrite */
 
 /* Index of the first stub with off >= lo (stubs are sorted by off). */
 static uint32_t stubs_from(const struct stint_stub *st, uint32_t n, uint64_t lo)
@@ -44,11 +46,60 @@ static void stubs_fill(uint8_t *dst, uint64_t lo, uint64_t len, const struct sti
 			break;
 		for (uint64_t pg = rel >> 12; pg <= (rel + 4) >> 12; pg++)
 			if (pg >= filled) {
-				s_memset(dst + (pg << 12), 0xcc, 4096);
+				/* int3, eight bytes at a time (pages are aligned) */
+				uint64_t *w = (uint64_t *)(void *)(dst + (pg << 12));
+				for (int k = 0; k < 512; k++)
+					w[k] = 0xccccccccccccccccULL;
 				filled = pg + 1;
 			}
 		s_memcpy(dst + rel, st[i].code, 5);
 	}
+}
+
+/* pwrite all of buf (n bytes) at off; 0 or -errno. */
+static long pwrite_all(long fd, const uint8_t *buf, uint64_t n, uint64_t off)
+{
+	while (n) {
+		long r = sys_call4(SYS_pwrite64, fd, (long)buf, (long)n, (long)off);
+		if (sys_failed(r))
+			return r;
+		if (r == 0)
+			return -5; /* EIO */
+		buf += r;
+		n -= (uint64_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+/*
+ * Write the stubs into the memfd (area bytes) with pwrite, a run of
+ * consecutive stub pages at a time, through buf (STUB_RUN_PAGES pages):
+ * no page faults, unlike writing through a mapping. 0 or -errno.
+ */
+static long stubs_pwrite(long fd, uint64_t area, const struct stint_stub *st, uint32_t n, uint8_t *buf)
+{
+	uint64_t run = 0, npg = 0; /* buf holds area pages [run, run+npg) */
+	for (uint32_t i = 0; i < n; i++) {
+		if (st[i].off + 5 > area)
+			break;
+		uint64_t p0 = st[i].off >> 12, p1 = (st[i].off + 4) >> 12;
+		if (npg && (p0 > run + npg || p1 >= run + STUB_RUN_PAGES)) {
+			long r = pwrite_all(fd, buf, npg << 12, run << 12);
+			if (r)
+				return r;
+			npg = 0;
+		}
+		if (!npg)
+			run = p0;
+		for (; run + npg <= p1; npg++) {
+			uint64_t *w = (uint64_t *)(void *)(buf + (npg << 12));
+			for (int k = 0; k < 512; k++)
+				w[k] = 0xccccccccccccccccULL;
+		}
+		s_memcpy(buf + (st[i].off - (run << 12)), st[i].code, 5);
+	}
+	return npg ? pwrite_all(fd, buf, npg << 12, run << 12) : 0;
 }
 
 /* STINT_TEST_FAIL_CHUNK=N (a test hook, see stint_abi.h): N, or -1. */
@@ -112,16 +163,22 @@ static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int w
 	uint64_t area = m->stub_area_size;
 	long fail = chunk_fail_hook(envp);
 
-	long fd = sys_call2(SYS_memfd_create, (long)"stint-stubs", S_MFD_CLOEXEC);
+	const char *nomemfd = env_get(envp, STINT_TEST_NO_MEMFD_ENV);
+	long fd = nomemfd && nomemfd[0] == '1' ? -38 /* ENOSYS */
+					       : sys_call2(SYS_memfd_create, (long)"stint-stubs", S_MFD_CLOEXEC);
 	if (!sys_failed(fd)) {
 		long r = sys_call2(SYS_ftruncate, fd, (long)area);
-		long p = sys_failed(r) ? r : sys_mmap(0, area, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED, (int)fd, 0);
-		if (sys_failed(p)) {
+		long buf = sys_failed(r) ? r : sys_mmap(0, STUB_RUN_PAGES << 12, S_PROT_READ | S_PROT_WRITE,
+						       S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
+		if (!sys_failed(buf)) {
+			r = stubs_pwrite(fd, area, st, nst, (uint8_t *)buf);
+			sys_call2(SYS_munmap, buf, STUB_RUN_PAGES << 12);
+		} else {
+			r = buf;
+		}
+		if (sys_failed(r)) {
 			sys_call1(SYS_close, fd);
 			fd = -1;
-		} else {
-			stubs_fill((uint8_t *)p, 0, area, st, nst);
-			sys_call2(SYS_munmap, p, (long)area);
 		}
 	}
 
