@@ -80,7 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVarP(&out, "output", "o", "", "write the rewritten file to `OUT` (required)")
 	fs.StringVar(&statsJSON, "stats-json", "", "write the rewrite statistics as JSON to `FILE`")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "print nothing on success")
-	fs.Uint64Var(&opts.ChunkGap, "chunk-gap", 0, "merge stub pages closer than `BYTES` into one run-time mapping (0 = default 64 KiB; smaller = smaller file, more mappings)")
+	fs.Uint64Var(&opts.ChunkGap, "chunk-gap", 0, "merge stub pages closer than `BYTES` into one run-time mapping (0 = default 1 MiB; smaller = fewer resident stub pages, more mappings)")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -132,8 +132,8 @@ func summary(name string, st *rewrite.Stats) string {
 	if st.Sites > 0 {
 		fmt.Fprintf(&b, " = %.2f%%", 100*float64(st.PatchedTotal())/float64(st.Sites))
 	}
-	fmt.Fprintf(&b, ", %d fallback, %d failed, %d evicted; %d stubs in %d chunks (%d KiB)",
-		st.Fallback, st.Failed, st.Evicted, st.Stubs, st.Chunks, st.ChunkBytes>>10)
+	fmt.Fprintf(&b, ", %d fallback, %d failed, %d evicted; %d stubs on %d pages in %d mappings",
+		st.Fallback, st.Failed, st.Evicted, st.Stubs, st.StubPages, st.Chunks)
 	reasons := make([]string, 0, len(st.Reasons))
 	for r := range st.Reasons {
 		reasons = append(reasons, r)
