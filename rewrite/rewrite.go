@@ -218,9 +218,9 @@ type rewriter struct {
 	hasReserve     bool
 	stubLo, stubHi uint64 // upper stub range
 
-	isSite    map[int]bool
-	siteSize  map[int]int
-	tramps    map[int]*tramp
+	isSite    []bool   // by instruction index
+	siteSize  []int    // by instruction index: bytes of the site's trampoline
+	tramps    []*tramp // by instruction index: near trampoline, nil until allocated
 	trampList []int // instruction indices in allocation order
 }
 
@@ -329,9 +329,9 @@ func (rw *rewriter) run() ([]byte, error) {
 	// Sites.
 	sites := c.sites(rw.opts.Tool)
 	rw.st.Sites = len(sites)
-	rw.isSite = map[int]bool{}
-	rw.siteSize = map[int]int{}
-	rw.tramps = map[int]*tramp{}
+	rw.isSite = make([]bool, len(c.insts))
+	rw.siteSize = make([]int, len(c.insts))
+	rw.tramps = make([]*tramp, len(c.insts))
 	var ok []int
 	for _, i := range sites {
 		in := &c.insts[i]
@@ -364,7 +364,7 @@ func (rw *rewriter) run() ([]byte, error) {
 	}
 	// Patch from the highest address down, as E9Patch does: a site's
 	// successor has then already been decided when the site is planned.
-	patched := map[int]bool{}
+	patched := make([]bool, len(c.insts))
 	for k := len(ok) - 1; k >= 0; k-- {
 		i := ok[k]
 		t, err := p.Patch(i)
@@ -428,7 +428,7 @@ type stubOut struct {
 	code []byte // jmp rel32
 }
 
-func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[int]bool) ([]byte, error) {
+func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []bool) ([]byte, error) {
 	f, c := rw.f, rw.c
 	st := rw.st
 
@@ -440,9 +440,8 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 		nprobes    int
 		restorable bool
 	}
-	modified := map[int]*patchRec{}
+	modified := make([]*patchRec, len(c.insts))
 	var patchOrder []int
-	writes := map[uint64]byte{}
 	for _, w := range p.Writes {
 		for k, b := range w.Bytes {
 			a := w.Addr + uint64(k)
@@ -450,7 +449,6 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 			if i < 0 {
 				return nil, fmt.Errorf("planner wrote outside the decoded code at %#x", a)
 			}
-			writes[a] = b
 			in := &c.insts[i]
 			if in.Bytes[a-in.Addr] == b {
 				continue
@@ -466,11 +464,11 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 		}
 	}
 	slices.Sort(patchOrder)
-	evicted := map[int]bool{}
+	evicted := make([]bool, len(c.insts))
 	for _, i := range p.Evicted {
 		evicted[i] = true
 	}
-	read := map[int]bool{}
+	read := make([]bool, len(c.insts))
 	for _, r := range p.Reads {
 		read[r[1]] = true
 	}
@@ -491,13 +489,12 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 
 	// Number the probes of patched sites, in address order.
 	nprobe := 0
-	siteOrder := make([]int, 0, len(patched))
-	for i := range rw.isSite {
-		if patched[i] || evicted[i] {
+	var siteOrder []int // in address order
+	for i, site := range rw.isSite {
+		if site && (patched[i] || evicted[i]) {
 			siteOrder = append(siteOrder, i)
 		}
 	}
-	slices.Sort(siteOrder)
 	for _, i := range siteOrder {
 		t := rw.tramps[i]
 		if t == nil {
@@ -591,12 +588,13 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched map[i
 	fileEnd := rwOff + alignUp(rwSize, pageSize)
 	out := make([]byte, fileEnd, fileEnd+uint64(len(f.sects)+4)*shdrSize+4096)
 	copy(out, f.data)
-	for a, b := range writes {
-		off, ok := f.offsetOf(a, 1)
+	// In the planner's order: a later write to a byte wins.
+	for _, w := range p.Writes {
+		off, ok := f.offsetOf(w.Addr, uint64(len(w.Bytes)))
 		if !ok {
-			return nil, fmt.Errorf("patched byte %#x is not in the file", a)
+			return nil, fmt.Errorf("patched bytes %#x+%d are not in the file", w.Addr, len(w.Bytes))
 		}
-		out[off] = b
+		copy(out[off:], w.Bytes)
 	}
 
 	// RX: blob and trampolines.
