@@ -30,10 +30,10 @@ Tools (--tool):
 
 Example:
   $ rewrite -o gzip.stint /usr/bin/gzip
-  rewrite: gzip: 3208 sites, 3140 patched (B1 2134, B2 342, T1 185, ...), 68 failed
+  rewrite: /usr/bin/gzip (pie, tool branch): 3208 sites, 3206 patched (B1 2138, B2 703, ...) = 99.94%, ...
   $ STINT_OUT=/tmp/traces ./gzip.stint -c big.txt > big.txt.gz
   $ ls /tmp/traces
-  gzip.stint.12345.1106339105427.1f2e3d4c.arrow
+  gzip.stint.12345.1106339105427.arrow
 
   Shared objects are rewritten the same way; put the rewritten library
   first on LD_LIBRARY_PATH. Events of every rewritten module of a process
