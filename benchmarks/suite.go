@@ -21,6 +21,9 @@ type Suite struct {
 	Only    []string
 	Results string
 	GzipMB  int64
+	// EveryRuns and CallgrindRuns are the timed runs of the slow
+	// variants (0 leaves the variant out).
+	EveryRuns, CallgrindRuns int
 }
 
 // Report is what the suite writes as JSON.
@@ -56,10 +59,18 @@ func (s *Suite) Run(ctx context.Context, stdout io.Writer) error {
 			}
 			rep.Rewrites = append(rep.Rewrites, r)
 		}
+		if err := s.write(rep, io.Discard); err != nil {
+			return err
+		}
 	}
+	// Results are written after each part, so a long run that is
+	// interrupted keeps what it measured.
 	if s.want("gzip") {
 		if err := s.gzip(ctx, rep); err != nil {
 			return fmt.Errorf("gzip: %w", err)
+		}
+		if err := s.write(rep, io.Discard); err != nil {
+			return err
 		}
 	}
 	if s.want("sqlite") {
@@ -103,26 +114,23 @@ func (s *Suite) gzip(ctx context.Context, rep *Report) error {
 		return err
 	}
 	out := filepath.Join(cfg.WorkDir, "out.gz")
+	cg := []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "/usr/bin/gzip", "-c"}
 	fmt.Fprintf(cfg.Log, "gzip %d MiB: native, stint default, callgrind branch profile\n", s.GzipMB)
-	t, err := Time(ctx, cfg,
-		[]string{"native", "stint branch (default)", "callgrind --collect-jumps=yes"},
-		[]Cmd{
-			{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: big, Out: out},
-			{Argv: []string{def, "-c"}, Stdin: big, Out: out, Env: s.traceEnv("gzip-default")},
-			{Argv: []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "/usr/bin/gzip", "-c"}, Stdin: big, Out: out},
-		}, []int{cfg.Runs, cfg.Runs, 3})
+	t, err := s.timeVariants(ctx, []variant{
+		{"native", Cmd{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: big, Out: out}, cfg.Runs},
+		{"stint branch (default)", Cmd{Argv: []string{def, "-c"}, Stdin: big, Out: out, Env: s.traceEnv("gzip-default")}, cfg.Runs},
+		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: big, Out: out}, s.CallgrindRuns},
+	})
 	if err != nil {
 		return err
 	}
 	rep.Slowdown[fmt.Sprintf("gzip -c, %d MiB text", s.GzipMB)] = t
 	fmt.Fprintf(cfg.Log, "gzip 4 MiB: native, stint --every, callgrind\n")
-	t, err = Time(ctx, cfg,
-		[]string{"native", "stint branch --every", "callgrind --collect-jumps=yes"},
-		[]Cmd{
-			{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: small, Out: out},
-			{Argv: []string{every, "-c"}, Stdin: small, Out: out, Env: s.traceEnv("gzip-every")},
-			{Argv: []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "/usr/bin/gzip", "-c"}, Stdin: small, Out: out},
-		}, []int{cfg.Runs, 3, 3})
+	t, err = s.timeVariants(ctx, []variant{
+		{"native", Cmd{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: small, Out: out}, cfg.Runs},
+		{"stint branch --every", Cmd{Argv: []string{every, "-c"}, Stdin: small, Out: out, Env: s.traceEnv("gzip-every")}, s.EveryRuns},
+		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: small, Out: out}, s.CallgrindRuns},
+	})
 	if err != nil {
 		return err
 	}
@@ -151,19 +159,38 @@ func (s *Suite) sqlite(ctx context.Context, rep *Report) error {
 		return err
 	}
 	fmt.Fprintf(cfg.Log, "sqlite3 workload: native, stint default, stint --every, callgrind\n")
-	t, err := Time(ctx, cfg,
-		[]string{"native", "stint branch (default)", "stint branch --every", "callgrind --collect-jumps=yes"},
-		[]Cmd{
-			{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql},
-			{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-default"), "LD_LIBRARY_PATH="+defDir)},
-			{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-every"), "LD_LIBRARY_PATH="+everyDir)},
-			{Argv: []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "sqlite3", ":memory:"}, Stdin: sql},
-		}, []int{cfg.Runs, cfg.Runs, 3, 3})
+	t, err := s.timeVariants(ctx, []variant{
+		{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql}, cfg.Runs},
+		{"stint branch (default)", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-default"), "LD_LIBRARY_PATH="+defDir)}, cfg.Runs},
+		{"stint branch --every", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-every"), "LD_LIBRARY_PATH="+everyDir)}, s.EveryRuns},
+		{"callgrind --collect-jumps=yes", Cmd{Argv: []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "sqlite3", ":memory:"}, Stdin: sql}, s.CallgrindRuns},
+	})
 	if err != nil {
 		return err
 	}
 	rep.Slowdown["sqlite3 workload (benchmarks/workloads/sqlite.sql)"] = t
 	return nil
+}
+
+// variant is one command line of a comparison and how often to time it.
+type variant struct {
+	name string
+	cmd  Cmd
+	runs int
+}
+
+// timeVariants times the variants that have runs (the first is the
+// baseline of the ratios).
+func (s *Suite) timeVariants(ctx context.Context, vs []variant) ([]Timing, error) {
+	var names []string
+	var cmds []Cmd
+	var runs []int
+	for _, v := range vs {
+		if v.runs > 0 {
+			names, cmds, runs = append(names, v.name), append(cmds, v.cmd), append(runs, v.runs)
+		}
+	}
+	return Time(ctx, s.Config, names, cmds, runs)
 }
 
 func (s *Suite) write(rep *Report, stdout io.Writer) error {

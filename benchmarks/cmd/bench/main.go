@@ -35,6 +35,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringSliceVar(&o.Only, "only", nil, "run only these parts: rewrite, gzip, sqlite")
 	fs.StringVar(&o.Results, "results", "benchmarks/results", "directory for the results")
 	fs.Int64Var(&o.GzipMB, "gzip-mb", 64, "gzip input size in MiB")
+	fs.IntVar(&o.EveryRuns, "every-runs", 3, "timed runs of the --every variants (0 = leave them out)")
+	fs.IntVar(&o.CallgrindRuns, "callgrind-runs", 3, "timed runs of callgrind (0 = leave it out)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
