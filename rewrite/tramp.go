@@ -388,9 +388,15 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 		a.jmp(tgt)
 		return []siteProbe{{kind: kDirCall, flags: pfDirect, dst: tgt, arm: arm, armTo: body}}
 	case kRet:
+		a.retCacheCheck(p(0))
+		hitField := a.off() - 1
+		a.cacheRestore()
 		a.thunk(p(0), entry, func() {
 			a.emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) // mov 144(%rsp),%rsi
 		})
+		a.emit(in.Bytes...)
+		a.patchRel8(hitField, a.off())
+		a.cacheRestore()
 		a.emit(in.Bytes...)
 		return []siteProbe{{kind: kRetKind, arm: -1}}
 	case kIndJmp, kIndCall:
@@ -399,13 +405,37 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 			a.setErr(err)
 			return nil
 		}
-		a.thunk(p(0), entry, func() {
-			if op.mod == 3 {
-				a.encodeRM(op, true, 0x8b, 6, 0) // mov %reg,%rsi
-			} else {
-				a.encodeRM(op, true, 0x8b, 6, thunkFrame) // mov OP,%rsi
-			}
-		})
+		// The thunk with an inline cache check (see retCacheCheck)
+		// between loading %rsi and the call:
+		//   <thunk up to %rsi> ; push %rcx ; compare %rsi with cache ;
+		//   jrcxz hit ; pop %rcx ; <rest of thunk> ; original
+		//   hit: pop %rcx ; pop %rsi ; pop %rdi ; lea 0x80(%rsp),%rsp ; original
+		// The relocated original never falls through.
+		a.emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
+		a.emit(0x57, 0x56)                   // push %rdi; push %rsi
+		if op.mod == 3 {
+			a.encodeRM(op, true, 0x8b, 6, 0) // mov %reg,%rsi
+		} else {
+			a.encodeRM(op, true, 0x8b, 6, thunkFrame) // mov OP,%rsi
+		}
+		a.emit(0x51)             // push %rcx
+		a.emit(0x48, 0x8b, 0x0d) // mov cache(%rip),%rcx
+		a.rel32(p(0)+probeCacheOff, 0)
+		a.emit(0x48, 0xf7, 0xd1)             // not %rcx
+		a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
+		a.emit(0xe3, 0x00)                   // jrcxz hit
+		hitField := a.off() - 1
+		a.emit(0x59)             // pop %rcx
+		a.emit(0x48, 0x8d, 0x3d) // lea probe(%rip),%rdi
+		a.rel32(p(0), 0)
+		a.emit(0xe8) // call stint_probe_entry
+		a.rel32(entry, 0)
+		a.emit(0x5e, 0x5f)                                     // pop %rsi; pop %rdi
+		a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+		a.relocate(in, k, tgt, pic)
+		a.patchRel8(hitField, a.off())
+		a.emit(0x59, 0x5e, 0x5f)                               // pop %rcx; pop %rsi; pop %rdi
+		a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
 		a.relocate(in, k, tgt, pic)
 		if k == kIndJmp {
 			return []siteProbe{{kind: kIndJmpKind, arm: -1}}
@@ -420,6 +450,49 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 	}
 	a.setErr(fmt.Errorf("no trampoline for %v", k))
 	return nil
+}
+
+// probeCacheOff is offsetof(struct stint_probe, cache): the last
+// destination the runtime recorded for an indirect or ret probe.
+const probeCacheOff = 48
+
+// retCacheCheck emits the inline fast path of a ret probe: it compares the
+// return address at (%rsp) with the probe's cache (the destination the
+// runtime last recorded) and ends in a jrcxz, taken when they are equal,
+// whose rel8 is the last byte emitted (patched by the caller). Neither
+// path changes a flag (flags can be live across a ret in hand-written
+// code): the comparison is rax + ~cache + 1 with not and lea, tested by
+// jrcxz. It steps over the red zone like a thunk and leaves %rax and %rcx
+// pushed; both paths then run cacheRestore.
+//
+// A ret probe is never retired, so without this every ret would run the
+// whole thunk. The runtime sets cache on every recording call in default
+// mode and never in --every mode, where it stays 0 (no return address),
+// so there the check always falls through to the thunk.
+func (a *asm) retCacheCheck(probe uint64) {
+	a.emit(0x48, 0x8d, 0x64, 0x24, 0x80)                   // lea -0x80(%rsp),%rsp
+	a.emit(0x50, 0x51)                                     // push %rax; push %rcx
+	a.emit(0x48, 0x8b, 0x84, 0x24, 0x90, 0x00, 0x00, 0x00) // mov 0x90(%rsp),%rax
+	a.emit(0x48, 0x8b, 0x0d)                               // mov cache(%rip),%rcx
+	a.rel32(probe+probeCacheOff, 0)
+	a.emit(0x48, 0xf7, 0xd1)             // not %rcx
+	a.emit(0x48, 0x8d, 0x4c, 0x08, 0x01) // lea 1(%rax,%rcx),%rcx
+	a.emit(0xe3, 0x00)                   // jrcxz hit
+}
+
+// cacheRestore undoes retCacheCheck's stack changes.
+func (a *asm) cacheRestore() {
+	a.emit(0x59, 0x58)                                     // pop %rcx; pop %rax
+	a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+}
+
+// patchRel8 sets the rel8 field at offset off to reach offset to.
+func (a *asm) patchRel8(off, to int) {
+	d := to - (off + 1)
+	if d != int(int8(d)) {
+		a.setErr(fmt.Errorf("rel8 of %d bytes out of range", d))
+	}
+	a.b[off] = byte(int8(d))
 }
 
 func (a *asm) jcxzPlaceholder(b []byte) (ntField, tField int) {

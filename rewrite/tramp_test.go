@@ -95,27 +95,39 @@ func TestSiteTrampolines(t *testing.T) {
 			"jmp 0x500005", "lea -0x80", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80",
 			"lea -0x8(%rsp),%rsp", "push %rax", "->0x401005", "mov %rax,0x8(%rsp)", "pop %rax", "jmp 0x402005"}, []uint64{0x500022}},
 		{"ret", ToolBranch, []byte{0xc3}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80", "ret"}, []uint64{0}},
+			"lea -0x80", "push %rax", "push %rcx", "mov 0x90(%rsp),%rax", "),%rcx ->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz 0x500050",
+			"pop %rcx", "pop %rax", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80", "ret",
+			"pop %rcx", "pop %rax", "lea 0x80", "ret"}, []uint64{0}},
 		{"ret imm16", ToolCall, []byte{0xc2, 0x10, 0x00}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call", "pop", "pop", "lea 0x80", "ret $0x10"}, []uint64{0}},
+			"lea -0x80", "push %rax", "push %rcx", "mov 0x90(%rsp),%rax", "->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz 0x500052",
+			"pop %rcx", "pop %rax", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call", "pop", "pop", "lea 0x80", "ret $0x10",
+			"pop %rcx", "pop %rax", "lea 0x80", "ret $0x10"}, []uint64{0}},
 		{"call *%rax", ToolBranch, []byte{0xff, 0xd0}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "lea", "call", "pop", "pop", "lea 0x80",
-			"push $0x401002", "jmp *%rax"}, []uint64{0}},
+			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"push $0x401002", "jmp *%rax",
+			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401002", "jmp *%rax"}, []uint64{0}},
 		{"call *%r12 pic", ToolCall, []byte{0x41, 0xff, 0xd4}, true, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %r12,%rsi", "lea", "call", "pop", "pop", "lea 0x80",
-			"lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12"}, []uint64{0}},
+			"lea -0x80", "push %rdi", "push %rsi", "mov %r12,%rsi", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12",
+			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12"}, []uint64{0}},
 		{"call *8(%rsp)", ToolBranch, []byte{0xff, 0x54, 0x24, 0x08}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov 0x98(%rsp),%rsi", "lea", "call", "pop", "pop", "lea 0x80",
-			"push $0x401004", "jmp *0x10(%rsp)"}, []uint64{0}},
+			"lea -0x80", "push %rdi", "push %rsi", "mov 0x98(%rsp),%rsi", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"push $0x401004", "jmp *0x10(%rsp)",
+			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401004", "jmp *0x10(%rsp)"}, []uint64{0}},
 		{"call *rip", ToolBranch, []byte{0xff, 0x15, 0xfa, 0x0f, 0x00, 0x00}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "),%rsi ->0x402000", "lea", "call", "pop", "pop", "lea 0x80",
-			"push $0x401006", "->0x402000"}, []uint64{0}},
+			"lea -0x80", "push %rdi", "push %rsi", "),%rsi ->0x402000", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"push $0x401006", "->0x402000",
+			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401006", "->0x402000"}, []uint64{0}},
 		{"notrack jmp *(%rax,%rbx,8)", ToolBranch, []byte{0x3e, 0xff, 0x24, 0xd8}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov (%rax,%rbx,8),%rsi", "lea", "call", "pop", "pop", "lea 0x80",
-			"jmp *(%rax,%rbx,8)"}, []uint64{0}},
+			"lea -0x80", "push %rdi", "push %rsi", "mov (%rax,%rbx,8),%rsi", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"jmp *(%rax,%rbx,8)",
+			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "jmp *(%rax,%rbx,8)"}, []uint64{0}},
 		{"jmp *%fs:0x10(%r13)", ToolBranch, []byte{0x64, 0x41, 0xff, 0x65, 0x10}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %fs:0x10(%r13),%rsi", "lea", "call", "pop", "pop", "lea 0x80",
-			"jmp *%fs:0x10(%r13)"}, []uint64{0}},
+			"lea -0x80", "push %rdi", "push %rsi", "mov %fs:0x10(%r13),%rsi", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"jmp *%fs:0x10(%r13)",
+			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "jmp *%fs:0x10(%r13)"}, []uint64{0}},
 		{"syscall", ToolSyscall, []byte{0x0f, 0x05}, false, []string{
 			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "lea", "call", "pop", "pop", "lea 0x80",
 			"syscall", "jmp 0x401002"}, []uint64{0}},
@@ -246,5 +258,151 @@ func TestRelocateRefuses(t *testing.T) {
 		if err := relocatable(&in, k); err == nil {
 			t.Errorf("%s: relocatable, want refusal", tc.name)
 		}
+	}
+}
+
+// TestInlineCacheCheck follows both paths of the inline cache check of
+// ret and indirect trampolines: the hit path must reach the original
+// instruction with %rsp and the scratch registers restored and without
+// calling the probe, the miss path must call the probe with the
+// destination in %rsi and then reach the same instruction, and nothing on
+// either path may write the flags.
+func TestInlineCacheCheck(t *testing.T) {
+	const site, tramp, probe, entry = 0x401000, 0x500000, 0x600040, 0x480100
+	tests := []struct {
+		name  string
+		bytes []byte
+		rsi   string // how the miss path loads the destination
+		rsp   int64  // %rsp at the original instruction, relative to the site's
+	}{
+		{"ret", []byte{0xc3}, "mov 0x90(%rsp),%rsi", 0},
+		{"ret imm16", []byte{0xc2, 0x08, 0x00}, "mov 0x90(%rsp),%rsi", 0},
+		{"rep ret", []byte{0xf3, 0xc3}, "mov 0x90(%rsp),%rsi", 0},
+		{"jmp *%rax", []byte{0xff, 0xe0}, "mov %rax,%rsi", 0},
+		{"jmp *%rcx", []byte{0xff, 0xe1}, "mov %rcx,%rsi", 0},
+		{"call *%rsi", []byte{0xff, 0xd6}, "mov %rsi,%rsi", -8},
+		{"call *8(%rsp)", []byte{0xff, 0x54, 0x24, 0x08}, "mov 0x98(%rsp),%rsi", -8},
+		{"call *rip", []byte{0xff, 0x15, 0xfa, 0x0f, 0x00, 0x00}, "->0x402000", -8},
+		{"jmp *(%rcx,%rdi,8)", []byte{0xff, 0x24, 0xf9}, "mov (%rcx,%rdi,8),%rsi", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in, k, tgt := siteFor(t, site, tc.bytes)
+			sz := &asm{sizing: true}
+			sz.siteTramp(ToolBranch, &in, k, tgt, nil, 0, false)
+			a := &asm{base: tramp}
+			a.siteTramp(ToolBranch, &in, k, tgt, []uint64{probe}, entry, false)
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			if len(a.b) != len(sz.b) {
+				t.Errorf("size: have %d, sized %d", len(a.b), len(sz.b))
+			}
+			d := disasm(t, a.b, tramp)
+			byAddr := map[uint64]int{}
+			for i, x := range d {
+				byAddr[x.addr] = i
+			}
+			for _, x := range d {
+				switch x.in.Op {
+				case x86asm.LEA, x86asm.PUSH, x86asm.POP, x86asm.MOV, x86asm.NOT, x86asm.JRCXZ, x86asm.CALL, x86asm.RET, x86asm.JMP:
+				default:
+					t.Errorf("%#x: %s may change the flags", x.addr, gnu(x))
+				}
+			}
+			found := false
+			for _, x := range d {
+				if x.in.Op == x86asm.MOV && x.in.Args[0] == x86asm.RCX {
+					if m, ok := x.in.Args[1].(x86asm.Mem); ok && m.Base == x86asm.RIP {
+						found = x.addr+uint64(x.in.Len)+uint64(int64(int32(m.Disp))) == probe+probeCacheOff
+					}
+				}
+			}
+			if !found {
+				t.Errorf("no load of the probe's cache (%#x)", probe+probeCacheOff)
+			}
+			// walk runs from the start, taking the jrcxz iff take and
+			// tracking %rsp and pushed registers, up to the first ret
+			// or indirect jmp, and returns the instructions run.
+			walk := func(take bool) []dinst {
+				var run []dinst
+				rsp := int64(0)
+				pushed := map[x86asm.Reg]int{}
+				for i := 0; i < len(d); {
+					x := d[i]
+					run = append(run, x)
+					switch x.in.Op {
+					case x86asm.JRCXZ:
+						if take {
+							to := uint64(int64(x.addr) + int64(x.in.Len) + int64(x.in.Args[0].(x86asm.Rel)))
+							j, ok := byAddr[to]
+							if !ok {
+								t.Fatalf("jrcxz to %#x: not an instruction start", to)
+							}
+							i = j
+							continue
+						}
+					case x86asm.PUSH:
+						rsp -= 8
+						if r, ok := x.in.Args[0].(x86asm.Reg); ok {
+							pushed[r]++
+						}
+					case x86asm.POP:
+						rsp += 8
+						r := x.in.Args[0].(x86asm.Reg)
+						if pushed[r]--; pushed[r] == 0 {
+							delete(pushed, r)
+						}
+					case x86asm.LEA:
+						if x.in.Args[0] == x86asm.RSP {
+							rsp += x.in.Args[1].(x86asm.Mem).Disp
+						}
+					case x86asm.RET, x86asm.JMP:
+						if _, rel := x.in.Args[0].(x86asm.Rel); x.in.Op == x86asm.JMP && rel {
+							t.Fatalf("take=%v: direct jmp %s", take, gnu(x))
+						}
+						if rsp != tc.rsp || len(pushed) != 0 {
+							t.Errorf("take=%v: %s with %%rsp %+d (want %+d), still pushed %v", take, gnu(x), rsp, tc.rsp, pushed)
+						}
+						if x.in.Op == x86asm.RET && string(a.b[x.addr-tramp:x.addr-tramp+uint64(x.in.Len)]) != string(tc.bytes) {
+							t.Errorf("take=%v: ends in %s, want the original % x", take, gnu(x), tc.bytes)
+						}
+						return run
+					}
+					i++
+				}
+				t.Fatalf("take=%v: no ret or indirect jmp reached", take)
+				return nil
+			}
+			calls := func(run []dinst) int {
+				n := 0
+				for _, x := range run {
+					if x.in.Op == x86asm.CALL && uint64(int64(x.addr)+int64(x.in.Len)+int64(x.in.Args[0].(x86asm.Rel))) == entry {
+						n++
+					}
+				}
+				return n
+			}
+			hit, miss := walk(true), walk(false)
+			if n := calls(hit); n != 0 {
+				t.Errorf("hit path calls the probe %d times", n)
+			}
+			if n := calls(miss); n != 1 {
+				t.Errorf("miss path calls the probe %d times, want 1", n)
+			}
+			hl, ml := hit[len(hit)-1], miss[len(miss)-1]
+			if hs, ms := strings.SplitN(gnu(hl), " ->", 2)[0], strings.SplitN(gnu(ml), " ->", 2)[0]; hl.in.Op != ml.in.Op || (hl.in.Op == x86asm.RET && hs != ms) {
+				t.Errorf("paths end differently: hit %s, miss %s", gnu(hl), gnu(ml))
+			}
+			loads := false
+			for _, x := range miss {
+				if strings.Contains(gnu(x), tc.rsi) && strings.HasSuffix(strings.SplitN(gnu(x), " ->", 2)[0], ",%rsi") {
+					loads = true
+				}
+			}
+			if !loads {
+				t.Errorf("miss path does not load the destination into %%rsi with %q", tc.rsi)
+			}
+		})
 	}
 }

@@ -1386,6 +1386,14 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v)
 		}
 		return;
 	}
+	/*
+	 * Default mode: p->cache is the last destination seen, set on every
+	 * call that gets this far (new or already in the set), so that the
+	 * trampolines' inline check (rewrite/tramp.go: retCacheCheck) skips
+	 * the probe while the destination repeats. In --every mode it is
+	 * never written and stays 0, which no destination equals, so every
+	 * execution reaches this function.
+	 */
 	if (!every) {
 		if (__atomic_load_n(&p->cache, __ATOMIC_RELAXED) == v && __atomic_load_n(&p->state, __ATOMIC_RELAXED))
 			return;
