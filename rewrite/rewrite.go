@@ -221,6 +221,7 @@ type rewriter struct {
 	isSite    []bool   // by instruction index
 	siteSize  []int    // by instruction index: bytes of the site's trampoline
 	tramps    []*tramp // by instruction index: near trampoline, nil until allocated
+	siteArms  [][]int  // by instruction index: offsets of the site trampoline's arm rel32 fields
 	trampList []int // instruction indices in allocation order
 }
 
@@ -332,6 +333,7 @@ func (rw *rewriter) run() ([]byte, error) {
 	rw.isSite = make([]bool, len(c.insts))
 	rw.siteSize = make([]int, len(c.insts))
 	rw.tramps = make([]*tramp, len(c.insts))
+	rw.siteArms = make([][]int, len(c.insts))
 	var ok []int
 	for _, i := range sites {
 		in := &c.insts[i]
@@ -346,7 +348,12 @@ func (rw *rewriter) run() ([]byte, error) {
 			}
 		}
 		a := &asm{sizing: true}
-		a.siteTramp(rw.opts.Tool, in, c.kinds[i], c.targets[i], nil, 0, rw.pic)
+		sp := a.siteTramp(rw.opts.Tool, in, c.kinds[i], c.targets[i], nil, 0, rw.pic)
+		for _, pr := range sp {
+			if pr.arm >= 0 {
+				rw.siteArms[i] = append(rw.siteArms[i], pr.arm)
+			}
+		}
 		if a.err != nil {
 			rw.st.fail("no trampoline: "+a.err.Error(), in.Addr)
 			continue
@@ -404,6 +411,14 @@ func (rw *rewriter) near(i int) uint64 {
 	t := &tramp{addr: rw.rxCursor, site: rw.isSite[i], probe0: -1}
 	if t.site {
 		t.size = rw.siteSize[i]
+		// The runtime retargets an arm with one 4-byte store, which it
+		// only does when the rel32 stays inside a 64-byte line (else the
+		// probe keeps calling in): move the trampoline until every arm
+		// does. The skipped bytes stay int3.
+		for k := 0; k < 64 && armsCrossLine(t.addr, rw.siteArms[i]); k++ {
+			t.addr++
+		}
+		rw.rxCursor = t.addr
 	} else {
 		a := &asm{sizing: true}
 		// Errors surface when an evicted instruction is emitted.
@@ -414,6 +429,17 @@ func (rw *rewriter) near(i int) uint64 {
 	rw.tramps[i] = t
 	rw.trampList = append(rw.trampList, i)
 	return t.addr
+}
+
+// armsCrossLine reports whether a trampoline at addr would have an arm's
+// rel32 (at the given offsets) straddle a 64-byte line.
+func armsCrossLine(addr uint64, arms []int) bool {
+	for _, off := range arms {
+		if (addr+uint64(off))&63 > 60 {
+			return true
+		}
+	}
+	return false
 }
 
 type chunkOut struct {
