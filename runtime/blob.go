@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "fa0c08a807d7e4d5337098d362c05e0aff0a07dd8680c275eb75f08d82240d8d"
+const BlobSHA256 = "c7ec492ef263f7637e143f2249193bdae0d15646209592b51ec03d4fc1ad3a6f"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -298,7 +298,7 @@ struct stint_global {
 	uint64_t cur;
 	uint64_t modules_used;       /* bytes of stint.modules filled */
 	uint32_t tool;
-	uint32_t pad2;
+	uint32_t tid_mode;           /* TID_*: how emit learns the thread id */
 	char options[192];
 	char exe_path[512];
 	char out_dir[512];
@@ -913,6 +913,54 @@ static void col_put(struct stint_global *g, uint8_t *body, int c, uint32_t i, ui
 
 static void fork_child_reopen(struct stint_global *g);
 
+/*
+ * The thread id of every event. A gettid system call per event made
+ * --every mode hundreds of times slower than native, so where we can we
+ * read it from glibc's thread descriptor instead: %fs points at glibc's
+ * struct pthread, whose tid field sits at a fixed offset (the one
+ * libthread_db reads; glibc keeps it current across fork and clears it at
+ * thread exit). rdfsbase (only when the kernel enables FSGSBASE, AT_HWCAP2)
+ * tells whether %fs is set up at all: before libc has set up TLS it is 0.
+ * The offset is checked once against gettid with process_vm_readv, which
+ * fails instead of faulting when %fs points at something else (another
+ * libc); any doubt falls back to the system call.
+ */
+#define TID_UNKNOWN 0  /* not decided yet: system call */
+#define TID_PROBE 1    /* FSGSBASE available: check the offset on first use */
+#define TID_GLIBC 2    /* read %fs:GLIBC_TID_OFF */
+#define TID_SYSCALL 3  /* always the system call */
+#define GLIBC_TID_OFF 0x2d0 /* offsetof(struct pthread, tid), glibc 2.34-2.38 x86-64 */
+
+static uint64_t fs_base(void)
+{
+	uint64_t fs;
+	__asm__ volatile("rdfsbase %0" : "=r"(fs));
+	return fs;
+}
+
+static uint32_t current_tid(struct stint_global *g)
+{
+	uint32_t mode = __atomic_load_n(&g->tid_mode, __ATOMIC_RELAXED);
+	if (mode == TID_GLIBC) {
+		uint64_t fs = fs_base();
+		if (fs) {
+			int32_t t = *(volatile int32_t *)(fs + GLIBC_TID_OFF);
+			if (t > 0)
+				return (uint32_t)t;
+		}
+	} else if (mode == TID_PROBE) {
+		uint64_t fs = fs_base();
+		if (fs) {
+			int32_t t = 0, real = (int32_t)sys_call0(SYS_gettid);
+			struct { uint64_t base, len; } local = {(uint64_t)&t, sizeof t}, remote = {fs + GLIBC_TID_OFF, sizeof t};
+			long n = sys_call6(SYS_process_vm_readv, sys_call0(SYS_getpid), (long)&local, 1, (long)&remote, 1, 0);
+			__atomic_store_n(&g->tid_mode, n == (long)sizeof t && t == real ? TID_GLIBC : TID_SYSCALL, __ATOMIC_RELAXED);
+			return (uint32_t)real;
+		}
+	}
+	return (uint32_t)sys_call0(SYS_gettid);
+}
+
 static void emit(const struct row *rw)
 {
 	struct stint_global *g = G();
@@ -923,7 +971,7 @@ static void emit(const struct row *rw)
 	}
 	if (UNLIKELY(!__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)))
 		return;
-	uint32_t tid = (uint32_t)sys_call0(SYS_gettid);
+	uint32_t tid = current_tid(g);
 	uint64_t t = now_ns(S_CLOCK_MONOTONIC);
 	for (uint32_t spin = 0;; spin++) {
 		if (spin >= SPIN_LIMIT || !__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)) {
@@ -1545,6 +1593,10 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 				f = vdso_lookup(vd, "clock_gettime");
 			g->vdso_gettime = f;
 		}
+	}
+	if (g->tid_mode == TID_UNKNOWN) {
+		uint64_t hw2 = auxv ? auxv_find(auxv, S_AT_HWCAP2) : proc_auxv(S_AT_HWCAP2);
+		g->tid_mode = (hw2 & S_HWCAP2_FSGSBASE) ? TID_PROBE : TID_SYSCALL;
 	}
 	const char *execfn = auxv ? (const char *)auxv_find(auxv, S_AT_EXECFN) : 0;
 	if (created) {

@@ -27,6 +27,7 @@
 #define SYS_readlink 89
 #define SYS_getppid 110
 #define SYS_gettid 186
+#define SYS_process_vm_readv 310
 #define SYS_clock_gettime 228
 #define SYS_openat 257
 
@@ -57,6 +58,8 @@
 #define S_AT_NULL 0
 #define S_AT_SYSINFO_EHDR 33
 #define S_AT_EXECFN 31
+#define S_AT_HWCAP2 26
+#define S_HWCAP2_FSGSBASE 2
 
 #define S_EEXIST 17
 #define S_ENOENT 2
