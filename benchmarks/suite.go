@@ -158,17 +158,28 @@ func (s *Suite) sqlite(ctx context.Context, rep *Report) error {
 	if err := s.rewrite(ctx, lib, filepath.Join(everyDir, "libsqlite3.so.0"), "--every"); err != nil {
 		return err
 	}
-	fmt.Fprintf(cfg.Log, "sqlite3 workload: native, stint default, stint --every, callgrind\n")
+	cg := []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "sqlite3", ":memory:"}
+	fmt.Fprintf(cfg.Log, "sqlite3 workload: native, stint default, callgrind\n")
 	t, err := s.timeVariants(ctx, []variant{
 		{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql}, cfg.Runs},
 		{"stint branch (default)", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-default"), "LD_LIBRARY_PATH="+defDir)}, cfg.Runs},
-		{"stint branch --every", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-every"), "LD_LIBRARY_PATH="+everyDir)}, s.EveryRuns},
-		{"callgrind --collect-jumps=yes", Cmd{Argv: []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "sqlite3", ":memory:"}, Stdin: sql}, s.CallgrindRuns},
+		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: sql}, s.CallgrindRuns},
 	})
 	if err != nil {
 		return err
 	}
 	rep.Slowdown["sqlite3 workload (benchmarks/workloads/sqlite.sql)"] = t
+	small := strings.TrimSuffix(sql, ".sql") + "-small.sql"
+	fmt.Fprintf(cfg.Log, "sqlite3 small workload: native, stint --every, callgrind\n")
+	t, err = s.timeVariants(ctx, []variant{
+		{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small}, cfg.Runs},
+		{"stint branch --every", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small, Env: append(s.traceEnv("sqlite-every"), "LD_LIBRARY_PATH="+everyDir)}, s.EveryRuns},
+		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: small}, s.CallgrindRuns},
+	})
+	if err != nil {
+		return err
+	}
+	rep.Slowdown["sqlite3 small workload, every occurrence (benchmarks/workloads/sqlite-small.sql)"] = t
 	return nil
 }
 
