@@ -7,9 +7,16 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime/debug"
 )
 
 func main() {
+	// A rewrite is one short burst of allocation that lives until the
+	// output is written; collecting as often as the default does spends a
+	// fifth of the time scanning it. GOGC, when set, still wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := exitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr)
 	stop()
