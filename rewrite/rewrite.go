@@ -300,7 +300,9 @@ func (rw *rewriter) run() ([]byte, error) {
 		// its own sites (the runtime restores their patches).
 		lo := rw.textHi - 2*gib + reachSlop
 		hi := alignDown(rw.origLo, pageSize) - pageSize
-		if rw.shared {
+		// A static PIE has no interpreter, so the kernel maps it in the
+		// mmap area too, with [vvar] and [vdso] placed right below it.
+		if rw.shared || rw.static {
 			hi = alignDown(rw.origLo, pageSize) - belowGap
 		}
 		if int64(hi) > int64(alignUp(lo, pageSize)) {
@@ -321,7 +323,7 @@ func (rw *rewriter) run() ([]byte, error) {
 	if space.ChunkGap == 0 {
 		space.ChunkGap = DefaultChunkGap
 	}
-	if rw.shared {
+	if rw.shared || (rw.pic && rw.static) {
 		space.TightGap = min(space.ChunkGap, belowChunkGap)
 		space.TightBelow = alignDown(rw.origLo, pageSize)
 	}
