@@ -109,6 +109,9 @@ func decodeOne(b []byte) (x86asm.Inst, bool) {
 			return x86asm.Inst{Op: x86asm.NOP, Len: 4}, true
 		}
 	}
+	if in, isVex, ok := vexDecode(b); isVex {
+		return in, ok
+	}
 	in, err := x86asm.Decode(b, 64)
 	if err != nil || in.Op == 0 || in.Len <= 0 || in.Len > len(b) {
 		return in, false
@@ -208,6 +211,20 @@ func decode(f *elfFile) *code {
 			limit := min(r.hi, nextStart(a))
 			b := r.data[a-r.lo : min(a-r.lo+15, r.hi-r.lo)]
 			in, ok := decodeOne(b)
+			if ok && a+uint64(in.Len) > limit && limit < r.hi {
+				// An instruction straddles a function start. glibc's
+				// signal trampoline, for one, has its FDE begin one
+				// byte early, inside the preceding nop. Neither reading
+				// can be trusted until the two decodings meet again:
+				// leave every byte up to there alone.
+				if m, ok := converge(r, a+uint64(in.Len), limit); ok {
+					for ; a < m; a++ {
+						add(a, r.data[a-r.lo:a-r.lo+1], kBad, 0, place.InstUntouchable)
+						c.undecodable++
+					}
+					continue
+				}
+			}
 			if !ok || a+uint64(in.Len) > limit {
 				// Undecodable (or straddles a function start): every
 				// byte up to the next start becomes an untouchable
@@ -230,6 +247,26 @@ func decode(f *elfFile) *code {
 	}
 	c.markFlags()
 	return c
+}
+
+// converge decodes forward from x and from y (x > y) and returns the
+// first address both decodings reach, within a few instructions.
+func converge(r region, x, y uint64) (uint64, bool) {
+	for n := 0; n < 32 && x != y; n++ {
+		if x < y {
+			x, y = y, x
+		}
+		// y is behind: step it.
+		if y >= r.hi {
+			return 0, false
+		}
+		in, ok := decodeOne(r.data[y-r.lo : min(y-r.lo+15, r.hi-r.lo)])
+		if !ok {
+			return 0, false
+		}
+		y += uint64(in.Len)
+	}
+	return x, x == y && x <= r.hi
 }
 
 // tailBytes is how many bytes past the end of an executable section the
