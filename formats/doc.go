@@ -50,6 +50,14 @@
 //	pid, ppid      process and parent process id
 //	start_ns       CLOCK_REALTIME at start, ns since the epoch
 //	mono_start_ns  CLOCK_MONOTONIC at start, ns (same clock as the time column)
+//	budget_ns      budget per period, ns (absent: no budget)
+//	period_ns      period, ns (absent: no budget)
+//	log            redundancy log file (absent: none)
+//	log_policy     "exact", "hash", "bst" or "merger" (absent: no log)
+//
+// Rows of the record kinds ([KindPeriod], [KindPeriodStats],
+// [KindPeriodQoS], [KindRunEnd]) are not events: the runtime's per-period
+// budget records and its end-of-run record, interleaved with the events.
 //
 // A run value that is all spaces reads as the zero [Run]. Each module
 // line, terminated by "\n":

@@ -22,8 +22,33 @@ const (
 	KindBlock       Kind = 9 // basic block entered: src = dst = its first instruction
 )
 
-// MaxKind is the largest defined Kind.
+// MaxKind is the largest defined event Kind.
 const MaxKind = KindBlock
+
+// Record kinds: rows that are not events but the runtime's own records,
+// written with tid 0 and src_module = dst_module = NoModule. A budgeted
+// run writes one KindPeriod and one KindPeriodStats row per period (and a
+// KindPeriodQoS row when a QoS metric drives the budget), all with the
+// period's start as time; KindRunEnd is written once when the process
+// leaves through exit or a fatal signal. See [Period].
+const (
+	// src = period index (0 = first), dst = budget granted (ns),
+	// value = budget used (ns, measured; may exceed dst: overshoot).
+	KindPeriod Kind = 32
+	// src = events recorded, dst = events suppressed (runtime calls
+	// that recorded nothing), value = time instrumentation was
+	// enabled during the period (ns).
+	KindPeriodStats Kind = 33
+	// src = metric value and dst = threshold (float64 bits),
+	// value = budget computed by the controller (ns).
+	KindPeriodQoS Kind = 34
+	// time = end (CLOCK_MONOTONIC ns), src = exit status or 128+signal,
+	// value = run time (ns since mono_start_ns).
+	KindRunEnd Kind = 35
+)
+
+// IsRecord reports whether k is one of the record kinds (not an event).
+func (k Kind) IsRecord() bool { return k >= KindPeriod && k <= KindRunEnd }
 
 var kindNames = [...]string{
 	KindJccTaken:    "jcc-taken",
@@ -45,6 +70,16 @@ func (k Kind) Valid() bool { return k >= KindJccTaken && k <= MaxKind }
 func (k Kind) String() string {
 	if k.Valid() {
 		return kindNames[k]
+	}
+	switch k {
+	case KindPeriod:
+		return "period"
+	case KindPeriodStats:
+		return "period-stats"
+	case KindPeriodQoS:
+		return "period-qos"
+	case KindRunEnd:
+		return "run-end"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

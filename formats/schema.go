@@ -98,14 +98,18 @@ func checkFields(s *arrow.Schema) error {
 // Run describes the traced process. It is the JSON object in the
 // MetaRun schema metadata value.
 type Run struct {
-	Binary      string `json:"binary"`        // path of the traced executable (the kernel's /proc/self/exe)
-	BuildID     string `json:"build_id"`      // GNU build-id of the executable's original file, lower-case hex; "" if none
-	Tool        string `json:"tool"`          // what was traced: a Tool name ("branch", "call", "syscall", "block")
-	Options     string `json:"options"`       // the rewriter's option string, e.g. "tool=branch every=0"
-	PID         int64  `json:"pid"`           // process id
-	PPID        int64  `json:"ppid"`          // parent's process id
-	StartNS     int64  `json:"start_ns"`      // CLOCK_REALTIME at start, ns since the Unix epoch
-	MonoStartNS uint64 `json:"mono_start_ns"` // CLOCK_MONOTONIC at start, ns: subtract from the time column for time since start
+	Binary      string `json:"binary"`               // path of the traced executable (the kernel's /proc/self/exe)
+	BuildID     string `json:"build_id"`             // GNU build-id of the executable's original file, lower-case hex; "" if none
+	Tool        string `json:"tool"`                 // what was traced: a Tool name ("branch", "call", "syscall", "block")
+	Options     string `json:"options"`              // the rewriter's option string, e.g. "tool=branch every=0"
+	PID         int64  `json:"pid"`                  // process id
+	PPID        int64  `json:"ppid"`                 // parent's process id
+	StartNS     int64  `json:"start_ns"`             // CLOCK_REALTIME at start, ns since the Unix epoch
+	MonoStartNS uint64 `json:"mono_start_ns"`        // CLOCK_MONOTONIC at start, ns: subtract from the time column for time since start
+	BudgetNS    uint64 `json:"budget_ns,omitempty"`  // instrumentation budget per period, ns; 0 = no budget (always on)
+	PeriodNS    uint64 `json:"period_ns,omitempty"`  // budget period, ns; 0 = no budget
+	Log         string `json:"log,omitempty"`        // redundancy log path, "" = none
+	LogPolicy   string `json:"log_policy,omitempty"` // "exact", "hash", "bst" or "merger"; "" = no log
 }
 
 // Module is one entry of the module table: one JSON line in the

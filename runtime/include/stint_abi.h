@@ -42,6 +42,13 @@
 #define STINT_K_SYSCALL       8  /* dst = 0, value = syscall number (rax) */
 #define STINT_K_BLOCK         9  /* src = dst = first instruction of the block */
 
+/* Record kinds: the runtime's own rows (tid 0, modules 0xFFFF, time =
+ * the period's start). formats/kind.go documents the fields. */
+#define STINT_K_PERIOD        32 /* src = period index, dst = granted ns, value = used ns */
+#define STINT_K_PERIOD_STATS  33 /* src = events recorded, dst = suppressed, value = enabled ns */
+#define STINT_K_PERIOD_QOS    34 /* src = metric, dst = threshold (double bits), value = computed ns */
+#define STINT_K_RUN_END       35 /* time = end, src = exit status / 128+sig, value = run ns */
+
 /* Tools (struct stint_module.tool). */
 #define STINT_TOOL_BRANCH  1
 #define STINT_TOOL_CALL    2
