@@ -1,0 +1,414 @@
+package benchmarks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// DIME is the experiment of issue 3, after the DIME* paper's section 4
+// (Figures 2-4 and 6-7) on this machine: for each workload, native
+// runs; one full run (rewritten, no budget: the reference for coverage);
+// DIME (budget, no log) and DIME* (budget and a redundancy log, one
+// fresh log per policy, runs in sequence so the log accumulates) for
+// Runs runs each; and the exact policy with --skip-covered, the binary
+// rewritten from the current log before each run after the first.
+//
+// Every traced run is preceded by a native run, so native is measured
+// throughout the experiment; slowdowns are against the median of all
+// native runs of the workload.
+//
+// The budgeted variants need `rewrite --budget`; when the rewriter does
+// not offer it yet, only native and full run and the report says so.
+type DIME struct {
+	Config     Config
+	Results    string     // directory for the results
+	Name       string     // base name of the result files (default "issue3")
+	Workloads  []Workload // in order
+	Runs       int        // runs per budgeted variant (the paper: 8)
+	NativeRuns int        // native runs before the series (at least 1)
+	Budget     string     // rewrite --budget value, e.g. "10%"
+	Period     string     // rewrite --period value, e.g. "100ms"
+	Policies   []string   // log policies (exact, hash, bst, merger)
+	// SkipCovered adds the exact + --skip-covered series.
+	SkipCovered bool
+	// Cov is the cov command; when it runs `cov compare --json`, its
+	// numbers replace the in-process ones (see [CompareRuns]).
+	Cov string
+	// Command is the command line that reproduces the run (for the
+	// report).
+	Command string
+}
+
+// DIMEReport is what the experiment writes as JSON.
+type DIMEReport struct {
+	Date      string          `json:"date"`
+	Host      string          `json:"host"`
+	Budget    string          `json:"budget"`
+	Period    string          `json:"period"`
+	Runs      int             `json:"runs"`
+	Command   string          `json:"command,omitempty"`
+	Workloads []*WorkloadDIME `json:"workloads"`
+	Notes     []string        `json:"notes,omitempty"`
+}
+
+// WorkloadDIME is one workload's results.
+type WorkloadDIME struct {
+	Key          string         `json:"key"`
+	Title        string         `json:"title"`
+	Unit         string         `json:"unit"` // of the figures of merit: "s" or "req/s"
+	Native       []float64      `json:"native"`
+	NativeMedian float64        `json:"native_median"`
+	FullEvents   int            `json:"full_distinct_events"`
+	Variants     []*VariantDIME `json:"variants"`
+	Notes        []string       `json:"notes,omitempty"`
+}
+
+// VariantDIME is one series of runs.
+type VariantDIME struct {
+	Name     string    `json:"name"` // full, dime, exact, hash, bst, merger, exact+skip-covered
+	Policy   string    `json:"log_policy,omitempty"`
+	Metrics  string    `json:"metrics_from"` // "cov compare" or "traces (in-process)"
+	Runs     []RunDIME `json:"runs"`
+	Slowdown float64   `json:"slowdown_geomean"`
+	// Overshoot is the distribution over every period of every run.
+	Overshoot Dist `json:"overshoot"`
+}
+
+// RunDIME is one run of a series.
+type RunDIME struct {
+	Run      int     `json:"run"`
+	Merit    float64 `json:"merit"` // seconds or requests/s
+	Slowdown float64 `json:"slowdown"`
+	RunMetrics
+	OvershootP99Cov *float64 `json:"overshoot_p99_us_cov,omitempty"` // cov compare's figure, when it ran
+	Overshoot       Dist     `json:"overshoot"`
+	Periods         int      `json:"periods"`
+	Recorded        uint64   `json:"recorded"`   // events recorded, summed over periods
+	Suppressed      uint64   `json:"suppressed"` // probe calls that recorded nothing, summed over periods
+	RunTimeMS       float64  `json:"run_time_ms,omitempty"`
+	Patched         *int     `json:"patched_sites,omitempty"` // --skip-covered: sites the rewrite patched
+	Traces          []string `json:"traces"`
+	Warnings        []string `json:"warnings,omitempty"`
+}
+
+// rewriterCaps says which issue-3 options the rewriter offers.
+type rewriterCaps struct{ budget, skipCovered bool }
+
+func (d *DIME) caps(ctx context.Context) rewriterCaps {
+	out, _ := exec.CommandContext(ctx, d.Config.Rewrite, "--help").CombinedOutput()
+	h := string(out)
+	return rewriterCaps{budget: strings.Contains(h, "--budget"), skipCovered: strings.Contains(h, "--skip-covered")}
+}
+
+// Run runs the experiment and writes <Results>/<Name>.{json,md} and the
+// plots, after each workload so an interrupted run keeps what it
+// measured; the Markdown goes to stdout at the end.
+func (d *DIME) Run(ctx context.Context, stdout io.Writer) error {
+	if d.Name == "" {
+		d.Name = "issue3"
+	}
+	if d.Runs < 1 || d.NativeRuns < 1 {
+		return fmt.Errorf("dime: need at least one run and one native run (have %d, %d)", d.Runs, d.NativeRuns)
+	}
+	if err := os.MkdirAll(d.Config.WorkDir, 0o755); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	rep := &DIMEReport{Date: time.Now().UTC().Format(time.RFC3339), Host: fmt.Sprintf("%s %d cores", host, runtime.NumCPU()),
+		Budget: d.Budget, Period: d.Period, Runs: d.Runs, Command: d.Command}
+	c := d.caps(ctx)
+	if !c.budget {
+		rep.Notes = append(rep.Notes, "the rewriter has no --budget yet: only native and the full run were measured")
+	} else if d.SkipCovered && !c.skipCovered {
+		rep.Notes = append(rep.Notes, "the rewriter has no --skip-covered yet: that series was left out")
+	}
+	if d.Cov != "" && !d.covWorks(ctx) {
+		rep.Notes = append(rep.Notes, "cov compare is not available: coverage, FP and FN computed from the traces in-process")
+		d.Cov = ""
+	}
+	for _, w := range d.Workloads {
+		fmt.Fprintf(d.Config.Log, "== %s\n", w.Title())
+		wr, err := d.workload(ctx, w, c)
+		if errors.Is(err, ErrNoRedis) {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s left out: %v", w.Key(), err))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.Key(), err)
+		}
+		rep.Workloads = append(rep.Workloads, wr)
+		if err := d.write(rep, io.Discard); err != nil {
+			return err
+		}
+	}
+	return d.write(rep, stdout)
+}
+
+// series is one variant to run: how to rewrite and what to set.
+type series struct {
+	name   string
+	policy string
+	runs   int
+	skip   bool // rewrite with --skip-covered from the log before runs 2..
+}
+
+func (d *DIME) plan(c rewriterCaps) []series {
+	ss := []series{{name: "full", runs: 1}}
+	if !c.budget {
+		return ss
+	}
+	ss = append(ss, series{name: "dime", runs: d.Runs})
+	for _, p := range d.Policies {
+		ss = append(ss, series{name: p, policy: p, runs: d.Runs})
+	}
+	if d.SkipCovered && c.skipCovered {
+		ss = append(ss, series{name: "exact+skip-covered", policy: "exact", runs: d.Runs, skip: true})
+	}
+	return ss
+}
+
+func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*WorkloadDIME, error) {
+	base := filepath.Join(d.Config.WorkDir, "dime", w.Key())
+	if err := freshDir(base); err != nil {
+		return nil, err
+	}
+	if err := w.Prepare(ctx, d.Config.WorkDir); err != nil {
+		return nil, err
+	}
+	wr := &WorkloadDIME{Key: w.Key(), Title: w.Title(), Unit: w.Unit()}
+	budgetArgs := []string{"--budget", d.Budget, "--period", d.Period}
+	full := w.OutPath(mkdir(base, "bin-full"))
+	if _, err := d.rewrite(ctx, w.Target(), full); err != nil {
+		return nil, err
+	}
+	budgeted := ""
+	if c.budget {
+		budgeted = w.OutPath(mkdir(base, "bin-budget"))
+		if _, err := d.rewrite(ctx, w.Target(), budgeted, budgetArgs...); err != nil {
+			return nil, err
+		}
+	}
+	native := func() error {
+		v, err := w.Run(ctx, "", nil)
+		if err != nil {
+			return fmt.Errorf("native: %w", err)
+		}
+		wr.Native = append(wr.Native, v)
+		fmt.Fprintf(d.Config.Log, "  native: %.3f %s\n", v, w.Unit())
+		return nil
+	}
+	for i := 0; i < d.NativeRuns; i++ {
+		if err := native(); err != nil {
+			return nil, err
+		}
+	}
+	in := Interner{}
+	var fullSet EventSet
+	var fullTrace string
+	for _, s := range d.plan(c) {
+		v := &VariantDIME{Name: s.name, Policy: s.policy, Metrics: "traces (in-process)"}
+		logFile := filepath.Join(base, "log-"+strings.ReplaceAll(s.name, "+", "-")+".stlog")
+		var sets []EventSet
+		var files [][]string
+		var all []uint64 // overshoots of every period of the series
+		for i := 1; i <= s.runs; i++ {
+			if err := native(); err != nil {
+				return nil, err
+			}
+			bin := budgeted
+			if s.name == "full" {
+				bin = full
+			}
+			var patched *int
+			if s.skip && i > 1 {
+				bin = w.OutPath(mkdir(base, fmt.Sprintf("bin-skip-%d", i)))
+				st, err := d.rewrite(ctx, w.Target(), bin, append(budgetArgs, "--skip-covered", logFile)...)
+				if err != nil {
+					return nil, err
+				}
+				patched = st
+			}
+			dir := filepath.Join(base, "traces", strings.ReplaceAll(s.name, "+", "-"), fmt.Sprint(i))
+			if err := freshDir(dir); err != nil {
+				return nil, err
+			}
+			env := []string{"STINT_OUT=" + dir}
+			if s.policy != "" {
+				env = append(env, "STINT_LOG="+logFile, "STINT_LOG_POLICY="+s.policy)
+			}
+			m, err := w.Run(ctx, bin, env)
+			if err != nil {
+				return nil, fmt.Errorf("%s run %d: %w", s.name, i, err)
+			}
+			rt, err := ReadRunDir(dir, in)
+			if err != nil {
+				return nil, fmt.Errorf("%s run %d: %w", s.name, i, err)
+			}
+			r := RunDIME{Run: i, Merit: m, Traces: rt.Files, Warnings: rt.Warnings, Patched: patched,
+				Overshoot: Distribution(Overshoots(rt.Periods)), Periods: len(rt.Periods), RunTimeMS: float64(rt.RunTimeNS) / 1e6}
+			for _, p := range rt.Periods {
+				r.Recorded += p.Recorded
+				r.Suppressed += p.Suppressed
+			}
+			v.Runs = append(v.Runs, r)
+			sets = append(sets, rt.Events)
+			all = append(all, Overshoots(rt.Periods)...)
+			files = append(files, rt.Files)
+			fmt.Fprintf(d.Config.Log, "  %-20s run %d: %.3f %s, %d distinct events, %d periods\n", s.name, i, m, w.Unit(), len(rt.Events), len(rt.Periods))
+			if s.name == "full" {
+				fullSet = rt.Events
+				if len(rt.Files) == 1 {
+					fullTrace = rt.Files[0]
+				}
+			}
+		}
+		v.Overshoot = Distribution(all)
+		ms := CompareRuns(sets, fullSet)
+		for i := range v.Runs {
+			v.Runs[i].RunMetrics = ms[i]
+		}
+		if d.Cov != "" && fullTrace != "" && s.name != "full" {
+			if err := d.covCompare(ctx, v, files, fullTrace); err != nil {
+				wr.Notes = append(wr.Notes, fmt.Sprintf("%s: cov compare failed, in-process metrics used: %v", s.name, err))
+			}
+		}
+		wr.Variants = append(wr.Variants, v)
+	}
+	wr.FullEvents = len(fullSet)
+	wr.NativeMedian = Median(wr.Native)
+	for _, v := range wr.Variants {
+		var sl []float64
+		for i := range v.Runs {
+			v.Runs[i].Slowdown = Slowdown(w, wr.NativeMedian, v.Runs[i].Merit)
+			sl = append(sl, v.Runs[i].Slowdown)
+		}
+		v.Slowdown = GeoMean(sl)
+	}
+	return wr, nil
+}
+
+func mkdir(parts ...string) string {
+	p := filepath.Join(parts...)
+	os.MkdirAll(p, 0o755)
+	return p
+}
+
+// rewrite rewrites in to out and returns the number of patched sites
+// from --stats-json (nil if the statistics do not say).
+func (d *DIME) rewrite(ctx context.Context, in, out string, extra ...string) (*int, error) {
+	stats := out + ".stats.json"
+	args := append([]string{"-q", "--stats-json", stats, "-o", out}, extra...)
+	args = append(args, in)
+	if _, err := RunOnce(ctx, Cmd{Argv: append([]string{d.Config.Rewrite}, args...)}); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(stats)
+	if err != nil {
+		return nil, nil
+	}
+	var s struct {
+		Patched map[string]int `json:"patched"`
+	}
+	if json.Unmarshal(b, &s) != nil || s.Patched == nil {
+		return nil, nil
+	}
+	n := 0
+	for _, v := range s.Patched {
+		n += v
+	}
+	return &n, nil
+}
+
+// covWorks reports whether d.Cov runs `compare`.
+func (d *DIME) covWorks(ctx context.Context) bool {
+	out, err := exec.CommandContext(ctx, d.Cov, "compare", "--help").CombinedOutput()
+	return err == nil && strings.Contains(string(out), "compare")
+}
+
+// covOutput is the part of `cov compare --json` the harness reads (the
+// keys issue 3 fixes).
+type covOutput struct {
+	Coverage *float64 `json:"coverage"`
+	Runs     []struct {
+		Coverage           *float64 `json:"coverage"`
+		CumulativeCoverage *float64 `json:"cumulative_coverage"`
+		FalsePositiveRatio *float64 `json:"false_positive_ratio"`
+		FalseNegativeRatio *float64 `json:"false_negative_ratio"`
+		OvershootP99US     *float64 `json:"overshoot_p99_us"`
+	} `json:"runs"`
+}
+
+// covCompare replaces v's metrics by those of `cov compare --json`. It
+// needs one trace file per run.
+func (d *DIME) covCompare(ctx context.Context, v *VariantDIME, files [][]string, full string) error {
+	args := []string{"compare", "--json"}
+	for i, f := range files {
+		if len(f) != 1 {
+			return fmt.Errorf("run %d left %d trace files", i+1, len(f))
+		}
+		args = append(args, f[0])
+	}
+	args = append(args, full)
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, d.Cov, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, lastLine(stderr.String()))
+	}
+	var co covOutput
+	if err := json.Unmarshal(out, &co); err != nil {
+		return err
+	}
+	if len(co.Runs) != len(v.Runs) {
+		return fmt.Errorf("%d runs in its output, want %d", len(co.Runs), len(v.Runs))
+	}
+	set := func(dst *float64, src *float64) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	for i, r := range co.Runs {
+		m := &v.Runs[i]
+		set(&m.Coverage, r.Coverage)
+		set(&m.Cumulative, r.CumulativeCoverage)
+		set(&m.FalsePositive, r.FalsePositiveRatio)
+		set(&m.FalseNegative, r.FalseNegativeRatio)
+		m.OvershootP99Cov = r.OvershootP99US
+	}
+	v.Metrics = "cov compare"
+	return nil
+}
+
+func (d *DIME) write(rep *DIMEReport, stdout io.Writer) error {
+	if err := os.MkdirAll(d.Results, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(d.Results, d.Name+".json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	plots, err := Plots(rep, d.Results, d.Name)
+	if err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+	md := DIMEMarkdown(rep, plots)
+	if err := os.WriteFile(filepath.Join(d.Results, d.Name+".md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, md)
+	return err
+}
