@@ -29,6 +29,8 @@ const (
 	stubSize          = runtime.StubStructSize
 	moduleOptionsSize = runtime.ModuleOptionsSize
 	moduleOptionsOff  = 208 // offsetof(struct stint_module, options)
+	moduleGateOff     = 360 // offsetof(struct stint_module, gate_vaddr)
+	gateSize          = 4096
 
 	mfEvery  = runtime.MFEvery
 	mfShared = runtime.MFShared

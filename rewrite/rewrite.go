@@ -27,6 +27,14 @@ type Options struct {
 	// file, but more memory for stub pages (chunks share physical pages
 	// only with each other) and larger ranges that must be free.
 	ChunkGap uint64
+	// Budget and Period: the instrumentation budget per period (see
+	// ParseBudget); "" = no budget. The runtime's STINT_BUDGET and
+	// STINT_PERIOD override them.
+	Budget, Period string
+	// Log and LogPolicy: the redundancy log and its policy ("exact",
+	// "hash", "bst", "merger"); STINT_LOG and STINT_LOG_POLICY override
+	// them. "" = no log.
+	Log, LogPolicy string
 }
 
 // Hex is an address that marshals to JSON as a "0x..." string.
@@ -165,6 +173,9 @@ func RewriteBytes(data []byte, opts Options) (out []byte, st *Stats, err error) 
 	}
 	if opts.Tool < ToolBranch || opts.Tool > ToolBlock {
 		return nil, nil, fmt.Errorf("unknown tool %d", opts.Tool)
+	}
+	if err := opts.checkBudgetOptions(); err != nil {
+		return nil, nil, err
 	}
 	f, err := parseELF(data)
 	if err != nil {
@@ -605,7 +616,8 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	if dp.entries != nil {
 		dynSize = uint64(len(dp.entries)+6) * 16 // room for our tags and DT_NULL
 	}
-	rwSize := dynAt + dynSize - rwVaddr
+	gateAt := alignUp(dynAt+dynSize, pageSize)
+	rwSize := gateAt + gateSize - rwVaddr
 	newEnd := rwVaddr + alignUp(rwSize, pageSize)
 	if newEnd > rw.stubLo {
 		return nil, fmt.Errorf("new segments (%d MiB) do not fit below the stub area", (newEnd-rw.rxVaddr)>>20)
@@ -633,7 +645,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	for _, i := range rw.trampList {
 		t := rw.tramps[i]
 		in := &c.insts[i]
-		a := &asm{base: t.addr}
+		a := &asm{base: t.addr, gate: gateAt}
 		if t.site {
 			if t.probe0 < 0 {
 				continue // planner asked for it but the site failed: leave int3
@@ -738,11 +750,8 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	le.PutUint64(m[192:], layout.SrcSize)
 	le.PutUint32(m[200:], uint32(len(stubs)))
 	le.PutUint32(m[204:], uint32(ndeps))
-	every := 0
-	if rw.opts.Every {
-		every = 1
-	}
-	copy(m[moduleOptionsOff:moduleOptionsOff+moduleOptionsSize-1], fmt.Sprintf("tool=%s every=%d", rw.opts.Tool, every))
+	copy(m[moduleOptionsOff:moduleOptionsOff+moduleOptionsSize-1], rw.optionString())
+	le.PutUint64(m[moduleGateOff:], gateAt)
 	copy(m[probesAt-rwVaddr:], probes)
 	for k, i := range patchOrder {
 		pr := modified[i]

@@ -17,6 +17,7 @@ type asm struct {
 	b      []byte
 	base   uint64 // link vaddr of b[0]
 	sizing bool   // addresses are placeholders: skip range checks
+	gate   uint64 // link vaddr of the gate word (struct stint_module.gate_vaddr)
 	err    error
 }
 
@@ -44,11 +45,50 @@ func (a *asm) rel32(target uint64, after int) {
 
 func (a *asm) jmp(target uint64) { a.emit(0xe9); a.rel32(target, 0) }
 
-// thunk emits the probe call (DESIGN.md §3). setRSI, when non-nil, emits
-// the instruction(s) that load the destination or value into %rsi; it
-// runs while every register but %rsp holds the program's value (rsp is
-// 144 bytes lower).
+// thunk emits the probe call (DESIGN.md §3) behind the gate check: when
+// the gate word is nonzero (budget spent) it steps over the call. setRSI,
+// when non-nil, emits the instruction(s) that load the destination or
+// value into %rsi; it runs while every register but %rsp holds the
+// program's value (rsp is 144 bytes lower).
+//
+//	lea -0x80(%rsp),%rsp ; push %rcx ; mov gate(%rip),%rcx ; jrcxz open
+//	pop %rcx ; jmp out
+//	open: pop %rcx ; push %rdi ; push %rsi ; [setRSI] ; lea probe(%rip),%rdi
+//	call stint_probe_entry ; pop %rsi ; pop %rdi
+//	out: lea 0x80(%rsp),%rsp
+//
+// No flag changes on either path: jrcxz tests %rcx without flags.
 func (a *asm) thunk(probe, entry uint64, setRSI func()) {
+	a.emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
+	a.emit(0x51)                         // push %rcx
+	a.gateLoad()
+	a.emit(0xe3, 0x03) // jrcxz open
+	a.emit(0x59)       // pop %rcx
+	a.emit(0xeb, 0x00) // jmp out
+	outField := a.off() - 1
+	a.emit(0x59)       // open: pop %rcx
+	a.emit(0x57, 0x56) // push %rdi; push %rsi
+	if setRSI != nil {
+		setRSI()
+	}
+	a.emit(0x48, 0x8d, 0x3d) // lea probe(%rip),%rdi
+	a.rel32(probe, 0)
+	a.emit(0xe8) // call stint_probe_entry
+	a.rel32(entry, 0)
+	a.emit(0x5e, 0x5f) // pop %rsi; pop %rdi
+	a.patchRel8(outField, a.off())
+	a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+}
+
+// gateLoad emits mov gate(%rip),%rcx.
+func (a *asm) gateLoad() {
+	a.emit(0x48, 0x8b, 0x0d)
+	a.rel32(a.gate, 0)
+}
+
+// callOnly emits the thunk without the gate check, for paths that
+// checked the gate already.
+func (a *asm) callOnly(probe, entry uint64, setRSI func()) {
 	a.emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
 	a.emit(0x57, 0x56)                   // push %rdi; push %rsi
 	if setRSI != nil {
@@ -388,14 +428,15 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 		a.jmp(tgt)
 		return []siteProbe{{kind: kDirCall, flags: pfDirect, dst: tgt, arm: arm, armTo: body}}
 	case kRet:
-		a.retCacheCheck(p(0))
+		gateField := a.retCacheCheck(p(0))
 		hitField := a.off() - 1
 		a.cacheRestore()
-		a.thunk(p(0), entry, func() {
+		a.callOnly(p(0), entry, func() {
 			a.emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) // mov 144(%rsp),%rsi
 		})
 		a.emit(in.Bytes...)
 		a.patchRel8(hitField, a.off())
+		a.patchRel8(gateField, a.off())
 		a.cacheRestore()
 		a.emit(in.Bytes...)
 		return []siteProbe{{kind: kRetKind, arm: -1}}
@@ -418,8 +459,12 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 		} else {
 			a.encodeRM(op, true, 0x8b, 6, thunkFrame) // mov OP,%rsi
 		}
-		a.emit(0x51)             // push %rcx
-		a.emit(0x48, 0x8b, 0x0d) // mov cache(%rip),%rcx
+		a.emit(0x51) // push %rcx
+		a.gateLoad()
+		a.emit(0xe3, 0x02) // jrcxz open
+		a.emit(0xeb, 0x00) // jmp hit (gate closed)
+		gateField := a.off() - 1
+		a.emit(0x48, 0x8b, 0x0d) // open: mov cache(%rip),%rcx
 		a.rel32(p(0)+probeCacheOff, 0)
 		a.emit(0x48, 0xf7, 0xd1)             // not %rcx
 		a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
@@ -434,6 +479,7 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 		a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
 		a.relocate(in, k, tgt, pic)
 		a.patchRel8(hitField, a.off())
+		a.patchRel8(gateField, a.off())
 		a.emit(0x59, 0x5e, 0x5f)                               // pop %rcx; pop %rsi; pop %rdi
 		a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
 		a.relocate(in, k, tgt, pic)
@@ -463,21 +509,28 @@ const probeCacheOff = 48
 // path changes a flag (flags can be live across a ret in hand-written
 // code): the comparison is rax + ~cache + 1 with not and lea, tested by
 // jrcxz. It steps over the red zone like a thunk and leaves %rax and %rcx
-// pushed; both paths then run cacheRestore.
+// pushed; both paths then run cacheRestore. Before the comparison it
+// checks the gate (see thunk): closed, it goes straight to the hit path;
+// it returns the offset of that jump's rel8 for the caller to patch.
 //
 // A ret probe is never retired, so without this every ret would run the
 // whole thunk. The runtime sets cache on every recording call in default
 // mode and never in --every mode, where it stays 0 (no return address),
 // so there the check always falls through to the thunk.
-func (a *asm) retCacheCheck(probe uint64) {
-	a.emit(0x48, 0x8d, 0x64, 0x24, 0x80)                   // lea -0x80(%rsp),%rsp
-	a.emit(0x50, 0x51)                                     // push %rax; push %rcx
-	a.emit(0x48, 0x8b, 0x84, 0x24, 0x90, 0x00, 0x00, 0x00) // mov 0x90(%rsp),%rax
+func (a *asm) retCacheCheck(probe uint64) (gateField int) {
+	a.emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
+	a.emit(0x50, 0x51)                   // push %rax; push %rcx
+	a.gateLoad()
+	a.emit(0xe3, 0x02) // jrcxz open
+	a.emit(0xeb, 0x00) // jmp hit (gate closed)
+	gateField = a.off() - 1
+	a.emit(0x48, 0x8b, 0x84, 0x24, 0x90, 0x00, 0x00, 0x00) // open: mov 0x90(%rsp),%rax
 	a.emit(0x48, 0x8b, 0x0d)                               // mov cache(%rip),%rcx
 	a.rel32(probe+probeCacheOff, 0)
 	a.emit(0x48, 0xf7, 0xd1)             // not %rcx
 	a.emit(0x48, 0x8d, 0x4c, 0x08, 0x01) // lea 1(%rax,%rcx),%rcx
 	a.emit(0xe3, 0x00)                   // jrcxz hit
+	return gateField
 }
 
 // cacheRestore undoes retCacheCheck's stack changes.

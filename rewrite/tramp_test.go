@@ -75,77 +75,77 @@ func TestSiteTrampolines(t *testing.T) {
 		arms  []uint64 // arm_to per probe (0 = no arm)
 	}{
 		{"jcc rel8", ToolBranch, []byte{0x74, 0x10}, false, []string{
-			"je 0x50000b", "jmp 0x50002d",
-			"lea -0x80(%rsp),%rsp", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401012",
-			"lea -0x80(%rsp),%rsp", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401002",
+			"je 0x50000b", "jmp 0x50003b",
+			"lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401012",
+			"lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401002",
 		}, []uint64{0x401012, 0x401002}},
 		{"jcc rel32", ToolBranch, []byte{0x0f, 0x8c, 0x00, 0x01, 0x00, 0x00}, false, []string{
-			"jl 0x50000b", "jmp 0x50002d"}, []uint64{0x401106, 0x401006}},
+			"jl 0x50000b", "jmp 0x50003b"}, []uint64{0x401106, 0x401006}},
 		{"jrcxz", ToolBranch, []byte{0xe3, 0x20}, false, []string{
-			"jrcxz 0x500007", "jmp 0x50002e", "jmp 0x50000c"}, []uint64{0x401022, 0x401002}},
+			"jrcxz 0x500007", "jmp 0x50003c", "jmp 0x50000c"}, []uint64{0x401022, 0x401002}},
 		{"loop", ToolBranch, []byte{0xe2, 0xf0}, false, []string{
 			"loop 0x500007", "jmp", "jmp"}, []uint64{0x400ff2, 0x401002}},
 		{"jmp rel8", ToolBranch, []byte{0xeb, 0x05}, false, []string{
-			"jmp 0x500005", "lea -0x80(%rsp),%rsp", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401007"},
+			"jmp 0x500005", "lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401007"},
 			[]uint64{0x401007}},
 		{"call rel32 fixed", ToolBranch, []byte{0xe8, 0x00, 0x10, 0x00, 0x00}, false, []string{
-			"jmp 0x500005", "lea -0x80", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80",
-			"push $0x401005", "jmp 0x402005"}, []uint64{0x500022}},
+			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80",
+			"push $0x401005", "jmp 0x402005"}, []uint64{0x500030}},
 		{"call rel32 pic", ToolBranch, []byte{0xe8, 0x00, 0x10, 0x00, 0x00}, true, []string{
-			"jmp 0x500005", "lea -0x80", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80",
-			"lea -0x8(%rsp),%rsp", "push %rax", "->0x401005", "mov %rax,0x8(%rsp)", "pop %rax", "jmp 0x402005"}, []uint64{0x500022}},
+			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80",
+			"lea -0x8(%rsp),%rsp", "push %rax", "->0x401005", "mov %rax,0x8(%rsp)", "pop %rax", "jmp 0x402005"}, []uint64{0x500030}},
 		{"ret", ToolBranch, []byte{0xc3}, false, []string{
-			"lea -0x80", "push %rax", "push %rcx", "mov 0x90(%rsp),%rax", "),%rcx ->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz 0x500050",
+			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "jrcxz", "jmp", "mov 0x90(%rsp),%rax", "),%rcx ->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz 0x50005b",
 			"pop %rcx", "pop %rax", "lea 0x80",
 			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80", "ret",
 			"pop %rcx", "pop %rax", "lea 0x80", "ret"}, []uint64{0}},
 		{"ret imm16", ToolCall, []byte{0xc2, 0x10, 0x00}, false, []string{
-			"lea -0x80", "push %rax", "push %rcx", "mov 0x90(%rsp),%rax", "->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz 0x500052",
+			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "jrcxz", "jmp", "mov 0x90(%rsp),%rax", "->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz 0x50005d",
 			"pop %rcx", "pop %rax", "lea 0x80",
 			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call", "pop", "pop", "lea 0x80", "ret $0x10",
 			"pop %rcx", "pop %rax", "lea 0x80", "ret $0x10"}, []uint64{0}},
 		{"call *%rax", ToolBranch, []byte{0xff, 0xd0}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401002", "jmp *%rax",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401002", "jmp *%rax"}, []uint64{0}},
 		{"call *%r12 pic", ToolCall, []byte{0x41, 0xff, 0xd4}, true, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %r12,%rsi", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov %r12,%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12"}, []uint64{0}},
 		{"call *8(%rsp)", ToolBranch, []byte{0xff, 0x54, 0x24, 0x08}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov 0x98(%rsp),%rsi", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov 0x98(%rsp),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401004", "jmp *0x10(%rsp)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401004", "jmp *0x10(%rsp)"}, []uint64{0}},
 		{"call *rip", ToolBranch, []byte{0xff, 0x15, 0xfa, 0x0f, 0x00, 0x00}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "),%rsi ->0x402000", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "),%rsi ->0x402000", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401006", "->0x402000",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401006", "->0x402000"}, []uint64{0}},
 		{"notrack jmp *(%rax,%rbx,8)", ToolBranch, []byte{0x3e, 0xff, 0x24, 0xd8}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov (%rax,%rbx,8),%rsi", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov (%rax,%rbx,8),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"jmp *(%rax,%rbx,8)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "jmp *(%rax,%rbx,8)"}, []uint64{0}},
 		{"jmp *%fs:0x10(%r13)", ToolBranch, []byte{0x64, 0x41, 0xff, 0x65, 0x10}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %fs:0x10(%r13),%rsi", "push %rcx", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov %fs:0x10(%r13),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"jmp *%fs:0x10(%r13)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "jmp *%fs:0x10(%r13)"}, []uint64{0}},
 		{"syscall", ToolSyscall, []byte{0x0f, 0x05}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "mov %rax,%rsi", "lea", "call", "pop", "pop", "lea 0x80",
 			"syscall", "jmp 0x401002"}, []uint64{0}},
 		{"block rip-relative", ToolBlock, []byte{0x48, 0x8b, 0x05, 0x10, 0x00, 0x00, 0x00}, false, []string{
-			"jmp 0x500005", "lea -0x80", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "lea 0x80",
-			",%rax ->0x401017", "jmp 0x401007"}, []uint64{0x500022}},
+			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			",%rax ->0x401017", "jmp 0x401007"}, []uint64{0x500030}},
 		{"block jcc rel8", ToolBlock, []byte{0x75, 0x03}, false, []string{
-			"jmp", "lea -0x80", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "lea 0x80",
-			"jne 0x401005", "jmp 0x401002"}, []uint64{0x500022}},
+			"jmp", "lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			"jne 0x401005", "jmp 0x401002"}, []uint64{0x500030}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in, k, tgt := siteFor(t, site, tc.bytes)
 			n := nprobes(tc.tool, k)
 			probes := []uint64{probe, probe + 64}[:n]
-			sz := &asm{sizing: true}
+			sz := &asm{sizing: true, gate: 0x600f00}
 			sz.siteTramp(tc.tool, &in, k, tgt, nil, 0, tc.pic)
-			a := &asm{base: tramp}
+			a := &asm{base: tramp, gate: 0x600f00}
 			sp := a.siteTramp(tc.tool, &in, k, tgt, probes, entry, tc.pic)
 			if a.err != nil {
 				t.Fatal(a.err)
@@ -184,7 +184,7 @@ func TestSiteTrampolines(t *testing.T) {
 					}
 					// and the thunk loads this probe's address.
 					found := false
-					for _, x := range th[:6] {
+					for _, x := range th[:min(12, len(th))] {
 						if x.in.Op == x86asm.LEA && x.in.Args[0] == x86asm.RDI {
 							m := x.in.Args[1].(x86asm.Mem)
 							found = x.addr+uint64(x.in.Len)+uint64(int64(int32(m.Disp))) == probes[i]
@@ -220,7 +220,7 @@ func TestRelocate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in, k, tgt := siteFor(t, site, tc.bytes)
-			a := &asm{base: tramp}
+			a := &asm{base: tramp, gate: 0x600f00}
 			a.relocate(&in, k, tgt, false)
 			if a.err != nil {
 				t.Fatal(a.err)
@@ -268,7 +268,7 @@ func TestRelocateRefuses(t *testing.T) {
 // destination in %rsi and then reach the same instruction, and nothing on
 // either path may write the flags.
 func TestInlineCacheCheck(t *testing.T) {
-	const site, tramp, probe, entry = 0x401000, 0x500000, 0x600040, 0x480100
+	const site, tramp, probe, entry, gate = 0x401000, 0x500000, 0x600040, 0x480100, 0x600f00
 	tests := []struct {
 		name  string
 		bytes []byte
@@ -288,9 +288,9 @@ func TestInlineCacheCheck(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in, k, tgt := siteFor(t, site, tc.bytes)
-			sz := &asm{sizing: true}
+			sz := &asm{sizing: true, gate: 0x600f00}
 			sz.siteTramp(ToolBranch, &in, k, tgt, nil, 0, false)
-			a := &asm{base: tramp}
+			a := &asm{base: tramp, gate: 0x600f00}
 			a.siteTramp(ToolBranch, &in, k, tgt, []uint64{probe}, entry, false)
 			if a.err != nil {
 				t.Fatal(a.err)
@@ -321,19 +321,31 @@ func TestInlineCacheCheck(t *testing.T) {
 			if !found {
 				t.Errorf("no load of the probe's cache (%#x)", probe+probeCacheOff)
 			}
-			// walk runs from the start, taking the jrcxz iff take and
-			// tracking %rsp and pushed registers, up to the first ret
-			// or indirect jmp, and returns the instructions run.
-			walk := func(take bool) []dinst {
+			// walk runs from the start with the gate open or closed,
+			// taking the cache check's jrcxz iff take (the gate's jrcxz
+			// is taken iff the gate is open), following direct jmps
+			// inside the trampoline and tracking %rsp and pushed
+			// registers, up to the first ret or indirect jmp; it
+			// returns the instructions run.
+			walk := func(gateOpen, take bool) []dinst {
 				var run []dinst
 				rsp := int64(0)
 				pushed := map[x86asm.Reg]int{}
+				lastLoad := uint64(0)
 				for i := 0; i < len(d); {
 					x := d[i]
 					run = append(run, x)
 					switch x.in.Op {
+					case x86asm.MOV:
+						if m, ok := x.in.Args[1].(x86asm.Mem); ok && m.Base == x86asm.RIP && x.in.Args[0] == x86asm.RCX {
+							lastLoad = x.addr + uint64(x.in.Len) + uint64(int64(int32(m.Disp)))
+						}
 					case x86asm.JRCXZ:
-						if take {
+						jump := take
+						if lastLoad == gate {
+							jump = gateOpen
+						}
+						if jump {
 							to := uint64(int64(x.addr) + int64(x.in.Len) + int64(x.in.Args[0].(x86asm.Rel)))
 							j, ok := byAddr[to]
 							if !ok {
@@ -358,8 +370,14 @@ func TestInlineCacheCheck(t *testing.T) {
 							rsp += x.in.Args[1].(x86asm.Mem).Disp
 						}
 					case x86asm.RET, x86asm.JMP:
-						if _, rel := x.in.Args[0].(x86asm.Rel); x.in.Op == x86asm.JMP && rel {
-							t.Fatalf("take=%v: direct jmp %s", take, gnu(x))
+						if rel, ok := x.in.Args[0].(x86asm.Rel); x.in.Op == x86asm.JMP && ok {
+							to := uint64(int64(x.addr) + int64(x.in.Len) + int64(rel))
+							j, in := byAddr[to]
+							if !in {
+								t.Fatalf("gate=%v take=%v: direct jmp out of the trampoline %s", gateOpen, take, gnu(x))
+							}
+							i = j
+							continue
 						}
 						if rsp != tc.rsp || len(pushed) != 0 {
 							t.Errorf("take=%v: %s with %%rsp %+d (want %+d), still pushed %v", take, gnu(x), rsp, tc.rsp, pushed)
@@ -371,7 +389,7 @@ func TestInlineCacheCheck(t *testing.T) {
 					}
 					i++
 				}
-				t.Fatalf("take=%v: no ret or indirect jmp reached", take)
+				t.Fatalf("gate=%v take=%v: no ret or indirect jmp reached", gateOpen, take)
 				return nil
 			}
 			calls := func(run []dinst) int {
@@ -383,9 +401,15 @@ func TestInlineCacheCheck(t *testing.T) {
 				}
 				return n
 			}
-			hit, miss := walk(true), walk(false)
+			hit, miss, closed := walk(true, true), walk(true, false), walk(false, false)
 			if n := calls(hit); n != 0 {
 				t.Errorf("hit path calls the probe %d times", n)
+			}
+			if n := calls(closed); n != 0 {
+				t.Errorf("closed gate calls the probe %d times", n)
+			}
+			if cl := closed[len(closed)-1]; cl.in.Op != hit[len(hit)-1].in.Op {
+				t.Errorf("closed gate ends in %s", gnu(cl))
 			}
 			if n := calls(miss); n != 1 {
 				t.Errorf("miss path calls the probe %d times, want 1", n)

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "c7ec492ef263f7637e143f2249193bdae0d15646209592b51ec03d4fc1ad3a6f"
+const BlobSHA256 = "316eaa86a27372a92af19f4c91107845a2ec99b8591678cc055dc5f07e9a9a53"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

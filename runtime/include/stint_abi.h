@@ -24,7 +24,7 @@
 #define STINT_U64(x) x##ULL
 #endif
 
-#define STINT_ABI_VERSION 2
+#define STINT_ABI_VERSION 3
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -82,7 +82,7 @@
 #define STINT_TEST_NO_MEMFD_ENV "STINT_TEST_NO_MEMFD"
 
 /* Bytes of struct stint_module.options (NUL included). */
-#define STINT_OPTIONS_SIZE 160
+#define STINT_OPTIONS_SIZE 152
 
 #define STINT_NO_PATCH 0xffffffffu
 
@@ -115,8 +115,8 @@ struct stint_blob_header {
  * fills everything but the fields marked "runtime".
  *
  * ABI 2 took the last 32 bytes of options (192 -> 160 bytes) for the stub
- * list, the dependency array and the stub area size, so the struct keeps
- * its size.
+ * list, the dependency array and the stub area size, and ABI 3 another 8
+ * for the gate page, so the struct keeps its size.
  */
 struct stint_module {
 	uint64_t magic;          /*   0: STINT_MODULE_MAGIC */
@@ -147,8 +147,21 @@ struct stint_module {
 	uint64_t stub_area_size; /* 192: bytes of the stub area (a multiple of 4096) */
 	uint32_t nstubs;         /* 200 */
 	uint32_t ndeps;          /* 204 */
-	char     options[STINT_OPTIONS_SIZE]; /* 208: NUL-terminated, e.g. "tool=branch every=0" */
+	char     options[STINT_OPTIONS_SIZE]; /* 208: NUL-terminated, e.g. "tool=branch every=0 budget=10% period=100ms" */
+	uint64_t gate_vaddr;     /* 360: link vaddr of the gate page (4096 bytes, page aligned, zero in the file) */
 };                           /* 368 */
+
+/*
+ * The gate page. Every probe call in a trampoline first loads the gate
+ * word (the page's first 8 bytes) with a rip-relative mov and skips the
+ * runtime call when it is nonzero: that is how a spent budget turns the
+ * probes off, at the cost of one load and one jrcxz per probe. The
+ * runtime replaces the page with an anonymous one marked MADV_WIPEONFORK,
+ * so a forked child starts with the gate open (0) and its first probe
+ * reaches the runtime, which notices the fork and sets the child up.
+ */
+#define STINT_GATE_OPEN   0
+#define STINT_GATE_CLOSED 1
 
 /*
  * One per probe outcome. A jcc site has two probes (taken, not taken);

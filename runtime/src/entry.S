@@ -119,3 +119,36 @@ stint_probe_entry:
 	pop %rax
 	popfq
 	ret
+
+/*
+ * long stint_spawn(uint64_t stack_top, void (*fn)(void)): start a thread
+ * (clone with CLONE_VM|FS|FILES|SIGHAND|THREAD|SYSVSEM) that runs fn on
+ * the stack ending at stack_top and then exits. Returns the new thread's
+ * id or -errno. The child never returns here: fn is read from the new
+ * stack after the system call.
+ */
+	.p2align 4
+	.globl stint_spawn
+	.hidden stint_spawn
+stint_spawn:
+	and $-16, %rdi
+	mov %rsi, -16(%rdi)       /* fn, popped by the child */
+	lea -16(%rdi), %rsi       /* child's stack */
+	mov $0x50f00, %edi        /* flags */
+	xor %edx, %edx            /* parent_tid */
+	xor %r10d, %r10d          /* child_tid */
+	xor %r8d, %r8d            /* tls */
+	mov $56, %eax             /* SYS_clone */
+	syscall
+	test %rax, %rax
+	jnz 1f
+	/* child: %rsp = stack_top - 16, fn at (%rsp) */
+	pop %rax
+	and $-16, %rsp
+	xor %ebp, %ebp
+	call *%rax
+	mov $60, %eax             /* SYS_exit (this thread only) */
+	xor %edi, %edi
+	syscall
+	hlt
+1:	ret

@@ -191,6 +191,18 @@ static const char *errno_name(long e)
 	}
 }
 
+/* One line on stderr: "stint: <msg>". */
+static void say_line(const char *msg)
+{
+	char line[512];
+	struct sbuf b = {line, 0, sizeof line - 1};
+	sb_puts(&b, "stint: ");
+	sb_puts(&b, msg);
+	size_t n = b.len < b.cap ? b.len : b.cap;
+	line[n++] = '\n';
+	sys_call3(SYS_write, 2, (long)line, (long)n);
+}
+
 /* The one line a failed setup prints: "stint: <what>: <errno>; running untraced". */
 static void say_untraced(const char *what, const char *arg, long err)
 {
@@ -240,6 +252,8 @@ struct gmodule {
 	uint32_t build_id_len;
 	uint32_t pad;
 	uint8_t build_id[32];
+	uint64_t gate;       /* address of the module's gate word, 0 = none */
+	uint64_t smod;       /* its struct stint_module, 0 = not rewritten */
 	char path[512];
 };
 
@@ -306,12 +320,35 @@ struct stint_global {
 	uint8_t exe_build_id[32];
 	uint32_t exe_build_id_len;
 	uint32_t pad3;
+	/* budget (budget.c) */
+	uint32_t budget_on;          /* a budget below 100% of the period */
+	uint32_t log_on;             /* a redundancy log is kept (redlog.c) */
+	uint32_t gate_closed;        /* the budget of this period is spent */
+	uint32_t pad4;
+	uint64_t budget_ns, period_ns;
+	uint64_t tsc_hz;             /* TSC ticks per second, calibrated */
+	uint64_t budget_tsc;         /* this period's budget in ticks */
+	uint64_t used_tsc;           /* charged so far this period */
+	uint64_t suppressed;         /* runtime calls that recorded nothing, this period */
+	uint64_t call_overhead_tsc;  /* cost of entering and leaving the runtime */
+	uint64_t closed_at_tsc;
+	uint64_t period_idx, period_tsc0, period_mono0, period_events0;
+	uint64_t cal_tsc, cal_mono;  /* calibration anchor */
+	/* redundancy log (redlog.c) */
+	uint32_t log_policy, log_lock, log_warned, pad5;
+	uint64_t logset, logset_slots, logset_n; /* entries read from the log */
+	uint64_t log_pending, log_npend, log_saved; /* outcomes noted this run */
+	char log_path[512];
 	struct slot_ring ring[RING];
 	struct anon_region anon[MAX_ANON];
 	char scratch[SCRATCH_SIZE];
 	struct gmodule modules[MAX_MODULES];
 	uint64_t hash[] __attribute__((aligned(16)));
 };
+
+static const char *log_policy_name(uint32_t p);
+static void periods_start(struct stint_global *g);
+static void gates_set(struct stint_global *g, uint64_t v);
 
 struct wipe_page {
 	uint32_t alive;   /* zero in a freshly forked child */
@@ -674,6 +711,18 @@ static void write_run(struct stint_global *g)
 	sb_putu(&b, g->start_ns);
 	sb_puts(&b, ",\"mono_start_ns\":");
 	sb_putu(&b, g->mono_start_ns);
+	if (g->budget_on) {
+		sb_puts(&b, ",\"budget_ns\":");
+		sb_putu(&b, g->budget_ns);
+		sb_puts(&b, ",\"period_ns\":");
+		sb_putu(&b, g->period_ns);
+	}
+	if (g->log_on) {
+		sb_puts(&b, ",\"log\":");
+		sb_putjs(&b, g->log_path);
+		sb_puts(&b, ",\"log_policy\":");
+		sb_putjs(&b, log_policy_name(g->log_policy));
+	}
 	sb_putc(&b, '}');
 	if (b.len > b.cap)
 		b.len = 0; /* does not fit: leave it blank rather than cut the JSON */
@@ -898,6 +947,7 @@ struct row {
 	uint8_t kind;
 	uint16_t src_module, dst_module;
 	uint64_t src, dst, value;
+	uint64_t time;  /* record kinds only (>= STINT_K_PERIOD): events get the current time */
 };
 
 static void col_put(struct stint_global *g, uint8_t *body, int c, uint32_t i, uint64_t v)
@@ -971,8 +1021,9 @@ static void emit(const struct row *rw)
 	}
 	if (UNLIKELY(!__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)))
 		return;
-	uint32_t tid = current_tid(g);
-	uint64_t t = now_ns(S_CLOCK_MONOTONIC);
+	int record = rw->kind >= STINT_K_PERIOD;
+	uint32_t tid = record ? 0 : current_tid(g);
+	uint64_t t = record ? rw->time : now_ns(S_CLOCK_MONOTONIC);
 	for (uint32_t spin = 0;; spin++) {
 		if (spin >= SPIN_LIMIT || !__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)) {
 			__atomic_fetch_add(&g->dropped, 1, __ATOMIC_RELAXED);
@@ -1145,6 +1196,10 @@ static void fork_child_reopen(struct stint_global *g)
 			__atomic_store_n(&g->recording, 1, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&W()->alive, 1, __ATOMIC_RELEASE);
+	if (was) {
+		periods_start(g); /* the parent's period thread did not come along */
+		gates_set(g, STINT_GATE_OPEN);
+	}
 }
 
 /* ---- module table ---- */
@@ -1400,17 +1455,15 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 		stint_restore_atomic(base + pt->addr, pt->orig, pt->len);
 }
 
+/* budget.c: the time budget and the period thread; redlog.c: the redundancy log. */
+#include "budget.c"
+#include "redlog.c"
+
 /* ---- recording ---- */
 
-/* Called by stint_probe_entry for every probe that fires. */
-STINT_API void stint_record(const struct stint_probe *cp, uint64_t v)
+/* Record probe p's outcome v; returns 1 if an event was written. */
+static int record_probe(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs)
 {
-	struct stint_probe *p = (struct stint_probe *)cp;
-	struct stint_module *m = (struct stint_module *)((uint8_t *)p - p->module_back);
-	uint64_t rs = __atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE);
-	if (UNLIKELY(!(rs & RS_ACTIVE)))
-		return;
-	struct stint_global *g = G();
 	uint64_t base = m->base;
 	int every = (m->flags & STINT_MF_EVERY) != 0;
 	struct row rw;
@@ -1423,7 +1476,7 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v)
 			uint8_t z = 0;
 			if (__atomic_load_n(&p->state, __ATOMIC_RELAXED) ||
 			    !__atomic_compare_exchange_n(&p->state, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-				return;
+				return 0;
 		}
 		rw.dst_module = (uint16_t)m->module_id;
 		rw.dst = p->dst;
@@ -1432,7 +1485,8 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v)
 			retarget(base, p);
 			patch_done(m, base, p->patch);
 		}
-		return;
+		log_note(g, m, p, p->dst, (uint16_t)m->module_id);
+		return 1;
 	}
 	/*
 	 * Default mode: p->cache is the last destination seen, set on every
@@ -1444,12 +1498,12 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v)
 	 */
 	if (!every) {
 		if (__atomic_load_n(&p->cache, __ATOMIC_RELAXED) == v && __atomic_load_n(&p->state, __ATOMIC_RELAXED))
-			return;
+			return 0;
 		int added = hash_add(g, (uint64_t)p, v);
 		__atomic_store_n(&p->cache, v, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->state, 1, __ATOMIC_RELAXED);
 		if (added == 0)
-			return;
+			return 0;
 	}
 	if (p->flags & STINT_PF_VALUE) {
 		rw.dst_module = DST_MODULE_NONE;
@@ -1462,7 +1516,35 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v)
 		rw.dst_module = (uint16_t)id;
 		rw.dst = id == DST_MODULE_NONE ? v : v - g->modules[id].base;
 	}
+	uint64_t key = (p->flags & STINT_PF_VALUE) ? v : rw.dst;
+	if (!every && log_seen(g, m, p, key, rw.dst_module))
+		return 0; /* recorded by an earlier run */
 	emit(&rw);
+	if (!every)
+		log_note(g, m, p, key, rw.dst_module);
+	return 1;
+}
+
+/* Called by stint_probe_entry for every probe that fires. */
+STINT_API void stint_record(const struct stint_probe *cp, uint64_t v)
+{
+	struct stint_probe *p = (struct stint_probe *)cp;
+	struct stint_module *m = (struct stint_module *)((uint8_t *)p - p->module_back);
+	uint64_t rs = __atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE);
+	if (UNLIKELY(!(rs & RS_ACTIVE)))
+		return;
+	struct stint_global *g = G();
+	if (LIKELY(!g->budget_on)) {
+		record_probe(g, m, p, v, rs);
+		return;
+	}
+	if (UNLIKELY(__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1))
+		fork_child_reopen(g); /* a child: it starts its own periods */
+	if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
+		return; /* raced with the gate closing */
+	uint64_t t0 = rdtsc();
+	int r = record_probe(g, m, p, v, rs);
+	budget_charge(g, t0, r);
 }
 
 /* ---- initialisation ---- */
@@ -1561,6 +1643,12 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		       page_rwx(base + m->tramp_lo, base + m->tramp_hi) == 0;
 	/* A chunk that cannot be mapped gets its patches restored, never aborts. */
 	chunks_map(m, base, envp, patching);
+	/* The gate page: anonymous and wiped on fork (stint_abi.h). If this
+	 * fails the file's zero page stays: the gate works, but a child
+	 * forked while it is closed records nothing until its next period. */
+	uint64_t gate = m->gate_vaddr ? base + m->gate_vaddr : 0;
+	if (gate && !sys_failed(sys_mmap(gate, 4096, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_FIXED, -1, 0)))
+		sys_call3(SYS_madvise, (long)gate, 4096, S_MADV_WIPEONFORK);
 
 	const char *dis = env_get(envp, "STINT_DISABLE");
 	if (dis && dis[0] == '1') {
@@ -1636,6 +1724,9 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		g->tool = m->tool;
 		s_memcpy(g->options, m->options, sizeof m->options < sizeof g->options ? sizeof m->options : sizeof g->options);
 		g->options[sizeof g->options - 1] = 0;
+		budget_setup(g, envp, g->options);
+		if (!(m->flags & STINT_MF_EVERY))
+			log_setup(g, envp, g->options);
 		if (m->flags & STINT_MF_EXEC) {
 			g->exe_build_id_len = m->build_id_len > 32 ? 32 : m->build_id_len;
 			s_memcpy(g->exe_build_id, m->build_id, g->exe_build_id_len);
@@ -1651,6 +1742,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 			return;
 		}
 		__atomic_store_n(&g->recording, 1, __ATOMIC_RELEASE);
+		periods_start(g);
 	} else if (g->failed) {
 		unlock(&g->init_lock);
 		if (patching)
@@ -1679,6 +1771,12 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	if (id == DST_MODULE_NONE)
 		return;
 	m->module_id = id;
+	g->modules[id].smod = (uint64_t)m;
+	__atomic_store_n(&g->modules[id].gate, gate, __ATOMIC_RELEASE);
+	if (gate && __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
+		__atomic_store_n((uint64_t *)gate, STINT_GATE_CLOSED, __ATOMIC_RELEASE);
+	if (g->log_on && patching && !(m->flags & STINT_MF_EVERY))
+		log_load_module(g, m, base);
 	__atomic_store_n(&m->runtime_state, RS_ACTIVE | (patching && !(m->flags & STINT_MF_EVERY) ? RS_PATCHING : 0),
 			 __ATOMIC_RELEASE);
 }
@@ -1717,8 +1815,10 @@ STINT_API uint64_t stint_init_shared(const uint8_t *blob, long argc, char **argv
 STINT_API uint64_t stint_fini(const uint8_t *blob)
 {
 	struct stint_module *m = module_of_blob(blob);
-	if (__atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE) & RS_ACTIVE)
+	if (__atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE) & RS_ACTIVE) {
+		log_save(G());
 		flush(G());
+	}
 	uint64_t base = (uint64_t)m - m->self_vaddr;
 	return m->orig_fini ? base + m->orig_fini : 0;
 }

@@ -1,0 +1,146 @@
+package rewrite
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Budget options (DIME's rate-based budget, DIME* section 2.3): the
+// instrumentation may run for at most a budget in every period. The
+// runtime parses the same syntax (runtime/src/budget.c) from the module's
+// option string and from STINT_BUDGET / STINT_PERIOD.
+
+// ParseDuration parses a positive duration written as a decimal number
+// and one of the units ns, us (or µs), ms, s: "100ms", "1.5s", "250us".
+func ParseDuration(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
+		i++
+	}
+	num, unit := t[:i], t[i:]
+	v, err := strconv.ParseFloat(num, 64)
+	if num == "" || err != nil {
+		return 0, fmt.Errorf("duration %q: want a number and a unit (ns, us, ms, s), e.g. 100ms", s)
+	}
+	var mul float64
+	switch unit {
+	case "ns":
+		mul = 1
+	case "us", "µs":
+		mul = 1e3
+	case "ms":
+		mul = 1e6
+	case "s":
+		mul = 1e9
+	default:
+		return 0, fmt.Errorf("duration %q: unknown unit %q (want ns, us, ms or s)", s, unit)
+	}
+	d := v * mul
+	if d < 1 || d > float64(time.Hour) {
+		return 0, fmt.Errorf("duration %q: out of range (1ns to 1h)", s)
+	}
+	return time.Duration(d), nil
+}
+
+// ParseBudget parses a budget for the given period: a percentage of the
+// period ("10%", "2.5%") or a duration ("10ms"). It returns the budget
+// as a duration and whether it leaves the instrumentation always on
+// (100% or more of the period).
+func ParseBudget(budget string, period time.Duration) (time.Duration, bool, error) {
+	b := strings.TrimSpace(budget)
+	if strings.HasSuffix(b, "%") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(b[:len(b)-1]), 64)
+		if err != nil || v <= 0 || v > 100 {
+			return 0, false, fmt.Errorf("budget %q: want a percentage in (0, 100], e.g. 10%%", budget)
+		}
+		return time.Duration(v / 100 * float64(period)), v >= 100, nil
+	}
+	d, err := ParseDuration(b)
+	if err != nil {
+		return 0, false, fmt.Errorf("budget: %w (or a percentage of the period, e.g. 10%%)", err)
+	}
+	return d, d >= period, nil
+}
+
+// DefaultPeriod is the period when a budget is given without one.
+const DefaultPeriod = "100ms"
+
+// LogPolicies are the redundancy log policies the runtime knows.
+var LogPolicies = []string{"exact", "hash", "bst", "merger"}
+
+// checkBudgetOptions validates the budget and log options.
+func (o *Options) checkBudgetOptions() error {
+	if o.Period != "" && o.Budget == "" {
+		return errors.New("a period needs a budget")
+	}
+	if o.Budget != "" {
+		period := o.Period
+		if period == "" {
+			period = DefaultPeriod
+		}
+		p, err := ParseDuration(period)
+		if err != nil {
+			return fmt.Errorf("period: %w", err)
+		}
+		if _, _, err := ParseBudget(o.Budget, p); err != nil {
+			return err
+		}
+	}
+	if o.LogPolicy != "" && o.Log == "" {
+		return errors.New("a log policy needs a log")
+	}
+	if o.LogPolicy != "" {
+		ok := false
+		for _, p := range LogPolicies {
+			ok = ok || p == o.LogPolicy
+		}
+		if !ok {
+			return fmt.Errorf("log policy %q: want one of %s", o.LogPolicy, strings.Join(LogPolicies, ", "))
+		}
+	}
+	if o.Log != "" && o.Every {
+		return errors.New("a redundancy log records each outcome once; it cannot be combined with every-occurrence mode")
+	}
+	if strings.ContainsAny(o.Log, " \t\n") {
+		return fmt.Errorf("log path %q: must not contain white space (set STINT_LOG at run time instead)", o.Log)
+	}
+	if s := o.optionString(); len(s) >= moduleOptionsSize {
+		return fmt.Errorf("options %q are %d bytes, more than the %d the module can hold: use a shorter log path, or set STINT_LOG at run time", s, len(s), moduleOptionsSize-1)
+	}
+	return nil
+}
+
+// optionString is the module's option string, which the runtime parses:
+// space-separated key=value pairs.
+func (o *Options) optionString() string {
+	tool := o.Tool
+	if tool == 0 {
+		tool = ToolBranch
+	}
+	every := 0
+	if o.Every {
+		every = 1
+	}
+	s := fmt.Sprintf("tool=%s every=%d", tool, every)
+	if o.Budget != "" {
+		period := o.Period
+		if period == "" {
+			period = DefaultPeriod
+		}
+		s += " budget=" + strings.TrimSpace(o.Budget) + " period=" + strings.TrimSpace(period)
+	}
+	if o.Log != "" {
+		pol := o.LogPolicy
+		if pol == "" {
+			pol = "exact"
+		}
+		s += " policy=" + pol + " log=" + o.Log
+	}
+	return s
+}
+
+func (rw *rewriter) optionString() string { return rw.opts.optionString() }

@@ -1,0 +1,396 @@
+/*
+ * budget.c - DIME's time budget: instrumentation may run for at most B in
+ * every period T (DIME* section 2.3, "Trace Version": the budget is
+ * checked at every instrumentation point). #included by stint.c.
+ *
+ * What is counted. Every probe call that reaches the runtime while the
+ * budget is on is timed with the time-stamp counter, from the top of
+ * stint_record to its end, flushes and file growth included; to that we
+ * add the cost of getting there and back (the thunk's pushes, the entry
+ * stub's register saves and popfq), measured once at start by timing
+ * calls of stint_probe_entry on an inactive probe. So the budget is
+ * charged what the probes really cost, not an estimate per event: an
+ * event that grows the file costs more than one that does not, and the
+ * TSC read (about 20 cycles, twice per call) is cheap next to the rest.
+ * TSC ticks are converted with a rate calibrated against CLOCK_MONOTONIC
+ * by the period thread: first over 10 ms, then at every period over the
+ * whole run.
+ *
+ * What is not counted: probes skipped at the gate. When the budget is
+ * spent the runtime closes the gate word of every rewritten module (the
+ * gate page, stint_abi.h); a trampoline then costs one load and a jrcxz,
+ * which we do not time (timing it would cost more than it does).
+ *
+ * The period. A thread of our own (raw clone, all signals blocked, never
+ * touches libc or TLS) sleeps until each period boundary with
+ * clock_nanosleep, writes the period's records, refills the budget and
+ * opens the gates. So no signal or timer of the program is taken over.
+ * A forked child has no such thread: its gate pages are wiped on fork,
+ * so its first probe reaches the runtime, which notices the fork and
+ * starts the child's own thread.
+ */
+
+#define S_CLONE_THREAD_FLAGS 0x50f00 /* VM|FS|FILES|SIGHAND|THREAD|SYSVSEM */
+#define S_TIMER_ABSTIME 1
+#define SYS_clock_nanosleep 230
+#define SYS_exit 60
+#define SYS_flock 73
+#define TIMER_STACK ((size_t)64 << 10)
+
+/* stint_spawn (entry.S): clone a thread that runs fn on stack_top. */
+long stint_spawn(uint64_t stack_top, void (*fn)(void)) __attribute__((visibility("hidden")));
+void stint_probe_entry(void) __attribute__((visibility("hidden")));
+
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+/* a * b / c with a 128-bit intermediate (no libgcc: mul and div by hand);
+ * saturates when the quotient does not fit. */
+static inline uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c)
+{
+	if (!c)
+		return 0;
+	uint64_t lo, hi, q, r;
+	__asm__("mulq %3" : "=a"(lo), "=d"(hi) : "a"(a), "rm"(b) : "cc");
+	if (hi >= c)
+		return ~0ULL;
+	__asm__("divq %4" : "=a"(q), "=d"(r) : "a"(lo), "d"(hi), "rm"(c) : "cc");
+	(void)r;
+	return q;
+}
+
+static uint64_t tsc_to_ns(struct stint_global *g, uint64_t t) { return mul_div(t, 1000000000ULL, g->tsc_hz); }
+static uint64_t ns_to_tsc(struct stint_global *g, uint64_t ns) { return mul_div(ns, g->tsc_hz, 1000000000ULL); }
+
+/*
+ * Parse "<decimal><unit>" (unit ns, us, ms, s) into ns; 0 on error. The
+ * syntax of rewrite.ParseDuration.
+ */
+static uint64_t parse_duration(const char *s, size_t n)
+{
+	uint64_t ip = 0, frac = 0, fdiv = 1;
+	size_t i = 0;
+	int digits = 0, dot = 0;
+	for (; i < n && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.'); i++) {
+		if (s[i] == '.') {
+			if (dot++)
+				return 0;
+			continue;
+		}
+		digits++;
+		if (!dot) {
+			if (ip > 1000000000000ULL)
+				return 0;
+			ip = ip * 10 + (uint64_t)(s[i] - '0');
+		} else if (fdiv < 1000000000ULL) {
+			frac = frac * 10 + (uint64_t)(s[i] - '0');
+			fdiv *= 10;
+		}
+	}
+	if (!digits)
+		return 0;
+	uint64_t mul;
+	size_t ul = n - i;
+	const char *u = s + i;
+	if (ul == 2 && u[0] == 'n' && u[1] == 's')
+		mul = 1;
+	else if (ul == 2 && u[0] == 'u' && u[1] == 's')
+		mul = 1000;
+	else if (ul == 3 && (uint8_t)u[0] == 0xc2 && (uint8_t)u[1] == 0xb5 && u[2] == 's')
+		mul = 1000;
+	else if (ul == 2 && u[0] == 'm' && u[1] == 's')
+		mul = 1000000;
+	else if (ul == 1 && u[0] == 's')
+		mul = 1000000000ULL;
+	else
+		return 0;
+	uint64_t v = ip * mul + mul_div(frac, mul, fdiv);
+	if (v == 0 || v > 3600ULL * 1000000000ULL)
+		return 0;
+	return v;
+}
+
+/* Parse a budget: "<decimal>%" of period, or a duration. 0 on error. */
+static uint64_t parse_budget(const char *s, size_t n, uint64_t period)
+{
+	if (n && s[n - 1] == '%') {
+		/* percentage with up to 4 decimals, in units of 1e-4 % */
+		uint64_t v = 0, scale = 0;
+		int dot = 0, digits = 0;
+		for (size_t i = 0; i + 1 < n; i++) {
+			if (s[i] == '.') {
+				if (dot++)
+					return 0;
+				continue;
+			}
+			if (s[i] < '0' || s[i] > '9')
+				return 0;
+			digits++;
+			if (dot && scale >= 4)
+				continue;
+			v = v * 10 + (uint64_t)(s[i] - '0');
+			if (dot)
+				scale++;
+			if (v > 1000000000ULL)
+				return 0;
+		}
+		for (; scale < 4; scale++)
+			v *= 10;
+		if (!digits || v == 0 || v > 1000000)
+			return 0;
+		return mul_div(period, v, 1000000);
+	}
+	return parse_duration(s, n);
+}
+
+/* Find key=value in a space-separated option string; returns the value
+ * and its length in *n, or 0. */
+static const char *opt_find(const char *opts, const char *key, size_t *n)
+{
+	size_t kl = s_strlen(key);
+	const char *p = opts;
+	while (*p) {
+		while (*p == ' ')
+			p++;
+		const char *e = p;
+		while (*e && *e != ' ')
+			e++;
+		if ((size_t)(e - p) > kl && p[kl] == '=' && s_strncmp(p, key, kl) == 0) {
+			*n = (size_t)(e - p) - kl - 1;
+			return p + kl + 1;
+		}
+		p = e;
+	}
+	return 0;
+}
+
+/* A setting from the environment (STINT_<NAME>) or else the module's option. */
+static const char *setting(char **envp, const char *env, const char *opts, const char *key, size_t *n)
+{
+	const char *v = env_get(envp, env);
+	if (v) {
+		*n = s_strlen(v);
+		return v;
+	}
+	return opt_find(opts, key, n);
+}
+
+/*
+ * Decide the budget (called once, by the module that creates the state).
+ * A bad value is reported once and leaves the program running without a
+ * budget (always recording), which is what the rewrite would have done
+ * without --budget.
+ */
+static void budget_setup(struct stint_global *g, char **envp, const char *opts)
+{
+	size_t bn = 0, pn = 0;
+	const char *b = setting(envp, "STINT_BUDGET", opts, "budget", &bn);
+	const char *p = setting(envp, "STINT_PERIOD", opts, "period", &pn);
+	if (!b || bn == 0 || (bn == 4 && s_strncmp(b, "none", 4) == 0))
+		return;
+	uint64_t period = p && pn ? parse_duration(p, pn) : 100000000ULL;
+	if (!period) {
+		say_line("bad period (STINT_PERIOD or --period), want e.g. 100ms; running without a budget");
+		return;
+	}
+	uint64_t budget = parse_budget(b, bn, period);
+	if (!budget) {
+		say_line("bad budget (STINT_BUDGET or --budget), want e.g. 10% or 5ms; running without a budget");
+		return;
+	}
+	if (budget >= period)
+		return; /* always on */
+	g->budget_ns = budget;
+	g->period_ns = period;
+	g->tsc_hz = 3000000000ULL; /* until the period thread calibrates */
+	g->budget_tsc = ns_to_tsc(g, budget);
+	g->budget_on = 1;
+}
+
+/* Open or close the gate of every rewritten module. */
+static void gates_set(struct stint_global *g, uint64_t v)
+{
+	uint32_t n = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
+	if (n > MAX_MODULES)
+		n = MAX_MODULES;
+	for (uint32_t i = 0; i < n; i++) {
+		struct gmodule *gm = &g->modules[i];
+		if (!__atomic_load_n(&gm->ready, __ATOMIC_ACQUIRE) || !gm->gate)
+			continue;
+		__atomic_store_n((uint64_t *)gm->gate, v, __ATOMIC_RELEASE);
+	}
+}
+
+/*
+ * Charge a probe call that started at t0 to the period's budget; close
+ * the gates when it is spent. recorded: whether the call wrote an event.
+ */
+static void budget_charge(struct stint_global *g, uint64_t t0, int recorded)
+{
+	uint64_t t1 = rdtsc();
+	uint64_t used = __atomic_add_fetch(&g->used_tsc, t1 - t0 + g->call_overhead_tsc, __ATOMIC_RELAXED);
+	if (!recorded)
+		__atomic_fetch_add(&g->suppressed, 1, __ATOMIC_RELAXED);
+	if (used >= __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED)) {
+		uint32_t z = 0;
+		if (__atomic_compare_exchange_n(&g->gate_closed, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			g->closed_at_tsc = t1;
+			gates_set(g, STINT_GATE_CLOSED);
+		}
+	}
+}
+
+/* Record rows of the runtime itself (tid 0, no module). */
+static void emit_record(uint8_t kind, uint64_t time, uint64_t src, uint64_t dst, uint64_t value)
+{
+	struct row rw;
+	rw.kind = kind;
+	rw.src_module = DST_MODULE_NONE;
+	rw.dst_module = DST_MODULE_NONE;
+	rw.src = src;
+	rw.dst = dst;
+	rw.value = value;
+	rw.time = time;
+	emit(&rw);
+}
+
+static void log_save(struct stint_global *g);
+
+/* End the current period at (now_tsc, now_mono) and start the next. */
+static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_mono)
+{
+	/* Recalibrate over the whole run so far. */
+	if (now_mono > g->cal_mono + 5000000 && now_tsc > g->cal_tsc) {
+		uint64_t hz = mul_div(now_tsc - g->cal_tsc, 1000000000ULL, now_mono - g->cal_mono);
+		if (hz > 10000000ULL)
+			g->tsc_hz = hz;
+	}
+	uint64_t used = __atomic_exchange_n(&g->used_tsc, 0, __ATOMIC_ACQ_REL);
+	uint64_t suppressed = __atomic_exchange_n(&g->suppressed, 0, __ATOMIC_ACQ_REL);
+	uint64_t events = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
+	uint64_t recorded = events - g->period_events0;
+	uint64_t closed = __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE);
+	uint64_t enabled_tsc = (closed ? g->closed_at_tsc : now_tsc) - g->period_tsc0;
+	uint64_t granted = g->budget_ns;
+	emit_record(STINT_K_PERIOD, g->period_mono0, g->period_idx, granted, tsc_to_ns(g, used));
+	emit_record(STINT_K_PERIOD_STATS, g->period_mono0, recorded, suppressed,
+		    (int64_t)enabled_tsc > 0 ? tsc_to_ns(g, enabled_tsc) : 0);
+	g->period_idx++;
+	g->period_tsc0 = now_tsc;
+	g->period_mono0 = now_mono;
+	g->period_events0 = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->budget_tsc, ns_to_tsc(g, g->budget_ns), __ATOMIC_RELAXED);
+	if (closed) {
+		__atomic_store_n(&g->gate_closed, 0, __ATOMIC_RELEASE);
+		gates_set(g, STINT_GATE_OPEN);
+	}
+}
+
+/* Cost of reaching stint_record and coming back, in TSC ticks: the median
+ * of 64 timed calls of the entry stub on an inactive probe. */
+static uint64_t measure_call_overhead(void)
+{
+	struct {
+		struct stint_module m;
+		struct stint_probe p;
+	} d;
+	s_memset(&d, 0, sizeof d);
+	d.p.module_back = (uint32_t)((uint8_t *)&d.p - (uint8_t *)&d.m);
+	uint64_t best[64];
+	for (int i = 0; i < 64; i++) {
+		uint64_t t0 = rdtsc();
+		__asm__ volatile("lea -0x80(%%rsp),%%rsp\n\t"
+				 "push %%rdi\n\tpush %%rsi\n\t"
+				 "mov %0,%%rdi\n\txor %%esi,%%esi\n\t"
+				 "call stint_probe_entry\n\t"
+				 "pop %%rsi\n\tpop %%rdi\n\t"
+				 "lea 0x80(%%rsp),%%rsp"
+				 :
+				 : "r"(&d.p)
+				 : "memory");
+		best[i] = rdtsc() - t0;
+	}
+	/* insertion sort, then the median */
+	for (int i = 1; i < 64; i++)
+		for (int j = i; j > 0 && best[j - 1] > best[j]; j--) {
+			uint64_t t = best[j];
+			best[j] = best[j - 1];
+			best[j - 1] = t;
+		}
+	return best[32];
+}
+
+static void sleep_until(uint64_t mono_ns)
+{
+	struct s_timespec ts = {(long)(mono_ns / 1000000000ULL), (long)(mono_ns % 1000000000ULL)};
+	while (sys_call4(SYS_clock_nanosleep, S_CLOCK_MONOTONIC, S_TIMER_ABSTIME, (long)&ts, 0) == -4)
+		;
+}
+
+/* The period thread. */
+static void period_main(void)
+{
+	struct stint_global *g = G();
+	g->call_overhead_tsc = measure_call_overhead();
+	/* calibrate the TSC over 10 ms */
+	uint64_t t0 = rdtsc(), m0 = now_ns(S_CLOCK_MONOTONIC);
+	sleep_until(m0 + 10000000ULL);
+	uint64_t t1 = rdtsc(), m1 = now_ns(S_CLOCK_MONOTONIC);
+	if (m1 > m0 && t1 > t0)
+		g->tsc_hz = mul_div(t1 - t0, 1000000000ULL, m1 - m0);
+	__atomic_store_n(&g->budget_tsc, ns_to_tsc(g, g->budget_ns), __ATOMIC_RELAXED);
+	uint64_t last_save = m1;
+	for (;;) {
+		uint64_t next = g->period_mono0 + (g->period_ns ? g->period_ns : 1000000000ULL);
+		sleep_until(next);
+		uint64_t nt = rdtsc(), nm = now_ns(S_CLOCK_MONOTONIC);
+		if (g->budget_on)
+			period_roll(g, nt, nm);
+		else
+			g->period_mono0 = nm;
+		if (g->log_on && nm - last_save >= 1000000000ULL) {
+			log_save(g);
+			last_save = nm;
+		}
+	}
+}
+
+/*
+ * Start the period thread (at set-up and in a forked child). All signals
+ * stay blocked in it, so the program's handlers never run there.
+ */
+static void periods_start(struct stint_global *g)
+{
+	if (!g->budget_on && !g->log_on)
+		return;
+	g->period_idx = 0;
+	g->period_tsc0 = rdtsc();
+	g->period_mono0 = now_ns(S_CLOCK_MONOTONIC);
+	g->cal_tsc = g->period_tsc0;
+	g->cal_mono = g->period_mono0;
+	g->period_events0 = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->used_tsc, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->suppressed, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->gate_closed, 0, __ATOMIC_RELAXED);
+	long st = sys_mmap(0, TIMER_STACK, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
+	if (sys_failed(st)) {
+		say_line("cannot map the period thread's stack; running without a budget");
+		g->budget_on = 0;
+		g->log_on = 0;
+		return;
+	}
+	uint64_t all = ~0ULL, old = 0;
+	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
+	long r = stint_spawn((uint64_t)st + TIMER_STACK, period_main);
+	if (!sys_failed(masked))
+		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
+	if (sys_failed(r)) {
+		sys_call2(SYS_munmap, st, (long)TIMER_STACK);
+		say_line("cannot start the period thread; running without a budget");
+		g->budget_on = 0; /* no periods: record without a budget rather than stop for good */
+	}
+}

@@ -1,0 +1,480 @@
+/*
+ * redlog.c - the redundancy log (DIME* section 3), exact policy: every
+ * site outcome once, across runs. #included by stint.c. The file format
+ * is specified in formats/redlog/doc.go; package redlog is the reference
+ * reader and writer.
+ *
+ * At start the log is read whole (a private read-only mapping) and every
+ * entry goes into one hash set keyed by (source module build-id, src,
+ * kind, destination module build-id, dst), hashed so keys do not depend
+ * on load addresses. When a module registers, each of its direct probes
+ * whose outcome is in the set is retired as if it had just recorded (arm
+ * retargeted, site restored once all its outcomes are in): code covered
+ * by earlier runs costs nothing from the first instruction. Indirect,
+ * ret and syscall outcomes are checked on their first occurrence in this
+ * run (log_seen), after the in-run hash set has said it is new.
+ *
+ * New outcomes are noted in a pending array and appended to the file as
+ * blocks, under flock, every second by the period thread and at exit
+ * (DT_FINI). Appending never rewrites what is there, so concurrent runs
+ * keep each other's entries; SIGKILL loses at most the unsaved second.
+ * A damaged log is reported on stderr with its offset and is never
+ * truncated or rewritten; a file that is not a stint log (or has another
+ * policy) is reported and left alone, and the run goes on without a log.
+ *
+ * The region policies (hash, bst, merger) are the paper's, kept for the
+ * paper's comparison; this runtime implements exact only and says so.
+ */
+
+#define LOG_MAGIC_HDR "STINTLOG"
+#define LOG_VERSION 1
+#define LOG_BLOCK_MAGIC 0x4b4c4253u
+#define LOG_HDR 32
+#define LOG_BLK_HDR 48
+#define LOG_ENTRY 32
+#define LOG_PENDING_MAX ((uint64_t)1 << 20)
+#define SYS_pread64 17
+#define SYS_pwrite64 18
+#define S_LOCK_EX 2
+#define S_LOCK_UN 8
+
+#define POLICY_EXACT 1
+#define POLICY_HASH 2
+#define POLICY_BST 3
+#define POLICY_MERGER 4
+
+struct log_pend {
+	uint64_t src, dst;
+	uint16_t src_mod, dst_mod;
+	uint8_t kind;
+	uint8_t pad[3];
+};
+
+static const char *log_policy_name(uint32_t p)
+{
+	switch (p) {
+	case POLICY_EXACT: return "exact";
+	case POLICY_HASH: return "hash";
+	case POLICY_BST: return "bst";
+	case POLICY_MERGER: return "merger";
+	}
+	return "";
+}
+
+static uint64_t fnv64(const uint8_t *b, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < n; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static uint32_t crc32_ieee(const uint8_t *b, size_t n)
+{
+	uint32_t tab[256];
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
+		tab[i] = c;
+	}
+	uint32_t c = 0xffffffffu;
+	for (size_t i = 0; i < n; i++)
+		c = tab[(c ^ b[i]) & 0xff] ^ (c >> 8);
+	return c ^ 0xffffffffu;
+}
+
+static inline void logkey(uint64_t srcbid, uint64_t src, uint32_t kind, uint64_t dstbid, uint64_t dst, uint64_t *k0, uint64_t *k1)
+{
+	*k0 = mix(srcbid ^ ((uint64_t)kind * 0x9e3779b97f4a7c15ULL), src) | 1;
+	*k1 = mix(dstbid, dst);
+}
+
+static int logset_has(struct stint_global *g, uint64_t k0, uint64_t k1)
+{
+	uint64_t *t = (uint64_t *)g->logset;
+	if (!t)
+		return 0;
+	uint64_t mask = g->logset_slots - 1, h = mix(k0, k1);
+	for (uint64_t i = 0; i <= mask; i++) {
+		uint64_t *e = &t[2 * ((h + i) & mask)];
+		if (e[0] == 0)
+			return 0;
+		if (e[0] == k0 && e[1] == k1)
+			return 1;
+	}
+	return 0;
+}
+
+static void logset_put(struct stint_global *g, uint64_t k0, uint64_t k1)
+{
+	uint64_t *t = (uint64_t *)g->logset;
+	uint64_t mask = g->logset_slots - 1, h = mix(k0, k1);
+	for (uint64_t i = 0; i <= mask; i++) {
+		uint64_t *e = &t[2 * ((h + i) & mask)];
+		if (e[0] == 0) {
+			e[0] = k0;
+			e[1] = k1;
+			g->logset_n++;
+			return;
+		}
+		if (e[0] == k0 && e[1] == k1)
+			return;
+	}
+}
+
+static void say_log(struct stint_global *g, const char *what, uint64_t off)
+{
+	char line[900];
+	struct sbuf b = {line, 0, sizeof line - 1};
+	sb_puts(&b, "stint: redundancy log ");
+	sb_puts(&b, g->log_path);
+	sb_puts(&b, ": ");
+	sb_puts(&b, what);
+	if (off != ~0ULL) {
+		sb_puts(&b, " at offset ");
+		sb_putu(&b, off);
+	}
+	size_t n = b.len < b.cap ? b.len : b.cap;
+	line[n++] = '\n';
+	sys_call3(SYS_write, 2, (long)line, (long)n);
+}
+
+/* Does a block start at off of the mapped file p (size n)? Returns its
+ * total length, 0 if not a valid block, -1 if a block header that runs
+ * past the end (torn). */
+static int64_t log_block_at(const uint8_t *p, uint64_t n, uint64_t off)
+{
+	if (off + LOG_BLK_HDR > n)
+		return off + 4 <= n && *(const uint32_t *)(p + off) == LOG_BLOCK_MAGIC ? -1 : 0;
+	const uint32_t *h = (const uint32_t *)(p + off);
+	if (h[0] != LOG_BLOCK_MAGIC || h[3] == 0 || h[3] > 32)
+		return 0;
+	uint64_t len = LOG_BLK_HDR + (uint64_t)h[1] * LOG_ENTRY;
+	if (off + len > n)
+		return -1;
+	if (crc32_ieee(p + off + 12, len - 12) != h[2])
+		return 0;
+	return (int64_t)len;
+}
+
+/*
+ * Read the log named by the options or STINT_LOG (called once, by the
+ * module that creates the state, before any probe runs).
+ */
+static void log_setup(struct stint_global *g, char **envp, const char *opts)
+{
+	size_t ln = 0, pn = 0;
+	const char *l = setting(envp, "STINT_LOG", opts, "log", &ln);
+	const char *pol = setting(envp, "STINT_LOG_POLICY", opts, "policy", &pn);
+	if (!l || !ln)
+		return;
+	if (ln >= sizeof g->log_path) {
+		say_line("redundancy log path too long; running without a log");
+		return;
+	}
+	s_memcpy(g->log_path, l, ln);
+	g->log_path[ln] = 0;
+	uint32_t policy = POLICY_EXACT;
+	if (pol && pn) {
+		policy = 0;
+		for (uint32_t i = POLICY_EXACT; i <= POLICY_MERGER; i++)
+			if (s_strlen(log_policy_name(i)) == pn && s_strncmp(log_policy_name(i), pol, pn) == 0)
+				policy = i;
+		if (!policy) {
+			say_log(g, "unknown policy (want exact, hash, bst or merger); running without a log", ~0ULL);
+			return;
+		}
+	}
+	if (policy != POLICY_EXACT) {
+		say_log(g, "only the exact policy is implemented in this runtime; running without a log", ~0ULL);
+		return;
+	}
+	g->log_policy = policy;
+	long pend = sys_mmap(0, LOG_PENDING_MAX * sizeof(struct log_pend), S_PROT_READ | S_PROT_WRITE,
+			     S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+	if (sys_failed(pend)) {
+		say_log(g, "cannot map memory; running without a log", ~0ULL);
+		return;
+	}
+	g->log_pending = (uint64_t)pend;
+
+	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log_path, S_O_RDONLY | S_O_CLOEXEC, 0);
+	uint64_t size = 0;
+	const uint8_t *p = 0;
+	if (!sys_failed(fd)) {
+		struct { uint64_t dev, ino, nlink; uint32_t mode, uid, gid, pad; uint64_t rdev; int64_t size; uint64_t rest[12]; } st; /* struct stat: 144 bytes */
+		if (!sys_failed(sys_call2(SYS_fstat, fd, (long)&st)) && st.size > 0) {
+			size = (uint64_t)st.size;
+			long mp = sys_mmap(0, size, S_PROT_READ, S_MAP_PRIVATE, (int)fd, 0);
+			p = sys_failed(mp) ? 0 : (const uint8_t *)mp;
+		}
+		sys_call1(SYS_close, fd);
+		if (size && !p) {
+			say_log(g, "cannot read; running without a log", ~0ULL);
+			return;
+		}
+	}
+	uint64_t entries = 0;
+	if (p) {
+		if (size < LOG_HDR || s_strncmp((const char *)p, LOG_MAGIC_HDR, 8) != 0 ||
+		    *(const uint32_t *)(p + 8) != LOG_VERSION) {
+			say_log(g, "not a stint redundancy log (or an unknown version); left alone, running without a log", ~0ULL);
+			sys_call2(SYS_munmap, (long)p, (long)size);
+			return;
+		}
+		if (*(const uint32_t *)(p + 12) != policy) {
+			say_log(g, "was written with another policy; left alone, running without a log", ~0ULL);
+			sys_call2(SYS_munmap, (long)p, (long)size);
+			return;
+		}
+		/* count entries to size the set */
+		for (uint64_t off = LOG_HDR; off + LOG_BLK_HDR <= size;) {
+			int64_t bl = log_block_at(p, size, off);
+			if (bl > 0) {
+				entries += *(const uint32_t *)(p + off + 4);
+				off += (uint64_t)bl;
+			} else if (bl < 0) {
+				break;
+			} else {
+				off += 8;
+			}
+		}
+	}
+	uint64_t slots = 1024;
+	while (slots < 2 * entries + 1024)
+		slots <<= 1;
+	long ls = sys_mmap(0, slots * 16, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+	if (sys_failed(ls)) {
+		if (p)
+			sys_call2(SYS_munmap, (long)p, (long)size);
+		say_log(g, "cannot map memory; running without a log", ~0ULL);
+		return;
+	}
+	g->logset = (uint64_t)ls;
+	g->logset_slots = slots;
+	if (p) {
+		int damaged = 0;
+		for (uint64_t off = LOG_HDR; off < size;) {
+			int64_t bl = log_block_at(p, size, off);
+			if (bl < 0) {
+				say_log(g, "torn append at the end (a writer was killed); ignored", off);
+				break;
+			}
+			if (bl == 0) {
+				if (!damaged++)
+					say_log(g, "damaged block (kept in the file, skipped)", off);
+				off += 8;
+				continue;
+			}
+			damaged = 0;
+			const uint32_t *h = (const uint32_t *)(p + off);
+			uint64_t srcbid = fnv64(p + off + 16, h[3]);
+			const uint8_t *e = p + off + LOG_BLK_HDR;
+			for (uint32_t i = 0; i < h[1]; i++, e += LOG_ENTRY) {
+				uint64_t k0, k1;
+				logkey(srcbid, *(const uint64_t *)e, *(const uint32_t *)(e + 24), *(const uint64_t *)(e + 16),
+				       *(const uint64_t *)(e + 8), &k0, &k1);
+				logset_put(g, k0, k1);
+			}
+			off += (uint64_t)bl;
+		}
+		sys_call2(SYS_munmap, (long)p, (long)size);
+	}
+	g->log_on = 1;
+}
+
+/* Retire the direct probes of module m whose outcomes are in the log. */
+static void log_load_module(struct stint_global *g, struct stint_module *m, uint64_t base)
+{
+	if (!g->logset_n || !m->build_id_len)
+		return;
+	uint64_t bid = fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len);
+	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
+	for (uint32_t i = 0; i < m->nprobes; i++) {
+		struct stint_probe *p = &pr[i];
+		if (!(p->flags & STINT_PF_DIRECT))
+			continue;
+		uint64_t k0, k1;
+		logkey(bid, p->src, p->kind, bid, p->dst, &k0, &k1);
+		if (!logset_has(g, k0, k1))
+			continue;
+		p->state = 1;
+		retarget(base, p);
+		patch_done(m, base, p->patch);
+	}
+}
+
+static uint64_t module_bid(struct stint_global *g, uint16_t id)
+{
+	if (id == DST_MODULE_NONE || id >= MAX_MODULES)
+		return 0;
+	struct gmodule *gm = &g->modules[id];
+	return gm->build_id_len ? fnv64(gm->build_id, gm->build_id_len) : 0;
+}
+
+/* Was this (indirect, ret or syscall) outcome recorded by an earlier run? */
+static int log_seen(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t dst, uint16_t dst_mod)
+{
+	if (!g->log_on || !g->logset_n)
+		return 0;
+	uint64_t k0, k1;
+	logkey(module_bid(g, (uint16_t)m->module_id), p->src, p->kind,
+	       (p->flags & STINT_PF_VALUE) ? 0 : module_bid(g, dst_mod), dst, &k0, &k1);
+	return logset_has(g, k0, k1);
+}
+
+/* Note a new outcome for the next save. */
+static void log_note(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t dst, uint16_t dst_mod)
+{
+	if (!g->log_on)
+		return;
+	uint64_t i = __atomic_fetch_add(&g->log_npend, 1, __ATOMIC_ACQ_REL);
+	if (i >= LOG_PENDING_MAX)
+		return;
+	struct log_pend *e = (struct log_pend *)g->log_pending + i;
+	e->src = p->src;
+	e->dst = dst;
+	e->src_mod = (uint16_t)m->module_id;
+	e->dst_mod = (p->flags & STINT_PF_VALUE) ? DST_MODULE_NONE : dst_mod;
+	e->kind = p->kind;
+	__atomic_store_n(&e->pad[0], 1, __ATOMIC_RELEASE); /* complete */
+}
+
+/*
+ * Append the outcomes noted since the last save, one block per source
+ * module, under flock. Called by the period thread and at exit; a save
+ * already running elsewhere makes this one return (the next one will
+ * carry the entries).
+ */
+static void log_save(struct stint_global *g)
+{
+	if (!g->log_on || !try_lock(&g->log_lock))
+		return;
+	uint64_t from = g->log_saved, to = __atomic_load_n(&g->log_npend, __ATOMIC_ACQUIRE);
+	if (to > LOG_PENDING_MAX)
+		to = LOG_PENDING_MAX;
+	struct log_pend *pe = (struct log_pend *)g->log_pending;
+	/* stop at the first entry still being written */
+	for (uint64_t i = from; i < to; i++)
+		if (!__atomic_load_n(&pe[i].pad[0], __ATOMIC_ACQUIRE)) {
+			to = i;
+			break;
+		}
+	if (to == from) {
+		unlock(&g->log_lock);
+		return;
+	}
+	uint64_t cap = (to - from) * LOG_ENTRY + (uint64_t)MAX_MODULES * LOG_BLK_HDR;
+	cap = (cap + 4095) & ~(uint64_t)4095;
+	long bufm = sys_mmap(0, cap, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
+	if (sys_failed(bufm)) {
+		unlock(&g->log_lock);
+		return;
+	}
+	uint8_t *buf = (uint8_t *)bufm;
+	uint64_t len = 0;
+	/* one block per source module, in module order */
+	uint32_t nm = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
+	if (nm > MAX_MODULES)
+		nm = MAX_MODULES;
+	for (uint32_t mod = 0; mod < nm; mod++) {
+		struct gmodule *gm = &g->modules[mod];
+		if (!gm->build_id_len)
+			continue;
+		uint8_t *h = buf + len;
+		uint32_t count = 0;
+		uint8_t *e = h + LOG_BLK_HDR;
+		for (uint64_t i = from; i < to; i++) {
+			if (pe[i].src_mod != mod)
+				continue;
+			put64(e, pe[i].src);
+			put64(e + 8, pe[i].dst);
+			put64(e + 16, module_bid(g, pe[i].dst_mod));
+			uint32_t kind = pe[i].kind, zero = 0;
+			s_memcpy(e + 24, &kind, 4);
+			s_memcpy(e + 28, &zero, 4);
+			e += LOG_ENTRY;
+			count++;
+		}
+		if (!count)
+			continue;
+		uint32_t hdr[4] = {LOG_BLOCK_MAGIC, count, 0, gm->build_id_len};
+		s_memset(h + 16, 0, 32);
+		s_memcpy(h + 16, gm->build_id, gm->build_id_len);
+		s_memcpy(h, hdr, 16);
+		uint64_t bl = LOG_BLK_HDR + (uint64_t)count * LOG_ENTRY;
+		hdr[2] = crc32_ieee(h + 12, bl - 12);
+		s_memcpy(h + 8, &hdr[2], 4);
+		len += bl;
+	}
+	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log_path, S_O_RDWR | S_O_CREAT | S_O_CLOEXEC, 0644);
+	if (sys_failed(fd)) {
+		if (!g->log_warned++)
+			say_log(g, "cannot open for writing; new entries are not saved", ~0ULL);
+		goto out;
+	}
+	sys_call2(SYS_flock, fd, S_LOCK_EX);
+	struct { uint64_t dev, ino, nlink; uint32_t mode, uid, gid, pad; uint64_t rdev; int64_t size; uint64_t rest[12]; } st; /* struct stat: 144 bytes */
+	uint64_t size = 0;
+	if (!sys_failed(sys_call2(SYS_fstat, fd, (long)&st)))
+		size = (uint64_t)st.size;
+	uint64_t at = LOG_HDR;
+	if (size < LOG_HDR) {
+		if (size != 0) {
+			say_log(g, "too short to be a log; left alone, new entries are not saved", ~0ULL);
+			goto unlock;
+		}
+		uint8_t hdr[LOG_HDR];
+		s_memset(hdr, 0, sizeof hdr);
+		s_memcpy(hdr, LOG_MAGIC_HDR, 8);
+		uint32_t v = LOG_VERSION, pol = g->log_policy;
+		s_memcpy(hdr + 8, &v, 4);
+		s_memcpy(hdr + 12, &pol, 4);
+		sys_call4(SYS_pwrite64, fd, (long)hdr, LOG_HDR, 0);
+	} else {
+		/* find where to append: after the last block that fits; a torn
+		 * block at the end is overwritten */
+		uint8_t hb[LOG_HDR];
+		if (sys_call4(SYS_pread64, fd, (long)hb, LOG_HDR, 0) != LOG_HDR || s_strncmp((char *)hb, LOG_MAGIC_HDR, 8) != 0 ||
+		    *(uint32_t *)(hb + 12) != g->log_policy) {
+			say_log(g, "changed under us into something else; left alone, new entries are not saved", ~0ULL);
+			goto unlock;
+		}
+		at = LOG_HDR;
+		while (at + LOG_BLK_HDR <= size) {
+			uint32_t bh[4];
+			if (sys_call4(SYS_pread64, fd, (long)bh, 16, (long)at) != 16)
+				break;
+			if (bh[0] != LOG_BLOCK_MAGIC) {
+				at = (size + 7) & ~(uint64_t)7; /* damage: append after it */
+				break;
+			}
+			uint64_t bl = LOG_BLK_HDR + (uint64_t)bh[1] * LOG_ENTRY;
+			if (at + bl > size)
+				break; /* torn: overwrite from here */
+			at += bl;
+		}
+	}
+	{
+		uint64_t done = 0;
+		while (done < len) {
+			long w = sys_call4(SYS_pwrite64, fd, (long)(buf + done), (long)(len - done), (long)(at + done));
+			if (w <= 0)
+				break;
+			done += (uint64_t)w;
+		}
+		if (done == len && at + len < size)
+			sys_call2(SYS_ftruncate, fd, (long)(at + len)); /* drop the rest of a torn block */
+		if (done == len)
+			g->log_saved = to;
+	}
+unlock:
+	sys_call2(SYS_flock, fd, S_LOCK_UN);
+	sys_call1(SYS_close, fd);
+out:
+	sys_call2(SYS_munmap, (long)buf, (long)cap);
+	unlock(&g->log_lock);
+}
