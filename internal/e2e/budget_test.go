@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"bytes"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stint-project/stint/formats"
+	"github.com/stint-project/stint/internal/fixtures"
+	"github.com/stint-project/stint/rewrite"
+)
+
+// period is one period as the runtime recorded it.
+type period struct {
+	idx, start, granted, used, recorded, suppressed, enabled uint64
+	next                                                     uint64 // start of the next period (0 for the last)
+}
+
+// periods pairs the KindPeriod and KindPeriodStats rows of a trace.
+func periods(t *testing.T, tr *formats.Trace) []period {
+	t.Helper()
+	var ps []period
+	for _, e := range tr.Events {
+		switch e.Kind {
+		case formats.KindPeriod:
+			ps = append(ps, period{idx: e.Src, start: e.Time, granted: e.Dst, used: e.Value})
+		case formats.KindPeriodStats:
+			if len(ps) == 0 || ps[len(ps)-1].start != e.Time {
+				t.Fatalf("period-stats row at %d without its period row", e.Time)
+			}
+			p := &ps[len(ps)-1]
+			p.recorded, p.suppressed, p.enabled = e.Src, e.Dst, e.Value
+		}
+	}
+	for i := range ps {
+		if i+1 < len(ps) {
+			ps[i].next = ps[i+1].start
+		}
+	}
+	return ps
+}
+
+func buildSpin(t *testing.T) string {
+	t.Helper()
+	return fixtures.Build(t, "spin", fixtures.Variant{Opt: fixtures.O2, PIE: true})
+}
+
+// TestBudgetAccounting: a CPU-bound program rewritten with --every (each
+// occurrence is an event, so the budget is always the limit) and a 10%
+// budget. The runtime's own period records must be consistent: periods
+// numbered in order with the configured grant, the gate closed (enabled
+// time shorter than the period) whenever the grant was used up, no event
+// written while the gate was closed, and the recorded counts adding up
+// to the events in the file.
+func TestBudgetAccounting(t *testing.T) {
+	bin := buildSpin(t)
+	args := []string{"400"}
+	nOut, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true, Budget: "10%", Period: "20ms"})
+	traces := filepath.Join(dir, "traces")
+	rOut, rErr, code, err := fixtures.Run(out, args, traceEnv(traces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || !bytes.Equal(nOut, rOut) {
+		t.Fatalf("rewritten run: exit %d, stdout %q (native %q), stderr %q", code, rOut, nOut, rErr)
+	}
+	trs := readTraces(t, traces)
+	if len(trs) != 1 {
+		t.Fatalf("%d traces, want 1", len(trs))
+	}
+	tr := trs[0]
+	if tr.Run.BudgetNS != 2000000 || tr.Run.PeriodNS != 20000000 {
+		t.Fatalf("run metadata: budget %d ns, period %d ns; want 2000000 and 20000000", tr.Run.BudgetNS, tr.Run.PeriodNS)
+	}
+	ps := periods(t, tr)
+	if len(ps) < 3 {
+		t.Fatalf("%d periods recorded; the run is too short to test the budget", len(ps))
+	}
+	var events []formats.Event
+	for _, e := range tr.Events {
+		if !e.Kind.IsRecord() {
+			events = append(events, e)
+		}
+	}
+	var recorded uint64
+	spent := 0
+	for i, p := range ps {
+		if p.idx != uint64(i) {
+			t.Errorf("period %d has index %d", i, p.idx)
+		}
+		if p.granted != tr.Run.BudgetNS {
+			t.Errorf("period %d: granted %d ns, want %d", i, p.granted, tr.Run.BudgetNS)
+		}
+		if i > 0 && p.start <= ps[i-1].start {
+			t.Errorf("period %d starts at %d, not after period %d (%d)", i, p.start, i-1, ps[i-1].start)
+		}
+		recorded += p.recorded
+		if p.next == 0 {
+			continue
+		}
+		length := p.next - p.start
+		if p.used >= p.granted {
+			spent++
+			if p.enabled >= length {
+				t.Errorf("period %d: budget spent (used %d of %d ns) but enabled for %d of %d ns", i, p.used, p.granted, p.enabled, length)
+			}
+			// Nothing may be written while the gate is closed (allow
+			// the TSC-to-clock conversion 1% of the period).
+			closedFrom := p.start + p.enabled + length/100
+			late := 0
+			for _, e := range events {
+				if e.Time > closedFrom && e.Time < p.next {
+					late++
+				}
+			}
+			if late > 0 {
+				t.Errorf("period %d: %d events written after the gate closed", i, late)
+			}
+		}
+		n := 0
+		for _, e := range events {
+			if e.Time >= p.start && e.Time < p.next {
+				n++
+			}
+		}
+		if uint64(n) != p.recorded {
+			t.Errorf("period %d: records %d events recorded, the file has %d in it", i, p.recorded, n)
+		}
+	}
+	if spent < len(ps)/2 {
+		t.Errorf("the budget was used up in only %d of %d periods of a CPU-bound --every run", spent, len(ps))
+	}
+	if recorded > uint64(len(events)) {
+		t.Errorf("periods record %d events, the file has %d", recorded, len(events))
+	}
+	t.Logf("%d periods, budget used up in %d, %d events", len(ps), spent, len(events))
+}
+
+// TestBudgetEnvironment: STINT_BUDGET=none turns a rewritten budget off
+// (no period records); a bad value is reported on stderr and the program
+// runs as before without a budget.
+func TestBudgetEnvironment(t *testing.T) {
+	bin := buildSpin(t)
+	args := []string{"5"}
+	nOut, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "10ms"})
+	for _, tc := range []struct {
+		name, budget string
+		wantErr      string
+	}{
+		{"none", "none", ""},
+		{"bad", "ten percent", "bad budget"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			traces := filepath.Join(t.TempDir(), "traces")
+			env := append(traceEnv(traces), "STINT_BUDGET="+tc.budget)
+			rOut, rErr, code, err := fixtures.Run(out, args, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != 0 || !bytes.Equal(rOut, nOut) {
+				t.Fatalf("exit %d, stdout %q, want %q", code, rOut, nOut)
+			}
+			if tc.wantErr == "" && len(rErr) != 0 || tc.wantErr != "" && !strings.Contains(string(rErr), tc.wantErr) {
+				t.Errorf("stderr %q, want %q", rErr, tc.wantErr)
+			}
+			for _, tr := range readTraces(t, traces) {
+				if ps := periods(t, tr); len(ps) != 0 || tr.Run.BudgetNS != 0 {
+					t.Errorf("%d period records, budget %d ns: want none", len(ps), tr.Run.BudgetNS)
+				}
+			}
+		})
+	}
+}
+
+// TestBudgetForkedChild: the child of a fork has its own trace with its
+// own periods (the parent's period thread does not survive fork).
+func TestBudgetForkedChild(t *testing.T) {
+	bin := buildSpin(t)
+	args := []string{"400", "fork"}
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true, Budget: "10%", Period: "20ms"})
+	traces := filepath.Join(dir, "traces")
+	rOut, rErr, code, err := fixtures.Run(out, args, traceEnv(traces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || !strings.Contains(string(rOut), "child ") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, rOut, rErr)
+	}
+	trs := readTraces(t, traces)
+	if len(trs) != 2 {
+		t.Fatalf("%d traces, want 2 (parent and child)", len(trs))
+	}
+	for _, tr := range trs {
+		ps := periods(t, tr)
+		if len(ps) < 2 {
+			t.Errorf("pid %d: %d periods", tr.Run.PID, len(ps))
+		}
+		if len(ps) > 0 && ps[0].idx != 0 {
+			t.Errorf("pid %d: first period has index %d", tr.Run.PID, ps[0].idx)
+		}
+	}
+}
