@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stint-project/stint/formats/redlog"
+	"github.com/stint-project/stint/internal/fixtures"
+	"github.com/stint-project/stint/rewrite"
+)
+
+// eventKeys returns the distinct events of the traces in dir, keyed
+// without load addresses.
+func eventKeys(t *testing.T, dir string) map[edge]bool {
+	t.Helper()
+	out := map[edge]bool{}
+	for _, tr := range readTraces(t, dir) {
+		for _, e := range tr.Events {
+			if e.Kind.IsRecord() {
+				continue
+			}
+			k := edge{Kind: uint8(e.Kind), Src: e.Src, Dst: e.Dst, Value: e.Value}
+			if m := tr.Module(e.DstModule); m != nil {
+				k.DstMod = filepath.Base(m.Path)
+			}
+			out[k] = true
+		}
+	}
+	return out
+}
+
+func readLog(t *testing.T, path string) (*redlog.Log, []redlog.Problem) {
+	t.Helper()
+	l, probs, err := redlog.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read log: %v", err)
+	}
+	return l, probs
+}
+
+// TestLogAcrossRuns: with the exact policy, a second run (on a larger
+// input) records none of the first run's events, and together the two
+// runs hold every event of a run without a log. The log file is
+// what package redlog reads, without problems.
+func TestLogAcrossRuns(t *testing.T) {
+	bin := buildSpin(t)
+	args := []string{"10"}
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "spin.log")
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
+	run := func(name string, args []string, env ...string) map[edge]bool {
+		traces := filepath.Join(dir, name)
+		o, e, code, err := fixtures.Run(out, args, append(traceEnv(traces), env...))
+		if err != nil || code != 0 || len(e) != 0 {
+			t.Fatalf("%s: exit %d, err %v, stderr %q, stdout %q", name, code, err, e, o)
+		}
+		return eventKeys(t, traces)
+	}
+	full := run("full", args, "STINT_LOG=") // empty: no log
+	if len(full) < 30 {
+		t.Fatalf("a run without the log recorded only %d events", len(full))
+	}
+	if _, err := os.Stat(logPath); err == nil {
+		t.Fatal("a run with STINT_LOG= wrote the log")
+	}
+	first := run("first", []string{"0"}) // main and exit only: a subset
+	l, probs := readLog(t, logPath)
+	if len(probs) != 0 {
+		t.Errorf("log problems after one run: %v", probs)
+	}
+	if l.Distinct() != len(first) {
+		t.Errorf("log holds %d entries after a run that recorded %d events", l.Distinct(), len(first))
+	}
+	second := run("second", args)
+	if len(second) == 0 {
+		t.Error("the second run recorded nothing new")
+	}
+	for k := range second {
+		if first[k] {
+			t.Errorf("second run recorded %v again", k)
+		}
+	}
+	union := map[edge]bool{}
+	for k := range first {
+		union[k] = true
+	}
+	for k := range second {
+		union[k] = true
+	}
+	for k := range full {
+		if !union[k] {
+			t.Errorf("event %v of the full run is in neither logged run", k)
+		}
+	}
+	t.Logf("full %d, first %d, second %d events", len(full), len(first), len(second))
+}
+
+// TestLogConcurrentRuns: four processes share one log; afterwards it
+// reads without problems and holds every event any of them recorded.
+func TestLogConcurrentRuns(t *testing.T) {
+	bin := buildSpin(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "spin.log")
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			traces := filepath.Join(dir, "t", string(rune('a'+i)))
+			o, e, code, err := fixtures.Run(out, []string{"10"}, traceEnv(traces))
+			if err != nil || code != 0 || len(e) != 0 {
+				errs <- string(o) + string(e)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Errorf("a run failed: %s", e)
+	}
+	l, probs := readLog(t, logPath)
+	if len(probs) != 0 {
+		t.Errorf("log problems after concurrent runs: %v", probs)
+	}
+	all := map[edge]bool{}
+	for i := 0; i < 4; i++ {
+		for k := range eventKeys(t, filepath.Join(dir, "t", string(rune('a'+i)))) {
+			all[k] = true
+		}
+	}
+	if l.Distinct() != len(all) {
+		t.Errorf("log holds %d distinct entries, the runs recorded %d distinct events", l.Distinct(), len(all))
+	}
+}
+
+// TestLogKilled: a run killed with SIGKILL leaves a log that reads (its
+// last block may be torn, which is reported, not fatal), and the next
+// run still works with it.
+func TestLogKilled(t *testing.T) {
+	bin := buildSpin(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "spin.log")
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath, Every: false})
+	cmd := exec.Command(out, "100000")
+	cmd.Env = traceEnv(filepath.Join(dir, "killed"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The log is saved every second: wait for a first save, then kill.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, err := os.Stat(logPath); err == nil && st.Size() > 32 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	l, probs := readLog(t, logPath)
+	for _, p := range probs {
+		if !p.Torn {
+			t.Errorf("damage after SIGKILL: %v", p)
+		}
+	}
+	if l.Distinct() == 0 {
+		t.Error("nothing saved before the kill")
+	}
+	o, e, code, err := fixtures.Run(out, []string{"3"}, traceEnv(filepath.Join(dir, "after")))
+	if err != nil || code != 0 || len(e) != 0 || !strings.HasPrefix(string(o), "spin 3 ") {
+		t.Errorf("run after the kill: exit %d, stdout %q, stderr %q", code, o, e)
+	}
+}
+
+// TestLogDamaged: a log with a damaged block or one that is not a log
+// at all is reported on stderr, left as it is, and the program's
+// behaviour does not change.
+func TestLogDamaged(t *testing.T) {
+	bin := buildSpin(t)
+	args := []string{"3"}
+	nOut, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "spin.log")
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
+	if _, e, code, err := fixtures.Run(out, args, traceEnv(filepath.Join(dir, "t0"))); err != nil || code != 0 || len(e) != 0 {
+		t.Fatalf("first run: exit %d, %v, %q", code, err, e)
+	}
+	good, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		damage  func([]byte) []byte
+		wantErr string
+	}{
+		{"flipped byte", func(b []byte) []byte { c := bytes.Clone(b); c[32+48+5] ^= 0xff; return c }, "damaged block"},
+		{"not a log", func(b []byte) []byte { return []byte("this is not a log file at all, not even close\n") }, "not a stint redundancy log"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := tc.damage(good)
+			if err := os.WriteFile(logPath, bad, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o, e, code, err := fixtures.Run(out, args, traceEnv(filepath.Join(t.TempDir(), "t")))
+			if err != nil || code != 0 || !bytes.Equal(o, nOut) {
+				t.Fatalf("exit %d, %v, stdout %q (want %q)", code, err, o, nOut)
+			}
+			if !strings.Contains(string(e), tc.wantErr) {
+				t.Errorf("stderr %q, want %q", e, tc.wantErr)
+			}
+			now, _ := os.ReadFile(logPath)
+			if len(now) < len(bad) || !bytes.Equal(now[:len(bad)], bad) {
+				t.Errorf("the damaged log was changed (%d bytes, was %d)", len(now), len(bad))
+			}
+		})
+	}
+}
