@@ -85,6 +85,9 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 		t.Skip("single-stepping is slow; skipped under -short")
 	}
 	for _, f := range fixtures.All() {
+		if f.Heavy {
+			continue
+		}
 		for _, v := range oracleVariants() {
 			if !f.Supports(v) {
 				continue

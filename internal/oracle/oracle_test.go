@@ -399,6 +399,9 @@ func TestRecordSharedObject(t *testing.T) {
 func TestRecordFixtures(t *testing.T) {
 	skipShort(t)
 	for _, f := range fixtures.All() {
+		if f.Heavy {
+			continue
+		}
 		v := staticNoPIE
 		if f.Lang == fixtures.Asm {
 			v = asmNoPIE
