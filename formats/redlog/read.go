@@ -175,7 +175,11 @@ func parse(b []byte) (*Log, []Problem, error) {
 		l.End = (int64(len(b)) + blockAlign - 1) &^ (blockAlign - 1)
 	}
 	for id := range added {
-		l.Modules[id] = SortEntries(l.Modules[id])
+		if es := SortEntries(l.Modules[id]); len(es) > 0 {
+			l.Modules[id] = es
+		} else {
+			delete(l.Modules, id) // empty blocks, or only bad entries
+		}
 	}
 	return l, probs, nil
 }

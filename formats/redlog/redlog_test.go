@@ -296,7 +296,7 @@ func TestAppendErrors(t *testing.T) {
 }
 
 // threeBlocks is a log of three blocks, of modules A, B and C.
-func threeBlocks(t *testing.T) ([]byte, []int64, map[string][]Entry) {
+func threeBlocks(t testing.TB) ([]byte, []int64, map[string][]Entry) {
 	m := map[string][]Entry{
 		idA: {ex(1, 2, 1), ex(3, 4, 2)},
 		idB: {ex(5, 6, 3), ex(7, 8, 4), ex(9, 10, 5)},
