@@ -24,7 +24,21 @@
 //	bst     (3) the paper's BST log: skipped iff its address lies inside
 //	            a logged region.
 //	merger  (4) the paper's merger BST: skipped iff the whole region lies
-//	            inside a logged region; otherwise recorded and merged.
+//	            inside one logged region; otherwise recorded and merged
+//	            with the logged regions it overlaps or touches.
+//
+// [RegionLog] implements the three region rules in Go, [ExactSet] the
+// exact lookup. Two details the paper leaves open, settled here: the
+// merger condition is addr(A)+len(A) <= addr(B)+len(B) (the paper's
+// formula has "<", its prose "the whole current trace is part of a log
+// entry"); and bst's "merge directly consecutive traces" before saving
+// makes <100,50> and <150,50> one entry <100,100> (the paper prints
+// <100,200>, which would cover 100..299).
+//
+// An exact entry whose destination lies in a module without a build-id
+// has the absolute destination address and dstmod 0, like one with no
+// known module; such entries do not carry over to a run under another
+// address layout.
 //
 // # File layout
 //
@@ -55,26 +69,57 @@
 // A block holds entries of one module (the source module for exact).
 // Entries may repeat, within a block and across blocks (two processes
 // may record the same outcome); readers deduplicate. Blocks are only
-// ever appended.
+// ever appended. Writers put at most 65536 entries in a block ([MaxPerBlock])
+// and write no empty blocks; readers accept any count that fits in the
+// file, and empty blocks. Readers ignore the header's reserved bytes;
+// writers write zeros there, in the build-id padding and in the entries'
+// reserved fields, and zero dstmod and kind in region entries.
+//
+// An entry of a good block that does not fit the policy (exact: a kind
+// that is not an event kind 1..9; regions: length 0, or a non-zero
+// dstmod or kind), or whose reserved field is not zero, is reported and
+// left out; the block's other entries are read.
 //
 // # Concurrency and damage
 //
-// A writer opens the file (creating it with the header if it is empty),
-// takes flock(LOCK_EX) on it, reads what other writers appended since
-// its last read, appends one block per module with its entries that are
-// not already in the file, and releases the lock. Nothing is rewritten
-// in place, so concurrent processes neither lose nor corrupt each
-// other's entries, and a process killed meanwhile loses at most the
-// block it was appending.
+// A writer opens the file (creating it if absent), takes flock(LOCK_EX)
+// on it, and then: if the file is shorter than a header and holds a
+// prefix of the header it would write (empty, or its creator died while
+// writing the header), writes the header; reads the whole file (or what
+// other writers appended since its last read); appends, for each module,
+// one block with its entries that are not already in the file; and
+// releases the lock. Nothing is rewritten in place, so concurrent
+// processes neither lose nor corrupt each other's entries, and a process
+// killed meanwhile loses at most the blocks it was appending.
 //
-// A reader checks every block (magic, bounds, CRC). A block cut short at
-// the end of the file is a torn append (its writer died): it is reported
-// and ignored, and the next writer appends after the last good block,
-// overwriting the torn bytes. Any other bad block is damage: it is
-// reported with its offset, the reader resynchronises at the next
-// 8-byte aligned "SBLK" magic whose block checks, and the damaged bytes
-// are left in the file (never silently dropped). A file that does not
-// start with the header, or whose version or policy is unknown, is not
-// read at all: the runtime says so and runs without the log; it does
-// not overwrite the file.
+// A reader checks every block: magic, bounds, CRC, build-id length 1..32
+// and zero padding. A block at offset X that fails is one of:
+//
+//   - a torn append: no good block follows, and the bytes from X to the
+//     end of the file are a prefix of a block (part of its magic; or the
+//     magic and fewer bytes than its count says) or all zero. Its writer
+//     died. It is reported and ignored, and the next writer writes its
+//     blocks at X and truncates the file after them, so the torn bytes
+//     go.
+//   - damage: any other bad block, including a complete last block with
+//     a bad CRC. It is reported with its offset; the reader
+//     resynchronises at the next 8-byte aligned offset where a good block
+//     starts (magic, bounds and CRC all check), and if there is none,
+//     stops. The damaged bytes stay in the file (never silently
+//     dropped): the next writer appends after the end of the file, first
+//     padding it with zeros to a multiple of 8 if it is not one.
+//
+// A file that does not start with the header, or whose version or policy
+// is unknown, is not read at all ([FormatError] wrapping [ErrNotLog],
+// [ErrVersion] or [ErrPolicy]): the runtime says so and runs without the
+// log; it does not overwrite the file. Neither does a writer whose policy
+// is not the file's ([ErrMismatch]).
+//
+// # Hostile input
+//
+// [Read] holds the file in memory, reading it in chunks (a log holds 32
+// bytes per entry, so it is small), and never panics on any input
+// (FuzzRead). Resynchronisation checks each 8-byte aligned offset after
+// damage; a file crafted to hold many block magics with large counts
+// costs time quadratic in its size.
 package redlog
