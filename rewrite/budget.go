@@ -1,11 +1,14 @@
 package rewrite
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stint-project/stint/formats/redlog"
 )
 
 // Budget options (DIME's rate-based budget, DIME* section 2.3): the
@@ -144,3 +147,63 @@ func (o *Options) optionString() string {
 }
 
 func (rw *rewriter) optionString() string { return rw.opts.optionString() }
+
+// coveredSet is what --skip-covered reads from an exact redundancy log:
+// the outcomes already recorded for this module.
+type coveredSet struct {
+	self    uint64 // BuildIDHash of this module
+	has     map[redlog.Entry]bool
+	anyFrom map[[2]uint64]bool // (src, kind) with at least one outcome
+}
+
+// loadCovered reads the log at path for the module with build-id bid.
+func loadCovered(path string, bid []byte) (*coveredSet, error) {
+	if len(bid) == 0 {
+		return nil, errors.New("--skip-covered: the input has no build-id, so no log entry can be its")
+	}
+	l, _, err := redlog.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--skip-covered: %w", err)
+	}
+	if l.Policy != redlog.Exact {
+		return nil, fmt.Errorf("--skip-covered: log %s has policy %s; only an exact log says which outcomes are covered", path, l.Policy)
+	}
+	cs := &coveredSet{self: redlog.BuildIDHash(bid), has: map[redlog.Entry]bool{}, anyFrom: map[[2]uint64]bool{}}
+	for _, e := range l.Modules[hex.EncodeToString(bid)] {
+		cs.has[e] = true
+		cs.anyFrom[[2]uint64{e.A, uint64(e.Kind)}] = true
+	}
+	return cs, nil
+}
+
+// covered reports whether every outcome of site i is in the log.
+// Indirect branches, returns and syscalls have outcomes no log can list
+// in full: they count as covered only with Options.SkipSeenIndirect, once
+// the log has at least one of their outcomes.
+func (rw *rewriter) covered(i int) bool {
+	cs := rw.cov
+	c := rw.c
+	in := &c.insts[i]
+	next := in.Addr + uint64(in.Len())
+	has := func(kind uint32, dst uint64) bool {
+		return cs.has[redlog.Entry{A: in.Addr, B: dst, DstMod: cs.self, Kind: kind}]
+	}
+	if rw.opts.Tool == ToolBlock {
+		return has(kBlockKind, in.Addr)
+	}
+	switch c.kinds[i] {
+	case kJcc, kJcxz:
+		return has(kJccTaken, c.targets[i]) && has(kJccNotTaken, next)
+	case kJmp:
+		return has(kDirJmp, c.targets[i])
+	case kCall:
+		return has(kDirCall, c.targets[i])
+	case kRet, kIndJmp, kIndCall, kSyscall:
+		if !rw.opts.SkipSeenIndirect {
+			return false
+		}
+		k := map[kind]uint32{kRet: kRetKind, kIndJmp: kIndJmpKind, kIndCall: kIndCallKind, kSyscall: kSyscallKind}[c.kinds[i]]
+		return cs.anyFrom[[2]uint64{in.Addr, uint64(k)}]
+	}
+	return false
+}

@@ -35,6 +35,13 @@ type Options struct {
 	// "hash", "bst", "merger"); STINT_LOG and STINT_LOG_POLICY override
 	// them. "" = no log.
 	Log, LogPolicy string
+	// SkipCovered names an exact redundancy log: sites whose outcomes
+	// are all in it are left unpatched (they cost nothing at run time).
+	SkipCovered string
+	// SkipSeenIndirect also leaves unpatched the indirect branches,
+	// returns and syscalls of which the log holds at least one outcome;
+	// new destinations of those are then not traced.
+	SkipSeenIndirect bool
 }
 
 // Hex is an address that marshals to JSON as a "0x..." string.
@@ -64,6 +71,7 @@ type Stats struct {
 	Patched     map[string]int     `json:"patched"` // tactic name -> sites
 	Fallback    int                `json:"fallback"`
 	Failed      int                `json:"failed"`
+	Covered     int                `json:"covered"` // left unpatched: every outcome is in the --skip-covered log
 	Reasons     map[string]*Reason `json:"reasons"` // why sites failed
 	Evicted     int                `json:"evicted"` // neighbours moved to relocated-instruction trampolines
 	Probes      int                `json:"probes"`
@@ -234,6 +242,7 @@ type rewriter struct {
 	tramps    []*tramp // by instruction index: near trampoline, nil until allocated
 	siteArms  [][]int  // by instruction index: offsets of the site trampoline's arm rel32 fields
 	trampList []int // instruction indices in allocation order
+	cov       *coveredSet
 }
 
 func (rw *rewriter) classify() {
@@ -343,6 +352,23 @@ func (rw *rewriter) run() ([]byte, error) {
 	// Sites.
 	sites := c.sites(rw.opts.Tool)
 	rw.st.Sites = len(sites)
+	if rw.opts.SkipCovered != "" {
+		cs, err := loadCovered(rw.opts.SkipCovered, rw.f.buildID())
+		if err != nil {
+			return nil, err
+		}
+		rw.cov = cs
+		w := 0
+		for _, i := range sites {
+			if rw.covered(i) {
+				rw.st.Covered++
+				continue
+			}
+			sites[w] = i
+			w++
+		}
+		sites = sites[:w]
+	}
 	rw.isSite = make([]bool, len(c.insts))
 	rw.siteSize = make([]int, len(c.insts))
 	rw.tramps = make([]*tramp, len(c.insts))

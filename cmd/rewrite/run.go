@@ -54,6 +54,9 @@ new ones are appended to the log every second and at exit. Concurrent
 runs share the file safely (flock, append only).
   $ rewrite --budget 10% --log gzip.log -o gzip.stint /usr/bin/gzip
   $ for i in 1 2 3; do ./gzip.stint -c big.txt > /dev/null; done
+With --skip-covered LOG, sites whose outcomes are all in the log are left
+unpatched, so a later rewrite costs nothing where earlier runs covered:
+  $ rewrite --budget 10% --log gzip.log --skip-covered gzip.log -o gzip.stint /usr/bin/gzip
 
 Environment read by the rewritten program:
   STINT_OUT         directory for trace files (default ./traces)
@@ -105,6 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&opts.Period, "period", "", "budget period `T`, e.g. 100ms or 1s (default 100ms with --budget)")
 	fs.StringVar(&opts.Log, "log", "", "redundancy log `FILE`: skip outcomes recorded by earlier runs, append new ones")
 	fs.StringVar(&opts.LogPolicy, "log-policy", "", "redundancy log `POLICY`: exact (default; the DIME* paper's hash, bst and merger are not implemented by the runtime yet)")
+	fs.StringVar(&opts.SkipCovered, "skip-covered", "", "leave unpatched every site whose outcomes are all in the exact redundancy log `LOG` (code covered by earlier runs then costs nothing)")
+	fs.BoolVar(&opts.SkipSeenIndirect, "skip-seen-indirect", false, "with --skip-covered, also leave unpatched returns, indirect branches and syscalls with at least one logged outcome (their new destinations are then not traced)")
 	fs.Uint64Var(&opts.ChunkGap, "chunk-gap", 0, "merge stub pages closer than `BYTES` into one run-time mapping (0 = default 1 MiB; smaller = fewer resident stub pages, more mappings)")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
@@ -154,8 +159,11 @@ func summary(name string, st *rewrite.Stats) string {
 	if len(tactics) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(tactics, ", "))
 	}
-	if st.Sites > 0 {
-		fmt.Fprintf(&b, " = %.2f%%", 100*float64(st.PatchedTotal())/float64(st.Sites))
+	if n := st.Sites - st.Covered; n > 0 {
+		fmt.Fprintf(&b, " = %.2f%%", 100*float64(st.PatchedTotal())/float64(n))
+	}
+	if st.Covered > 0 {
+		fmt.Fprintf(&b, ", %d covered by the log (left unpatched)", st.Covered)
 	}
 	fmt.Fprintf(&b, ", %d fallback, %d failed, %d evicted; %d stubs on %d pages in %d mappings",
 		st.Fallback, st.Failed, st.Evicted, st.Stubs, st.StubPages, st.Chunks)

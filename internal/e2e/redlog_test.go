@@ -227,3 +227,85 @@ func TestLogDamaged(t *testing.T) {
 		})
 	}
 }
+
+// TestSkipCovered: rewriting with --skip-covered leaves unpatched exactly
+// the sites whose every outcome is in the log (direct sites only: the
+// outcomes of returns and indirect branches cannot be listed in full),
+// and the program still behaves as before.
+func TestSkipCovered(t *testing.T) {
+	bin := buildSpin(t)
+	args := []string{"5"}
+	nOut, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "spin.log")
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
+	if _, e, code, err := fixtures.Run(out, args, traceEnv(filepath.Join(dir, "t0"))); err != nil || code != 0 || len(e) != 0 {
+		t.Fatalf("logged run: exit %d, %v, %q", code, err, e)
+	}
+	_, all, err := Probed(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := readLog(t, logPath)
+	bid := ""
+	for _, id := range l.BuildIDs() {
+		bid = id
+	}
+	raw, _ := redlog.ParseBuildID(bid)
+	self := redlog.BuildIDHash(raw)
+	// Site -> all its probes' outcomes logged?
+	covered := map[uint64]bool{}
+	sites := map[uint64]bool{}
+	for _, p := range all {
+		sites[p.Src] = true
+		if _, ok := covered[p.Src]; !ok {
+			covered[p.Src] = true
+		}
+		if p.Flags&1 == 0 || !l.Has(bid, redlog.Entry{A: p.Src, B: p.Dst, DstMod: self, Kind: uint32(p.Kind)}) {
+			covered[p.Src] = false
+		}
+	}
+	want := map[uint64]bool{}
+	nCovered := 0
+	for s := range sites {
+		if covered[s] {
+			nCovered++
+		} else {
+			want[s] = true
+		}
+	}
+	if nCovered == 0 {
+		t.Fatal("the logged run covered no site")
+	}
+	skipDir := t.TempDir()
+	skipped, st := rewritten(t, bin, skipDir, rewrite.Options{SkipCovered: logPath})
+	if st.Covered != nCovered {
+		t.Errorf("stats: %d covered, want %d", st.Covered, nCovered)
+	}
+	_, left, err := Probed(skipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[uint64]bool{}
+	for _, p := range left {
+		have[p.Src] = true
+	}
+	for s := range want {
+		if !have[s] {
+			t.Errorf("site %#x is not fully covered but was left unpatched", s)
+		}
+	}
+	for s := range have {
+		if !want[s] {
+			t.Errorf("site %#x is covered but still patched", s)
+		}
+	}
+	o, e, code, err := fixtures.Run(skipped, args, traceEnv(filepath.Join(skipDir, "t")))
+	if err != nil || code != 0 || !bytes.Equal(o, nOut) || len(e) != 0 {
+		t.Errorf("skip-covered run: exit %d, %v, stdout %q (want %q), stderr %q", code, err, o, nOut, e)
+	}
+	t.Logf("%d sites, %d covered", len(sites), nCovered)
+}
