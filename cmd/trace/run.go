@@ -25,6 +25,8 @@ Usage:
   trace stats FILE...                          summarise: counts per kind,
                                                module and thread, time span,
                                                batches, how the file ended
+  trace log show|check|add|merge ...           show, check, build and merge
+                                               redundancy logs (rewrite --log)
   trace help [COMMAND]                         show help
 
 Event kinds: jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp, ind-call,
@@ -70,6 +72,7 @@ func commands() []command {
 	return []command{
 		{"cat", catHelp, runCat},
 		{"stats", statsHelp, runStats},
+		{"log", logHelp, runLog},
 	}
 }
 
