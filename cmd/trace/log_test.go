@@ -237,4 +237,3 @@ func TestLogMerge(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
