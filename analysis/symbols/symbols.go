@@ -1,0 +1,241 @@
+// Package symbols names the functions of traced modules: it maps a
+// module, identified by its GNU build-id and file path, and a
+// module-relative address (a link vaddr, as trace files hold them) to
+// the function that contains it.
+//
+// Names come from the module file's .symtab and .dynsym (STT_FUNC
+// symbols with a size) and, when the file or its separate debug file
+// carries DWARF, from DW_TAG_subprogram entries, whose names win over
+// the symbol tables' for the same start address. A separate debug file
+// is looked up as /usr/lib/debug/.build-id/xx/yyyy….debug (the first
+// byte of the build-id, then the rest, in hex).
+//
+// Hostile files: debug/elf and debug/dwarf return errors for malformed
+// input; a module whose file cannot be read is reported by [Resolver.Table]
+// and its addresses stay unnamed.
+package symbols
+
+import (
+	"bytes"
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// ErrNoSymbols means a module file has neither function symbols nor
+// DWARF subprograms.
+var ErrNoSymbols = errors.New("no function symbols")
+
+// Func is a function: its name and the addresses [Start, End).
+type Func struct {
+	Name       string
+	Start, End uint64
+}
+
+// Table is a module's functions, sorted by start address.
+type Table struct {
+	Funcs  []Func
+	Source string // what named them, e.g. "/usr/bin/gzip: symtab+dwarf"
+}
+
+// Lookup returns the function containing addr, or nil.
+func (t *Table) Lookup(addr uint64) *Func {
+	if t == nil {
+		return nil
+	}
+	i := sort.Search(len(t.Funcs), func(i int) bool { return t.Funcs[i].Start > addr }) - 1
+	if i >= 0 && addr < t.Funcs[i].End {
+		return &t.Funcs[i]
+	}
+	return nil
+}
+
+// Load reads the functions of the ELF file at path.
+func Load(path string) (*Table, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	byStart := map[uint64]Func{}
+	var srcs []string
+	for _, get := range []struct {
+		name string
+		fn   func() ([]elf.Symbol, error)
+	}{{"symtab", f.Symbols}, {"dynsym", f.DynamicSymbols}} {
+		syms, err := get.fn()
+		if err != nil {
+			continue
+		}
+		n := 0
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 || s.Size == 0 || s.Section == elf.SHN_UNDEF {
+				continue
+			}
+			if _, ok := byStart[s.Value]; !ok {
+				byStart[s.Value] = Func{Name: s.Name, Start: s.Value, End: s.Value + s.Size}
+				n++
+			}
+		}
+		if n > 0 {
+			srcs = append(srcs, get.name)
+		}
+	}
+	if d, err := f.DWARF(); err == nil {
+		if n := addDWARF(d, byStart); n > 0 {
+			srcs = append(srcs, "dwarf")
+		}
+	}
+	if len(byStart) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, ErrNoSymbols)
+	}
+	t := &Table{Source: path + ": "}
+	for i, s := range srcs {
+		if i > 0 {
+			t.Source += "+"
+		}
+		t.Source += s
+	}
+	for _, fn := range byStart {
+		t.Funcs = append(t.Funcs, fn)
+	}
+	sort.Slice(t.Funcs, func(i, j int) bool { return t.Funcs[i].Start < t.Funcs[j].Start })
+	return t, nil
+}
+
+// addDWARF adds the named subprograms with an address range; their
+// names replace the symbol tables' names at the same start.
+func addDWARF(d *dwarf.Data, byStart map[uint64]Func) int {
+	r := d.Reader()
+	n := 0
+	for {
+		e, err := r.Next()
+		if err != nil || e == nil {
+			return n
+		}
+		if e.Tag != dwarf.TagSubprogram {
+			continue
+		}
+		name, _ := e.Val(dwarf.AttrName).(string)
+		low, ok := e.Val(dwarf.AttrLowpc).(uint64)
+		if name == "" || !ok || low == 0 {
+			continue
+		}
+		var high uint64
+		switch h := e.Val(dwarf.AttrHighpc).(type) {
+		case uint64:
+			high = h
+		case int64:
+			high = low + uint64(h)
+		}
+		if high <= low {
+			continue
+		}
+		byStart[low] = Func{Name: name, Start: low, End: high}
+		n++
+	}
+}
+
+// BuildID returns the GNU build-id of the ELF file at path, lower-case
+// hex, or "" if it has none.
+func BuildID(path string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_NOTE {
+			continue
+		}
+		b, err := s.Data()
+		if err != nil {
+			continue
+		}
+		for len(b) >= 12 {
+			nsz, dsz, typ := binary.LittleEndian.Uint32(b), binary.LittleEndian.Uint32(b[4:]), binary.LittleEndian.Uint32(b[8:])
+			no := 12 + (uint64(nsz)+3)&^3
+			end := no + (uint64(dsz)+3)&^3
+			if end > uint64(len(b)) || no+uint64(dsz) > uint64(len(b)) {
+				break
+			}
+			if typ == 3 && nsz == 4 && bytes.Equal(b[12:15], []byte("GNU")) {
+				return hex.EncodeToString(b[no : no+uint64(dsz)]), nil
+			}
+			b = b[end:]
+		}
+	}
+	return "", nil
+}
+
+// Resolver finds and caches the symbol tables of modules.
+type Resolver struct {
+	// DebugDir is where separate debug files are looked up by build-id
+	// (default /usr/lib/debug/.build-id).
+	DebugDir string
+	cache    map[string]*entry
+}
+
+type entry struct {
+	t   *Table
+	err error
+}
+
+// NewResolver returns a resolver that looks in /usr/lib/debug/.build-id.
+func NewResolver() *Resolver {
+	return &Resolver{DebugDir: "/usr/lib/debug/.build-id", cache: map[string]*entry{}}
+}
+
+// Table returns the functions of the module with the given build-id and
+// path: from the file at path if its build-id matches (or either is
+// unknown), else, or if that file has no symbols, from its separate
+// debug file. The error says why a module has no names (file missing,
+// different build-id, stripped).
+func (r *Resolver) Table(buildID, path string) (*Table, error) {
+	key := buildID + "\x00" + path
+	if e, ok := r.cache[key]; ok {
+		return e.t, e.err
+	}
+	t, err := r.load(buildID, path)
+	r.cache[key] = &entry{t, err}
+	return t, err
+}
+
+func (r *Resolver) load(buildID, path string) (*Table, error) {
+	var errs []error
+	if path != "" {
+		id, err := BuildID(path)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case id != "" && buildID != "" && id != buildID:
+			errs = append(errs, fmt.Errorf("%s: build-id %s, the trace's module has %s", path, id, buildID))
+		default:
+			t, err := Load(path)
+			if err == nil {
+				return t, nil
+			}
+			errs = append(errs, err)
+		}
+	}
+	if len(buildID) > 2 && r.DebugDir != "" {
+		dbg := filepath.Join(r.DebugDir, buildID[:2], buildID[2:]+".debug")
+		if _, err := os.Stat(dbg); err == nil {
+			t, err := Load(dbg)
+			if err == nil {
+				return t, nil
+			}
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("no file for module %q (build-id %q)", path, buildID)
+	}
+	return nil, errors.Join(errs...)
+}
