@@ -30,6 +30,7 @@ const (
 	moduleOptionsSize = runtime.ModuleOptionsSize
 	moduleOptionsOff  = 208 // offsetof(struct stint_module, options)
 	moduleGateOff     = 360 // offsetof(struct stint_module, gate_vaddr)
+	moduleTraceEndOff = 344 // offsetof(struct stint_module, trace_ends_vaddr)
 	gateSize          = 4096
 
 	mfEvery  = runtime.MFEvery

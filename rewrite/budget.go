@@ -207,3 +207,22 @@ func (rw *rewriter) covered(i int) bool {
 	}
 	return false
 }
+
+// traceEnds returns the ends of the unconditional transfers (jmp, call,
+// ret, indirect, far) minus textLo, sorted: where a Pin-style trace
+// entered above them stops (stint_abi.h, the DIME* region policies).
+func (rw *rewriter) traceEnds() []uint32 {
+	var out []uint32
+	for i, k := range rw.c.kinds {
+		if k != kJmp && k != kCall && k != kRet && k != kIndJmp && k != kIndCall && k != kFar {
+			continue
+		}
+		in := &rw.c.insts[i]
+		end := in.Addr + uint64(in.Len())
+		if end < rw.textLo || end-rw.textLo > 0xffffffff {
+			continue
+		}
+		out = append(out, uint32(end-rw.textLo))
+	}
+	return out
+}

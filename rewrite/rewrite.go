@@ -615,7 +615,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	}
 	stubsOff := alignUp(relaOff+relaLen, 16)
 	depsOff := stubsOff + uint64(len(stubs))*stubSize
-	rSize := alignUp(depsOff+uint64(ndeps)*4, pageSize)
+	traceEnds := rw.traceEnds()
+	traceEndsOff := alignUp(depsOff+uint64(ndeps)*4, 8)
+	rSize := alignUp(traceEndsOff+uint64(len(traceEnds))*4, pageSize)
 	st.Chunks = len(chunks)
 	st.ChunkBytes = layout.SrcSize
 	st.Deps = ndeps
@@ -727,6 +729,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		le.PutUint64(b[0:], so.off)
 		copy(b[8:16], so.code)
 	}
+	for k, e := range traceEnds {
+		le.PutUint32(rbuf[traceEndsOff+uint64(k)*4:], e)
+	}
 	dk := uint64(0)
 	for _, co := range chunks {
 		for _, d := range co.deps {
@@ -778,6 +783,8 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	le.PutUint32(m[204:], uint32(ndeps))
 	copy(m[moduleOptionsOff:moduleOptionsOff+moduleOptionsSize-1], rw.optionString())
 	le.PutUint64(m[moduleGateOff:], gateAt)
+	le.PutUint64(m[moduleTraceEndOff:], rVaddr+traceEndsOff)
+	le.PutUint32(m[moduleTraceEndOff+8:], uint32(len(traceEnds)))
 	copy(m[probesAt-rwVaddr:], probes)
 	for k, i := range patchOrder {
 		pr := modified[i]

@@ -10,7 +10,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 3
+const ABIVersion = 4
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -97,7 +97,7 @@ const (
 	PatchStructSize   = 32
 	ChunkStructSize   = 40
 	StubStructSize    = 16
-	ModuleOptionsSize = 152 // STINT_OPTIONS_SIZE
+	ModuleOptionsSize = 136 // STINT_OPTIONS_SIZE
 )
 
 // BlobHeader is struct stint_blob_header.
@@ -143,6 +143,9 @@ type Module struct {
 	NStubs       uint32
 	NDeps        uint32
 	Options      [ModuleOptionsSize]byte
+	TraceEndsVaddr uint64 // uint32[NTraceEnds]: ends of unconditional transfers minus TextLo, sorted
+	NTraceEnds     uint32
+	PadTE          uint32
 	GateVaddr    uint64 // the gate page: 4096 bytes; the first 8 are the gate word (0 = probes call the runtime)
 }
 

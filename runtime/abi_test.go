@@ -35,7 +35,7 @@ var abiStructs = []struct {
 		{"tramp_lo", "TrampLo"}, {"tramp_hi", "TrampHi"}, {"orig_entry", "OrigEntry"}, {"orig_fini", "OrigFini"},
 		{"build_id", "BuildID"}, {"build_id_len", "BuildIDLen"}, {"module_id", "ModuleID"}, {"base", "Base"},
 		{"runtime_state", "RuntimeState"}, {"stubs_vaddr", "StubsVaddr"}, {"deps_vaddr", "DepsVaddr"},
-		{"stub_area_size", "StubAreaSize"}, {"nstubs", "NStubs"}, {"ndeps", "NDeps"}, {"options", "Options"}, {"gate_vaddr", "GateVaddr"},
+		{"stub_area_size", "StubAreaSize"}, {"nstubs", "NStubs"}, {"ndeps", "NDeps"}, {"options", "Options"}, {"trace_ends_vaddr", "TraceEndsVaddr"}, {"ntrace_ends", "NTraceEnds"}, {"pad_te", "PadTE"}, {"gate_vaddr", "GateVaddr"},
 	}},
 	{"stint_probe", reflect.TypeOf(Probe{}), ProbeStructSize, [][2]string{
 		{"src", "Src"}, {"dst", "Dst"}, {"arm", "Arm"}, {"arm_to", "ArmTo"}, {"module_back", "ModuleBack"},
@@ -104,6 +104,8 @@ func TestABIPinned(t *testing.T) {
 		{"Module.NStubs", unsafe.Offsetof(Module{}.NStubs), 200},
 		{"Module.NDeps", unsafe.Offsetof(Module{}.NDeps), 204},
 		{"Module.Options", unsafe.Offsetof(Module{}.Options), 208},
+		{"Module.TraceEndsVaddr", unsafe.Offsetof(Module{}.TraceEndsVaddr), 344},
+		{"Module.NTraceEnds", unsafe.Offsetof(Module{}.NTraceEnds), 352},
 		{"Module.GateVaddr", unsafe.Offsetof(Module{}.GateVaddr), 360},
 		{"sizeof Probe", unsafe.Sizeof(Probe{}), 64},
 		{"Probe.ModuleBack", unsafe.Offsetof(Probe{}.ModuleBack), 32},

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "316eaa86a27372a92af19f4c91107845a2ec99b8591678cc055dc5f07e9a9a53"
+const BlobSHA256 = "96a3216d4f42014e7691674bf8d46e5a948c51f9855dd3b11845fcfdb32e6c4e"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

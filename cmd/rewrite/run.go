@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&opts.Budget, "budget", "", "instrumentation budget per period: `B` = a percentage of the period (10%) or a duration (5ms)")
 	fs.StringVar(&opts.Period, "period", "", "budget period `T`, e.g. 100ms or 1s (default 100ms with --budget)")
 	fs.StringVar(&opts.Log, "log", "", "redundancy log `FILE`: skip outcomes recorded by earlier runs, append new ones")
-	fs.StringVar(&opts.LogPolicy, "log-policy", "", "redundancy log `POLICY`: exact (default; the DIME* paper's hash, bst and merger are not implemented by the runtime yet)")
+	fs.StringVar(&opts.LogPolicy, "log-policy", "", "redundancy log `POLICY`: exact (default: each outcome once, probes retire), or the DIME* paper's region logs hash, bst, merger (for comparison: instrumented traces record every execution)")
 	fs.StringVar(&opts.SkipCovered, "skip-covered", "", "leave unpatched every site whose outcomes are all in the exact redundancy log `LOG` (code covered by earlier runs then costs nothing)")
 	fs.BoolVar(&opts.SkipSeenIndirect, "skip-seen-indirect", false, "with --skip-covered, also leave unpatched returns, indirect branches and syscalls with at least one logged outcome (their new destinations are then not traced)")
 	fs.Uint64Var(&opts.ChunkGap, "chunk-gap", 0, "merge stub pages closer than `BYTES` into one run-time mapping (0 = default 1 MiB; smaller = fewer resident stub pages, more mappings)")

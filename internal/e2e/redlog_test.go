@@ -309,3 +309,56 @@ func TestSkipCovered(t *testing.T) {
 	}
 	t.Logf("%d sites, %d covered", len(sites), nCovered)
 }
+
+// TestRegionPolicies: the DIME* paper's region logs (hash, bst, merger)
+// run the program unchanged, write a log of their policy that package
+// redlog reads, and suppress in a second run: a bst run records fewer
+// events than the first one (it skips every trace that starts inside a
+// logged one).
+func TestRegionPolicies(t *testing.T) {
+	bin := buildSpin(t)
+	args := []string{"5"}
+	nOut, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{})
+	for _, pol := range []string{"hash", "bst", "merger"} {
+		t.Run(pol, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), pol+".log")
+			var counts []int
+			for i := 0; i < 2; i++ {
+				traces := filepath.Join(t.TempDir(), "t")
+				env := append(traceEnv(traces), "STINT_LOG="+logPath, "STINT_LOG_POLICY="+pol)
+				o, e, code, err := fixtures.Run(out, args, env)
+				if err != nil || code != 0 || !bytes.Equal(o, nOut) || len(e) != 0 {
+					t.Fatalf("run %d: exit %d, %v, stdout %q (want %q), stderr %q", i, code, err, o, nOut, e)
+				}
+				n := 0
+				for _, tr := range readTraces(t, traces) {
+					if tr.Run.LogPolicy != pol {
+						t.Errorf("run metadata: log policy %q", tr.Run.LogPolicy)
+					}
+					for _, ev := range tr.Events {
+						if !ev.Kind.IsRecord() {
+							n++
+						}
+					}
+				}
+				counts = append(counts, n)
+			}
+			l, probs := readLog(t, logPath)
+			if l.Policy.String() != pol || len(probs) != 0 || l.Distinct() == 0 {
+				t.Errorf("log: policy %v, %d regions, problems %v", l.Policy, l.Distinct(), probs)
+			}
+			if counts[0] == 0 {
+				t.Error("first run recorded nothing")
+			}
+			if pol == "bst" && counts[1] >= counts[0] {
+				t.Errorf("bst: second run recorded %d events, first %d", counts[1], counts[0])
+			}
+			t.Logf("%s: events per run %v, %d regions", pol, counts, l.Distinct())
+		})
+	}
+}

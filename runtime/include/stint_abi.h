@@ -24,7 +24,7 @@
 #define STINT_U64(x) x##ULL
 #endif
 
-#define STINT_ABI_VERSION 3
+#define STINT_ABI_VERSION 4
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -82,7 +82,7 @@
 #define STINT_TEST_NO_MEMFD_ENV "STINT_TEST_NO_MEMFD"
 
 /* Bytes of struct stint_module.options (NUL included). */
-#define STINT_OPTIONS_SIZE 152
+#define STINT_OPTIONS_SIZE 136
 
 #define STINT_NO_PATCH 0xffffffffu
 
@@ -115,8 +115,9 @@ struct stint_blob_header {
  * fills everything but the fields marked "runtime".
  *
  * ABI 2 took the last 32 bytes of options (192 -> 160 bytes) for the stub
- * list, the dependency array and the stub area size, and ABI 3 another 8
- * for the gate page, so the struct keeps its size.
+ * list, the dependency array and the stub area size, ABI 3 another 8
+ * for the gate page and ABI 4 16 for the trace ends, so the struct keeps
+ * its size.
  */
 struct stint_module {
 	uint64_t magic;          /*   0: STINT_MODULE_MAGIC */
@@ -148,6 +149,9 @@ struct stint_module {
 	uint32_t nstubs;         /* 200 */
 	uint32_t ndeps;          /* 204 */
 	char     options[STINT_OPTIONS_SIZE]; /* 208: NUL-terminated, e.g. "tool=branch every=0 budget=10% period=100ms" */
+	uint64_t trace_ends_vaddr; /* 344: uint32_t[ntrace_ends], sorted: ends of unconditional transfers, minus text_lo */
+	uint32_t ntrace_ends;    /* 352 */
+	uint32_t pad_te;         /* 356 */
 	uint64_t gate_vaddr;     /* 360: link vaddr of the gate page (4096 bytes, page aligned, zero in the file) */
 };                           /* 368 */
 
@@ -160,6 +164,13 @@ struct stint_module {
  * so a forked child starts with the gate open (0) and its first probe
  * reaches the runtime, which notices the fork and sets the child up.
  */
+/*
+ * Trace ends (ABI 4): where Pin-style traces stop, for the DIME* region
+ * log policies. A trace entered at address A runs to the first trace end
+ * above A: the address just past the first jmp, call, ret or indirect
+ * transfer at or after A (conditional branches do not end it).
+ */
+
 #define STINT_GATE_OPEN   0
 #define STINT_GATE_CLOSED 1
 

@@ -23,7 +23,7 @@
  * policy) is reported and left alone, and the run goes on without a log.
  *
  * The region policies (hash, bst, merger) are the paper's, kept for the
- * paper's comparison; this runtime implements exact only and says so.
+ * paper's comparison: regions.c.
  */
 
 #define LOG_MAGIC_HDR "STINTLOG"
@@ -33,6 +33,7 @@
 #define LOG_BLK_HDR 48
 #define LOG_ENTRY 32
 #define LOG_PENDING_MAX ((uint64_t)1 << 20)
+#define REG_MAX ((uint64_t)1 << 20) /* regions of a region-policy log (regions.c) */
 #define SYS_pread64 17
 #define SYS_pwrite64 18
 #define S_LOCK_EX 2
@@ -42,6 +43,9 @@
 #define POLICY_HASH 2
 #define POLICY_BST 3
 #define POLICY_MERGER 4
+
+static int regions_setup(struct stint_global *g, const uint8_t *p, uint64_t size);
+static uint64_t regions_blocks(struct stint_global *g, uint8_t *buf, uint64_t cap);
 
 struct log_pend {
 	uint64_t src, dst;
@@ -188,10 +192,6 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 			return;
 		}
 	}
-	if (policy != POLICY_EXACT) {
-		say_log(g, "only the exact policy is implemented in this runtime; running without a log", ~0ULL);
-		return;
-	}
 	g->log_policy = policy;
 	long pend = sys_mmap(0, LOG_PENDING_MAX * sizeof(struct log_pend), S_PROT_READ | S_PROT_WRITE,
 			     S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
@@ -230,6 +230,17 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 			sys_call2(SYS_munmap, (long)p, (long)size);
 			return;
 		}
+		if (policy != POLICY_EXACT) {
+			if (regions_setup(g, p, size) < 0) {
+				say_log(g, "cannot map memory; running without a log", ~0ULL);
+				sys_call2(SYS_munmap, (long)p, (long)size);
+				return;
+			}
+			sys_call2(SYS_munmap, (long)p, (long)size);
+			g->region_mode = 1;
+			g->log_on = 1;
+			return;
+		}
 		/* count entries to size the set */
 		for (uint64_t off = LOG_HDR; off + LOG_BLK_HDR <= size;) {
 			int64_t bl = log_block_at(p, size, off);
@@ -242,6 +253,15 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 				off += 8;
 			}
 		}
+	}
+	if (policy != POLICY_EXACT) { /* no log file yet */
+		if (regions_setup(g, 0, 0) < 0) {
+			say_log(g, "cannot map memory; running without a log", ~0ULL);
+			return;
+		}
+		g->region_mode = 1;
+		g->log_on = 1;
+		return;
 	}
 	uint64_t slots = 1024;
 	while (slots < 2 * entries + 1024)
@@ -353,7 +373,28 @@ static void log_save(struct stint_global *g)
 {
 	if (!g->log_on || !try_lock(&g->log_lock))
 		return;
-	uint64_t from = g->log_saved, to = __atomic_load_n(&g->log_npend, __ATOMIC_ACQUIRE);
+	uint64_t cap, len = 0;
+	uint8_t *buf;
+	long bufm;
+	uint64_t from = 0, to = 0;
+	if (g->region_mode) {
+		cap = ((uint64_t)REG_MAX * LOG_ENTRY + (uint64_t)MAX_MODULES * LOG_BLK_HDR + 4095) & ~(uint64_t)4095;
+		bufm = sys_mmap(0, cap, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+		if (sys_failed(bufm)) {
+			unlock(&g->log_lock);
+			return;
+		}
+		buf = (uint8_t *)bufm;
+		len = regions_blocks(g, buf, cap);
+		if (!len) {
+			sys_call2(SYS_munmap, bufm, (long)cap);
+			unlock(&g->log_lock);
+			return;
+		}
+		goto write;
+	}
+	from = g->log_saved;
+	to = __atomic_load_n(&g->log_npend, __ATOMIC_ACQUIRE);
 	if (to > LOG_PENDING_MAX)
 		to = LOG_PENDING_MAX;
 	struct log_pend *pe = (struct log_pend *)g->log_pending;
@@ -367,15 +408,14 @@ static void log_save(struct stint_global *g)
 		unlock(&g->log_lock);
 		return;
 	}
-	uint64_t cap = (to - from) * LOG_ENTRY + (uint64_t)MAX_MODULES * LOG_BLK_HDR;
+	cap = (to - from) * LOG_ENTRY + (uint64_t)MAX_MODULES * LOG_BLK_HDR;
 	cap = (cap + 4095) & ~(uint64_t)4095;
-	long bufm = sys_mmap(0, cap, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
+	bufm = sys_mmap(0, cap, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
 	if (sys_failed(bufm)) {
 		unlock(&g->log_lock);
 		return;
 	}
-	uint8_t *buf = (uint8_t *)bufm;
-	uint64_t len = 0;
+	buf = (uint8_t *)bufm;
 	/* one block per source module, in module order */
 	uint32_t nm = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
 	if (nm > MAX_MODULES)
@@ -410,6 +450,7 @@ static void log_save(struct stint_global *g)
 		s_memcpy(h + 8, &hdr[2], 4);
 		len += bl;
 	}
+write:;
 	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log_path, S_O_RDWR | S_O_CREAT | S_O_CLOEXEC, 0644);
 	if (sys_failed(fd)) {
 		if (!g->log_warned++)
@@ -468,7 +509,7 @@ static void log_save(struct stint_global *g)
 		}
 		if (done == len && at + len < size)
 			sys_call2(SYS_ftruncate, fd, (long)(at + len)); /* drop the rest of a torn block */
-		if (done == len)
+		if (done == len && !g->region_mode)
 			g->log_saved = to;
 	}
 unlock:

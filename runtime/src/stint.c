@@ -253,6 +253,7 @@ struct gmodule {
 	uint32_t pad;
 	uint8_t build_id[32];
 	uint64_t gate;       /* address of the module's gate word, 0 = none */
+	uint64_t bidhash;    /* FNV-1a 64 of the build-id, 0 = none */
 	uint64_t smod;       /* its struct stint_module, 0 = not rewritten */
 	char path[512];
 };
@@ -338,6 +339,8 @@ struct stint_global {
 	uint32_t log_policy, log_lock, log_warned, pad5;
 	uint64_t logset, logset_slots, logset_n; /* entries read from the log */
 	uint64_t log_pending, log_npend, log_saved; /* outcomes noted this run */
+	uint32_t region_mode, regions_lock; /* a region policy (regions.c) */
+	uint64_t regions, nregions, decisions, thr_slots;
 	char log_path[512];
 	struct slot_ring ring[RING];
 	struct anon_region anon[MAX_ANON];
@@ -1458,12 +1461,45 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 /* budget.c: the time budget and the period thread; redlog.c: the redundancy log. */
 #include "budget.c"
 #include "redlog.c"
+#include "regions.c"
 
 /* ---- recording ---- */
+
+/* A probe in a region-policy run (regions.c): never retires. */
+static int record_region(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v)
+{
+	struct row rw;
+	rw.kind = p->kind;
+	rw.src_module = (uint16_t)m->module_id;
+	rw.src = p->src;
+	rw.value = 0;
+	int direct = (p->flags & STINT_PF_DIRECT) != 0, value = (p->flags & STINT_PF_VALUE) != 0;
+	uint64_t dst_abs = direct ? m->base + p->dst : v;
+	if (!region_event(g, m, p, dst_abs, !value))
+		return 0;
+	if (direct) {
+		rw.dst_module = (uint16_t)m->module_id;
+		rw.dst = p->dst;
+	} else if (value) {
+		rw.dst_module = DST_MODULE_NONE;
+		rw.dst = 0;
+		rw.value = v;
+	} else {
+		uint32_t id = module_of(g, v);
+		if (id == DST_MODULE_NONE)
+			id = module_of_unknown(g, v);
+		rw.dst_module = (uint16_t)id;
+		rw.dst = id == DST_MODULE_NONE ? v : v - g->modules[id].base;
+	}
+	emit(&rw);
+	return 1;
+}
 
 /* Record probe p's outcome v; returns 1 if an event was written. */
 static int record_probe(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs)
 {
+	if (UNLIKELY(g->region_mode))
+		return record_region(g, m, p, v);
 	uint64_t base = m->base;
 	int every = (m->flags & STINT_MF_EVERY) != 0;
 	struct row rw;
@@ -1771,11 +1807,12 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	if (id == DST_MODULE_NONE)
 		return;
 	m->module_id = id;
+	g->modules[id].bidhash = m->build_id_len ? fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len) : 0;
 	g->modules[id].smod = (uint64_t)m;
 	__atomic_store_n(&g->modules[id].gate, gate, __ATOMIC_RELEASE);
 	if (gate && __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
 		__atomic_store_n((uint64_t *)gate, STINT_GATE_CLOSED, __ATOMIC_RELEASE);
-	if (g->log_on && patching && !(m->flags & STINT_MF_EVERY))
+	if (g->log_on && !g->region_mode && patching && !(m->flags & STINT_MF_EVERY))
 		log_load_module(g, m, base);
 	__atomic_store_n(&m->runtime_state, RS_ACTIVE | (patching && !(m->flags & STINT_MF_EVERY) ? RS_PATCHING : 0),
 			 __ATOMIC_RELEASE);
