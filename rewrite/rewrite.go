@@ -241,7 +241,7 @@ type rewriter struct {
 	siteSize  []int    // by instruction index: bytes of the site's trampoline
 	tramps    []*tramp // by instruction index: near trampoline, nil until allocated
 	siteArms  [][]int  // by instruction index: offsets of the site trampoline's arm rel32 fields
-	trampList []int // instruction indices in allocation order
+	trampList []int    // instruction indices in allocation order
 	cov       *coveredSet
 }
 
