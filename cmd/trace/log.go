@@ -29,8 +29,8 @@ The format is described in formats/redlog (go doc).
 
 show prints the file's policy, its blocks and entries, any damage with
 its offset, and the number of distinct entries per module; --entries
-lists them (exact: kind, src -> dst and the destination module; regions:
-address and length).
+lists them (exact: kind, src -> dst and the destination module, or a
+syscall's number; regions: address and length).
 
 check reads every block and prints each problem with its offset: a torn
 append at the end (a writer died; the next writer overwrites it) or a
@@ -118,10 +118,10 @@ func logShow(args []string, w io.Writer) error {
 			}
 			k := formats.Kind(e.Kind)
 			switch {
-			case k == formats.KindSyscall && e.B == 0 && e.DstMod == 0:
-				fmt.Fprintf(w, "  %-13s %#x\n", k, e.A)
+			case k == formats.KindSyscall && e.DstMod == 0:
+				fmt.Fprintf(w, "  %-13s %#x nr %d\n", k, e.A, e.B)
 			case e.DstMod == 0:
-				fmt.Fprintf(w, "  %-13s %#x -> %#x (absolute)\n", k, e.A, e.B)
+				fmt.Fprintf(w, "  %-13s %#x -> %#x (absolute, or a module without build-id)\n", k, e.A, e.B)
 			default:
 				mod := byHash[e.DstMod]
 				if mod == "" {

@@ -99,8 +99,8 @@ func TestLogAddShow(t *testing.T) {
 		"size       ", "2 blocks, 5 entries (5 distinct)",
 		"problems   none",
 		"modules    2\n    beef                                              3\n    c0ffee                                            2\n",
-		"entries of beef\n  call          0x1130 -> 0x28000 (c0ffee)\n  ind-jmp       0x1200 -> 0x7fffff000000 (absolute)\n  call          0x1300 -> 0x7000010 (absolute)\n",
-		"entries of c0ffee\n  syscall       0x28010\n  ret           0x28020 -> 0x1135 (beef)\n",
+		"entries of beef\n  call          0x1130 -> 0x28000 (c0ffee)\n  ind-jmp       0x1200 -> 0x7fffff000000 (absolute, or a module without build-id)\n  call          0x1300 -> 0x10 (absolute, or a module without build-id)\n",
+		"entries of c0ffee\n  syscall       0x28010 nr 1\n  ret           0x28020 -> 0x1135 (beef)\n",
 	)
 
 	// The same trace again adds nothing; the cut trace is used up to its

@@ -35,10 +35,11 @@
 // makes <100,50> and <150,50> one entry <100,100> (the paper prints
 // <100,200>, which would cover 100..299).
 //
-// An exact entry whose destination lies in a module without a build-id
-// has the absolute destination address and dstmod 0, like one with no
-// known module; such entries do not carry over to a run under another
-// address layout.
+// An exact entry's dst is module-relative like its src, except with no
+// known destination module (absolute). A destination in a module without
+// a build-id is module-relative with dstmod 0, so it cannot be told from
+// an absolute one; such entries may not carry over to another run. A
+// syscall site's outcomes are its syscall numbers.
 //
 // # File layout
 //
@@ -58,10 +59,12 @@
 //	        48  entries  count x 32 bytes
 //
 //	entry:   0  a        u64: exact: src; regions: region address
-//	         8  b        u64: exact: dst; regions: region length
+//	         8  b        u64: exact: dst (syscall: the syscall number);
+//	                     regions: region length
 //	        16  dstmod   u64: exact: FNV-1a 64 of the destination module's
-//	                     build-id bytes, 0 if dst is absolute (no known
-//	                     module) or the kind has no destination (syscall);
+//	                     build-id bytes ([BuildIDHash]); 0 if dst is
+//	                     absolute (no known module), relative to a module
+//	                     without a build-id, or a syscall number;
 //	                     regions: 0
 //	        24  kind     u32: exact: the event kind (formats.Kind); regions: 0
 //	        28  reserved u32: 0
@@ -100,7 +103,9 @@
 //     magic and fewer bytes than its count says) or all zero. Its writer
 //     died. It is reported and ignored, and the next writer writes its
 //     blocks at X and truncates the file after them, so the torn bytes
-//     go.
+//     go. When X starts damage (below) and no good block follows, the
+//     torn append, if any, starts at the first 8-byte aligned offset
+//     after X from which the rest is a block prefix.
 //   - damage: any other bad block, including a complete last block with
 //     a bad CRC. It is reported with its offset; the reader
 //     resynchronises at the next 8-byte aligned offset where a good block

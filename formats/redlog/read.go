@@ -159,15 +159,31 @@ func parse(b []byte) (*Log, []Problem, error) {
 			off = next
 			continue
 		}
-		torn := isTorn(b[off:])
-		if torn {
-			msg += "; the next append overwrites it"
-		} else {
-			msg += "; no good block after it"
+		// No good block follows. The bad bytes may end in a torn
+		// append after damage (a writer that appended after damaged
+		// bytes and died): the first aligned offset from which the rest
+		// is a block prefix, or zeros.
+		tornAt := -1
+		for o := off; o < len(b); o += blockAlign {
+			// Zeros only count where the bad bytes start: a damaged
+			// block's last entries are often zeros.
+			if isTorn(b[o:]) && (o == off || !allZero(b[o:])) {
+				tornAt = o
+				break
+			}
 		}
-		probs = append(probs, Problem{Offset: int64(off), Len: int64(len(b) - off), Torn: torn, Msg: msg})
-		if torn {
-			l.End = int64(off)
+		if tornAt > off {
+			probs = append(probs, Problem{Offset: int64(off), Len: int64(tornAt - off),
+				Msg: fmt.Sprintf("%s; no good block after it", msg)})
+			_, msg = checkBlock(b, tornAt)
+		}
+		if tornAt >= 0 {
+			probs = append(probs, Problem{Offset: int64(tornAt), Len: int64(len(b) - tornAt), Torn: true,
+				Msg: msg + "; the next append overwrites it"})
+			l.End = int64(tornAt)
+		} else {
+			probs = append(probs, Problem{Offset: int64(off), Len: int64(len(b) - off),
+				Msg: msg + "; no good block after it"})
 		}
 		break
 	}

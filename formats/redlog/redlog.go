@@ -69,12 +69,13 @@ func ParsePolicy(s string) (Policy, error) {
 // Entry is one entry as stored (the reserved field is not kept: it is
 // written as zero and a non-zero value is reported as damage).
 //
-// For Exact, A is the source address, B the destination, DstMod the
-// [BuildIDHash] of the destination module (0: B is absolute, or the kind
-// has no destination) and Kind the [formats.Kind]. For the region
+// For Exact, A is the source address, B the destination (a syscall's
+// number for KindSyscall), DstMod the [BuildIDHash] of the destination
+// module (0: B is absolute, relative to a module without a build-id, or
+// a syscall number) and Kind the [formats.Kind]. For the region
 // policies, A is the region's address, B its length, and DstMod and Kind
 // are 0. Addresses are module-relative (link vaddrs) except an Exact B
-// with DstMod 0.
+// with no known module.
 type Entry struct {
 	A, B, DstMod uint64
 	Kind         uint32

@@ -430,3 +430,39 @@ func reversed(es []Entry) []Entry {
 	slices.Reverse(r)
 	return r
 }
+
+// TestDamageThenTorn: a writer appended after damaged bytes and died.
+func TestDamageThenTorn(t *testing.T) {
+	full, offs, m := threeBlocks(t)
+	b := slices.Clone(full)
+	b[offs[1]+BlockHead] ^= 1 // complete middle block, bad CRC
+	b = b[:len(b)-7]          // last block torn
+	l, probs := readBytes(t, b)
+	if len(probs) != 2 || probs[0].Torn || probs[0].Offset != offs[1] || probs[0].Len != offs[2]-offs[1] ||
+		!probs[1].Torn || probs[1].Offset != offs[2] || l.End != offs[2] {
+		t.Fatalf("problems %v End %d", probs, l.End)
+	}
+	if !reflect.DeepEqual(l.Modules, map[string][]Entry{idA: m[idA]}) {
+		t.Errorf("modules %v", l.Modules)
+	}
+	path := writeFile(t, b)
+	if _, err := Append(path, Exact, map[string][]Entry{idC: m[idC]}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(path)
+	if !bytes.Equal(after[:offs[2]], b[:offs[2]]) || len(after) != len(full) {
+		t.Errorf("Append: %d bytes, want %d, damaged bytes kept", len(after), len(full))
+	}
+	l, probs, _ = ReadFile(path)
+	if len(probs) != 1 || probs[0].Offset != offs[1] || probs[0].Torn || !reflect.DeepEqual(l.Modules, map[string][]Entry{idA: m[idA], idC: m[idC]}) {
+		t.Errorf("after Append: %v %v", probs, l.Modules)
+	}
+	// A damaged last block of region entries ends in zeros: they are
+	// not a torn append.
+	r, roffs := build(t, Hash, blk{idA, []Entry{{A: 1, B: 2}}}, blk{idC, []Entry{{A: 3, B: 4}, {A: 5, B: 6}}})
+	r[roffs[1]+BlockHead] ^= 1
+	_, probs = readBytes(t, r)
+	if len(probs) != 1 || probs[0].Torn || probs[0].Offset != roffs[1] {
+		t.Errorf("zeros at the end of a damaged block: %v", probs)
+	}
+}

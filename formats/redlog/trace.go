@@ -8,16 +8,14 @@ import (
 // modules of its module table.
 type TraceModules struct {
 	ids  map[uint16]string // module id → build-id (hex), "" if it has none
-	hash map[uint16]uint64 // module id → BuildIDHash
-	base map[uint16]uint64
+	hash map[uint16]uint64 // module id → BuildIDHash; absent: no build-id
 }
 
 // NewTraceModules indexes a trace's module table.
 func NewTraceModules(ms []formats.Module) *TraceModules {
-	t := &TraceModules{ids: map[uint16]string{}, hash: map[uint16]uint64{}, base: map[uint16]uint64{}}
+	t := &TraceModules{ids: map[uint16]string{}, hash: map[uint16]uint64{}}
 	for _, m := range ms {
 		t.ids[m.ID] = ""
-		t.base[m.ID] = m.Base
 		if b, err := ParseBuildID(m.BuildID); err == nil {
 			t.ids[m.ID] = m.BuildID
 			t.hash[m.ID] = BuildIDHash(b)
@@ -32,8 +30,9 @@ func NewTraceModules(ms []formats.Module) *TraceModules {
 // in the table or has no build-id: those cannot be logged.
 //
 // The destination is keyed as the package documentation says: by the
-// hash of its module's build-id; absolute, with DstMod 0, when it has no
-// module or its module has no build-id; 0 with DstMod 0 for a syscall.
+// hash of its module's build-id; with DstMod 0 when it has no module
+// (absolute) or its module has no build-id (module-relative); and a
+// syscall's "destination" is its number, with DstMod 0.
 func (t *TraceModules) Entry(e formats.Event) (buildID string, ent Entry, ok bool) {
 	if !e.Kind.Valid() {
 		return "", Entry{}, false
@@ -45,12 +44,9 @@ func (t *TraceModules) Entry(e formats.Event) (buildID string, ent Entry, ok boo
 	ent = Entry{A: e.Src, Kind: uint32(e.Kind)}
 	switch {
 	case e.Kind == formats.KindSyscall:
-	case e.DstModule == formats.NoModule:
-		ent.B = e.Dst
-	case t.hash[e.DstModule] != 0:
-		ent.B, ent.DstMod = e.Dst, t.hash[e.DstModule]
+		ent.B = e.Value
 	default:
-		ent.B = e.Dst + t.base[e.DstModule]
+		ent.B, ent.DstMod = e.Dst, t.hash[e.DstModule]
 	}
 	return id, ent, true
 }
