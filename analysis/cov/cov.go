@@ -1,0 +1,476 @@
+// Package cov compares budgeted runs of a program with a full
+// (unbudgeted) run of it, with the metrics of DIME* (Arafa et al.,
+// section 3.2.4 and 4), translated to stint's events.
+//
+// # Definitions
+//
+// A distinct event is a (source module build-id, src, destination module
+// build-id, dst, kind) tuple of an event row; record rows (budget
+// periods, run end) are not events. For a syscall, dst is the syscall
+// number. A module without a build-id is identified by its path; dst of
+// an address outside every module is absolute. Let F be the distinct
+// events of the full run and R_i those of run i (runs in the order
+// given; a merged file's runs count in their order).
+//
+//	coverage_i            |R_i ∩ F| / |F|
+//	cumulative_coverage_i |(R_1 ∪ … ∪ R_i) ∩ F| / |F|   (Figure 6)
+//	extra_i               |R_i \ F|: events the full run lacks (other
+//	                      inputs, non-determinism); never counted as coverage
+//	false_positive_ratio  |R_i ∩ (R_1 ∪ … ∪ R_{i-1})| / |R_i|: of what
+//	                      run i recorded, the share an earlier run had
+//	                      already recorded (budget spent on redundancy)
+//	false_negative_ratio  |F \ (R_1 ∪ … ∪ R_i)| / |F \ R_i|: of the full
+//	                      run's events that run i did not record (that it
+//	                      "rejected"), the share no run so far had recorded
+//	                      either (information lost rather than redundancy
+//	                      correctly skipped)
+//
+// Traces do not say which events a run executed, nor whether an event
+// went unrecorded because the redundancy log refused it or because the
+// budget was spent; taking the full run as what every run executes (same
+// program, same input), F \ R_i is what run i rejected, for either
+// reason. The false-negative ratio therefore also counts what the budget
+// cut off: it is 1 for a first run that did not reach full coverage, and
+// it is the paper's ratio exactly for runs whose budget never ran out
+// (Periods, Overshoots, and Suppressed show how much the budget bit).
+// Ratios with an empty denominator are 0.
+//
+// Overshoot statistics are over the periods that overshot (used >
+// granted): count, median, 99th percentile (nearest rank) and maximum of
+// used − granted, in µs. Slowdowns need the run-end record's run time.
+package cov
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/stint-project/stint/analysis/merge"
+	"github.com/stint-project/stint/analysis/symbols"
+	"github.com/stint-project/stint/formats"
+)
+
+// ErrDifferentBinaries is wrapped by the error of a comparison of traces
+// of different executables.
+var ErrDifferentBinaries = errors.New("traces of different binaries")
+
+// Options configure [Compare].
+type Options struct {
+	NativeNS uint64            // native run time, ns (0: unknown)
+	Resolver *symbols.Resolver // names functions; nil: no by-function table
+}
+
+// Report is the result of [Compare]. JSON keys are stable.
+type Report struct {
+	Coverage   float64     `json:"coverage"`    // cumulative coverage after the last run
+	FullEvents int         `json:"full_events"` // |F|
+	Covered    int         `json:"covered"`     // |(∪R_i) ∩ F|
+	Extra      int         `json:"extra"`       // |(∪R_i) \ F|
+	FullFile   string      `json:"full_file"`
+	FullTimeNS uint64      `json:"full_time_ns,omitempty"`
+	NativeNS   uint64      `json:"native_ns,omitempty"`
+	Runs       []RunReport `json:"runs"`
+	Overshoot  Overshoot   `json:"overshoot"` // over all runs
+	Modules    []ModuleCov `json:"modules"`
+	Functions  []FuncCov   `json:"functions,omitempty"`
+	Warnings   []string    `json:"warnings,omitempty"`
+}
+
+// RunReport holds one run's metrics.
+type RunReport struct {
+	File               string  `json:"file"`
+	Run                int     `json:"run"` // index of the run in its file
+	PID                int64   `json:"pid"`
+	Events             int     `json:"events"` // |R_i|
+	Coverage           float64 `json:"coverage"`
+	CumulativeCoverage float64 `json:"cumulative_coverage"`
+	FalsePositiveRatio float64 `json:"false_positive_ratio"`
+	FalseNegativeRatio float64 `json:"false_negative_ratio"`
+	Redundant          int     `json:"redundant"` // FP numerator
+	Rejected           int     `json:"rejected"`  // |F \ R_i|
+	Missed             int     `json:"missed"`    // |F \ (R_1 ∪ … ∪ R_i)|
+	Extra              int     `json:"extra"`
+	Suppressed         uint64  `json:"suppressed"` // runtime calls that recorded nothing (period records)
+	Overshoot
+	OvershootP99US float64  `json:"overshoot_p99_us"`
+	TimeNS         uint64   `json:"time_ns,omitempty"`
+	SlowdownFull   *float64 `json:"slowdown_vs_full,omitempty"`
+	SlowdownNative *float64 `json:"slowdown_vs_native,omitempty"`
+}
+
+// Overshoot summarises budget periods.
+type Overshoot struct {
+	Periods    int     `json:"periods"`
+	Overshoots int     `json:"overshoots"`
+	MedianUS   float64 `json:"overshoot_median_us"`
+	P99US      float64 `json:"overshoot_p99_us"`
+	MaxUS      float64 `json:"overshoot_max_us"`
+}
+
+// ModuleCov is the coverage of the full run's events by source module.
+type ModuleCov struct {
+	Module   string  `json:"module"` // path
+	BuildID  string  `json:"build_id"`
+	Full     int     `json:"full"`
+	Covered  int     `json:"covered"`
+	Coverage float64 `json:"coverage"`
+	Symbols  string  `json:"symbols,omitempty"` // where names came from, or why there are none
+}
+
+// FuncCov is the coverage of the full run's events by source function.
+type FuncCov struct {
+	Module   string  `json:"module"`
+	Function string  `json:"function"` // name, or an address range if the module has no symbols
+	Full     int     `json:"full"`
+	Covered  int     `json:"covered"`
+	Coverage float64 `json:"coverage"`
+}
+
+// key is a distinct event: a = src, b = dst, c = kind<<48 | srcMod<<24 | dstMod
+// (global module indexes).
+type key struct{ a, b, c uint64 }
+
+type val struct {
+	first, last int32 // runs: first to record it, last seen (-1: none)
+	full        bool
+}
+
+const noGlobal = 1<<24 - 1
+
+type globalModule struct {
+	path, buildID string
+}
+
+type state struct {
+	events  map[key]val
+	modules []globalModule
+	byKey   map[string]uint32
+}
+
+func (s *state) intern(m formats.Module) uint32 {
+	k := "p:" + m.Path
+	if m.BuildID != "" {
+		k = "b:" + m.BuildID
+	}
+	if g, ok := s.byKey[k]; ok {
+		return g
+	}
+	g := uint32(len(s.modules))
+	s.modules = append(s.modules, globalModule{m.Path, m.BuildID})
+	s.byKey[k] = g
+	return g
+}
+
+// runAcc accumulates one run's counts.
+type runAcc struct {
+	rep     RunReport
+	periods formats.PeriodBuilder
+	covered int // |R_i ∩ F|
+	newInF  int // events of F first recorded by this run
+	timeNS  uint64
+}
+
+// Compare compares the runs in the files runs (trace files or merged
+// traces) with the full run in full. Files are streamed: memory grows
+// with the number of distinct events, not of events.
+func Compare(ctx context.Context, runs []string, full string, opts Options) (*Report, error) {
+	if len(runs) == 0 {
+		return nil, errors.New("no runs to compare")
+	}
+	s := &state{events: map[key]val{}, byKey: map[string]uint32{}}
+	rep := &Report{FullFile: full, NativeNS: opts.NativeNS}
+
+	// The full run first: F.
+	fullRun, fullAcc, err := s.read(ctx, full, -1, nil, rep)
+	if err != nil {
+		return nil, err
+	}
+	rep.FullEvents = len(s.events)
+	rep.FullTimeNS = fullAcc[0].timeNS
+
+	var accs []*runAcc
+	for _, name := range runs {
+		_, got, err := s.read(ctx, name, len(accs), &fullRun, rep)
+		if err != nil {
+			return nil, err
+		}
+		accs = append(accs, got...)
+	}
+
+	nF := rep.FullEvents
+	ratio := func(a, b int) float64 {
+		if b == 0 {
+			return 0
+		}
+		return float64(a) / float64(b)
+	}
+	var all []float64
+	cum := 0
+	for _, a := range accs {
+		cum += a.newInF
+		r := a.rep
+		r.Coverage = ratio(a.covered, nF)
+		r.CumulativeCoverage = ratio(cum, nF)
+		r.FalsePositiveRatio = ratio(r.Redundant, r.Events)
+		r.Rejected = nF - a.covered
+		r.Missed = nF - cum
+		r.FalseNegativeRatio = ratio(r.Missed, r.Rejected)
+		ps := a.periods.Periods()
+		var os []float64
+		for _, p := range ps {
+			r.Suppressed += p.Suppressed
+			if p.Overshoot > 0 {
+				os = append(os, float64(p.Overshoot)/1e3)
+			}
+		}
+		all = append(all, os...)
+		r.Overshoot = overshoot(len(ps), os)
+		r.Overshoot.Periods = len(ps)
+		rep.Overshoot.Periods += len(ps)
+		if a.timeNS > 0 {
+			r.TimeNS = a.timeNS
+			if rep.FullTimeNS > 0 {
+				v := float64(a.timeNS) / float64(rep.FullTimeNS)
+				r.SlowdownFull = &v
+			}
+			if opts.NativeNS > 0 {
+				v := float64(a.timeNS) / float64(opts.NativeNS)
+				r.SlowdownNative = &v
+			}
+		}
+		rep.Runs = append(rep.Runs, r)
+	}
+	periods := rep.Overshoot.Periods
+	rep.Overshoot = overshoot(periods, all)
+	rep.Covered = cum
+	rep.Coverage = ratio(cum, nF)
+	for _, v := range s.events {
+		if !v.full {
+			rep.Extra++
+		}
+	}
+	s.byModule(rep, opts.Resolver)
+	return rep, nil
+}
+
+func overshoot(periods int, us []float64) Overshoot {
+	o := Overshoot{Periods: periods, Overshoots: len(us)}
+	if len(us) == 0 {
+		return o
+	}
+	slices.Sort(us)
+	rank := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(us)))) - 1
+		return us[max(0, min(i, len(us)-1))]
+	}
+	o.MedianUS, o.P99US, o.MaxUS = rank(0.5), rank(0.99), us[len(us)-1]
+	return o
+}
+
+// read streams one file. first < 0: the full run (marks F); else its
+// runs are numbered from first and checked against fullRun.
+func (s *state) read(ctx context.Context, name string, first int, fullRun *formats.Run, rep *Report) (formats.Run, []*runAcc, error) {
+	r, err := merge.Open(name)
+	if err != nil {
+		return formats.Run{}, nil, err
+	}
+	defer r.Close()
+	infos := r.Runs()
+	if fullRun != nil {
+		for _, ri := range infos {
+			if !sameBinary(ri.Info, *fullRun) {
+				return formats.Run{}, nil, fmt.Errorf("%s: %w: run %d traced %s (build-id %q), the full run %s (build-id %q)",
+					name, ErrDifferentBinaries, ri.Run, ri.Info.Binary, ri.Info.BuildID, fullRun.Binary, fullRun.BuildID)
+			}
+		}
+	} else {
+		for _, ri := range infos[1:] {
+			if !sameBinary(ri.Info, infos[0].Info) {
+				return formats.Run{}, nil, fmt.Errorf("%s: %w: the full run's file holds runs of %s and %s", name, ErrDifferentBinaries, infos[0].Info.Binary, ri.Info.Binary)
+			}
+		}
+	}
+	// Local module id -> global index.
+	gm := make([]uint32, 1<<16)
+	for i := range gm {
+		gm[i] = noGlobal
+	}
+	for _, m := range r.Modules() {
+		gm[m.ID] = s.intern(m)
+	}
+	accs := make([]*runAcc, len(infos))
+	for i, ri := range infos {
+		accs[i] = &runAcc{rep: RunReport{File: name, Run: i, PID: ri.Info.PID}}
+	}
+	isFull := first < 0
+	cur := 0
+	for r.Next() {
+		if err := ctx.Err(); err != nil {
+			return formats.Run{}, nil, err
+		}
+		b := r.Batch()
+		for i, k := range b.Kind {
+			run := b.RunOf(i)
+			if run < cur {
+				return formats.Run{}, nil, fmt.Errorf("%s: rows of run %d after rows of run %d: not a merged trace's order", name, run, cur)
+			}
+			cur = run
+			kind := formats.Kind(k)
+			if !kind.Valid() {
+				if kind.IsRecord() {
+					e := b.Event(i)
+					accs[run].periods.Add(e)
+					if kind == formats.KindRunEnd {
+						accs[run].timeNS = e.Value
+					}
+				}
+				continue
+			}
+			dst := b.Dst[i]
+			if kind == formats.KindSyscall {
+				dst = b.Value[i]
+			}
+			kk := key{b.Src[i], dst, uint64(k)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
+			if isFull {
+				v, ok := s.events[kk]
+				if !ok {
+					v = val{first: -1, last: -1}
+				}
+				v.full = true
+				s.events[kk] = v
+				continue
+			}
+			g := int32(first + run)
+			v, ok := s.events[kk]
+			if !ok {
+				v = val{first: -1, last: -1}
+			}
+			if v.last == g {
+				continue
+			}
+			a := accs[run]
+			a.rep.Events++
+			if v.first >= 0 {
+				a.rep.Redundant++
+			} else {
+				v.first = g
+				if v.full {
+					a.newInF++
+				}
+			}
+			if v.full {
+				a.covered++
+			} else {
+				a.rep.Extra++
+			}
+			v.last = g
+			s.events[kk] = v
+		}
+	}
+	if err := r.Err(); err != nil {
+		if !errors.Is(err, formats.ErrTruncated) {
+			return formats.Run{}, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: cut short (%v): compared up to its last complete batch", name, err))
+	}
+	if isFull {
+		if len(infos) > 1 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s: %d runs: their union is the full run", name, len(infos)))
+		}
+		acc := accs[0]
+		for _, a := range accs[1:] {
+			acc.timeNS = max(acc.timeNS, a.timeNS)
+		}
+		return infos[0].Info, []*runAcc{acc}, nil
+	}
+	return infos[0].Info, accs, nil
+}
+
+// sameBinary: same executable build-id, or, when either lacks one, the
+// same executable path.
+func sameBinary(a, b formats.Run) bool {
+	if a.BuildID != "" && b.BuildID != "" {
+		return a.BuildID == b.BuildID
+	}
+	return a.Binary == b.Binary
+}
+
+func (s *state) byModule(rep *Report, res *symbols.Resolver) {
+	type fkey struct {
+		mod  uint32
+		name string
+	}
+	mods := make([]ModuleCov, len(s.modules)+1)
+	funcs := map[fkey]*FuncCov{}
+	tables := make([]*symbols.Table, len(s.modules))
+	for i, m := range s.modules {
+		mods[i] = ModuleCov{Module: m.path, BuildID: m.buildID}
+		if res != nil {
+			t, err := res.Table(m.buildID, m.path)
+			if err != nil {
+				mods[i].Symbols = "none (" + err.Error() + "): functions shown as address ranges"
+			} else {
+				mods[i].Symbols = t.Source
+				tables[i] = t
+			}
+		}
+	}
+	mods[len(s.modules)] = ModuleCov{Module: "(no module)"}
+	for k, v := range s.events {
+		if !v.full {
+			continue
+		}
+		g := uint32(k.c>>24) & noGlobal
+		mi := int(g)
+		if g == noGlobal || mi >= len(s.modules) {
+			mi = len(s.modules)
+		}
+		covered := v.first >= 0
+		mods[mi].Full++
+		if covered {
+			mods[mi].Covered++
+		}
+		if res == nil || mi == len(s.modules) {
+			continue
+		}
+		name := ""
+		if f := tables[mi].Lookup(k.a); f != nil {
+			name = f.Name
+		} else {
+			page := k.a &^ 0xfff
+			name = fmt.Sprintf("%#x-%#x", page, page+0xfff)
+		}
+		fk := fkey{g, name}
+		fc := funcs[fk]
+		if fc == nil {
+			fc = &FuncCov{Module: s.modules[mi].path, Function: name}
+			funcs[fk] = fc
+		}
+		fc.Full++
+		if covered {
+			fc.Covered++
+		}
+	}
+	for _, m := range mods {
+		if m.Full == 0 {
+			continue
+		}
+		m.Coverage = float64(m.Covered) / float64(m.Full)
+		rep.Modules = append(rep.Modules, m)
+	}
+	sort.SliceStable(rep.Modules, func(i, j int) bool { return rep.Modules[i].Module < rep.Modules[j].Module })
+	for _, f := range funcs {
+		f.Coverage = float64(f.Covered) / float64(f.Full)
+		rep.Functions = append(rep.Functions, *f)
+	}
+	sort.Slice(rep.Functions, func(i, j int) bool {
+		a, b := rep.Functions[i], rep.Functions[j]
+		if a.Module != b.Module {
+			return a.Module < b.Module
+		}
+		return a.Function < b.Function
+	})
+}

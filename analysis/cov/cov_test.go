@@ -1,0 +1,162 @@
+package cov
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stint-project/stint/analysis/merge"
+	"github.com/stint-project/stint/formats"
+)
+
+var demo = formats.Module{ID: 0, Path: "/nonexistent/demo", BuildID: "d00d", Base: 0x5000, Size: 0x10000, Rewritten: true}
+
+// e is distinct event number n of the demo module.
+func e(n uint64) formats.Event {
+	return formats.Event{Kind: formats.KindJccTaken, TID: 1, Src: 0x1000 + 16*n, Dst: 0x2000 + n}
+}
+
+func rec(k formats.Kind, time, src, dst, value uint64) formats.Event {
+	return formats.Event{Kind: k, Time: time, SrcModule: formats.NoModule, DstModule: formats.NoModule, Src: src, Dst: dst, Value: value}
+}
+
+func write(t testing.TB, dir, name, buildID string, events ...formats.Event) string {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := formats.NewWriter(&buf, formats.Run{Binary: "/nonexistent/demo", BuildID: buildID, Tool: "branch", PID: 7}, []formats.Module{demo}, formats.WithBatchRows(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(events...)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// fixture: F = e1..e10; run 1 = e1..e4 (e2 twice) + an extra event,
+// with three periods (overshoots 0, 2 µs, 5 µs) and a run time of 1.1 s;
+// run 2 = e3, e5, e6, e7 (e3 redundant).
+func fixture(t testing.TB) (dir, full, r1, r2 string) {
+	dir = t.TempDir()
+	var fe []formats.Event
+	for n := uint64(1); n <= 10; n++ {
+		fe = append(fe, e(n), e(n)) // repeats count once
+	}
+	fe = append(fe, rec(formats.KindRunEnd, 9, 0, 0, 1e9))
+	full = write(t, dir, "full.arrow", "d00d", fe...)
+	x := e(99)
+	r1 = write(t, dir, "r1.arrow", "d00d",
+		rec(formats.KindPeriod, 100, 0, 10000, 9000), rec(formats.KindPeriodStats, 100, 2, 3, 100),
+		e(1), e(2), e(2), x,
+		rec(formats.KindPeriod, 200, 1, 10000, 12000), rec(formats.KindPeriodStats, 200, 2, 4, 100),
+		e(3), e(4),
+		rec(formats.KindPeriod, 300, 2, 10000, 15000),
+		rec(formats.KindRunEnd, 400, 0, 0, 1.1e9))
+	r2 = write(t, dir, "r2.arrow", "d00d", e(3), e(5), e(6), e(7))
+	return
+}
+
+func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+func TestCompareKnownAnswers(t *testing.T) {
+	_, full, r1, r2 := fixture(t)
+	rep, err := Compare(context.Background(), []string{r1, r2}, full, Options{NativeNS: 1e9 / 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.FullEvents != 10 || rep.Covered != 7 || !near(rep.Coverage, 0.7) || rep.Extra != 1 {
+		t.Errorf("report: full %d covered %d coverage %v extra %d; want 10, 7, 0.7, 1", rep.FullEvents, rep.Covered, rep.Coverage, rep.Extra)
+	}
+	want := []struct {
+		events, redundant, rejected, missed, extra int
+		cov, cum, fp, fn                          float64
+	}{
+		{5, 0, 6, 6, 1, 0.4, 0.4, 0, 1},
+		{4, 1, 6, 3, 0, 0.4, 0.7, 0.25, 0.5},
+	}
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(rep.Runs))
+	}
+	for i, w := range want {
+		h := rep.Runs[i]
+		if h.Events != w.events || h.Redundant != w.redundant || h.Rejected != w.rejected || h.Missed != w.missed || h.Extra != w.extra ||
+			!near(h.Coverage, w.cov) || !near(h.CumulativeCoverage, w.cum) || !near(h.FalsePositiveRatio, w.fp) || !near(h.FalseNegativeRatio, w.fn) {
+			t.Errorf("run %d: have %+v\nwant %+v", i, h, w)
+		}
+	}
+	h := rep.Runs[0]
+	if h.Periods != 3 || h.Overshoots != 2 || h.MedianUS != 2 || h.P99US != 5 || h.MaxUS != 5 || h.Suppressed != 7 {
+		t.Errorf("run 0 overshoot: have %+v, want 3 periods, 2 overshoots, median 2, p99 5, max 5, 7 suppressed", h.Overshoot)
+	}
+	if h.SlowdownFull == nil || !near(*h.SlowdownFull, 1.1) || h.SlowdownNative == nil || !near(*h.SlowdownNative, 2.2) {
+		t.Errorf("run 0 slowdowns: %v %v, want 1.1 and 2.2", h.SlowdownFull, h.SlowdownNative)
+	}
+	if rep.Runs[1].SlowdownFull != nil {
+		t.Errorf("run 1 has no run end but a slowdown %v", *rep.Runs[1].SlowdownFull)
+	}
+	if rep.Overshoot.Overshoots != 2 || rep.Overshoot.Periods != 3 {
+		t.Errorf("overall overshoot %+v", rep.Overshoot)
+	}
+	if len(rep.Modules) != 1 || rep.Modules[0].Full != 10 || rep.Modules[0].Covered != 7 {
+		t.Errorf("modules %+v", rep.Modules)
+	}
+}
+
+// TestCompareMerged: merging the runs, then comparing, equals comparing
+// the inputs.
+func TestCompareMerged(t *testing.T) {
+	dir, full, r1, r2 := fixture(t)
+	m := filepath.Join(dir, "m.arrow")
+	f, _ := os.Create(m)
+	if _, err := merge.Merge(context.Background(), f, []string{r1, r2}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	a, err := Compare(context.Background(), []string{r1, r2}, full, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Compare(context.Background(), []string{m}, full, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Runs) != 2 || a.Coverage != b.Coverage {
+		t.Fatalf("merged: %d runs coverage %v; inputs: coverage %v", len(b.Runs), b.Coverage, a.Coverage)
+	}
+	for i := range a.Runs {
+		x, y := a.Runs[i], b.Runs[i]
+		x.File, y.File, x.Run, y.Run = "", "", 0, 0
+		x.SlowdownFull, y.SlowdownFull = nil, nil
+		if x != y {
+			t.Errorf("run %d: inputs %+v\nmerged %+v", i, x, y)
+		}
+	}
+}
+
+func TestCompareErrors(t *testing.T) {
+	dir, full, r1, _ := fixture(t)
+	other := write(t, dir, "other.arrow", "beef", e(1))
+	if _, err := Compare(context.Background(), []string{r1, other}, full, Options{}); !errors.Is(err, ErrDifferentBinaries) {
+		t.Errorf("different binaries: err %v", err)
+	}
+	bad := filepath.Join(dir, "bad.arrow")
+	os.WriteFile(bad, []byte("garbage, not arrow"), 0o644)
+	if _, err := Compare(context.Background(), []string{bad}, full, Options{}); err == nil || !bytes.Contains([]byte(err.Error()), []byte("bad.arrow")) {
+		t.Errorf("damaged: err %v, want one naming bad.arrow", err)
+	}
+	data, _ := os.ReadFile(r1)
+	cut := filepath.Join(dir, "cut.arrow")
+	os.WriteFile(cut, data[:len(data)-20], 0o644)
+	rep, err := Compare(context.Background(), []string{cut}, full, Options{})
+	if err != nil || len(rep.Warnings) != 1 {
+		t.Errorf("cut: err %v, warnings %v; want a warning", err, rep)
+	}
+}
