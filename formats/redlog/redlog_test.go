@@ -466,3 +466,49 @@ func TestDamageThenTorn(t *testing.T) {
 		t.Errorf("zeros at the end of a damaged block: %v", probs)
 	}
 }
+
+func TestBigAppendSplitsBlocks(t *testing.T) {
+	es := make([]Entry, MaxPerBlock+10)
+	for i := range es {
+		es[i] = ex(uint64(i), uint64(i)+1, 3)
+	}
+	path := filepath.Join(t.TempDir(), "big.log")
+	st, err := Append(path, Exact, map[string][]Entry{idA: es})
+	if err != nil || st.Added != len(es) || st.Blocks != 2 {
+		t.Fatalf("Append: %+v %v", st, err)
+	}
+	l, probs, err := ReadFile(path)
+	if err != nil || len(probs) != 0 || l.Blocks != 2 || !reflect.DeepEqual(l.Modules[idA], es) {
+		t.Fatalf("ReadFile: %v %v, %d blocks", err, probs, l.Blocks)
+	}
+}
+
+func BenchmarkRead(b *testing.B) {
+	es := make([]Entry, 100000)
+	for i := range es {
+		es[i] = ex(uint64(i), uint64(i)+1, 3)
+	}
+	buf, _ := build(b, Exact, blk{idA, es[:50000]}, blk{idB, es[50000:]})
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		if _, _, err := Read(bytes.NewReader(buf), int64(len(buf))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRegionLogAdd(b *testing.B) {
+	for _, p := range []Policy{Hash, BST, Merger} {
+		b.Run(p.String(), func(b *testing.B) {
+			for b.Loop() {
+				l, _ := NewRegionLog(p)
+				for i := range uint64(10000) {
+					a := (i * 2654435761) % 1000000
+					if !l.Skip(a, 40) {
+						l.Add(a, 40)
+					}
+				}
+			}
+		})
+	}
+}
