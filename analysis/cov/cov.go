@@ -95,7 +95,6 @@ type RunReport struct {
 	Extra              int     `json:"extra"`
 	Suppressed         uint64  `json:"suppressed"` // runtime calls that recorded nothing (period records)
 	Overshoot
-	OvershootP99US float64  `json:"overshoot_p99_us"`
 	TimeNS         uint64   `json:"time_ns,omitempty"`
 	SlowdownFull   *float64 `json:"slowdown_vs_full,omitempty"`
 	SlowdownNative *float64 `json:"slowdown_vs_native,omitempty"`
