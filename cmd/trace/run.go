@@ -27,6 +27,8 @@ Usage:
                                                batches, how the file ended
   trace log show|check|add|merge ...           show, check, build and merge
                                                redundancy logs (rewrite --log)
+  trace merge -o OUT IN...                     merge traces into one, each
+                                               row keeping its run
   trace help [COMMAND]                         show help
 
 Event kinds: jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp, ind-call,
@@ -72,6 +74,7 @@ func commands() []command {
 	return []command{
 		{"cat", catHelp, runCat},
 		{"stats", statsHelp, runStats},
+		{"merge", mergeHelp, runMerge},
 		{"log", logHelp, runLog},
 	}
 }
@@ -91,7 +94,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					return err
 				}
 			}
-			return usagef("help: unknown command %q (commands: cat, stats)", args[1])
+			var names []string
+			for _, c := range commands() {
+				names = append(names, c.name)
+			}
+			return usagef("help: unknown command %q (commands: %s)", args[1], strings.Join(names, ", "))
 		}
 		_, err := io.WriteString(stdout, mainHelp)
 		return err
