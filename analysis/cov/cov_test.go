@@ -77,7 +77,7 @@ func TestCompareKnownAnswers(t *testing.T) {
 	}
 	want := []struct {
 		events, redundant, rejected, missed, extra int
-		cov, cum, fp, fn                          float64
+		cov, cum, fp, fn                           float64
 	}{
 		{5, 0, 6, 6, 1, 0.4, 0.4, 0, 1},
 		{4, 1, 6, 3, 0, 0.4, 0.7, 0.25, 0.5},

@@ -34,6 +34,13 @@
 //	  jcc-taken     100      +0.000001000   cwriter+0x401000       0x402000
 //	  jcc-not-taken 100      +0.000001003   libc.so.6+0x401010     libc.so.6+0x402008
 //
+//	$ trace merge -o all.arrow gzip.4242.*.arrow gzip.4250.*.arrow
+//	all.arrow: 2 runs from 2 files, 1843211 rows, 3 modules
+//
+// merge writes a merged trace (see package analysis/merge): the trace
+// columns plus a run column, the run list and a module table unified by
+// build-id in its schema metadata.
+//
 // Exit status: 0 on success, 1 on an error (one line "trace: FILE:
 // ..." per bad file), 2 on a usage error. A cut file is an error for cat
 // (after printing what it holds) but only a fact for stats.
