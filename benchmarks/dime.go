@@ -91,14 +91,19 @@ type RunDIME struct {
 	Slowdown float64 `json:"slowdown"`
 	RunMetrics
 	OvershootP99Cov *float64 `json:"overshoot_p99_us_cov,omitempty"` // cov compare's figure, when it ran
-	Overshoot       Dist     `json:"overshoot"`
-	Periods         int      `json:"periods"`
-	Recorded        uint64   `json:"recorded"`   // events recorded, summed over periods
-	Suppressed      uint64   `json:"suppressed"` // probe calls that recorded nothing, summed over periods
-	RunTimeMS       float64  `json:"run_time_ms,omitempty"`
-	Patched         *int     `json:"patched_sites,omitempty"` // --skip-covered: sites the rewrite patched
-	Traces          []string `json:"traces"`
-	Warnings        []string `json:"warnings,omitempty"`
+	// LogFalseNegative is the false-negative ratio of an exact log
+	// measured on the log itself (see [LogFalseNegatives]), with the
+	// number of the full run's events the log rejected.
+	LogFalseNegative *float64 `json:"log_false_negative_ratio,omitempty"`
+	LogRejected      int      `json:"log_rejected,omitempty"`
+	Overshoot        Dist     `json:"overshoot"`
+	Periods          int      `json:"periods"`
+	Recorded         uint64   `json:"recorded"`   // events recorded, summed over periods
+	Suppressed       uint64   `json:"suppressed"` // probe calls that recorded nothing, summed over periods
+	RunTimeMS        float64  `json:"run_time_ms,omitempty"`
+	Patched          *int     `json:"patched_sites,omitempty"` // --skip-covered: sites the rewrite patched
+	Traces           []string `json:"traces"`
+	Warnings         []string `json:"warnings,omitempty"`
 }
 
 // rewriterCaps says which issue-3 options the rewriter offers.
@@ -212,7 +217,7 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 			return nil, err
 		}
 	}
-	in := Interner{}
+	in := &Interner{}
 	var fullSet EventSet
 	var fullTrace string
 	for _, s := range d.plan(c) {
@@ -220,7 +225,8 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 		logFile := filepath.Join(base, "log-"+strings.ReplaceAll(s.name, "+", "-")+".stlog")
 		var sets []EventSet
 		var files [][]string
-		var all []uint64 // overshoots of every period of the series
+		var all []uint64       // overshoots of every period of the series
+		var snapshots []string // the log before each run ("" = none)
 		for i := 1; i <= s.runs; i++ {
 			if err := native(); err != nil {
 				return nil, err
@@ -243,6 +249,16 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 				return nil, err
 			}
 			env := []string{"STINT_OUT=" + dir}
+			snapshot := ""
+			if s.policy != "" {
+				if b, err := os.ReadFile(logFile); err == nil {
+					snapshot = filepath.Join(base, fmt.Sprintf("log-%s-before-%d.stlog", strings.ReplaceAll(s.name, "+", "-"), i))
+					if err := os.WriteFile(snapshot, b, 0o644); err != nil {
+						return nil, err
+					}
+				}
+			}
+			snapshots = append(snapshots, snapshot)
 			if s.policy != "" {
 				env = append(env, "STINT_LOG="+logFile, "STINT_LOG_POLICY="+s.policy)
 			}
@@ -274,8 +290,20 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 		}
 		v.Overshoot = Distribution(all)
 		ms := CompareRuns(sets, fullSet)
+		prior := EventSet{}
 		for i := range v.Runs {
 			v.Runs[i].RunMetrics = ms[i]
+			if snapshots[i] != "" {
+				fn, rej, ok, err := LogFalseNegatives(snapshots[i], fullSet, prior, in)
+				if err != nil {
+					wr.Notes = append(wr.Notes, fmt.Sprintf("%s run %d: log: %v", s.name, i+1, err))
+				} else if ok {
+					v.Runs[i].LogFalseNegative, v.Runs[i].LogRejected = &fn, rej
+				}
+			}
+			for k := range sets[i] {
+				prior[k] = struct{}{}
+			}
 		}
 		if d.Cov != "" && fullTrace != "" && s.name != "full" {
 			if err := d.covCompare(ctx, v, files, fullTrace); err != nil {

@@ -66,8 +66,12 @@ func DIMEMarkdown(rep *DIMEReport, plots map[string][]string) string {
 		perRun(&b, w, "Cumulative coverage per run (the paper's Figure 6)", func(r RunDIME) string { return pct(r.Cumulative) })
 		perRun(&b, w, "Coverage of each run alone", func(r RunDIME) string { return pct(r.Coverage) })
 		perRun(&b, w, "Slowdown per run", func(r RunDIME) string { return fmt.Sprintf("%.2fx", r.Slowdown) })
-		perRun(&b, w, "FP / FN ratio per run (the paper's Figure 3)", func(r RunDIME) string {
-			return fmt.Sprintf("%.3f / %.3f", r.FalsePositive, r.FalseNegative)
+		perRun(&b, w, "FP / FN ratio per run (the paper's Figure 3; for an exact log, the FN measured on the log itself in brackets)", func(r RunDIME) string {
+			s := fmt.Sprintf("%.3f / %.3f", r.FalsePositive, r.FalseNegative)
+			if r.LogFalseNegative != nil {
+				s += fmt.Sprintf(" [%.3f of %d]", *r.LogFalseNegative, r.LogRejected)
+			}
+			return s
 		})
 		perRun(&b, w, "Overshoot p99 per run (µs)", func(r RunDIME) string {
 			if r.Periods == 0 {

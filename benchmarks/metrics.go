@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/stint-project/stint/formats"
+	"github.com/stint-project/stint/formats/redlog"
 )
 
 // This file computes the DIME* metrics of a series of runs from their
@@ -34,9 +36,13 @@ const noMod = math.MaxUint32
 
 // Interner maps a module's identity (its build-id, or its path when it
 // has none) to a small number shared by all traces of an experiment.
-type Interner map[string]uint32
+// The zero value is ready to use.
+type Interner struct {
+	ids  map[string]uint32
+	keys []string // by id: "b:<build-id hex>" or "p:<path>"
+}
 
-func (in Interner) id(m *formats.Module) uint32 {
+func (in *Interner) id(m *formats.Module) uint32 {
 	if m == nil {
 		return noMod
 	}
@@ -44,35 +50,33 @@ func (in Interner) id(m *formats.Module) uint32 {
 	if m.BuildID == "" {
 		k = "p:" + m.Path
 	}
-	if v, ok := in[k]; ok {
+	if v, ok := in.ids[k]; ok {
 		return v
 	}
-	v := uint32(len(in))
-	in[k] = v
+	if in.ids == nil {
+		in.ids = map[string]uint32{}
+	}
+	v := uint32(len(in.keys))
+	in.ids[k] = v
+	in.keys = append(in.keys, k)
 	return v
+}
+
+// BuildID returns the build-id (hex) of the module with the interned id,
+// or "" if it has none or id is not a module.
+func (in *Interner) BuildID(id uint32) string {
+	if int64(id) >= int64(len(in.keys)) {
+		return ""
+	}
+	k, ok := strings.CutPrefix(in.keys[id], "b:")
+	if !ok {
+		return ""
+	}
+	return k
 }
 
 // EventSet is a set of distinct events.
 type EventSet map[EventKey]struct{}
-
-// Period is one budget period of a run, from its KindPeriod and
-// KindPeriodStats rows.
-type Period struct {
-	Index      uint64
-	GrantedNS  uint64
-	UsedNS     uint64
-	Recorded   uint64
-	Suppressed uint64
-	EnabledNS  uint64
-}
-
-// OvershootNS is the time used beyond the budget (0 if within it).
-func (p Period) OvershootNS() uint64 {
-	if p.UsedNS > p.GrantedNS {
-		return p.UsedNS - p.GrantedNS
-	}
-	return 0
-}
 
 // RunTrace is what one run left: the distinct events of all its trace
 // files (a run may be several processes), its budget periods and its
@@ -80,7 +84,7 @@ func (p Period) OvershootNS() uint64 {
 type RunTrace struct {
 	Files     []string
 	Events    EventSet
-	Periods   []Period
+	Periods   []formats.Period
 	RunTimeNS uint64 // longest KindRunEnd run time among the files (0: none)
 	Warnings  []string
 }
@@ -88,7 +92,7 @@ type RunTrace struct {
 // ReadRunDir reads every *.arrow file of dir. A file cut short (a
 // process killed) still gives its complete batches, with a warning; a
 // directory without traces is an error.
-func ReadRunDir(dir string, in Interner) (*RunTrace, error) {
+func ReadRunDir(dir string, in *Interner) (*RunTrace, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.arrow"))
 	if err != nil {
 		return nil, err
@@ -115,7 +119,7 @@ func ReadRunDir(dir string, in Interner) (*RunTrace, error) {
 }
 
 // add folds one trace into rt.
-func (rt *RunTrace) add(t *formats.Trace, in Interner) {
+func (rt *RunTrace) add(t *formats.Trace, in *Interner) {
 	mods := map[uint16]uint32{}
 	mod := func(id uint16) uint32 {
 		if id == formats.NoModule {
@@ -128,27 +132,18 @@ func (rt *RunTrace) add(t *formats.Trace, in Interner) {
 		}
 		return v
 	}
-	byTime := map[uint64]int{} // period start -> position in periods
-	var periods []Period
+	var pb formats.PeriodBuilder
 	for _, e := range t.Events {
 		switch {
 		case e.Kind.Valid():
 			rt.Events[EventKey{Kind: e.Kind, Src: e.Src, Dst: e.Dst, Value: e.Value, SrcMod: mod(e.SrcModule), DstMod: mod(e.DstModule)}] = struct{}{}
-		case e.Kind == formats.KindPeriod:
-			byTime[e.Time] = len(periods)
-			periods = append(periods, Period{Index: e.Src, GrantedNS: e.Dst, UsedNS: e.Value})
-		case e.Kind == formats.KindPeriodStats:
-			// The stats row carries no period index: it has its
-			// KindPeriod row's time (the period's start).
-			if i, ok := byTime[e.Time]; ok {
-				p := &periods[i]
-				p.Recorded, p.Suppressed, p.EnabledNS = e.Src, e.Dst, e.Value
-			}
 		case e.Kind == formats.KindRunEnd:
 			rt.RunTimeNS = max(rt.RunTimeNS, e.Value)
+		default:
+			pb.Add(e)
 		}
 	}
-	rt.Periods = append(rt.Periods, periods...)
+	rt.Periods = append(rt.Periods, pb.Periods()...)
 }
 
 // RunMetrics are the DIME* metrics of one run of a series.
@@ -249,11 +244,14 @@ func Distribution(ns []uint64) Dist {
 	return Dist{N: len(s), Median: med, P99: us(s[max(rank, 0)]), Max: us(s[len(s)-1])}
 }
 
-// Overshoots returns the overshoot of every period of ps, in ns.
-func Overshoots(ps []Period) []uint64 {
-	out := make([]uint64, len(ps))
-	for i, p := range ps {
-		out[i] = p.OvershootNS()
+// Overshoots returns the overshoot of every period of ps that has its
+// budget row, in ns.
+func Overshoots(ps []formats.Period) []uint64 {
+	var out []uint64
+	for _, p := range ps {
+		if p.HasBudget {
+			out = append(out, p.Overshoot)
+		}
 	}
 	return out
 }
@@ -279,4 +277,56 @@ func freshDir(dir string) error {
 		return err
 	}
 	return os.MkdirAll(dir, 0o755)
+}
+
+// LogFalseNegatives measures the false negatives of an exact log
+// directly: the log as it was before a run (the file at snapshot)
+// rejects every outcome it holds, so of the full run's events it holds
+// (rejected), those that no earlier run recorded (not in prior) are
+// false negatives. It returns the ratio and the number rejected; ok is
+// false when the log is not an exact one (the region policies reject
+// code regions whose extent only the runtime knows, so their false
+// negatives are measured from the traces alone, see [RunMetrics]).
+func LogFalseNegatives(snapshot string, full, prior EventSet, in *Interner) (fn float64, rejected int, ok bool, err error) {
+	l, _, err := redlog.ReadFile(snapshot)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if l.Policy != redlog.Exact {
+		return 0, 0, false, nil
+	}
+	set := l.ExactSet()
+	hashes := map[uint32]uint64{}
+	dstHash := func(id uint32) uint64 {
+		if id == noMod {
+			return 0
+		}
+		h, seen := hashes[id]
+		if !seen {
+			if b, err := redlog.ParseBuildID(in.BuildID(id)); err == nil {
+				h = redlog.BuildIDHash(b)
+			}
+			hashes[id] = h
+		}
+		return h
+	}
+	falseNeg := 0
+	for e := range full {
+		bid := in.BuildID(e.SrcMod)
+		if bid == "" {
+			continue
+		}
+		dm := dstHash(e.DstMod)
+		if e.Kind == formats.KindSyscall {
+			dm = 0
+		}
+		if !set.Has(bid, e.Src, e.Dst, dm, uint32(e.Kind)) {
+			continue
+		}
+		rejected++
+		if _, ok := prior[e]; !ok {
+			falseNeg++
+		}
+	}
+	return ratio(falseNeg, rejected), rejected, true, nil
 }

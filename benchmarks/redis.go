@@ -84,13 +84,16 @@ func (r *RedisWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	if err := srv.Start(); err != nil {
 		return 0, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
+	// done is closed when the server has exited, with its status in
+	// waitErr.
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = srv.Wait(); close(done) }()
 	stop := func() {
 		srv.Process.Kill()
-		<-exited
+		<-done
 	}
-	if err := waitPing(ctx, addr, exited, 60*time.Second); err != nil {
+	if err := waitPing(ctx, addr, done, 60*time.Second); err != nil {
 		stop()
 		return 0, fmt.Errorf("%s: %w: %s", bin, err, lastLine(log.String()))
 	}
@@ -105,9 +108,9 @@ func (r *RedisWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	// it exit(0), so the runtime writes its run-end row and flushes.
 	serr := shutdown(addr)
 	select {
-	case err := <-exited:
-		if err != nil && serr == nil {
-			serr = fmt.Errorf("%s exited: %w: %s", bin, err, lastLine(log.String()))
+	case <-done:
+		if waitErr != nil && serr == nil {
+			serr = fmt.Errorf("%s exited: %w: %s", bin, waitErr, lastLine(log.String()))
 		}
 	case <-time.After(2 * time.Minute):
 		stop()
@@ -183,15 +186,15 @@ func freePort() (int, error) {
 
 // waitPing waits until the server at addr answers PING, it exits, or d
 // passes.
-func waitPing(ctx context.Context, addr string, exited <-chan error, d time.Duration) error {
+func waitPing(ctx context.Context, addr string, exited <-chan struct{}, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
 		if err := command(addr, "PING", "+PONG"); err == nil {
 			return nil
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("exited before answering PING (%v)", err)
+		case <-exited:
+			return errors.New("exited before answering PING")
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):

@@ -1,0 +1,119 @@
+package benchmarks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDIMESmoke runs the whole DIME experiment in its smallest
+// configuration (tiny inputs, two runs per series, two policies), so
+// the harness itself is tested: rewriting, running every workload,
+// reading the traces, the metrics, the JSON, the Markdown and the plots.
+func TestDIMESmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rewrites and runs gzip, sqlite3 and redis-server (skipped under -short)")
+	}
+	for _, c := range []string{"gzip", "sqlite3", "redis-server", "redis-benchmark"} {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Skipf("%s not installed (scripts/setup.sh, scripts/bench-deps.sh)", c)
+		}
+	}
+	if _, err := os.Stat(SQLiteLib); err != nil {
+		t.Skip(err)
+	}
+	tmp := t.TempDir()
+	rw := filepath.Join(tmp, "rewrite")
+	if out, err := exec.Command("go", "build", "-o", rw, "../cmd/rewrite").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/rewrite: %v\n%s", err, out)
+	}
+	var log bytes.Buffer
+	d := &DIME{
+		Config:     Config{Rewrite: rw, WorkDir: filepath.Join(tmp, "work"), Log: &log},
+		Results:    filepath.Join(tmp, "results"),
+		Name:       "smoke",
+		Runs:       2,
+		NativeRuns: 1,
+		Budget:     "10%",
+		Period:     "100ms",
+		Policies:   []string{"exact", "hash"},
+		// The exact + --skip-covered series too, when the rewriter has it.
+		SkipCovered: true,
+		Cov:         filepath.Join(tmp, "no-cov"),
+		Workloads: []Workload{
+			&GzipWorkload{MB: 1},
+			&SQLiteWorkload{Script: "workloads/sqlite.sql", Rows: 500},
+			&RedisWorkload{Requests: 500, Tests: "set,get", Clients: 4},
+		},
+	}
+	var md bytes.Buffer
+	if err := d.Run(context.Background(), &md); err != nil {
+		t.Fatalf("%v\nlog:\n%s", err, log.String())
+	}
+	b, err := os.ReadFile(filepath.Join(d.Results, "smoke.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep DIMEReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Workloads) != 3 {
+		t.Fatalf("have %d workloads, want 3; notes %v", len(rep.Workloads), rep.Notes)
+	}
+	budget := d.caps(context.Background()).budget
+	for _, w := range rep.Workloads {
+		if !strings.Contains(md.String(), w.Title) {
+			t.Errorf("%s: not in the Markdown", w.Title)
+		}
+		// One native run first, then one before every traced run.
+		wantNative := 1 + 1
+		if budget {
+			wantNative += 2 * (1 + len(d.Policies))
+		}
+		if len(w.Native) < wantNative || w.NativeMedian <= 0 {
+			t.Errorf("%s: %d native runs (median %v), want at least %d", w.Key, len(w.Native), w.NativeMedian, wantNative)
+		}
+		if w.FullEvents == 0 {
+			t.Errorf("%s: the full run recorded no events", w.Key)
+		}
+		if w.Variants[0].Name != "full" || w.Variants[0].Runs[0].Coverage != 1 || w.Variants[0].Runs[0].Slowdown <= 0 {
+			t.Errorf("%s: full run: %+v", w.Key, w.Variants[0].Runs)
+		}
+		if !budget {
+			continue
+		}
+		if len(w.Variants) < 2+len(d.Policies) {
+			t.Errorf("%s: %d series, want full, dime and one per policy", w.Key, len(w.Variants))
+		}
+		for _, v := range w.Variants[1:] {
+			if len(v.Runs) != d.Runs {
+				t.Errorf("%s/%s: %d runs, want %d", w.Key, v.Name, len(v.Runs), d.Runs)
+			}
+			prev := 0.0
+			for _, r := range v.Runs {
+				if r.Cumulative < prev || r.Cumulative > 1 || r.Coverage > r.Cumulative+1e-9 || r.Slowdown <= 0 {
+					t.Errorf("%s/%s run %d: coverage %v, cumulative %v (before %v), slowdown %v", w.Key, v.Name, r.Run, r.Coverage, r.Cumulative, prev, r.Slowdown)
+				}
+				prev = r.Cumulative
+			}
+		}
+		for _, f := range []string{"coverage", "slowdown", "fpfn"} {
+			p := filepath.Join(d.Results, "smoke-"+w.Key+"-"+f+".svg")
+			if b, err := os.ReadFile(p); err != nil || !bytes.Contains(b, []byte("<svg")) {
+				t.Errorf("plot %s: %v", p, err)
+			}
+		}
+	}
+	if !budget && !strings.Contains(md.String(), "no --budget") {
+		t.Error("the Markdown does not say the budgeted series were left out")
+	}
+	if !strings.Contains(md.String(), "cov compare is not available") {
+		t.Error("the Markdown does not say cov compare was missing")
+	}
+}
