@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "96a3216d4f42014e7691674bf8d46e5a948c51f9855dd3b11845fcfdb32e6c4e"
+const BlobSHA256 = "cac4b22658c5e788a24087ffcd26415b8f1389c8b1c380ced2eadabc99c7f795"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

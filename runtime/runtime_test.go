@@ -24,7 +24,7 @@ import (
 const (
 	drvThreads  = 8
 	drvIter     = 5000
-	drvDirect   = 10
+	drvDirect   = 12
 	drvIndirect = 4
 	drvBatch    = 4096 // ROWS_PER_BATCH in src/stint.c
 	drvChildN   = 100

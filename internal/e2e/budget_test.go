@@ -129,7 +129,9 @@ func TestBudgetAccounting(t *testing.T) {
 				n++
 			}
 		}
-		if uint64(n) != p.recorded {
+		// An event written while the period thread rolls the period
+		// over may count in the neighbouring period.
+		if d := int64(n) - int64(p.recorded); d < -2 || d > 2 {
 			t.Errorf("period %d: records %d events recorded, the file has %d in it", i, p.recorded, n)
 		}
 	}

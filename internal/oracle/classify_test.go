@@ -111,6 +111,9 @@ func TestKindsMatchABI(t *testing.T) {
 			continue
 		}
 		name := strings.TrimPrefix(fs[1], "STINT_K_")
+		if strings.HasPrefix(name, "PERIOD") || name == "RUN_END" {
+			continue // record kinds: rows of the runtime, not branches
+		}
 		v, err := strconv.Atoi(fs[2])
 		if err != nil {
 			t.Fatalf("%s: %v", fs[1], err)

@@ -340,6 +340,7 @@ struct stint_global {
 	uint64_t logset, logset_slots, logset_n; /* entries read from the log */
 	uint64_t log_pending, log_npend, log_saved; /* outcomes noted this run */
 	uint32_t region_mode, regions_lock; /* a region policy (regions.c) */
+	uint32_t sync_core, pad6;    /* membarrier SYNC_CORE registered: restore_sync works */
 	uint64_t regions, nregions, decisions, thr_slots;
 	char log_path[512];
 	struct slot_ring ring[RING];
@@ -1447,6 +1448,45 @@ static void restore_all(struct stint_module *m, uint64_t base)
 			s_memcpy((void *)(base + pt[i].addr), pt[i].orig, pt[i].len);
 }
 
+#define SYS_membarrier 324
+#define MEMBARRIER_SYNC_CORE 32
+#define MEMBARRIER_REGISTER_SYNC_CORE 64
+
+/*
+ * Restore a patch whose bytes straddle an aligned 16-byte word, so no
+ * single store can write them (cross-modifying code, Intel SDM vol. 3
+ * 8.1.3). First the patch's first two bytes become "jmp ." (one atomic
+ * store): a thread that arrives waits there. membarrier(SYNC_CORE) makes
+ * every thread of the process serialise, so none still runs the old
+ * bytes; then the tail is written, the cores serialised again, and the
+ * first two bytes written last, releasing the waiters. Signals are
+ * blocked meanwhile, so a handler on this thread never waits for itself.
+ * Returns 1 if restored.
+ */
+static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *orig, uint32_t len)
+{
+	if (len < 3 || len > 16 || (addr & 7) == 7 || !g->sync_core)
+		return 0;
+	uint64_t all = ~0ULL, old = 0;
+	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
+	const uint8_t spin[2] = {0xeb, 0xfe};
+	uint8_t cur[2] = {((const uint8_t *)addr)[0], ((const uint8_t *)addr)[1]};
+	int ok = stint_restore_atomic(addr, spin, 2);
+	if (ok && !sys_failed(sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0))) {
+		for (uint32_t i = 2; i < len; i++)
+			__atomic_store_n((uint8_t *)addr + i, orig[i], __ATOMIC_RELEASE);
+		sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0);
+		stint_restore_atomic(addr, orig, 2);
+		sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0);
+	} else if (ok) {
+		stint_restore_atomic(addr, cur, 2); /* cannot serialise: leave the patch as it was */
+		ok = 0;
+	}
+	if (!sys_failed(masked))
+		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
+	return ok;
+}
+
 static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 {
 	if (idx == STINT_NO_PATCH || idx >= m->npatches)
@@ -1454,8 +1494,10 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 	struct stint_patch *pt = (struct stint_patch *)(base + m->patches_vaddr) + idx;
 	if (__atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
-	if (pt->flags & STINT_PATCH_RESTORABLE)
-		stint_restore_atomic(base + pt->addr, pt->orig, pt->len);
+	if (pt->flags & STINT_PATCH_RESTORABLE) {
+		if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len))
+			restore_sync(G(), base + pt->addr, pt->orig, pt->len);
+	}
 }
 
 /* budget.c: the time budget and the period thread; redlog.c: the redundancy log. */
@@ -1640,6 +1682,7 @@ static struct stint_global *global_get(int *created, const char **what, long *er
 		off += pad8((uint64_t)ROWS_PER_BATCH * stint_arrow_col_width[c]);
 	}
 	g->slot_size = STINT_ARROW_BATCH_LEN + off;
+	g->sync_core = !sys_failed(sys_call3(SYS_membarrier, MEMBARRIER_REGISTER_SYNC_CORE, 0, 0));
 	W()->alive = 1;
 	__atomic_store_n(&g->magic, STINT_GLOBAL_MAGIC, __ATOMIC_RELEASE);
 	*created = 1;
