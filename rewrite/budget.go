@@ -157,23 +157,23 @@ type coveredSet struct {
 }
 
 // loadCovered reads the log at path for the module with build-id bid.
-func loadCovered(path string, bid []byte) (*coveredSet, error) {
+func loadCovered(path string, bid []byte) (*coveredSet, []redlog.Problem, error) {
 	if len(bid) == 0 {
-		return nil, errors.New("--skip-covered: the input has no build-id, so no log entry can be its")
+		return nil, nil, errors.New("--skip-covered: the input has no build-id, so no log entry can be its")
 	}
-	l, _, err := redlog.ReadFile(path)
+	l, probs, err := redlog.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--skip-covered: %w", err)
+		return nil, nil, fmt.Errorf("--skip-covered: %w", err)
 	}
 	if l.Policy != redlog.Exact {
-		return nil, fmt.Errorf("--skip-covered: log %s has policy %s; only an exact log says which outcomes are covered", path, l.Policy)
+		return nil, nil, fmt.Errorf("--skip-covered: log %s has policy %s; only an exact log says which outcomes are covered", path, l.Policy)
 	}
 	cs := &coveredSet{self: redlog.BuildIDHash(bid), has: map[redlog.Entry]bool{}, anyFrom: map[[2]uint64]bool{}}
 	for _, e := range l.Modules[hex.EncodeToString(bid)] {
 		cs.has[e] = true
 		cs.anyFrom[[2]uint64{e.A, uint64(e.Kind)}] = true
 	}
-	return cs, nil
+	return cs, probs, nil
 }
 
 // covered reports whether every outcome of site i is in the log.

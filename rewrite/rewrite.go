@@ -353,9 +353,12 @@ func (rw *rewriter) run() ([]byte, error) {
 	sites := c.sites(rw.opts.Tool)
 	rw.st.Sites = len(sites)
 	if rw.opts.SkipCovered != "" {
-		cs, err := loadCovered(rw.opts.SkipCovered, rw.f.buildID())
+		cs, probs, err := loadCovered(rw.opts.SkipCovered, rw.f.buildID())
 		if err != nil {
 			return nil, err
+		}
+		for _, p := range probs {
+			rw.st.Notes = append(rw.st.Notes, "--skip-covered log "+rw.opts.SkipCovered+": "+p.String())
 		}
 		rw.cov = cs
 		w := 0

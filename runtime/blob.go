@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "cac4b22658c5e788a24087ffcd26415b8f1389c8b1c380ced2eadabc99c7f795"
+const BlobSHA256 = "1094bd484619c69e85c9bf1c5f43d19326f61d92b2770bc74fad083eb892036e"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

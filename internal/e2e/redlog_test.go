@@ -193,8 +193,14 @@ func TestLogDamaged(t *testing.T) {
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "spin.log")
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
-	if _, e, code, err := fixtures.Run(out, args, traceEnv(filepath.Join(dir, "t0"))); err != nil || code != 0 || len(e) != 0 {
-		t.Fatalf("first run: exit %d, %v, %q", code, err, e)
+	// Two runs: the second (larger input) appends a second block.
+	for i, a := range []string{"0", "3"} {
+		if _, e, code, err := fixtures.Run(out, []string{a}, traceEnv(filepath.Join(dir, "t0", a))); err != nil || code != 0 || len(e) != 0 {
+			t.Fatalf("run %d: exit %d, %v, %q", i, code, err, e)
+		}
+	}
+	if l, _ := readLog(t, logPath); l.Blocks != 2 {
+		t.Fatalf("log has %d blocks, want 2", l.Blocks)
 	}
 	good, err := os.ReadFile(logPath)
 	if err != nil {
@@ -206,6 +212,7 @@ func TestLogDamaged(t *testing.T) {
 		wantErr string
 	}{
 		{"flipped byte", func(b []byte) []byte { c := bytes.Clone(b); c[32+48+5] ^= 0xff; return c }, "damaged block"},
+		{"count of the first block", func(b []byte) []byte { c := bytes.Clone(b); c[32+4] = 0xff; c[32+5] = 0xff; return c }, "damaged block"},
 		{"not a log", func(b []byte) []byte { return []byte("this is not a log file at all, not even close\n") }, "not a stint redundancy log"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -223,6 +230,13 @@ func TestLogDamaged(t *testing.T) {
 			now, _ := os.ReadFile(logPath)
 			if len(now) < len(bad) || !bytes.Equal(now[:len(bad)], bad) {
 				t.Errorf("the damaged log was changed (%d bytes, was %d)", len(now), len(bad))
+			}
+			if tc.name != "not a log" {
+				// the good block after the damage still counts
+				l, probs := readLog(t, logPath)
+				if l.Blocks < 1 || len(probs) == 0 {
+					t.Errorf("after the run: %d good blocks, problems %v", l.Blocks, probs)
+				}
 			}
 		})
 	}

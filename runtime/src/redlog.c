@@ -146,22 +146,109 @@ static void say_log(struct stint_global *g, const char *what, uint64_t off)
 	sys_call3(SYS_write, 2, (long)line, (long)n);
 }
 
-/* Does a block start at off of the mapped file p (size n)? Returns its
- * total length, 0 if not a valid block, -1 if a block header that runs
- * past the end (torn). */
-static int64_t log_block_at(const uint8_t *p, uint64_t n, uint64_t off)
+/* Length of the good block at off of file p (size n), or 0: magic,
+ * bounds, CRC, build-id length 1..32 and its zero padding all check. */
+static uint64_t log_good_block(const uint8_t *p, uint64_t n, uint64_t off)
 {
-	if (off + LOG_BLK_HDR > n)
-		return off + 4 <= n && *(const uint32_t *)(p + off) == LOG_BLOCK_MAGIC ? -1 : 0;
+	if (off + LOG_BLK_HDR > n || (off & 7))
+		return 0;
 	const uint32_t *h = (const uint32_t *)(p + off);
 	if (h[0] != LOG_BLOCK_MAGIC || h[3] == 0 || h[3] > 32)
 		return 0;
 	uint64_t len = LOG_BLK_HDR + (uint64_t)h[1] * LOG_ENTRY;
-	if (off + len > n)
-		return -1;
+	if (len > n - off)
+		return 0;
+	for (uint32_t i = h[3]; i < 32; i++)
+		if (p[off + 16 + i])
+			return 0;
 	if (crc32_ieee(p + off + 12, len - 12) != h[2])
 		return 0;
-	return (int64_t)len;
+	return len;
+}
+
+/* Are the n bytes at b what a writer killed while appending leaves: all
+ * zero, or the beginning of a block shorter than the block? */
+static int log_torn_prefix(const uint8_t *b, uint64_t n)
+{
+	int zero = 1;
+	for (uint64_t i = 0; i < n && zero; i++)
+		zero = b[i] == 0;
+	if (zero)
+		return 1;
+	const uint8_t magic[4] = {0x53, 0x42, 0x4c, 0x4b};
+	for (uint64_t i = 0; i < n && i < 4; i++)
+		if (b[i] != magic[i])
+			return 0;
+	if (n < LOG_BLK_HDR)
+		return 1;
+	uint32_t count = *(const uint32_t *)(b + 4);
+	return n < LOG_BLK_HDR + (uint64_t)count * LOG_ENTRY;
+}
+
+/*
+ * Walk the blocks of a log (formats/redlog/doc.go: "Concurrency and
+ * damage"): each good block goes to each (if given); damage and a torn
+ * append are reported when report is set. Returns where the next block
+ * goes; *cut is set when the file must be truncated there (a torn
+ * append is overwritten).
+ */
+static uint64_t log_scan(struct stint_global *g, const uint8_t *p, uint64_t size, int report,
+			 void (*each)(struct stint_global *, const uint8_t *), int *cut)
+{
+	uint64_t off = LOG_HDR;
+	*cut = 0;
+	while (off < size) {
+		uint64_t bl = log_good_block(p, size, off);
+		if (bl) {
+			if (each)
+				each(g, p + off);
+			off += bl;
+			continue;
+		}
+		uint64_t next = (off + 8) & ~(uint64_t)7;
+		while (next < size && !log_good_block(p, size, next))
+			next += 8;
+		if (next < size) {
+			if (report)
+				say_log(g, "damaged block (kept in the file, skipped)", off);
+			off = next;
+			continue;
+		}
+		/* no good block follows */
+		if (log_torn_prefix(p + off, size - off)) {
+			if (report)
+				say_log(g, "torn append at the end (a writer was killed); ignored", off);
+			*cut = 1;
+			return off;
+		}
+		if (report)
+			say_log(g, "damaged block (kept in the file, skipped)", off);
+		for (uint64_t t = (off + 8) & ~(uint64_t)7; t < size; t += 8)
+			if (log_torn_prefix(p + t, size - t)) {
+				*cut = 1;
+				return t;
+			}
+		return (size + 7) & ~(uint64_t)7;
+	}
+	return off;
+}
+
+static void log_count_block(struct stint_global *g, const uint8_t *b)
+{
+	g->logset_n += *(const uint32_t *)(b + 4);
+}
+
+static void log_load_block(struct stint_global *g, const uint8_t *b)
+{
+	const uint32_t *h = (const uint32_t *)b;
+	uint64_t srcbid = fnv64(b + 16, h[3]);
+	const uint8_t *e = b + LOG_BLK_HDR;
+	for (uint32_t i = 0; i < h[1]; i++, e += LOG_ENTRY) {
+		uint64_t k0, k1;
+		logkey(srcbid, *(const uint64_t *)e, *(const uint32_t *)(e + 24), *(const uint64_t *)(e + 16),
+		       *(const uint64_t *)(e + 8), &k0, &k1);
+		logset_put(g, k0, k1);
+	}
 }
 
 /*
@@ -242,17 +329,10 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 			return;
 		}
 		/* count entries to size the set */
-		for (uint64_t off = LOG_HDR; off + LOG_BLK_HDR <= size;) {
-			int64_t bl = log_block_at(p, size, off);
-			if (bl > 0) {
-				entries += *(const uint32_t *)(p + off + 4);
-				off += (uint64_t)bl;
-			} else if (bl < 0) {
-				break;
-			} else {
-				off += 8;
-			}
-		}
+		int cut;
+		g->logset_n = 0;
+		log_scan(g, p, size, 0, log_count_block, &cut);
+		entries = g->logset_n;
 	}
 	if (policy != POLICY_EXACT) { /* no log file yet */
 		if (regions_setup(g, 0, 0) < 0) {
@@ -275,32 +355,10 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 	}
 	g->logset = (uint64_t)ls;
 	g->logset_slots = slots;
+	g->logset_n = 0;
 	if (p) {
-		int damaged = 0;
-		for (uint64_t off = LOG_HDR; off < size;) {
-			int64_t bl = log_block_at(p, size, off);
-			if (bl < 0) {
-				say_log(g, "torn append at the end (a writer was killed); ignored", off);
-				break;
-			}
-			if (bl == 0) {
-				if (!damaged++)
-					say_log(g, "damaged block (kept in the file, skipped)", off);
-				off += 8;
-				continue;
-			}
-			damaged = 0;
-			const uint32_t *h = (const uint32_t *)(p + off);
-			uint64_t srcbid = fnv64(p + off + 16, h[3]);
-			const uint8_t *e = p + off + LOG_BLK_HDR;
-			for (uint32_t i = 0; i < h[1]; i++, e += LOG_ENTRY) {
-				uint64_t k0, k1;
-				logkey(srcbid, *(const uint64_t *)e, *(const uint32_t *)(e + 24), *(const uint64_t *)(e + 16),
-				       *(const uint64_t *)(e + 8), &k0, &k1);
-				logset_put(g, k0, k1);
-			}
-			off += (uint64_t)bl;
-		}
+		int cut;
+		log_scan(g, p, size, 1, log_load_block, &cut);
 		sys_call2(SYS_munmap, (long)p, (long)size);
 	}
 	g->log_on = 1;
@@ -463,43 +521,44 @@ write:;
 	if (!sys_failed(sys_call2(SYS_fstat, fd, (long)&st)))
 		size = (uint64_t)st.size;
 	uint64_t at = LOG_HDR;
+	int cut = 0;
+	uint8_t hdr[LOG_HDR];
+	s_memset(hdr, 0, sizeof hdr);
+	s_memcpy(hdr, LOG_MAGIC_HDR, 8);
+	uint32_t ver = LOG_VERSION, pol = g->log_policy;
+	s_memcpy(hdr + 8, &ver, 4);
+	s_memcpy(hdr + 12, &pol, 4);
 	if (size < LOG_HDR) {
-		if (size != 0) {
+		/* empty, or a creator died while writing the header */
+		uint8_t hb[LOG_HDR];
+		if (size && (sys_call4(SYS_pread64, fd, (long)hb, (long)size, 0) != (long)size || s_strncmp((char *)hb, (char *)hdr, size) != 0)) {
 			say_log(g, "too short to be a log; left alone, new entries are not saved", ~0ULL);
 			goto unlock;
 		}
-		uint8_t hdr[LOG_HDR];
-		s_memset(hdr, 0, sizeof hdr);
-		s_memcpy(hdr, LOG_MAGIC_HDR, 8);
-		uint32_t v = LOG_VERSION, pol = g->log_policy;
-		s_memcpy(hdr + 8, &v, 4);
-		s_memcpy(hdr + 12, &pol, 4);
 		sys_call4(SYS_pwrite64, fd, (long)hdr, LOG_HDR, 0);
+		size = LOG_HDR;
 	} else {
-		/* find where to append: after the last block that fits; a torn
-		 * block at the end is overwritten */
-		uint8_t hb[LOG_HDR];
-		if (sys_call4(SYS_pread64, fd, (long)hb, LOG_HDR, 0) != LOG_HDR || s_strncmp((char *)hb, LOG_MAGIC_HDR, 8) != 0 ||
-		    *(uint32_t *)(hb + 12) != g->log_policy) {
+		long mp = sys_mmap(0, size, S_PROT_READ, S_MAP_PRIVATE, (int)fd, 0);
+		if (sys_failed(mp)) {
+			say_log(g, "cannot read; new entries are not saved", ~0ULL);
+			goto unlock;
+		}
+		const uint8_t *fp = (const uint8_t *)mp;
+		if (s_strncmp((const char *)fp, LOG_MAGIC_HDR, 8) != 0 || *(const uint32_t *)(fp + 8) != LOG_VERSION ||
+		    *(const uint32_t *)(fp + 12) != g->log_policy) {
+			sys_call2(SYS_munmap, mp, (long)size);
 			say_log(g, "changed under us into something else; left alone, new entries are not saved", ~0ULL);
 			goto unlock;
 		}
-		at = LOG_HDR;
-		while (at + LOG_BLK_HDR <= size) {
-			uint32_t bh[4];
-			if (sys_call4(SYS_pread64, fd, (long)bh, 16, (long)at) != 16)
-				break;
-			if (bh[0] != LOG_BLOCK_MAGIC) {
-				at = (size + 7) & ~(uint64_t)7; /* damage: append after it */
-				break;
-			}
-			uint64_t bl = LOG_BLK_HDR + (uint64_t)bh[1] * LOG_ENTRY;
-			if (at + bl > size)
-				break; /* torn: overwrite from here */
-			at += bl;
-		}
+		at = log_scan(g, fp, size, 0, 0, &cut);
+		sys_call2(SYS_munmap, mp, (long)size);
 	}
 	{
+		/* after damage: pad with zeros up to the 8-byte aligned end */
+		if (!cut && at > size) {
+			const uint8_t z[8] = {0};
+			sys_call4(SYS_pwrite64, fd, (long)z, (long)(at - size), (long)size);
+		}
 		uint64_t done = 0;
 		while (done < len) {
 			long w = sys_call4(SYS_pwrite64, fd, (long)(buf + done), (long)(len - done), (long)(at + done));
@@ -507,8 +566,8 @@ write:;
 				break;
 			done += (uint64_t)w;
 		}
-		if (done == len && at + len < size)
-			sys_call2(SYS_ftruncate, fd, (long)(at + len)); /* drop the rest of a torn block */
+		if (done == len && cut && at + len < size)
+			sys_call2(SYS_ftruncate, fd, (long)(at + len)); /* drop the rest of a torn append */
 		if (done == len && !g->region_mode)
 			g->log_saved = to;
 	}

@@ -28,7 +28,7 @@
  * is skipped when:
  *   hash:   its address is a logged address;
  *   bst:    its address lies inside a logged region;
- *   merger: it lies wholly inside a logged region (else it is added and
+ *   merger: it lies wholly inside a logged region, end included (else it is added and
  *           merged with the regions it overlaps or touches).
  * Before a run uses a bst or merger log, directly consecutive regions are
  * merged, as the paper does before saving.
@@ -126,8 +126,8 @@ static int reg_decide(struct stint_global *g, uint64_t bid, uint64_t a, uint64_t
 		reg_insert_at(g, i, bid, a, n, REG_NEW);
 		return 1;
 	case POLICY_MERGER: {
-		if (inside && a + n < r[pi].addr + r[pi].len)
-			return 0;
+		if (inside && a + n <= r[pi].addr + r[pi].len)
+			return 0; /* wholly inside (formats/redlog settles the paper's bound as <=) */
 		/* add [a, a+n) and merge every region it overlaps or touches */
 		uint64_t lo = a, hi = a + n;
 		uint64_t k = inside || (pi >= 0 && r[pi].bid == bid && r[pi].addr + r[pi].len == a) ? (uint64_t)pi : i;
@@ -262,6 +262,24 @@ static int region_event(struct stint_global *g, struct stint_module *m, struct s
 	return rec;
 }
 
+static void regions_load_block(struct stint_global *g, const uint8_t *b)
+{
+	const uint32_t *h = (const uint32_t *)b;
+	uint64_t bid = fnv64(b + 16, h[3]);
+	const uint8_t *e = b + LOG_BLK_HDR;
+	for (uint32_t i = 0; i < h[1]; i++, e += LOG_ENTRY) {
+		uint64_t a = *(const uint64_t *)e, n = *(const uint64_t *)(e + 8);
+		uint64_t at = reg_lower(g, bid, a);
+		struct region *rr = (struct region *)g->regions;
+		if (at < g->nregions && rr[at].bid == bid && rr[at].addr == a) {
+			if (n > rr[at].len)
+				rr[at].len = n;
+			continue;
+		}
+		reg_insert_at(g, at, bid, a, n, 0);
+	}
+}
+
 /* Set up the region structures and load the regions of the log. */
 static int regions_setup(struct stint_global *g, const uint8_t *p, uint64_t size)
 {
@@ -276,36 +294,8 @@ static int regions_setup(struct stint_global *g, const uint8_t *p, uint64_t size
 	g->thr_slots = (uint64_t)t;
 	if (!p)
 		return 0;
-	int damaged = 0;
-	for (uint64_t off = LOG_HDR; off < size;) {
-		int64_t bl = log_block_at(p, size, off);
-		if (bl < 0) {
-			say_log(g, "torn append at the end (a writer was killed); ignored", off);
-			break;
-		}
-		if (bl == 0) {
-			if (!damaged++)
-				say_log(g, "damaged block (kept in the file, skipped)", off);
-			off += 8;
-			continue;
-		}
-		damaged = 0;
-		const uint32_t *h = (const uint32_t *)(p + off);
-		uint64_t bid = fnv64(p + off + 16, h[3]);
-		const uint8_t *e = p + off + LOG_BLK_HDR;
-		for (uint32_t i = 0; i < h[1]; i++, e += LOG_ENTRY) {
-			uint64_t a = *(const uint64_t *)e, n = *(const uint64_t *)(e + 8);
-			uint64_t at = reg_lower(g, bid, a);
-			struct region *rr = (struct region *)g->regions;
-			if (at < g->nregions && rr[at].bid == bid && rr[at].addr == a) {
-				if (n > rr[at].len)
-					rr[at].len = n;
-				continue;
-			}
-			reg_insert_at(g, at, bid, a, n, 0);
-		}
-		off += (uint64_t)bl;
-	}
+	int cut;
+	log_scan(g, p, size, 1, regions_load_block, &cut);
 	/* bst, merger: merge directly consecutive (and overlapping, for merger) regions */
 	if (g->log_policy == POLICY_BST || g->log_policy == POLICY_MERGER) {
 		struct region *rr = (struct region *)g->regions;
