@@ -47,8 +47,28 @@ const (
 	KindRunEnd Kind = 35
 )
 
-// IsRecord reports whether k is one of the record kinds (not an event).
-func (k Kind) IsRecord() bool { return k >= KindPeriod && k <= KindRunEnd }
+// IsRecord reports whether k is one of the record kinds (not an event):
+// a period record, the run end, or a refusal.
+func (k Kind) IsRecord() bool {
+	_, refused := k.Refused()
+	return k >= KindPeriod && k <= KindRunEnd || refused
+}
+
+// KindRefusedBase + an event kind marks a refusal: an event that
+// occurred but was not recorded because the redundancy log said it was
+// (exact) or that its trace was (hash, bst, merger). The row carries the
+// event's fields; each refused event appears at most once per run. The
+// DIME* paper's false negatives are the refusals of events no earlier
+// run recorded.
+const KindRefusedBase Kind = 64
+
+// Refused returns the event kind of a refusal row, and whether k is one.
+func (k Kind) Refused() (Kind, bool) {
+	if k > KindRefusedBase && k-KindRefusedBase <= MaxKind {
+		return k - KindRefusedBase, true
+	}
+	return 0, false
+}
 
 var kindNames = [...]string{
 	KindJccTaken:    "jcc-taken",
@@ -80,6 +100,9 @@ func (k Kind) String() string {
 		return "period-qos"
 	case KindRunEnd:
 		return "run-end"
+	}
+	if e, ok := k.Refused(); ok {
+		return "refused-" + kindNames[e]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1094bd484619c69e85c9bf1c5f43d19326f61d92b2770bc74fad083eb892036e"
+const BlobSHA256 = "f21408196a04a1d46f6b581123be712efb9378b65558435c263d71fc6112a639"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

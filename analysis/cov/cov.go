@@ -19,21 +19,22 @@
 //	false_positive_ratio  |R_i ∩ (R_1 ∪ … ∪ R_{i-1})| / |R_i|: of what
 //	                      run i recorded, the share an earlier run had
 //	                      already recorded (budget spent on redundancy)
-//	false_negative_ratio  |F \ (R_1 ∪ … ∪ R_i)| / |F \ R_i|: of the full
-//	                      run's events that run i did not record (that it
-//	                      "rejected"), the share no run so far had recorded
-//	                      either (information lost rather than redundancy
-//	                      correctly skipped)
+//	false_negative_ratio  |X_i \ (R_1 ∪ … ∪ R_{i-1})| / |X_i|, where X_i
+//	                      are the events run i's redundancy log refused
+//	                      (the runtime writes a refusal row, once per
+//	                      run, for each: formats.KindRefusedBase): of
+//	                      what the log refused, the share no earlier run
+//	                      had recorded (the paper's false negatives)
+//	missed_ratio          |F \ (R_1 ∪ … ∪ R_i)| / |F \ R_i|: of the full
+//	                      run's events that run i did not record, for any
+//	                      reason (log or spent budget), the share no run
+//	                      so far had recorded either
 //
-// Traces do not say which events a run executed, nor whether an event
-// went unrecorded because the redundancy log refused it or because the
-// budget was spent; taking the full run as what every run executes (same
-// program, same input), F \ R_i is what run i rejected, for either
-// reason. The false-negative ratio therefore also counts what the budget
-// cut off: it is 1 for a first run that did not reach full coverage, and
-// it is the paper's ratio exactly for runs whose budget never ran out
-// (Periods, Overshoots, and Suppressed show how much the budget bit).
-// Ratios with an empty denominator are 0.
+// The exact policy refuses only outcomes an earlier run recorded, so its
+// false-negative ratio is 0 by construction (a refusal of an event no
+// earlier run of this comparison recorded can still appear when the log
+// was filled by runs not given here). A run without a log refuses nothing
+// and has ratio 0. Ratios with an empty denominator are 0.
 //
 // Overshoot statistics are over the periods that overshot (used >
 // granted): count, median, 99th percentile (nearest rank) and maximum of
@@ -89,9 +90,12 @@ type RunReport struct {
 	CumulativeCoverage float64 `json:"cumulative_coverage"`
 	FalsePositiveRatio float64 `json:"false_positive_ratio"`
 	FalseNegativeRatio float64 `json:"false_negative_ratio"`
-	Redundant          int     `json:"redundant"` // FP numerator
-	Rejected           int     `json:"rejected"`  // |F \ R_i|
-	Missed             int     `json:"missed"`    // |F \ (R_1 ∪ … ∪ R_i)|
+	MissedRatio        float64 `json:"missed_ratio"`
+	Refused            int     `json:"refused"`            // |X_i|: refusal rows
+	RefusedUnrecorded  int     `json:"refused_unrecorded"` // FN numerator
+	Redundant          int     `json:"redundant"`          // FP numerator
+	Rejected           int     `json:"rejected"`           // |F \ R_i|
+	Missed             int     `json:"missed"`             // |F \ (R_1 ∪ … ∪ R_i)|
 	Extra              int     `json:"extra"`
 	Suppressed         uint64  `json:"suppressed"` // runtime calls that recorded nothing (period records)
 	Overshoot
@@ -216,7 +220,8 @@ func Compare(ctx context.Context, runs []string, full string, opts Options) (*Re
 		r.FalsePositiveRatio = ratio(r.Redundant, r.Events)
 		r.Rejected = nF - a.covered
 		r.Missed = nF - cum
-		r.FalseNegativeRatio = ratio(r.Missed, r.Rejected)
+		r.MissedRatio = ratio(r.Missed, r.Rejected)
+		r.FalseNegativeRatio = ratio(r.RefusedUnrecorded, r.Refused)
 		ps := a.periods.Periods()
 		var os []float64
 		for _, p := range ps {
@@ -318,6 +323,22 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 			}
 			cur = run
 			kind := formats.Kind(k)
+			if ek, refused := kind.Refused(); refused {
+				if isFull {
+					continue
+				}
+				dst := b.Dst[i]
+				if ek == formats.KindSyscall {
+					dst = b.Value[i]
+				}
+				kk := key{b.Src[i], dst, uint64(ek)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
+				a := accs[run]
+				a.rep.Refused++
+				if v, ok := s.events[kk]; !ok || v.first < 0 || v.first >= int32(first+run) {
+					a.rep.RefusedUnrecorded++
+				}
+				continue
+			}
 			if !kind.Valid() {
 				if kind.IsRecord() {
 					e := b.Event(i)

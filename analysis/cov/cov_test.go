@@ -43,7 +43,8 @@ func write(t testing.TB, dir, name, buildID string, events ...formats.Event) str
 
 // fixture: F = e1..e10; run 1 = e1..e4 (e2 twice) + an extra event,
 // with three periods (overshoots 0, 2 µs, 5 µs) and a run time of 1.1 s;
-// run 2 = e3, e5, e6, e7 (e3 redundant).
+// run 2 = e3, e5, e6, e7 (e3 redundant), and its log refused e1 (which
+// run 1 recorded) and e8 (which no run recorded: a false negative).
 func fixture(t testing.TB) (dir, full, r1, r2 string) {
 	dir = t.TempDir()
 	var fe []formats.Event
@@ -60,7 +61,8 @@ func fixture(t testing.TB) (dir, full, r1, r2 string) {
 		e(3), e(4),
 		rec(formats.KindPeriod, 300, 2, 10000, 15000),
 		rec(formats.KindRunEnd, 400, 0, 0, 1.1e9))
-	r2 = write(t, dir, "r2.arrow", "d00d", e(3), e(5), e(6), e(7))
+	refused := func(n uint64) formats.Event { x := e(n); x.Kind += formats.KindRefusedBase; return x }
+	r2 = write(t, dir, "r2.arrow", "d00d", e(3), e(5), refused(1), e(6), e(7), refused(8))
 	return
 }
 
@@ -77,10 +79,11 @@ func TestCompareKnownAnswers(t *testing.T) {
 	}
 	want := []struct {
 		events, redundant, rejected, missed, extra int
-		cov, cum, fp, fn                           float64
+		cov, cum, fp, fn, missedRatio              float64
+		refused, refusedUnrecorded                 int
 	}{
-		{5, 0, 6, 6, 1, 0.4, 0.4, 0, 1},
-		{4, 1, 6, 3, 0, 0.4, 0.7, 0.25, 0.5},
+		{5, 0, 6, 6, 1, 0.4, 0.4, 0, 0, 1, 0, 0},
+		{4, 1, 6, 3, 0, 0.4, 0.7, 0.25, 0.5, 0.5, 2, 1},
 	}
 	if len(rep.Runs) != 2 {
 		t.Fatalf("%d runs, want 2", len(rep.Runs))
@@ -88,7 +91,8 @@ func TestCompareKnownAnswers(t *testing.T) {
 	for i, w := range want {
 		h := rep.Runs[i]
 		if h.Events != w.events || h.Redundant != w.redundant || h.Rejected != w.rejected || h.Missed != w.missed || h.Extra != w.extra ||
-			!near(h.Coverage, w.cov) || !near(h.CumulativeCoverage, w.cum) || !near(h.FalsePositiveRatio, w.fp) || !near(h.FalseNegativeRatio, w.fn) {
+			!near(h.Coverage, w.cov) || !near(h.CumulativeCoverage, w.cum) || !near(h.FalsePositiveRatio, w.fp) || !near(h.FalseNegativeRatio, w.fn) ||
+			!near(h.MissedRatio, w.missedRatio) || h.Refused != w.refused || h.RefusedUnrecorded != w.refusedUnrecorded {
 			t.Errorf("run %d: have %+v\nwant %+v", i, h, w)
 		}
 	}

@@ -48,6 +48,8 @@
 #define STINT_K_PERIOD_STATS  33 /* src = events recorded, dst = suppressed, value = enabled ns */
 #define STINT_K_PERIOD_QOS    34 /* src = metric, dst = threshold (double bits), value = computed ns */
 #define STINT_K_RUN_END       35 /* time = end, src = exit status / 128+sig, value = run ns */
+/* STINT_K_REFUSED + event kind: the log refused the event (once per run) */
+#define STINT_REFUSED_BASE    64
 
 /* Tools (struct stint_module.tool). */
 #define STINT_TOOL_BRANCH  1

@@ -272,7 +272,8 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t used = __atomic_exchange_n(&g->used_tsc, 0, __ATOMIC_ACQ_REL);
 	uint64_t suppressed = __atomic_exchange_n(&g->suppressed, 0, __ATOMIC_ACQ_REL);
 	uint64_t events = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
-	uint64_t recorded = events - g->period_events0;
+	uint64_t refused = __atomic_exchange_n(&g->refused, 0, __ATOMIC_ACQ_REL);
+	uint64_t recorded = events - g->period_events0 - refused; /* refusal rows are not events */
 	uint64_t closed = __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE);
 	uint64_t enabled_tsc = (closed ? g->closed_at_tsc : now_tsc) - g->period_tsc0;
 	uint64_t granted = g->budget_ns;

@@ -331,6 +331,7 @@ struct stint_global {
 	uint64_t budget_tsc;         /* this period's budget in ticks */
 	uint64_t used_tsc;           /* charged so far this period */
 	uint64_t suppressed;         /* runtime calls that recorded nothing, this period */
+	uint64_t refused;            /* refusal rows written, this period */
 	uint64_t call_overhead_tsc;  /* cost of entering and leaving the runtime */
 	uint64_t closed_at_tsc;
 	uint64_t period_idx, period_tsc0, period_mono0, period_events0;
@@ -1025,7 +1026,7 @@ static void emit(const struct row *rw)
 	}
 	if (UNLIKELY(!__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)))
 		return;
-	int record = rw->kind >= STINT_K_PERIOD;
+	int record = rw->kind >= STINT_K_PERIOD && rw->kind < STINT_REFUSED_BASE; /* the runtime's own rows */
 	uint32_t tid = record ? 0 : current_tid(g);
 	uint64_t t = record ? rw->time : now_ns(S_CLOCK_MONOTONIC);
 	for (uint32_t spin = 0;; spin++) {
@@ -1517,8 +1518,14 @@ static int record_region(struct stint_global *g, struct stint_module *m, struct 
 	rw.value = 0;
 	int direct = (p->flags & STINT_PF_DIRECT) != 0, value = (p->flags & STINT_PF_VALUE) != 0;
 	uint64_t dst_abs = direct ? m->base + p->dst : v;
-	if (!region_event(g, m, p, dst_abs, !value))
+	int rec = region_event(g, m, p, dst_abs, !value);
+	/* a refused event is written once per run */
+	if (!rec && hash_add(g, (uint64_t)p | (1ULL << 63), value ? v : dst_abs) != 1)
 		return 0;
+	if (!rec) {
+		rw.kind = (uint8_t)(STINT_REFUSED_BASE + p->kind);
+		__atomic_fetch_add(&g->refused, 1, __ATOMIC_RELAXED);
+	}
 	if (direct) {
 		rw.dst_module = (uint16_t)m->module_id;
 		rw.dst = p->dst;
@@ -1534,7 +1541,7 @@ static int record_region(struct stint_global *g, struct stint_module *m, struct 
 		rw.dst = id == DST_MODULE_NONE ? v : v - g->modules[id].base;
 	}
 	emit(&rw);
-	return 1;
+	return rec;
 }
 
 /* Record probe p's outcome v; returns 1 if an event was written. */
@@ -1595,8 +1602,14 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		rw.dst = id == DST_MODULE_NONE ? v : v - g->modules[id].base;
 	}
 	uint64_t key = (p->flags & STINT_PF_VALUE) ? v : rw.dst;
-	if (!every && log_seen(g, m, p, key, rw.dst_module))
-		return 0; /* recorded by an earlier run */
+	if (!every && log_seen(g, m, p, key, rw.dst_module)) {
+		/* recorded by an earlier run: say it was refused (once: the
+		 * in-run set has it now) */
+		rw.kind = (uint8_t)(STINT_REFUSED_BASE + p->kind);
+		emit(&rw);
+		__atomic_fetch_add(&g->refused, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
 	emit(&rw);
 	if (!every)
 		log_note(g, m, p, key, rw.dst_module);
