@@ -19,6 +19,8 @@ type asm struct {
 	sizing bool   // addresses are placeholders: skip range checks
 	gate   uint64 // link vaddr of the gate word (struct stint_module.gate_vaddr)
 	err    error
+
+	extraHits []int // rel8 fields of cache compares still to point at the hit path
 }
 
 func (a *asm) pc() uint64     { return a.base + uint64(len(a.b)) }
@@ -437,6 +439,7 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 		a.emit(in.Bytes...)
 		a.patchRel8(hitField, a.off())
 		a.patchRel8(gateField, a.off())
+		a.patchExtraHits()
 		a.cacheRestore()
 		a.emit(in.Bytes...)
 		return []siteProbe{{kind: kRetKind, arm: -1}}
@@ -469,7 +472,17 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 		a.emit(0x48, 0xf7, 0xd1)             // not %rcx
 		a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
 		a.emit(0xe3, 0x00)                   // jrcxz hit
-		hitField := a.off() - 1
+		a.extraHits = append(a.extraHits, a.off()-1)
+		for _, off := range probeCacheMore {
+			a.emit(0x48, 0x8b, 0x0d) // mov cacheN(%rip),%rcx
+			a.rel32(p(0)+off, 0)
+			a.emit(0x48, 0xf7, 0xd1)             // not %rcx
+			a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
+			a.emit(0xe3, 0x00)                   // jrcxz hit
+			a.extraHits = append(a.extraHits, a.off()-1)
+		}
+		hitField := a.extraHits[len(a.extraHits)-1]
+		a.extraHits = a.extraHits[:len(a.extraHits)-1]
 		a.emit(0x59)             // pop %rcx
 		a.emit(0x48, 0x8d, 0x3d) // lea probe(%rip),%rdi
 		a.rel32(p(0), 0)
@@ -480,6 +493,7 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 		a.relocate(in, k, tgt, pic)
 		a.patchRel8(hitField, a.off())
 		a.patchRel8(gateField, a.off())
+		a.patchExtraHits()
 		a.emit(0x59, 0x5e, 0x5f)                               // pop %rcx; pop %rsi; pop %rdi
 		a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
 		a.relocate(in, k, tgt, pic)
@@ -498,9 +512,26 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 	return nil
 }
 
-// probeCacheOff is offsetof(struct stint_probe, cache): the last
-// destination the runtime recorded for an indirect or ret probe.
-const probeCacheOff = 48
+// probeCacheOff is offsetof(struct stint_probe, cache); with cache2 and,
+// in probes without a direct destination, the arm and arm_to fields, the
+// four destinations an indirect or ret probe recorded last, most recent
+// first, which the inline check compares in turn (probeCacheMore: the
+// other three).
+const (
+	probeCacheOff  = 48
+	probeCache2Off = 56
+)
+
+var probeCacheMore = []uint64{probeCache2Off, 16, 24}
+
+// patchExtraHits points the pending hit jumps of the first cache compare
+// at the current offset.
+func (a *asm) patchExtraHits() {
+	for _, f := range a.extraHits {
+		a.patchRel8(f, a.off())
+	}
+	a.extraHits = a.extraHits[:0]
+}
 
 // retCacheCheck emits the inline fast path of a ret probe: it compares the
 // return address at (%rsp) with the probe's cache (the destination the
@@ -530,6 +561,17 @@ func (a *asm) retCacheCheck(probe uint64) (gateField int) {
 	a.emit(0x48, 0xf7, 0xd1)             // not %rcx
 	a.emit(0x48, 0x8d, 0x4c, 0x08, 0x01) // lea 1(%rax,%rcx),%rcx
 	a.emit(0xe3, 0x00)                   // jrcxz hit
+	hit1 := a.off() - 1
+	a.extraHits = append(a.extraHits, hit1)
+	for _, off := range probeCacheMore {
+		a.emit(0x48, 0x8b, 0x0d) // mov cacheN(%rip),%rcx
+		a.rel32(probe+off, 0)
+		a.emit(0x48, 0xf7, 0xd1)             // not %rcx
+		a.emit(0x48, 0x8d, 0x4c, 0x08, 0x01) // lea 1(%rax,%rcx),%rcx
+		a.emit(0xe3, 0x00)                   // jrcxz hit
+		a.extraHits = append(a.extraHits, a.off()-1)
+	}
+	a.extraHits = a.extraHits[:len(a.extraHits)-1] // the last is the caller's hit field
 	return gateField
 }
 

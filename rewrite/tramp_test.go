@@ -95,37 +95,37 @@ func TestSiteTrampolines(t *testing.T) {
 			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80",
 			"lea -0x8(%rsp),%rsp", "push %rax", "->0x401005", "mov %rax,0x8(%rsp)", "pop %rax", "jmp 0x402005"}, []uint64{0x500030}},
 		{"ret", ToolBranch, []byte{0xc3}, false, []string{
-			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "jrcxz", "jmp", "mov 0x90(%rsp),%rax", "),%rcx ->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz 0x50005b",
+			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "jrcxz", "jmp", "mov 0x90(%rsp),%rax", "),%rcx ->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz",
 			"pop %rcx", "pop %rax", "lea 0x80",
 			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80", "ret",
 			"pop %rcx", "pop %rax", "lea 0x80", "ret"}, []uint64{0}},
 		{"ret imm16", ToolCall, []byte{0xc2, 0x10, 0x00}, false, []string{
-			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "jrcxz", "jmp", "mov 0x90(%rsp),%rax", "->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz 0x50005d",
+			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "jrcxz", "jmp", "mov 0x90(%rsp),%rax", "->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz",
 			"pop %rcx", "pop %rax", "lea 0x80",
 			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call", "pop", "pop", "lea 0x80", "ret $0x10",
 			"pop %rcx", "pop %rax", "lea 0x80", "ret $0x10"}, []uint64{0}},
 		{"call *%rax", ToolBranch, []byte{0xff, 0xd0}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401002", "jmp *%rax",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401002", "jmp *%rax"}, []uint64{0}},
 		{"call *%r12 pic", ToolCall, []byte{0x41, 0xff, 0xd4}, true, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %r12,%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov %r12,%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12"}, []uint64{0}},
 		{"call *8(%rsp)", ToolBranch, []byte{0xff, 0x54, 0x24, 0x08}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov 0x98(%rsp),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov 0x98(%rsp),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401004", "jmp *0x10(%rsp)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401004", "jmp *0x10(%rsp)"}, []uint64{0}},
 		{"call *rip", ToolBranch, []byte{0xff, 0x15, 0xfa, 0x0f, 0x00, 0x00}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "),%rsi ->0x402000", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "),%rsi ->0x402000", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401006", "->0x402000",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401006", "->0x402000"}, []uint64{0}},
 		{"notrack jmp *(%rax,%rbx,8)", ToolBranch, []byte{0x3e, 0xff, 0x24, 0xd8}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov (%rax,%rbx,8),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov (%rax,%rbx,8),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"jmp *(%rax,%rbx,8)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "jmp *(%rax,%rbx,8)"}, []uint64{0}},
 		{"jmp *%fs:0x10(%r13)", ToolBranch, []byte{0x64, 0x41, 0xff, 0x65, 0x10}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %fs:0x10(%r13),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov %fs:0x10(%r13),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"jmp *%fs:0x10(%r13)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "jmp *%fs:0x10(%r13)"}, []uint64{0}},
 		{"syscall", ToolSyscall, []byte{0x0f, 0x05}, false, []string{
@@ -310,16 +310,18 @@ func TestInlineCacheCheck(t *testing.T) {
 					t.Errorf("%#x: %s may change the flags", x.addr, gnu(x))
 				}
 			}
-			found := false
+			loaded := map[uint64]bool{}
 			for _, x := range d {
 				if x.in.Op == x86asm.MOV && x.in.Args[0] == x86asm.RCX {
 					if m, ok := x.in.Args[1].(x86asm.Mem); ok && m.Base == x86asm.RIP {
-						found = x.addr+uint64(x.in.Len)+uint64(int64(int32(m.Disp))) == probe+probeCacheOff
+						loaded[x.addr+uint64(x.in.Len)+uint64(int64(int32(m.Disp)))] = true
 					}
 				}
 			}
-			if !found {
-				t.Errorf("no load of the probe's cache (%#x)", probe+probeCacheOff)
+			for _, c := range []uint64{probe + probeCacheOff, probe + probeCache2Off, probe + 16, probe + 24, gate} {
+				if !loaded[c] {
+					t.Errorf("no load of %#x (cache, cache2, gate)", c)
+				}
 			}
 			// walk runs from the start with the gate open or closed,
 			// taking the cache check's jrcxz iff take (the gate's jrcxz

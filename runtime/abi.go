@@ -162,7 +162,7 @@ type Probe struct {
 	State      uint8 // runtime
 	Pad0       [5]byte
 	Cache      uint64 // runtime
-	Pad1       uint64
+	Cache2     uint64 // runtime
 }
 
 // Patch is struct stint_patch.

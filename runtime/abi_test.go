@@ -40,7 +40,7 @@ var abiStructs = []struct {
 	{"stint_probe", reflect.TypeOf(Probe{}), ProbeStructSize, [][2]string{
 		{"src", "Src"}, {"dst", "Dst"}, {"arm", "Arm"}, {"arm_to", "ArmTo"}, {"module_back", "ModuleBack"},
 		{"patch", "Patch"}, {"kind", "Kind"}, {"flags", "Flags"}, {"state", "State"}, {"pad0", "Pad0"},
-		{"cache", "Cache"}, {"pad1", "Pad1"},
+		{"cache", "Cache"}, {"cache2", "Cache2"},
 	}},
 	{"stint_patch", reflect.TypeOf(Patch{}), PatchStructSize, [][2]string{
 		{"addr", "Addr"}, {"len", "Len"}, {"flags", "Flags"}, {"nprobes", "NProbes"},

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f21408196a04a1d46f6b581123be712efb9378b65558435c263d71fc6112a639"
+const BlobSHA256 = "f392da3beb45caadbbd285666bcb35350b7d4fe58a76fbb910672d1c1e40c162"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
-# The main job end to end on the bundled default: rewrite /usr/bin/gzip,
-# run the rewritten gzip on this repository's own sources, check its output
-# is byte-identical to native gzip's, and show the branch trace it wrote.
+# The main job end to end on the bundled default: rewrite /usr/bin/gzip with
+# a 10% time budget and a redundancy log, trace one full (unbudgeted) run as
+# the reference, run the budgeted gzip twice, check every output is
+# byte-identical to native gzip's, and compare the budgeted runs' coverage
+# with the full run (cov compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-mkdir -p bin && go build -o bin/ ./cmd/rewrite ./cmd/trace
+mkdir -p bin && go build -o bin/ ./cmd/rewrite ./cmd/trace ./cmd/cov
 work=${STINT_DEMO_DIR:-/tmp/stint-demo}
-rm -rf "$work" && mkdir -p "$work/traces"
-git ls-files -z '*.go' '*.c' '*.h' '*.md' | xargs -0 cat > "$work/input.txt"
-echo "== rewrite /usr/bin/gzip (branch profile: every jmp, jcc, call, ret)"
-bin/rewrite --stats-json "$work/gzip.stats.json" -o "$work/gzip" /usr/bin/gzip
+rm -rf "$work" && mkdir -p "$work"
+# About 30 MB of text: this repository's sources, repeated.
+git ls-files -z '*.go' '*.c' '*.h' '*.md' | xargs -0 cat > "$work/src.txt"
+while [ "$(wc -c < "$work/input.txt" 2>/dev/null || echo 0)" -lt 30000000 ]; do cat "$work/src.txt" >> "$work/input.txt"; done
+echo "== rewrite /usr/bin/gzip: branch profile, 10% budget per 50 ms, exact redundancy log"
+bin/rewrite --budget 10% --period 50ms --log "$work/gzip.log" --stats-json "$work/gzip.stats.json" -o "$work/gzip" /usr/bin/gzip
 echo
-echo "== run native and rewritten gzip on $(wc -c < "$work/input.txt") bytes"
-/usr/bin/gzip -c < "$work/input.txt" > "$work/native.gz"
-STINT_OUT="$work/traces" "$work/gzip" -c < "$work/input.txt" > "$work/stint.gz"
-cmp "$work/native.gz" "$work/stint.gz" && echo "outputs are byte-identical"
+echo "== native gzip on $(wc -c < "$work/input.txt") bytes"
+time /usr/bin/gzip -c < "$work/input.txt" > "$work/native.gz"
 echo
-trace=$(ls "$work"/traces/*.arrow | head -1)
-echo "== trace stats $trace"
-bin/trace stats "$trace"
+echo "== full run (no budget, no log): the reference"
+time STINT_BUDGET=none STINT_LOG= STINT_OUT="$work/full" "$work/gzip" -c < "$work/input.txt" > "$work/full.gz"
+cmp "$work/native.gz" "$work/full.gz" && echo "output byte-identical to native"
+for run in 1 2; do
+	echo
+	echo "== budgeted run $run (10% budget, log $work/gzip.log)"
+	time STINT_OUT="$work/run$run" "$work/gzip" -c < "$work/input.txt" > "$work/run$run.gz"
+	cmp "$work/native.gz" "$work/run$run.gz" && echo "output byte-identical to native"
+done
 echo
-echo "== first events"
-bin/trace cat --limit 15 "$trace"
+echo "== cov compare run1 run2 full"
+bin/cov compare --functions 10 "$work"/run1/*.arrow "$work"/run2/*.arrow "$work"/full/*.arrow
+echo
+echo "== the redundancy log"
+bin/trace log show "$work/gzip.log"
+echo
+echo "== budget periods of run 1 (granted and used per period)"
+bin/trace cat --limit 8 --kind period "$work"/run1/*.arrow || true

@@ -186,7 +186,9 @@ struct stint_probe {
 	uint64_t arm;          /* 16: module-relative address of a rel32 field in the trampoline that
 	                        *     jumps to this probe's call; once the outcome is recorded the runtime
 	                        *     may retarget it to arm_to (0 = no such arm) */
-	uint64_t arm_to;       /* 24: module-relative address the arm jumps to once recorded */
+	uint64_t arm_to;       /* 24: module-relative address the arm jumps to once recorded
+	                        *     (probes without STINT_PF_DIRECT have no arm: the runtime
+	                        *     uses arm and arm_to as two more cache entries) */
 	uint32_t module_back;  /* 32: bytes from this probe back to its struct stint_module */
 	uint32_t patch;        /* 36: index of the site's patch, or STINT_NO_PATCH */
 	uint8_t  kind;         /* 40: STINT_K_* */
@@ -194,7 +196,7 @@ struct stint_probe {
 	uint8_t  state;        /* 42: runtime: nonzero once recorded */
 	uint8_t  pad0[5];      /* 43 */
 	uint64_t cache;        /* 48: runtime: last destination recorded (indirect probes) */
-	uint64_t pad1;         /* 56 */
+	uint64_t cache2;       /* 56: runtime: the destination recorded before cache (a second entry) */
 };                         /* 64 */
 
 /*

@@ -1582,9 +1582,19 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 	 * execution reaches this function.
 	 */
 	if (!every) {
-		if (__atomic_load_n(&p->cache, __ATOMIC_RELAXED) == v && __atomic_load_n(&p->state, __ATOMIC_RELAXED))
+		/* four entries, most recent first (cache, cache2, and arm and
+		 * arm_to, which a probe without a direct destination does not
+		 * use); they only ever hold recorded destinations, so a racing
+		 * update leaves valid entries */
+		uint64_t c1 = __atomic_load_n(&p->cache, __ATOMIC_RELAXED), c2 = __atomic_load_n(&p->cache2, __ATOMIC_RELAXED);
+		uint64_t c3 = __atomic_load_n(&p->arm, __ATOMIC_RELAXED);
+		if ((c1 == v || c2 == v || c3 == v || __atomic_load_n(&p->arm_to, __ATOMIC_RELAXED) == v) &&
+		    __atomic_load_n(&p->state, __ATOMIC_RELAXED))
 			return 0;
 		int added = hash_add(g, (uint64_t)p, v);
+		__atomic_store_n(&p->arm_to, c3, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->arm, c2, __ATOMIC_RELAXED);
+		__atomic_store_n(&p->cache2, c1, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->cache, v, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->state, 1, __ATOMIC_RELAXED);
 		if (added == 0)
