@@ -35,5 +35,5 @@ echo
 echo "== the redundancy log"
 bin/trace log show "$work/gzip.log"
 echo
-echo "== budget periods of run 1 (granted and used per period)"
-bin/trace cat --limit 8 --kind period "$work"/run1/*.arrow || true
+echo "== trace stats of run 1 (events, and the budget's period records)"
+bin/trace stats "$work"/run1/*.arrow
