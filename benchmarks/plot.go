@@ -35,7 +35,8 @@ func Plots(rep *DIMEReport, dir, name string) (map[string][]string, error) {
 				p.Title.Text = w.Title + ": coverage over runs"
 				p.X.Label.Text = "run"
 				p.Y.Label.Text = "cumulative coverage of the full run (%)"
-				p.Y.Min, p.Y.Max = 0, 100
+				p.Y.Min, p.Y.Max = 0, 105
+				p.Legend.Top = false // the curves rise to the top
 				return lines(p, series, func(r RunDIME) float64 { return 100 * r.Cumulative })
 			}},
 			{"slowdown", func(p *plot.Plot) error {
