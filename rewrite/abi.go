@@ -39,6 +39,7 @@ const (
 	mfStatic = runtime.MFStatic
 
 	patchRestorable = runtime.PatchRestorable
+	patchAtStart    = runtime.PatchAtStart
 	chunkReserved   = runtime.ChunkReserved
 	noPatch         = runtime.NoPatch
 )

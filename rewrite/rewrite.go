@@ -243,6 +243,7 @@ type rewriter struct {
 	siteArms  [][]int  // by instruction index: offsets of the site trampoline's arm rel32 fields
 	trampList []int    // instruction indices in allocation order
 	cov       *coveredSet
+	fini      *finiHook // static executables: the _fini hook
 }
 
 func (rw *rewriter) classify() {
@@ -289,6 +290,7 @@ func (rw *rewriter) run() ([]byte, error) {
 		return nil, formatErr(int64(f.hdr.Phoff), nil, "no executable code")
 	}
 	rw.textLo, rw.textHi = c.regions[0].lo, c.regions[len(c.regions)-1].hi
+	rw.fini = rw.planFiniHook()
 
 	// Layout of what we know now: the RX segment (blob, then trampolines
 	// allocated as the planner asks for them) comes first above the image.
@@ -379,6 +381,10 @@ func (rw *rewriter) run() ([]byte, error) {
 	var ok []int
 	for _, i := range sites {
 		in := &c.insts[i]
+		if rw.fini.reserved(i) {
+			rw.st.fail("reserved for the exit hook (a static executable's .fini)", in.Addr)
+			continue
+		}
 		if in.Flags&place.InstUntouchable != 0 {
 			rw.st.fail("untouchable: a branch lands inside the instruction", in.Addr)
 			continue
@@ -585,6 +591,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		return nil, err
 	}
 
+	if rw.fini != nil && !rw.placeFiniHook(rw.fini, p.Writes) {
+		rw.fini = nil
+	}
 	// Layout: RX | R (phdrs, note, relocations, chunk sources) | RW, then
 	// the reserve.
 	rxSize := rw.rxCursor - rw.rxVaddr
@@ -797,6 +806,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		if pr.restorable {
 			b[9] = patchRestorable
 		}
+		if pr.lo == c.insts[i].Addr {
+			b[9] |= patchAtStart
+		}
 		le.PutUint16(b[10:], uint16(pr.nprobes))
 		le.PutUint32(b[12:], uint32(pr.nprobes))
 		in := &c.insts[i]
@@ -863,8 +875,10 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		}
 		newDyn = &prog64{Type: elf.PT_DYNAMIC, Flags: elf.PF_R | elf.PF_W, Off: rwOff + (dynAt - rwVaddr), Vaddr: dynAt, Paddr: dynAt,
 			Filesz: dynSize, Memsz: dynSize, Align: 8}
+	} else if rw.fini != nil && rw.fini.patch(f, out, rw.rxOff, rw.rxVaddr, rw.rxVaddr+uint64(rw.blob.entryFini)) {
+		origFini = rw.fini.tramp
 	} else {
-		st.Notes = append(st.Notes, "static executable: no DT_FINI; the runtime must flush at exit")
+		st.Notes = append(st.Notes, "static executable without a usable .fini: no exit hook (the trace has no end marker; the log is saved every second only)")
 	}
 	st.Notes = append(st.Notes, dp.notes...)
 	le.PutUint64(m[104:], origEntry)

@@ -60,6 +60,9 @@ const (
 // PatchRestorable is STINT_PATCH_RESTORABLE.
 const PatchRestorable uint8 = 0x1
 
+// PatchAtStart is STINT_PATCH_AT_START.
+const PatchAtStart uint8 = 0x2
+
 // ChunkReserved is STINT_CHUNK_RESERVED.
 const ChunkReserved uint32 = 0x1
 

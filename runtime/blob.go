@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f392da3beb45caadbbd285666bcb35350b7d4fe58a76fbb910672d1c1e40c162"
+const BlobSHA256 = "f3f88e548dee276dc7ba7b31b36242fb0239a809f07f273788f573071d48c778"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -376,3 +376,38 @@ func TestRegionPolicies(t *testing.T) {
 		})
 	}
 }
+
+// TestStaticExitHook: a static executable has no DT_FINI; the rewriter
+// hooks _fini, so a run shorter than the log's save interval still saves
+// its log at exit and seals its trace.
+func TestStaticExitHook(t *testing.T) {
+	bin := fixtures.Build(t, "spin", fixtures.Variant{Opt: fixtures.O2, Static: true})
+	args := []string{"3"}
+	nOut, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "spin.log")
+	out, st := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
+	if r := st.Reasons["reserved for the exit hook (a static executable's .fini)"]; r == nil {
+		t.Errorf("no site reserved for the exit hook; notes %v", st.Notes)
+	}
+	traces := filepath.Join(dir, "t")
+	o, e, code, err := fixtures.Run(out, args, traceEnv(traces))
+	if err != nil || code != 0 || !bytes.Equal(o, nOut) || len(e) != 0 {
+		t.Fatalf("exit %d, %v, stdout %q (want %q), stderr %q", code, err, o, nOut, e)
+	}
+	// glibc's exit runs _fini before it flushes stdio (_IO_cleanup),
+	// whose events, in a static program, come after the hook's save.
+	recorded := eventKeys(t, traces)
+	l, probs := readLog(t, logPath)
+	if len(probs) != 0 || l.Distinct() > len(recorded) || l.Distinct() < len(recorded)*9/10 {
+		t.Errorf("log: %d entries, problems %v; the run recorded %d events", l.Distinct(), probs, len(recorded))
+	}
+	for _, tr := range readTraces(t, traces) {
+		if !tr.End.Clean() {
+			t.Errorf("trace ended with %v", tr.End)
+		}
+	}
+}

@@ -69,6 +69,7 @@
 
 /* struct stint_patch.flags */
 #define STINT_PATCH_RESTORABLE 0x1 /* no other patch reads this patch's modified bytes */
+#define STINT_PATCH_AT_START   0x2 /* addr is the patched instruction's first byte: the runtime may park threads there ("jmp .") while it restores bytes no single store covers */
 
 /* struct stint_chunk.flags */
 #define STINT_CHUNK_RESERVED 0x1 /* lies inside a PROT_NONE PT_LOAD the loader reserved: map with MAP_FIXED */

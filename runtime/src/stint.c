@@ -1496,7 +1496,7 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 	if (__atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
 	if (pt->flags & STINT_PATCH_RESTORABLE) {
-		if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len))
+		if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len) && (pt->flags & STINT_PATCH_AT_START))
 			restore_sync(G(), base + pt->addr, pt->orig, pt->len);
 	}
 }

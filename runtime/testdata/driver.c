@@ -136,8 +136,8 @@ static const struct {
 } patches[] = {
 	{0x100, 5, STINT_PATCH_RESTORABLE, 1}, /* one aligned 8-byte word */
 	{0x206, 6, STINT_PATCH_RESTORABLE, 1}, /* needs the 16-byte word */
-	{0x30e, 4, STINT_PATCH_RESTORABLE, 1}, /* crosses a 16-byte boundary: restored with membarrier (restore_sync) */
-	{0x31f, 4, STINT_PATCH_RESTORABLE, 0}, /* crosses a 16-byte boundary from the last byte of a word: no atomic 2-byte "jmp ." */
+	{0x30e, 4, STINT_PATCH_RESTORABLE | STINT_PATCH_AT_START, 1}, /* crosses a 16-byte boundary: restored with membarrier (restore_sync) */
+	{0x31f, 4, STINT_PATCH_RESTORABLE | STINT_PATCH_AT_START, 0}, /* crosses a 16-byte boundary from the last byte of a word: no atomic 2-byte "jmp ." */
 	{0x400, 5, 0, 0},                      /* not restorable */
 	{0x500, 2, STINT_PATCH_RESTORABLE, 1},
 };
