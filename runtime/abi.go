@@ -117,39 +117,39 @@ type BlobHeader struct {
 
 // Module is struct stint_module.
 type Module struct {
-	Magic        uint64
-	ABIVersion   uint32
-	Flags        uint32
-	Tool         uint32
-	NProbes      uint32
-	SelfVaddr    uint64
-	ImageEnd     uint64
-	ProbesVaddr  uint64
-	PatchesVaddr uint64
-	ChunksVaddr  uint64
-	NPatches     uint32
-	NChunks      uint32
-	TextLo       uint64
-	TextHi       uint64
-	TrampLo      uint64
-	TrampHi      uint64
-	OrigEntry    uint64
-	OrigFini     uint64
-	BuildID      [32]byte
-	BuildIDLen   uint32
-	ModuleID     uint32 // runtime
-	Base         uint64 // runtime
-	RuntimeState uint64 // runtime
-	StubsVaddr   uint64 // Stub[NStubs], sorted by Off
-	DepsVaddr    uint64 // uint32[NDeps]: patch indices, sliced by the chunks
-	StubAreaSize uint64 // bytes of the stub area (a multiple of 4096)
-	NStubs       uint32
-	NDeps        uint32
-	Options      [ModuleOptionsSize]byte
+	Magic          uint64
+	ABIVersion     uint32
+	Flags          uint32
+	Tool           uint32
+	NProbes        uint32
+	SelfVaddr      uint64
+	ImageEnd       uint64
+	ProbesVaddr    uint64
+	PatchesVaddr   uint64
+	ChunksVaddr    uint64
+	NPatches       uint32
+	NChunks        uint32
+	TextLo         uint64
+	TextHi         uint64
+	TrampLo        uint64
+	TrampHi        uint64
+	OrigEntry      uint64
+	OrigFini       uint64
+	BuildID        [32]byte
+	BuildIDLen     uint32
+	ModuleID       uint32 // runtime
+	Base           uint64 // runtime
+	RuntimeState   uint64 // runtime
+	StubsVaddr     uint64 // Stub[NStubs], sorted by Off
+	DepsVaddr      uint64 // uint32[NDeps]: patch indices, sliced by the chunks
+	StubAreaSize   uint64 // bytes of the stub area (a multiple of 4096)
+	NStubs         uint32
+	NDeps          uint32
+	Options        [ModuleOptionsSize]byte
 	TraceEndsVaddr uint64 // uint32[NTraceEnds]: ends of unconditional transfers minus TextLo, sorted
 	NTraceEnds     uint32
 	PadTE          uint32
-	GateVaddr    uint64 // the gate page: 4096 bytes; the first 8 are the gate word (0 = probes call the runtime)
+	GateVaddr      uint64 // the gate page: 4096 bytes; the first 8 are the gate word (0 = probes call the runtime)
 }
 
 // Probe is struct stint_probe.
