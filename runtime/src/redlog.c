@@ -233,9 +233,18 @@ static uint64_t log_scan(struct stint_global *g, const uint8_t *p, uint64_t size
 	return off;
 }
 
-static void log_count_block(struct stint_global *g, const uint8_t *b)
+/* Write the header of the block at h, whose count entries follow it, for
+ * module gm; returns the block's length. */
+static uint64_t log_seal_block(uint8_t *h, uint32_t count, const struct gmodule *gm)
 {
-	g->logset_n += *(const uint32_t *)(b + 4);
+	uint32_t hdr[4] = {LOG_BLOCK_MAGIC, count, 0, gm->build_id_len};
+	s_memset(h + 16, 0, 32);
+	s_memcpy(h + 16, gm->build_id, gm->build_id_len);
+	s_memcpy(h, hdr, 16);
+	uint64_t bl = LOG_BLK_HDR + (uint64_t)count * LOG_ENTRY;
+	hdr[2] = crc32_ieee(h + 12, bl - 12);
+	s_memcpy(h + 8, &hdr[2], 4);
+	return bl;
 }
 
 static void log_load_block(struct stint_global *g, const uint8_t *b)
@@ -304,62 +313,42 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 			return;
 		}
 	}
-	uint64_t entries = 0;
-	if (p) {
-		if (size < LOG_HDR || s_strncmp((const char *)p, LOG_MAGIC_HDR, 8) != 0 ||
-		    *(const uint32_t *)(p + 8) != LOG_VERSION) {
-			say_log(g, "not a stint redundancy log (or an unknown version); left alone, running without a log", ~0ULL);
-			sys_call2(SYS_munmap, (long)p, (long)size);
-			return;
-		}
-		if (*(const uint32_t *)(p + 12) != policy) {
-			say_log(g, "was written with another policy; left alone, running without a log", ~0ULL);
-			sys_call2(SYS_munmap, (long)p, (long)size);
-			return;
-		}
-		if (policy != POLICY_EXACT) {
-			if (regions_setup(g, p, size) < 0) {
-				say_log(g, "cannot map memory; running without a log", ~0ULL);
-				sys_call2(SYS_munmap, (long)p, (long)size);
-				return;
-			}
-			sys_call2(SYS_munmap, (long)p, (long)size);
-			g->region_mode = 1;
-			g->log_on = 1;
-			return;
-		}
-		/* count entries to size the set */
-		int cut;
-		g->logset_n = 0;
-		log_scan(g, p, size, 0, log_count_block, &cut);
-		entries = g->logset_n;
-	}
-	if (policy != POLICY_EXACT) { /* no log file yet */
-		if (regions_setup(g, 0, 0) < 0) {
-			say_log(g, "cannot map memory; running without a log", ~0ULL);
-			return;
-		}
-		g->region_mode = 1;
-		g->log_on = 1;
+	if (p && (size < LOG_HDR || s_strncmp((const char *)p, LOG_MAGIC_HDR, 8) != 0 || *(const uint32_t *)(p + 8) != LOG_VERSION)) {
+		say_log(g, "not a stint redundancy log (or an unknown version); left alone, running without a log", ~0ULL);
+		sys_call2(SYS_munmap, (long)p, (long)size);
 		return;
 	}
-	uint64_t slots = 1024;
-	while (slots < 2 * entries + 1024)
-		slots <<= 1;
-	long ls = sys_mmap(0, slots * 16, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
-	if (sys_failed(ls)) {
-		if (p)
-			sys_call2(SYS_munmap, (long)p, (long)size);
+	if (p && *(const uint32_t *)(p + 12) != policy) {
+		say_log(g, "was written with another policy; left alone, running without a log", ~0ULL);
+		sys_call2(SYS_munmap, (long)p, (long)size);
+		return;
+	}
+	int ok;
+	if (policy != POLICY_EXACT) {
+		ok = regions_setup(g, p, size) == 0;
+		g->region_mode = ok;
+	} else {
+		/* one scan: the set is sized from the file (an entry takes 32
+		 * bytes of it), so that the blocks are read and checked once */
+		uint64_t slots = 1024;
+		while (slots < 2 * (size / LOG_ENTRY) + 1024)
+			slots <<= 1;
+		long ls = sys_mmap(0, slots * 16, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+		ok = !sys_failed(ls);
+		if (ok) {
+			g->logset = (uint64_t)ls;
+			g->logset_slots = slots;
+			g->logset_n = 0;
+			int cut;
+			if (p)
+				log_scan(g, p, size, 1, log_load_block, &cut);
+		}
+	}
+	if (p)
+		sys_call2(SYS_munmap, (long)p, (long)size);
+	if (!ok) {
 		say_log(g, "cannot map memory; running without a log", ~0ULL);
 		return;
-	}
-	g->logset = (uint64_t)ls;
-	g->logset_slots = slots;
-	g->logset_n = 0;
-	if (p) {
-		int cut;
-		log_scan(g, p, size, 1, log_load_block, &cut);
-		sys_call2(SYS_munmap, (long)p, (long)size);
 	}
 	g->log_on = 1;
 }
@@ -497,16 +486,8 @@ static void log_save(struct stint_global *g)
 			e += LOG_ENTRY;
 			count++;
 		}
-		if (!count)
-			continue;
-		uint32_t hdr[4] = {LOG_BLOCK_MAGIC, count, 0, gm->build_id_len};
-		s_memset(h + 16, 0, 32);
-		s_memcpy(h + 16, gm->build_id, gm->build_id_len);
-		s_memcpy(h, hdr, 16);
-		uint64_t bl = LOG_BLK_HDR + (uint64_t)count * LOG_ENTRY;
-		hdr[2] = crc32_ieee(h + 12, bl - 12);
-		s_memcpy(h + 8, &hdr[2], 4);
-		len += bl;
+		if (count)
+			len += log_seal_block(h, count, gm);
 	}
 write:;
 	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log_path, S_O_RDWR | S_O_CREAT | S_O_CLOEXEC, 0644);

@@ -347,16 +347,8 @@ static uint64_t regions_blocks(struct stint_global *g, uint8_t *buf, uint64_t ca
 			e += LOG_ENTRY;
 			count++;
 		}
-		if (!count)
-			continue;
-		uint32_t hdr[4] = {LOG_BLOCK_MAGIC, count, 0, gm->build_id_len};
-		s_memset(h + 16, 0, 32);
-		s_memcpy(h + 16, gm->build_id, gm->build_id_len);
-		s_memcpy(h, hdr, 16);
-		uint64_t bl = LOG_BLK_HDR + (uint64_t)count * LOG_ENTRY;
-		hdr[2] = crc32_ieee(h + 12, bl - 12);
-		s_memcpy(h + 8, &hdr[2], 4);
-		len += bl;
+		if (count)
+			len += log_seal_block(h, count, gm);
 	}
 	unlock(&g->regions_lock);
 	return len;

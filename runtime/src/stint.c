@@ -1508,6 +1508,24 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 
 /* ---- recording ---- */
 
+/* The destination fields of a row for probe p without a direct
+ * destination: a value (syscall number), or v as module and
+ * module-relative address. */
+static void row_set_dst(struct stint_global *g, struct row *rw, const struct stint_probe *p, uint64_t v)
+{
+	if (p->flags & STINT_PF_VALUE) {
+		rw->dst_module = DST_MODULE_NONE;
+		rw->dst = 0;
+		rw->value = v;
+		return;
+	}
+	uint32_t id = module_of(g, v);
+	if (id == DST_MODULE_NONE)
+		id = module_of_unknown(g, v);
+	rw->dst_module = (uint16_t)id;
+	rw->dst = id == DST_MODULE_NONE ? v : v - g->modules[id].base;
+}
+
 /* A probe in a region-policy run (regions.c): never retires. */
 static int record_region(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v)
 {
@@ -1529,16 +1547,8 @@ static int record_region(struct stint_global *g, struct stint_module *m, struct 
 	if (direct) {
 		rw.dst_module = (uint16_t)m->module_id;
 		rw.dst = p->dst;
-	} else if (value) {
-		rw.dst_module = DST_MODULE_NONE;
-		rw.dst = 0;
-		rw.value = v;
 	} else {
-		uint32_t id = module_of(g, v);
-		if (id == DST_MODULE_NONE)
-			id = module_of_unknown(g, v);
-		rw.dst_module = (uint16_t)id;
-		rw.dst = id == DST_MODULE_NONE ? v : v - g->modules[id].base;
+		row_set_dst(g, &rw, p, v);
 	}
 	emit(&rw);
 	return rec;
@@ -1600,17 +1610,7 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		if (added == 0)
 			return 0;
 	}
-	if (p->flags & STINT_PF_VALUE) {
-		rw.dst_module = DST_MODULE_NONE;
-		rw.dst = 0;
-		rw.value = v;
-	} else {
-		uint32_t id = module_of(g, v);
-		if (id == DST_MODULE_NONE)
-			id = module_of_unknown(g, v);
-		rw.dst_module = (uint16_t)id;
-		rw.dst = id == DST_MODULE_NONE ? v : v - g->modules[id].base;
-	}
+	row_set_dst(g, &rw, p, v);
 	uint64_t key = (p->flags & STINT_PF_VALUE) ? v : rw.dst;
 	if (!every && log_seen(g, m, p, key, rw.dst_module)) {
 		/* recorded by an earlier run: say it was refused (once: the
