@@ -68,16 +68,8 @@ func (a *asm) thunk(probe, entry uint64, setRSI func()) {
 	a.emit(0x59)       // pop %rcx
 	a.emit(0xeb, 0x00) // jmp out
 	outField := a.off() - 1
-	a.emit(0x59)       // open: pop %rcx
-	a.emit(0x57, 0x56) // push %rdi; push %rsi
-	if setRSI != nil {
-		setRSI()
-	}
-	a.emit(0x48, 0x8d, 0x3d) // lea probe(%rip),%rdi
-	a.rel32(probe, 0)
-	a.emit(0xe8) // call stint_probe_entry
-	a.rel32(entry, 0)
-	a.emit(0x5e, 0x5f) // pop %rsi; pop %rdi
+	a.emit(0x59) // open: pop %rcx
+	a.probeCall(probe, entry, setRSI)
 	a.patchRel8(outField, a.off())
 	a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
 }
@@ -92,7 +84,15 @@ func (a *asm) gateLoad() {
 // checked the gate already.
 func (a *asm) callOnly(probe, entry uint64, setRSI func()) {
 	a.emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
-	a.emit(0x57, 0x56)                   // push %rdi; push %rsi
+	a.probeCall(probe, entry, setRSI)
+	a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+}
+
+// probeCall emits the call itself, below the red zone: save %rdi and
+// %rsi, load the destination or value (setRSI) and the probe, call the
+// runtime, restore.
+func (a *asm) probeCall(probe, entry uint64, setRSI func()) {
+	a.emit(0x57, 0x56) // push %rdi; push %rsi
 	if setRSI != nil {
 		setRSI()
 	}
@@ -100,8 +100,7 @@ func (a *asm) callOnly(probe, entry uint64, setRSI func()) {
 	a.rel32(probe, 0)
 	a.emit(0xe8) // call stint_probe_entry
 	a.rel32(entry, 0)
-	a.emit(0x5e, 0x5f)                                     // pop %rsi; pop %rdi
-	a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+	a.emit(0x5e, 0x5f) // pop %rsi; pop %rdi
 }
 
 // thunkFrame is how far below the program's %rsp a thunk runs.
