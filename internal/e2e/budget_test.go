@@ -46,6 +46,18 @@ func buildSpin(t *testing.T) string {
 	return fixtures.Build(t, "spin", fixtures.Variant{Opt: fixtures.O2, PIE: true})
 }
 
+// spinNative builds the spin fixture and returns it with the stdout of a
+// native run on args.
+func spinNative(t *testing.T, args []string) (bin string, stdout []byte) {
+	t.Helper()
+	bin = buildSpin(t)
+	out, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, out
+}
+
 // TestBudgetAccounting: a CPU-bound program rewritten with --every (each
 // occurrence is an event, so the budget is always the limit) and a 10%
 // budget. The runtime's own period records must be consistent: periods
@@ -54,12 +66,8 @@ func buildSpin(t *testing.T) string {
 // written while the gate was closed, and the recorded counts adding up
 // to the events in the file.
 func TestBudgetAccounting(t *testing.T) {
-	bin := buildSpin(t)
 	args := []string{"400"}
-	nOut, _, _, err := fixtures.Run(bin, args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true, Budget: "10%", Period: "20ms"})
 	traces := filepath.Join(dir, "traces")
@@ -148,12 +156,8 @@ func TestBudgetAccounting(t *testing.T) {
 // (no period records); a bad value is reported on stderr and the program
 // runs as before without a budget.
 func TestBudgetEnvironment(t *testing.T) {
-	bin := buildSpin(t)
 	args := []string{"5"}
-	nOut, _, _, err := fixtures.Run(bin, args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "10ms"})
 	for _, tc := range []struct {

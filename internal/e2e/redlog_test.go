@@ -184,12 +184,8 @@ func TestLogKilled(t *testing.T) {
 // at all is reported on stderr, left as it is, and the program's
 // behaviour does not change.
 func TestLogDamaged(t *testing.T) {
-	bin := buildSpin(t)
 	args := []string{"3"}
-	nOut, _, _, err := fixtures.Run(bin, args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "spin.log")
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
@@ -247,12 +243,8 @@ func TestLogDamaged(t *testing.T) {
 // outcomes of returns and indirect branches cannot be listed in full),
 // and the program still behaves as before.
 func TestSkipCovered(t *testing.T) {
-	bin := buildSpin(t)
 	args := []string{"5"}
-	nOut, _, _, err := fixtures.Run(bin, args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "spin.log")
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
@@ -330,12 +322,8 @@ func TestSkipCovered(t *testing.T) {
 // events than the first one (it skips every trace that starts inside a
 // logged one).
 func TestRegionPolicies(t *testing.T) {
-	bin := buildSpin(t)
 	args := []string{"5"}
-	nOut, _, _, err := fixtures.Run(bin, args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{})
 	for _, pol := range []string{"hash", "bst", "merger"} {
