@@ -176,6 +176,10 @@ func loadCovered(path string, bid []byte) (*coveredSet, []redlog.Problem, error)
 	return cs, probs, nil
 }
 
+// probeKindOf is the event kind of the one probe of a ret, indirect or
+// syscall site.
+var probeKindOf = map[kind]uint8{kRet: kRetKind, kIndJmp: kIndJmpKind, kIndCall: kIndCallKind, kSyscall: kSyscallKind}
+
 // covered reports whether every outcome of site i is in the log.
 // Indirect branches, returns and syscalls have outcomes no log can list
 // in full: they count as covered only with Options.SkipSeenIndirect, once
@@ -202,8 +206,7 @@ func (rw *rewriter) covered(i int) bool {
 		if !rw.opts.SkipSeenIndirect {
 			return false
 		}
-		k := map[kind]uint32{kRet: kRetKind, kIndJmp: kIndJmpKind, kIndCall: kIndCallKind, kSyscall: kSyscallKind}[c.kinds[i]]
-		return cs.anyFrom[[2]uint64{in.Addr, uint64(k)}]
+		return cs.anyFrom[[2]uint64{in.Addr, uint64(probeKindOf[c.kinds[i]])}]
 	}
 	return false
 }
