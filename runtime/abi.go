@@ -255,3 +255,49 @@ func SetModuleRel(blob []byte, rel int64) error {
 	binary.LittleEndian.PutUint64(blob[BlobOffModuleRel:], uint64(rel))
 	return nil
 }
+
+// The QoS page (struct stint_qos_page, STINT_QOS_*): a metric analyzer
+// (package qos) creates a QoSPageSize-byte file and passes its path to
+// the traced program in QoSEnv; the runtime maps it read-only and
+// computes each period's budget from the latest fresh sample (QDIME's
+// Equation 1). Samples are published as a seqlock on Seq. stint_abi.h
+// has the full contract.
+const (
+	QoSMagic    uint64 = 0x534f51544e495453 // "STINTQOS"
+	QoSVersion  uint32 = 1
+	QoSPageSize        = 4096
+	QoSEnv             = "STINT_QOS"
+
+	QoSLowerIsBetter uint32 = 0x1 // flags: the threshold is a ceiling (latency)
+
+	QoSTuneSum   uint32 = 0 // tuning: (v-T)/(v+T)*P, the paper's
+	QoSTuneSpan  uint32 = 1 // tuning: (v-T)/(M-T)*P
+	QoSTuneValue uint32 = 2 // tuning: (v-T)/v*P; lower is better: (T-v)/T*P
+
+	QoSStarting uint32 = 0 // state: no sample yet
+	QoSRunning  uint32 = 1 // state: Value is the latest sample
+	QoSFailing  uint32 = 2 // state: the source stopped answering
+	QoSStopped  uint32 = 3 // state: the analyzer exited
+
+	QoSPageStructSize = 216
+)
+
+// QoSPage is struct stint_qos_page. Doubles are stored as their IEEE-754
+// bits (math.Float64bits).
+type QoSPage struct {
+	Magic        uint64
+	Version      uint32
+	Flags        uint32
+	Tuning       uint32
+	State        uint32
+	Seq          uint64
+	Threshold    uint64
+	Max          uint64
+	Value        uint64
+	SampleMonoNS uint64
+	IntervalNS   uint64
+	Samples      uint64
+	AnalyzerPID  uint32
+	Pad          uint32
+	Source       [128]byte
+}

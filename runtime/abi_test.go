@@ -53,6 +53,12 @@ var abiStructs = []struct {
 	{"stint_stub", reflect.TypeOf(Stub{}), StubStructSize, [][2]string{
 		{"off", "Off"}, {"code", "Code"},
 	}},
+	{"stint_qos_page", reflect.TypeOf(QoSPage{}), QoSPageStructSize, [][2]string{
+		{"magic", "Magic"}, {"version", "Version"}, {"flags", "Flags"}, {"tuning", "Tuning"},
+		{"state", "State"}, {"seq", "Seq"}, {"threshold", "Threshold"}, {"max", "Max"},
+		{"value", "Value"}, {"sample_mono_ns", "SampleMonoNS"}, {"interval_ns", "IntervalNS"},
+		{"samples", "Samples"}, {"analyzer_pid", "AnalyzerPID"}, {"pad", "Pad"}, {"source", "Source"},
+	}},
 }
 
 // abiConsts are the #defines of stint_abi.h with their Go values.
@@ -73,6 +79,11 @@ var abiConsts = map[string]uint64{
 	"STINT_BLOB_OFF_ENTRY_INIT": BlobOffEntryInit, "STINT_BLOB_OFF_ENTRY_FINI": BlobOffEntryFini,
 	"STINT_BLOB_OFF_PROBE": BlobOffProbe, "STINT_BLOB_OFF_MODULE_REL": BlobOffModuleRel,
 	"STINT_BLOB_HEADER_SIZE": BlobHeaderSize, "STINT_OPTIONS_SIZE": ModuleOptionsSize,
+	"STINT_QOS_MAGIC": QoSMagic, "STINT_QOS_VERSION": uint64(QoSVersion), "STINT_QOS_PAGE_SIZE": QoSPageSize,
+	"STINT_QOS_LOWER_IS_BETTER": uint64(QoSLowerIsBetter), "STINT_QOS_TUNE_SUM": uint64(QoSTuneSum),
+	"STINT_QOS_TUNE_SPAN": uint64(QoSTuneSpan), "STINT_QOS_TUNE_VALUE": uint64(QoSTuneValue),
+	"STINT_QOS_STARTING": uint64(QoSStarting), "STINT_QOS_RUNNING": uint64(QoSRunning),
+	"STINT_QOS_FAILING": uint64(QoSFailing), "STINT_QOS_STOPPED": uint64(QoSStopped),
 }
 
 // TestABIPinned pins the Go layout: a change of abi.go that moves a field

@@ -174,6 +174,62 @@ struct stint_module {
  * transfer at or after A (conditional branches do not end it).
  */
 
+/*
+ * The QoS page (QDIME): how a metric analyzer (`stint qos run` / `qos
+ * watch`, package qos) tells the runtime the traced program's service
+ * level. The analyzer creates a 4096-byte file (normally in /dev/shm) and
+ * passes its path in STINT_QOS; the runtime's period thread maps it
+ * read-only (retrying every period until the file exists) and, at every
+ * period boundary, computes the next period's budget from the latest
+ * sample (the paper's Equation 1; see budget.c). All fields little-endian.
+ *
+ * The writer updates a sample as a seqlock: seq odd, then the fields,
+ * then seq even (release stores); a reader that sees seq odd or changed
+ * retries. A sample counts only while it is fresh: state RUNNING and
+ * taken less than 2 * interval_ns + the period ago. Without a fresh
+ * sample the runtime grants its configured budget (STINT_BUDGET /
+ * --budget): never more. Metric values are doubles (IEEE-754 bits),
+ * finite and >= 0; anything else counts as no sample.
+ */
+#define STINT_QOS_MAGIC     STINT_U64(0x534f51544e495453) /* "STINTQOS" */
+#define STINT_QOS_VERSION   1
+#define STINT_QOS_PAGE_SIZE 4096
+#define STINT_QOS_ENV       "STINT_QOS"
+
+/* struct stint_qos_page.flags */
+#define STINT_QOS_LOWER_IS_BETTER 0x1 /* e.g. latency: the threshold is a ceiling */
+
+/* struct stint_qos_page.tuning: the denominator of Equation 1 */
+#define STINT_QOS_TUNE_SUM   0 /* (v-T)/(v+T) * P: the paper's choice (conservative) */
+#define STINT_QOS_TUNE_SPAN  1 /* (v-T)/(M-T) * P: M = best value expected (max) */
+#define STINT_QOS_TUNE_VALUE 2 /* (v-T)/v * P (lower is better: (T-v)/T * P) */
+
+/* struct stint_qos_page.state */
+#define STINT_QOS_STARTING 0 /* no sample yet */
+#define STINT_QOS_RUNNING  1 /* value is the latest sample */
+#define STINT_QOS_FAILING  2 /* the source stopped answering: value is stale */
+#define STINT_QOS_STOPPED  3 /* the analyzer exited */
+
+#ifndef __ASSEMBLER__
+struct stint_qos_page {
+	uint64_t magic;          /*   0: STINT_QOS_MAGIC */
+	uint32_t version;        /*   8: STINT_QOS_VERSION */
+	uint32_t flags;          /*  12: STINT_QOS_LOWER_IS_BETTER */
+	uint32_t tuning;         /*  16: STINT_QOS_TUNE_* */
+	uint32_t state;          /*  20: STINT_QOS_* state */
+	uint64_t seq;            /*  24: seqlock: odd while a sample is being written */
+	uint64_t threshold;      /*  32: T (double bits) */
+	uint64_t max;            /*  40: M for STINT_QOS_TUNE_SPAN (double bits), else 0 */
+	uint64_t value;          /*  48: v, the latest sample (double bits) */
+	uint64_t sample_mono_ns; /*  56: CLOCK_MONOTONIC when v was taken; 0 = none yet */
+	uint64_t interval_ns;    /*  64: the analyzer's sampling interval */
+	uint64_t samples;        /*  72: samples published so far */
+	uint32_t analyzer_pid;   /*  80 */
+	uint32_t pad;            /*  84 */
+	char     source[128];    /*  88: the metric source, NUL-terminated (for people) */
+};                           /* 216; the rest of the page is zero */
+#endif
+
 #define STINT_GATE_OPEN   0
 #define STINT_GATE_CLOSED 1
 
