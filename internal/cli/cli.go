@@ -1,0 +1,74 @@
+// Package cli holds what every stint command shares: usage errors (exit
+// status 2), exit codes, and a main that runs a command with a context
+// cancelled by Ctrl-C. Commands keep their flags and help in cmd/NAME and
+// their work in the libraries; this package only wires them to the OS.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit statuses shared by every command.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// UsageError is a command-line mistake: the command exits with ExitUsage.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a *UsageError with a formatted message (%w wraps).
+func Usagef(format string, args ...any) error {
+	return &UsageError{fmt.Errorf(format, args...)}
+}
+
+// ExitStatus is an error that carries the exit status a command wants,
+// for commands that pass on a child's status (qos run). Its message may
+// be empty: then nothing is printed.
+type ExitStatus struct {
+	Code int
+	Msg  string
+}
+
+func (e *ExitStatus) Error() string { return e.Msg }
+
+// ExitCode maps an error returned by a command's run to its exit status:
+// 0 for nil, the code of an *ExitStatus, 2 for a *UsageError, else 1.
+func ExitCode(err error) int {
+	var ue *UsageError
+	var es *ExitStatus
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &es):
+		return es.Code
+	case errors.As(err, &ue):
+		return ExitUsage
+	}
+	return ExitError
+}
+
+// RunFunc is a command's entry point: everything but the process.
+type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+
+// Main runs a command with os.Args, a context cancelled on SIGINT and
+// SIGTERM, prints its error as "name: error" and exits with ExitCode.
+func Main(name string, run RunFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil && err.Error() != "" {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	}
+	os.Exit(ExitCode(err))
+}
