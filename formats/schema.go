@@ -110,6 +110,7 @@ type Run struct {
 	PeriodNS    uint64 `json:"period_ns,omitempty"`  // budget period, ns; 0 = no budget
 	Log         string `json:"log,omitempty"`        // redundancy log path, "" = none
 	LogPolicy   string `json:"log_policy,omitempty"` // "exact", "hash", "bst" or "merger"; "" = no log
+	QoS         string `json:"qos,omitempty"`        // QoS page path (STINT_QOS): a metric analyzer set the budget; "" = none
 }
 
 // Module is one entry of the module table: one JSON line in the

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "991e6e71a8cda0ac3d14d7bf889e7a774b1e8d53b464a8553553de905f80d9b0"
+const BlobSHA256 = "3391ba065f69682076bad4f5ba8c18a280956ff6d97ea669303acf240a358103"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

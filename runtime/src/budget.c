@@ -36,6 +36,7 @@
 #define SYS_exit 60
 #define SYS_flock 73
 #define TIMER_STACK ((size_t)64 << 10)
+#define QOS_NAN 0x7ff8000000000000ULL /* a QoS row's metric when there was none */
 
 /* stint_spawn (entry.S): clone a thread that runs fn on stack_top. */
 long stint_spawn(uint64_t stack_top, void (*fn)(void)) __attribute__((visibility("hidden")));
@@ -190,19 +191,38 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	size_t bn = 0, pn = 0;
 	const char *b = setting(envp, "STINT_BUDGET", opts, "budget", &bn);
 	const char *p = setting(envp, "STINT_PERIOD", opts, "period", &pn);
-	if (!b || bn == 0 || (bn == 4 && s_strncmp(b, "none", 4) == 0))
+	const char *q = env_get(envp, STINT_QOS_ENV);
+	int qos = q && q[0];
+	int none = !b || bn == 0 || (bn == 4 && s_strncmp(b, "none", 4) == 0);
+	if (none && !qos)
 		return;
 	uint64_t period = p && pn ? parse_duration(p, pn) : 100000000ULL;
 	if (!period) {
 		say_line("bad period (STINT_PERIOD or --period), want e.g. 100ms; running without a budget");
 		return;
 	}
-	uint64_t budget = parse_budget(b, bn, period);
-	if (!budget) {
+	/* With a QoS page and no budget given, the default is 0: nothing is
+	 * recorded until the analyzer has published a fresh sample. */
+	uint64_t budget = none ? 0 : parse_budget(b, bn, period);
+	if (!none && !budget) {
 		say_line("bad budget (STINT_BUDGET or --budget), want e.g. 10% or 5ms; running without a budget");
-		return;
+		if (!qos)
+			return;
 	}
-	if (budget >= period)
+	if (qos) {
+		size_t ql = s_strlen(q);
+		if (ql >= sizeof g->qos_path) {
+			say_line("STINT_QOS path too long; running without the QoS controller");
+			qos = 0;
+		} else {
+			s_memcpy(g->qos_path, q, ql + 1);
+			g->qos_on = 1;
+			g->qos_default_ns = budget > period ? period : budget;
+			g->qos_value = g->qos_threshold = QOS_NAN;
+			budget = g->qos_default_ns;
+		}
+	}
+	if (!qos && budget >= period)
 		return; /* always on */
 	g->budget_ns = budget;
 	g->period_ns = period;
@@ -260,6 +280,166 @@ static void emit_record(uint8_t kind, uint64_t time, uint64_t src, uint64_t dst,
 
 static void log_save(struct stint_global *g);
 
+/*
+ * The QoS controller (QDIME, Equation 1). At every period boundary the
+ * period thread reads the analyzer's latest sample v from the QoS page
+ * (stint_abi.h) and sets the next period's budget
+ *
+ *     b = 0                    if v is on the wrong side of T
+ *     b = (v - T) / D * P      otherwise, at most P,
+ *
+ * with D = v + T (the paper's conservative choice), M - T or v, as the
+ * analyzer asks; for a lower-is-better metric v - T becomes T - v (and v
+ * becomes T in the third form). Without a fresh sample the budget is the
+ * configured default (STINT_BUDGET), never more. The runtime has no
+ * floating point (-mgeneral-regs-only), so the doubles are decoded by
+ * hand and brought to a common binary exponent: Equation 1 is a ratio,
+ * so the common scale cancels and 53-bit integers are exact enough.
+ */
+
+/* A finite, non-negative double as m * 2^e (m < 2^53); 0 if not such a value. */
+static int dbl_decode(uint64_t bits, uint64_t *m, int *e)
+{
+	if (bits >> 63)
+		return bits == (1ULL << 63) ? (*m = 0, *e = 0, 1) : 0; /* -0.0 is 0 */
+	int ex = (int)((bits >> 52) & 0x7ff);
+	uint64_t fr = bits & ((1ULL << 52) - 1);
+	if (ex == 0x7ff)
+		return 0; /* inf, NaN */
+	if (ex == 0) {
+		*m = fr;
+		*e = -1074;
+	} else {
+		*m = fr | (1ULL << 52);
+		*e = ex - 1075;
+	}
+	return 1;
+}
+
+/* Bring n doubles to integers at the largest of their exponents. 0 if
+ * one of them is not a finite, non-negative value. */
+static int dbl_align(const uint64_t *bits, uint64_t *out, int n)
+{
+	uint64_t m[3];
+	int e[3], emax = -2000;
+	for (int i = 0; i < n; i++) {
+		if (!dbl_decode(bits[i], &m[i], &e[i]))
+			return 0;
+		if (m[i] && e[i] > emax)
+			emax = e[i];
+	}
+	for (int i = 0; i < n; i++) {
+		int sh = emax - e[i];
+		out[i] = !m[i] || sh >= 64 ? 0 : m[i] >> sh;
+	}
+	return 1;
+}
+
+/* Equation 1 for a page snapshot; returns the budget in ns, or ~0 when
+ * the sample cannot be used. */
+static uint64_t qos_equation(const struct stint_qos_page *s, uint64_t period)
+{
+	uint64_t in[3] = {s->value, s->threshold, s->max}, x[3];
+	int span = s->tuning == STINT_QOS_TUNE_SPAN;
+	if (!dbl_align(in, x, span ? 3 : 2))
+		return ~0ULL;
+	uint64_t v = x[0], t = x[1], mx = x[2];
+	int lower = s->flags & STINT_QOS_LOWER_IS_BETTER;
+	if (lower ? v >= t : v <= t)
+		return 0;
+	uint64_t gain = lower ? t - v : v - t, den = v + t;
+	if (span && (lower ? mx < t : mx > t))
+		den = lower ? t - mx : mx - t;
+	else if (s->tuning == STINT_QOS_TUNE_VALUE)
+		den = lower ? t : v;
+	if (!den)
+		return period;
+	uint64_t b = mul_div(gain, period, den);
+	return b > period ? period : b;
+}
+
+/* Map the page once it exists; a page that is not one is said once and
+ * left alone for the rest of the run. */
+static void qos_map(struct stint_global *g)
+{
+	if (g->qos_page || g->qos_bad)
+		return;
+	long fd = open_ro(g->qos_path);
+	if (sys_failed(fd))
+		return; /* not there yet (qos watch may start later): retry next period */
+	/* A file shorter than the page would fault on access: check first. */
+	uint64_t st[18]; /* struct stat: st_size at byte 48 */
+	long a = -1;
+	int stat_ok = !sys_failed(sys_call2(SYS_fstat, fd, (long)st));
+	if (stat_ok && st[6] == 0) {
+		sys_call1(SYS_close, fd); /* just created: retry next period */
+		return;
+	}
+	if (stat_ok && st[6] >= STINT_QOS_PAGE_SIZE)
+		a = sys_mmap(0, STINT_QOS_PAGE_SIZE, S_PROT_READ, S_MAP_SHARED, (int)fd, 0);
+	sys_call1(SYS_close, fd);
+	const struct stint_qos_page *pg = (const void *)a;
+	if (!sys_failed(a) && pg->magic == 0) {
+		sys_call2(SYS_munmap, a, STINT_QOS_PAGE_SIZE); /* still being created: retry */
+		return;
+	}
+	if (sys_failed(a) || pg->magic != STINT_QOS_MAGIC || pg->version != STINT_QOS_VERSION) {
+		if (!sys_failed(a))
+			sys_call2(SYS_munmap, a, STINT_QOS_PAGE_SIZE);
+		g->qos_bad = 1;
+		say_line("STINT_QOS does not name a QoS page of this version; using the default budget");
+		return;
+	}
+	g->qos_page = (uint64_t)a;
+}
+
+/* Decide the next period's budget (at now_mono) from the page. */
+static void qos_next(struct stint_global *g, uint64_t now_mono)
+{
+	qos_map(g);
+	g->budget_ns = g->qos_default_ns;
+	g->qos_value = QOS_NAN;
+	g->qos_threshold = QOS_NAN;
+	const struct stint_qos_page *pg = (const void *)g->qos_page;
+	if (!pg)
+		return;
+	struct stint_qos_page s;
+	for (int tries = 0;; tries++) {
+		uint64_t q0 = __atomic_load_n(&pg->seq, __ATOMIC_ACQUIRE);
+		s_memcpy(&s, (const void *)pg, sizeof s);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!(q0 & 1) && __atomic_load_n(&pg->seq, __ATOMIC_RELAXED) == q0)
+			break;
+		if (tries == 100)
+			return; /* the writer is stuck mid-sample: default */
+	}
+	g->qos_threshold = s.threshold;
+	uint64_t age_max = 2 * s.interval_ns + g->period_ns;
+	if (s.state != STINT_QOS_RUNNING || !s.sample_mono_ns || s.sample_mono_ns > now_mono + 1000000 ||
+	    now_mono - s.sample_mono_ns > age_max)
+		return; /* no fresh sample: default */
+	uint64_t b = qos_equation(&s, g->period_ns);
+	if (b == ~0ULL)
+		return;
+	g->qos_value = s.value;
+	g->budget_ns = b;
+}
+
+/* At the start of a period: a zero budget keeps the gates closed for the
+ * whole period; otherwise open them if the last period closed them. */
+static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint64_t now_tsc)
+{
+	if (!g->budget_ns) {
+		g->closed_at_tsc = now_tsc;
+		__atomic_store_n(&g->gate_closed, 1, __ATOMIC_RELEASE);
+		if (!was_closed)
+			gates_set(g, STINT_GATE_CLOSED);
+	} else if (was_closed) {
+		__atomic_store_n(&g->gate_closed, 0, __ATOMIC_RELEASE);
+		gates_set(g, STINT_GATE_OPEN);
+	}
+}
+
 /* End the current period at (now_tsc, now_mono) and start the next. */
 static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_mono)
 {
@@ -280,15 +460,16 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	emit_record(STINT_K_PERIOD, g->period_mono0, g->period_idx, granted, tsc_to_ns(g, used));
 	emit_record(STINT_K_PERIOD_STATS, g->period_mono0, recorded, suppressed,
 		    (int64_t)enabled_tsc > 0 ? tsc_to_ns(g, enabled_tsc) : 0);
+	if (g->qos_on) {
+		emit_record(STINT_K_PERIOD_QOS, g->period_mono0, g->qos_value, g->qos_threshold, granted);
+		qos_next(g, now_mono);
+	}
 	g->period_idx++;
 	g->period_tsc0 = now_tsc;
 	g->period_mono0 = now_mono;
 	g->period_events0 = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->budget_tsc, ns_to_tsc(g, g->budget_ns), __ATOMIC_RELAXED);
-	if (closed) {
-		__atomic_store_n(&g->gate_closed, 0, __ATOMIC_RELEASE);
-		gates_set(g, STINT_GATE_OPEN);
-	}
+	budget_gates_start(g, closed, now_tsc);
 }
 
 /* Cost of reaching stint_record and coming back, in TSC ticks: the median
@@ -377,6 +558,14 @@ static void periods_start(struct stint_global *g)
 	__atomic_store_n(&g->used_tsc, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->suppressed, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->gate_closed, 0, __ATOMIC_RELAXED);
+	if (g->qos_on) {
+		/* a forked child starts over from the default, like its parent did */
+		g->budget_ns = g->qos_default_ns;
+		g->qos_value = g->qos_threshold = QOS_NAN;
+		__atomic_store_n(&g->budget_tsc, ns_to_tsc(g, g->budget_ns), __ATOMIC_RELAXED);
+	}
+	if (g->budget_on)
+		budget_gates_start(g, 0, g->period_tsc0);
 	long st = sys_mmap(0, TIMER_STACK, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
 	if (sys_failed(st)) {
 		say_line("cannot map the period thread's stack; running without a budget");

@@ -336,6 +336,13 @@ struct stint_global {
 	uint64_t closed_at_tsc;
 	uint64_t period_idx, period_tsc0, period_mono0, period_events0;
 	uint64_t cal_tsc, cal_mono;  /* calibration anchor */
+	/* QoS controller (budget.c) */
+	uint32_t qos_on;             /* STINT_QOS names a QoS page */
+	uint32_t qos_bad;            /* the page was rejected (said once) */
+	uint64_t qos_page;           /* the mapped page, 0 until the file exists */
+	uint64_t qos_default_ns;     /* the budget without a fresh sample */
+	uint64_t qos_value, qos_threshold; /* double bits behind this period's budget (NaN: none) */
+	char qos_path[256];
 	/* redundancy log (redlog.c) */
 	uint32_t log_policy, log_lock, log_warned, pad5;
 	uint64_t logset, logset_slots, logset_n; /* entries read from the log */
@@ -721,6 +728,10 @@ static void write_run(struct stint_global *g)
 		sb_putu(&b, g->budget_ns);
 		sb_puts(&b, ",\"period_ns\":");
 		sb_putu(&b, g->period_ns);
+	}
+	if (g->qos_on) {
+		sb_puts(&b, ",\"qos\":");
+		sb_putjs(&b, g->qos_path);
 	}
 	if (g->log_on) {
 		sb_puts(&b, ",\"log\":");
