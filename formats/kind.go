@@ -42,10 +42,17 @@ const (
 	// src = metric value and dst = threshold (float64 bits),
 	// value = budget computed by the controller (ns).
 	KindPeriodQoS Kind = 34
-	// time = end (CLOCK_MONOTONIC ns), src = exit status or 128+signal,
-	// value = run time (ns since mono_start_ns).
+	// time = end (CLOCK_MONOTONIC ns), src = exit status or
+	// RunEndStatusUnknown, value = run time (ns since mono_start_ns).
+	// The runtime writes it when the executable's finaliser runs (exit
+	// or return from main), after the last, partial period's rows; a
+	// process killed by a signal or leaving through _exit has none.
 	KindRunEnd Kind = 35
 )
+
+// RunEndStatusUnknown is a KindRunEnd row's src when the runtime did not
+// see the exit status (exit passes it to no finaliser).
+const RunEndStatusUnknown = 0xFFFFFFFF
 
 // IsRecord reports whether k is one of the record kinds (not an event):
 // a period record, the run end, or a refusal.

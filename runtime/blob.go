@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "3391ba065f69682076bad4f5ba8c18a280956ff6d97ea669303acf240a358103"
+const BlobSHA256 = "1bc627880a9ef09d28be7c43cccd995706d91d3c6239521285a045d9b4d54f2a"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

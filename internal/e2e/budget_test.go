@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/internal/fixtures"
@@ -216,5 +217,70 @@ func TestBudgetForkedChild(t *testing.T) {
 		if len(ps) > 0 && ps[0].idx != 0 {
 			t.Errorf("pid %d: first period has index %d", tr.Run.PID, ps[0].idx)
 		}
+	}
+}
+
+// TestRunEnd: a process that leaves through exit writes one run-end row
+// (its run time, the status unknown) after the rows of its last, partial
+// period, with or without a budget, and so does a forked child in its
+// own trace. The run time lies within the wall time the test measured.
+func TestRunEnd(t *testing.T) {
+	bin := buildSpin(t)
+	for _, tc := range []struct {
+		name   string
+		opts   rewrite.Options
+		args   []string
+		traces int
+	}{
+		{"no budget", rewrite.Options{}, []string{"50"}, 1},
+		{"budget", rewrite.Options{Budget: "10%", Period: "10ms"}, []string{"400"}, 1},
+		{"fork", rewrite.Options{Budget: "10%", Period: "10ms"}, []string{"400", "fork"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out, _ := rewritten(t, bin, dir, tc.opts)
+			traces := filepath.Join(dir, "traces")
+			began := time.Now()
+			_, rErr, code, err := fixtures.Run(out, tc.args, traceEnv(traces))
+			wall := time.Since(began)
+			if err != nil || code != 0 {
+				t.Fatalf("exit %d, %v, stderr %q", code, err, rErr)
+			}
+			trs := readTraces(t, traces)
+			if len(trs) != tc.traces {
+				t.Fatalf("%d traces, want %d", len(trs), tc.traces)
+			}
+			for _, tr := range trs {
+				var ends []formats.Event
+				var beforeEnd []formats.Kind // kinds of the two rows before the run end
+				for i, e := range tr.Events {
+					if e.Kind == formats.KindRunEnd {
+						ends = append(ends, e)
+						if i >= 2 {
+							beforeEnd = []formats.Kind{tr.Events[i-2].Kind, tr.Events[i-1].Kind}
+						}
+					}
+				}
+				if len(ends) != 1 {
+					t.Fatalf("pid %d: %d run-end rows, want 1", tr.Run.PID, len(ends))
+				}
+				e := ends[0]
+				if e.Src != formats.RunEndStatusUnknown {
+					t.Errorf("run-end status %#x, want unknown", e.Src)
+				}
+				if e.Value == 0 || e.Value > uint64(wall) || e.Time != tr.Run.MonoStartNS+e.Value {
+					t.Errorf("run-end: time %d, run time %d ns (start %d, wall %v)", e.Time, e.Value, tr.Run.MonoStartNS, wall)
+				}
+				if tc.opts.Budget != "" {
+					// The exit path writes the last, partial period
+					// right before the run end (the fixture has one
+					// thread at exit, and the period thread is locked
+					// out meanwhile).
+					if len(beforeEnd) != 2 || beforeEnd[0] != formats.KindPeriod || beforeEnd[1] != formats.KindPeriodStats {
+						t.Errorf("rows before the run end: %v, want the partial period's period and period-stats rows", beforeEnd)
+					}
+				}
+			}
+		})
 	}
 }

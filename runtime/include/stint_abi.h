@@ -47,7 +47,8 @@
 #define STINT_K_PERIOD        32 /* src = period index, dst = granted ns, value = used ns */
 #define STINT_K_PERIOD_STATS  33 /* src = events recorded, dst = suppressed, value = enabled ns */
 #define STINT_K_PERIOD_QOS    34 /* src = metric, dst = threshold (double bits), value = computed ns */
-#define STINT_K_RUN_END       35 /* time = end, src = exit status / 128+sig, value = run ns */
+#define STINT_K_RUN_END       35 /* time = end, src = exit status or STINT_RUN_END_UNKNOWN, value = run ns */
+#define STINT_RUN_END_UNKNOWN 0xffffffffu /* run-end src: exit status not seen (exit through DT_FINI) */
 /* STINT_K_REFUSED + event kind: the log refused the event (once per run) */
 #define STINT_REFUSED_BASE    64
 

@@ -529,16 +529,50 @@ static void period_main(void)
 	for (;;) {
 		uint64_t next = g->period_mono0 + (g->period_ns ? g->period_ns : 1000000000ULL);
 		sleep_until(next);
+		if (!lock_bounded(&g->period_lock))
+			continue;
+		if (__atomic_load_n(&g->run_ended, __ATOMIC_ACQUIRE)) {
+			unlock(&g->period_lock);
+			continue; /* the program is leaving: the exit path wrote the last period */
+		}
 		uint64_t nt = rdtsc(), nm = now_ns(S_CLOCK_MONOTONIC);
 		if (g->budget_on)
 			period_roll(g, nt, nm);
 		else
 			g->period_mono0 = nm;
+		unlock(&g->period_lock);
 		if (g->log_on && nm - last_save >= 1000000000ULL) {
 			log_save(g);
 			last_save = nm;
 		}
 	}
+}
+
+/*
+ * The program is leaving through exit (the executable's DT_FINI or the
+ * static exit hook): write the last, partial period's rows, so the
+ * periods cover the whole run, and one KindRunEnd row: time = now,
+ * value = run time. exit() does not pass its status to destructors, so
+ * src is STINT_RUN_END_UNKNOWN. Once per process (a forked child has its
+ * own run).
+ */
+static void run_end(struct stint_global *g)
+{
+	if (__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1)
+		fork_child_reopen(g); /* a child that never reached a probe: its own trace */
+	int locked = lock_bounded(&g->period_lock); /* else a period thread is stuck: write the end anyway */
+	if (__atomic_load_n(&g->run_ended, __ATOMIC_ACQUIRE) || !__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)) {
+		if (locked)
+			unlock(&g->period_lock);
+		return;
+	}
+	uint64_t nt = rdtsc(), nm = now_ns(S_CLOCK_MONOTONIC);
+	if (locked && g->budget_on && g->period_thread)
+		period_roll(g, nt, nm);
+	emit_record(STINT_K_RUN_END, nm, STINT_RUN_END_UNKNOWN, 0, nm > g->mono_start_ns ? nm - g->mono_start_ns : 0);
+	__atomic_store_n(&g->run_ended, 1, __ATOMIC_RELEASE);
+	if (locked)
+		unlock(&g->period_lock);
 }
 
 /*
@@ -582,5 +616,8 @@ static void periods_start(struct stint_global *g)
 		sys_call2(SYS_munmap, st, (long)TIMER_STACK);
 		say_line("cannot start the period thread; running without a budget");
 		g->budget_on = 0; /* no periods: record without a budget rather than stop for good */
+		g->period_thread = 0;
+		return;
 	}
+	g->period_thread = 1;
 }

@@ -337,6 +337,10 @@ struct stint_global {
 	uint64_t period_idx, period_tsc0, period_mono0, period_events0;
 	uint64_t cal_tsc, cal_mono;  /* calibration anchor */
 	/* QoS controller (budget.c) */
+	uint32_t period_lock;        /* period_roll runs under it (period thread, exit) */
+	uint32_t run_ended;          /* the run-end row is written */
+	uint32_t period_thread;      /* this process's period thread runs */
+	uint32_t pad7;
 	uint32_t qos_on;             /* STINT_QOS names a QoS page */
 	uint32_t qos_bad;            /* the page was rejected (said once) */
 	uint64_t qos_page;           /* the mapped page, 0 until the file exists */
@@ -1194,6 +1198,9 @@ static void fork_child_reopen(struct stint_global *g)
 	 * gone. */
 	__atomic_store_n(&g->init_lock, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&g->scratch_lock, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->period_lock, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->run_ended, 0, __ATOMIC_RELEASE);
+	g->period_thread = 0;
 	int was = (int)__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&g->recording, 0, __ATOMIC_RELEASE);
 	if (g->map)
@@ -1930,6 +1937,8 @@ STINT_API uint64_t stint_fini(const uint8_t *blob)
 {
 	struct stint_module *m = module_of_blob(blob);
 	if (__atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE) & RS_ACTIVE) {
+		if (m->flags & STINT_MF_EXEC)
+			run_end(G());
 		log_save(G());
 		flush(G());
 	}
