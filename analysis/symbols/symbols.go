@@ -10,6 +10,11 @@
 // is looked up as /usr/lib/debug/.build-id/xx/yyyy….debug (the first
 // byte of the build-id, then the rest, in hex).
 //
+// [Table.Lines] and [Table.LineAt] give file and line from the DWARF
+// line tables (of the file, or of its separate debug file), parsed on
+// first use. [Resolver.Image] returns a module's original code bytes,
+// with the bytes of a stint rewrite's patches put back, for decoders.
+//
 // Hostile files: debug/elf and debug/dwarf return errors for malformed
 // input; a module whose file cannot be read is reported by [Resolver.Table]
 // and its addresses stay unnamed.
@@ -42,6 +47,7 @@ type Func struct {
 type Table struct {
 	Funcs  []Func
 	Source string // what named them, e.g. "/usr/bin/gzip: symtab+dwarf"
+	lines  *lazyLines
 }
 
 // Lookup returns the function containing addr, or nil.
@@ -87,15 +93,17 @@ func Load(path string) (*Table, error) {
 			srcs = append(srcs, get.name)
 		}
 	}
+	var ll *lazyLines
 	if d, err := f.DWARF(); err == nil {
 		if n := addDWARF(d, byStart); n > 0 {
 			srcs = append(srcs, "dwarf")
 		}
+		ll = &lazyLines{d: d}
 	}
 	if len(byStart) == 0 {
 		return nil, fmt.Errorf("%s: %w", path, ErrNoSymbols)
 	}
-	t := &Table{Source: path + ": "}
+	t := &Table{Source: path + ": ", lines: ll}
 	for i, s := range srcs {
 		if i > 0 {
 			t.Source += "+"
@@ -174,16 +182,23 @@ func BuildID(path string) (string, error) {
 	return "", nil
 }
 
-// Resolver finds and caches the symbol tables of modules.
+// Resolver finds and caches the symbol tables and code images of
+// modules. It is not safe for concurrent use.
 type Resolver struct {
 	// DebugDir is where separate debug files are looked up by build-id
 	// (default /usr/lib/debug/.build-id).
 	DebugDir string
 	cache    map[string]*entry
+	images   map[string]*imageEntry
 }
 
 type entry struct {
 	t   *Table
+	err error
+}
+
+type imageEntry struct {
+	im  *Image
 	err error
 }
 
@@ -195,9 +210,14 @@ func NewResolver() *Resolver {
 // Table returns the functions of the module with the given build-id and
 // path: from the file at path if its build-id matches (or either is
 // unknown), else, or if that file has no symbols, from its separate
-// debug file. The error says why a module has no names (file missing,
-// different build-id, stripped).
+// debug file. When the file at path has symbols but no DWARF and a
+// separate debug file exists, the debug file's table (with its line
+// table) is returned instead. The error says why a module has no names
+// (file missing, different build-id, stripped).
 func (r *Resolver) Table(buildID, path string) (*Table, error) {
+	if r.cache == nil {
+		r.cache = map[string]*entry{}
+	}
 	key := buildID + "\x00" + path
 	if e, ok := r.cache[key]; ok {
 		return e.t, e.err
@@ -207,35 +227,81 @@ func (r *Resolver) Table(buildID, path string) (*Table, error) {
 	return t, err
 }
 
+// matches reports whether the file at path is the module with the given
+// build-id (or either build-id is unknown).
+func matches(buildID, path string) error {
+	id, err := BuildID(path)
+	switch {
+	case err != nil:
+		return err
+	case id != "" && buildID != "" && id != buildID:
+		return fmt.Errorf("%s: build-id %s, the trace's module has %s", path, id, buildID)
+	}
+	return nil
+}
+
+// debugFile returns the path of the separate debug file for buildID, or
+// "" if there is none.
+func (r *Resolver) debugFile(buildID string) string {
+	if len(buildID) <= 2 || r.DebugDir == "" {
+		return ""
+	}
+	dbg := filepath.Join(r.DebugDir, buildID[:2], buildID[2:]+".debug")
+	if _, err := os.Stat(dbg); err != nil {
+		return ""
+	}
+	return dbg
+}
+
 func (r *Resolver) load(buildID, path string) (*Table, error) {
 	var errs []error
+	var fromPath *Table
 	if path != "" {
-		id, err := BuildID(path)
-		switch {
-		case err != nil:
+		if err := matches(buildID, path); err != nil {
 			errs = append(errs, err)
-		case id != "" && buildID != "" && id != buildID:
-			errs = append(errs, fmt.Errorf("%s: build-id %s, the trace's module has %s", path, id, buildID))
-		default:
+		} else {
 			t, err := Load(path)
-			if err == nil {
+			if err == nil && t.lines != nil {
 				return t, nil
 			}
-			errs = append(errs, err)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			fromPath = t
 		}
 	}
-	if len(buildID) > 2 && r.DebugDir != "" {
-		dbg := filepath.Join(r.DebugDir, buildID[:2], buildID[2:]+".debug")
-		if _, err := os.Stat(dbg); err == nil {
-			t, err := Load(dbg)
-			if err == nil {
-				return t, nil
-			}
-			errs = append(errs, err)
+	if dbg := r.debugFile(buildID); dbg != "" {
+		t, err := Load(dbg)
+		if err == nil {
+			return t, nil
 		}
+		errs = append(errs, err)
+	}
+	if fromPath != nil {
+		return fromPath, nil
 	}
 	if len(errs) == 0 {
 		return nil, fmt.Errorf("no file for module %q (build-id %q)", path, buildID)
 	}
 	return nil, errors.Join(errs...)
+}
+
+// Image returns the original code of the module with the given build-id
+// and path (see [Image]), read from the file at path if its build-id
+// matches. A separate debug file holds no code, so there is no fallback.
+func (r *Resolver) Image(buildID, path string) (*Image, error) {
+	if r.images == nil {
+		r.images = map[string]*imageEntry{}
+	}
+	key := buildID + "\x00" + path
+	if e, ok := r.images[key]; ok {
+		return e.im, e.err
+	}
+	var im *Image
+	err := matches(buildID, path)
+	if err == nil {
+		im, err = LoadImage(path)
+	}
+	r.images[key] = &imageEntry{im, err}
+	return im, err
 }

@@ -88,3 +88,156 @@ func TestResolver(t *testing.T) {
 		t.Errorf("Table by build-id only: %v", err)
 	}
 }
+
+func TestLines(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		args      []string
+		wantLines bool
+	}{{"dwarf", []string{"-g"}, true}, {"symtab only", nil, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := build(t, tt.args...)
+			tab, err := Load(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var alpha *Func
+			for i := range tab.Funcs {
+				if tab.Funcs[i].Name == "alpha" {
+					alpha = &tab.Funcs[i]
+				}
+			}
+			if alpha == nil {
+				t.Fatal("no alpha")
+			}
+			file, line, ok := tab.LineAt(alpha.Start)
+			if ok != tt.wantLines {
+				t.Fatalf("LineAt(alpha) ok = %v, want %v (%s:%d)", ok, tt.wantLines, file, line)
+			}
+			if !ok {
+				return
+			}
+			if have, want := filepath.Base(file), "p.c"; have != want || line != 1 {
+				t.Errorf("LineAt(alpha) = %s:%d, want %s:1", file, line, want)
+			}
+			if !filepath.IsAbs(file) {
+				t.Errorf("LineAt(alpha) file %q is not absolute", file)
+			}
+			ls, err := tab.Lines()
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[uint32]bool{}
+			for i, r := range ls.Ranges {
+				if r.End <= r.Start || i > 0 && ls.Ranges[i-1].End > r.Start {
+					t.Fatalf("range %d %+v: empty or overlaps the one before", i, r)
+				}
+				if filepath.Base(ls.Files[r.File]) == "p.c" {
+					seen[r.Line] = true
+				}
+			}
+			if !seen[1] || !seen[2] {
+				t.Errorf("lines of p.c: %v, want 1 and 2", seen)
+			}
+			n := 0
+			ls.Overlapping(alpha.Start, alpha.End, func(r LineRange) {
+				n++
+				if r.Line != 1 {
+					t.Errorf("alpha's code has line %d, want 1", r.Line)
+				}
+			})
+			if n == 0 {
+				t.Error("Overlapping(alpha) found no range")
+			}
+		})
+	}
+}
+
+func TestImage(t *testing.T) {
+	p := build(t)
+	im, err := LoadImage(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := tab.Funcs[0]
+	for _, fn := range tab.Funcs {
+		if fn.Name == "alpha" {
+			f = fn
+		}
+	}
+	b := im.Bytes(f.Start, int(f.End-f.Start))
+	if len(b) != int(f.End-f.Start) {
+		t.Fatalf("Bytes(alpha) = %d bytes, want %d", len(b), f.End-f.Start)
+	}
+	if im.Bytes(0, 4) != nil && im.LinkBase == 0 {
+		// A PIE's first page holds the ELF header, which is not code.
+		t.Errorf("Bytes(0) of a PIE returned code")
+	}
+	if im.Restored != 0 {
+		t.Errorf("Restored = %d for a file stint did not rewrite", im.Restored)
+	}
+	if _, err := LoadImage(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("LoadImage of a missing file: no error")
+	}
+	r := NewResolver()
+	if _, err := r.Image("00112233", p); err == nil {
+		t.Error("Image with another build-id: no error")
+	}
+	if im2, err := r.Image("", p); err != nil || im2.Bytes(f.Start, 1) == nil {
+		t.Errorf("Image by path: %v", err)
+	}
+}
+
+func TestResolverDebugFileLines(t *testing.T) {
+	// The module file has symbols but no DWARF; its separate debug
+	// file (found by build-id) has both: the line table comes from it.
+	p := build(t, "-g")
+	id, err := BuildID(p)
+	if err != nil || id == "" {
+		t.Fatalf("BuildID = %q, %v", id, err)
+	}
+	if _, err := exec.LookPath("objcopy"); err != nil {
+		t.Skip("objcopy not found")
+	}
+	dbg := t.TempDir()
+	os.MkdirAll(filepath.Join(dbg, id[:2]), 0o755)
+	if b, err := exec.Command("objcopy", "--only-keep-debug", p, filepath.Join(dbg, id[:2], id[2:]+".debug")).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v\n%s", err, b)
+	}
+	if b, err := exec.Command("objcopy", "--strip-debug", p).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v\n%s", err, b)
+	}
+	if tab, err := Load(p); err != nil || tab.lines != nil {
+		t.Fatalf("stripped-debug file: %v, lines %v", err, tab.lines != nil)
+	}
+	r := NewResolver()
+	r.DebugDir = dbg
+	tab, err := r.Table(id, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range tab.Funcs {
+		if f.Name == "alpha" {
+			if _, line, ok := tab.LineAt(f.Start); !ok || line != 1 {
+				t.Errorf("LineAt(alpha) = %d, %v; want 1 from the debug file", line, ok)
+			}
+			return
+		}
+	}
+	t.Error("no alpha")
+}
+
+func TestLinesAtNil(t *testing.T) {
+	var l *Lines
+	if _, _, ok := l.At(5); ok {
+		t.Error("nil Lines: At found a line")
+	}
+	var tab *Table
+	if ls, err := tab.Lines(); ls != nil || err != nil {
+		t.Errorf("nil Table: Lines = %v, %v", ls, err)
+	}
+}
