@@ -50,7 +50,9 @@ func (e *FormatError) Unwrap() error { return e.Err }
 // do not survive JavaScript readers.
 type hex uint64
 
-func (h hex) MarshalText() ([]byte, error) { return []byte("0x" + strconv.FormatUint(uint64(h), 16)), nil }
+func (h hex) MarshalText() ([]byte, error) {
+	return []byte("0x" + strconv.FormatUint(uint64(h), 16)), nil
+}
 
 func (h *hex) UnmarshalText(b []byte) error {
 	s := string(b)
