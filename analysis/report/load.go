@@ -1,0 +1,269 @@
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/stint-project/stint/analysis/merge"
+	"github.com/stint-project/stint/formats"
+	"github.com/stint-project/stint/internal/progress"
+)
+
+// RunData is what a report shows of one run, gathered in one pass over its
+// trace: the budget periods, the run end, the time span and event counts.
+type RunData struct {
+	File string      // the trace file (a plain trace or a merged trace)
+	Run  int         // index of the run in File
+	Info formats.Run // the run's metadata
+	// Merged: File is a merged trace (Label then names the run).
+	Merged bool
+
+	Periods []formats.Period // budget periods, by start time
+
+	HasEnd    bool   // a KindRunEnd row was found
+	EndStatus uint64 // its exit status (formats.RunEndStatusUnknown: not seen)
+	EndNS     uint64 // its run time, ns
+
+	Rows     int64          // rows of any kind
+	Events   int64          // event rows (not records, not refusals)
+	Refused  int64          // refusal rows
+	Kinds    [256]int64     // rows per kind
+	Distinct int            // distinct events of this run
+	FirstNS  uint64         // time of the first row (0: no rows)
+	LastNS   uint64         // time of the last row
+	End      formats.End    // how the file ended (same for every run of a file)
+	Warning  string         // the file was cut short, etc.
+	modules  []moduleKey    // global module of each local module id (see loader)
+	distinct map[evKey]bool // this run's distinct events (nil once merged)
+}
+
+// Label names the run for people: the file's base name, with "#k" for a
+// run of a merged trace.
+func (r *RunData) Label() string {
+	name := filepath.Base(r.File)
+	if r.Merged {
+		name = fmt.Sprintf("%s#%d", name, r.Run)
+	}
+	return name
+}
+
+// TimeNS returns the run's time and where it came from: the run-end
+// record's run time when there is one (fromEnd true), else the span from
+// the run's start (mono_start_ns) to its last row, or, without a start
+// time, from its first to its last row.
+func (r *RunData) TimeNS() (ns uint64, fromEnd bool) {
+	if r.HasEnd && r.EndNS > 0 {
+		return r.EndNS, true
+	}
+	if r.Rows == 0 {
+		return 0, false
+	}
+	if s := r.Info.MonoStartNS; s != 0 && s <= r.FirstNS {
+		return r.LastNS - s, false
+	}
+	return r.LastNS - r.FirstNS, false
+}
+
+// Overshoots returns the periods that used more than their grant.
+func (r *RunData) Overshoots() []formats.Period {
+	var out []formats.Period
+	for _, p := range r.Periods {
+		if p.HasBudget && p.Overshoot > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// HasQoS reports whether any period carries a QoS row.
+func (r *RunData) HasQoS() bool {
+	for _, p := range r.Periods {
+		if p.HasQoS {
+			return true
+		}
+	}
+	return false
+}
+
+// moduleKey identifies a module across traces: its build-id, else its path
+// (as analysis/cov does).
+type moduleKey string
+
+func keyOf(m formats.Module) moduleKey {
+	if m.BuildID != "" {
+		return moduleKey("b:" + m.BuildID)
+	}
+	return moduleKey("p:" + m.Path)
+}
+
+// evKey is a distinct event: kind, source and destination with their
+// modules (global indexes); syscalls use the number as destination.
+type evKey struct {
+	kind           uint8
+	srcMod, dstMod int32
+	src, dst       uint64
+}
+
+// Loader reads traces into [RunData] and keeps the distinct events of
+// every run it has read, so that cumulative counts over runs can be
+// computed without a full run ([Loader.Cumulative]).
+type Loader struct {
+	Progress *progress.Bar // may be nil
+
+	mods  map[moduleKey]int32
+	union map[evKey]int // event -> index of the first loaded run that had it
+	runs  int
+	// newPerRun[i]: events first seen in loaded run i
+	newPerRun []int
+}
+
+// NewLoader returns an empty loader.
+func NewLoader() *Loader {
+	return &Loader{mods: map[moduleKey]int32{}, union: map[evKey]int{}}
+}
+
+// LoadFiles reads every file in order (see [Loader.Load]); the progress
+// bar, if any, counts bytes over all of them.
+func (l *Loader) LoadFiles(ctx context.Context, files []string) ([]*RunData, error) {
+	var total int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			total += st.Size()
+		}
+	}
+	l.Progress.SetTotal(total)
+	var out []*RunData
+	var done int64
+	for _, f := range files {
+		l.Progress.SetLabel("reading " + filepath.Base(f))
+		runs, size, err := l.load(ctx, f, done)
+		if err != nil {
+			return nil, err
+		}
+		done += size
+		l.Progress.Set(done)
+		out = append(out, runs...)
+	}
+	return out, nil
+}
+
+// Load reads one trace file or merged trace and returns its runs. A file
+// cut short is read up to its last complete batch and its runs carry a
+// Warning; any other damage is an error.
+func (l *Loader) Load(ctx context.Context, file string) ([]*RunData, error) {
+	runs, _, err := l.load(ctx, file, 0)
+	return runs, err
+}
+
+func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData, int64, error) {
+	r, err := merge.Open(file)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer r.Close()
+	infos := r.Runs()
+	runs := make([]*RunData, len(infos))
+	builders := make([]formats.PeriodBuilder, len(infos))
+	for i, ri := range infos {
+		runs[i] = &RunData{File: file, Run: i, Info: ri.Info, EndStatus: formats.RunEndStatusUnknown, distinct: map[evKey]bool{}}
+	}
+	gm := make([]int32, 1<<16)
+	for i := range gm {
+		gm[i] = -1
+	}
+	for _, m := range r.Modules() {
+		k := keyOf(m)
+		g, ok := l.mods[k]
+		if !ok {
+			g = int32(len(l.mods))
+			l.mods[k] = g
+		}
+		gm[m.ID] = g
+	}
+	for r.Next() {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		b := r.Batch()
+		for i, k := range b.Kind {
+			run := b.RunOf(i)
+			if run >= len(runs) {
+				return nil, 0, fmt.Errorf("%s: row of run %d, the file lists %d runs", file, run, len(runs))
+			}
+			rd := runs[run]
+			t := b.Time[i]
+			if rd.Rows == 0 || t < rd.FirstNS {
+				rd.FirstNS = t
+			}
+			rd.LastNS = max(rd.LastNS, t)
+			rd.Rows++
+			rd.Kinds[k]++
+			kind := formats.Kind(k)
+			switch {
+			case kind.Valid():
+				rd.Events++
+				dst := b.Dst[i]
+				if kind == formats.KindSyscall {
+					dst = b.Value[i]
+				}
+				rd.distinct[evKey{k, gm[b.SrcModule[i]], gm[b.DstModule[i]], b.Src[i], dst}] = true
+			case kind == formats.KindRunEnd:
+				rd.HasEnd, rd.EndStatus, rd.EndNS = true, b.Src[i], b.Value[i]
+			case kind >= formats.KindPeriod && kind <= formats.KindPeriodQoS:
+				builders[run].Add(b.Event(i))
+			default:
+				if _, ok := kind.Refused(); ok {
+					rd.Refused++
+				}
+			}
+		}
+		l.Progress.Set(done + r.Offset())
+	}
+	warning := ""
+	if err := r.Err(); err != nil {
+		if !errors.Is(err, formats.ErrTruncated) {
+			return nil, 0, fmt.Errorf("%s: %w", file, err)
+		}
+		warning = fmt.Sprintf("%s was cut short (%v): shown up to its last complete batch", filepath.Base(file), err)
+	}
+	for i, rd := range runs {
+		rd.Periods = builders[i].Periods()
+		rd.End = r.End()
+		rd.Warning = warning
+		rd.Distinct = len(rd.distinct)
+		n := 0
+		for k := range rd.distinct {
+			if _, ok := l.union[k]; !ok {
+				l.union[k] = l.runs
+				n++
+			}
+		}
+		l.newPerRun = append(l.newPerRun, n)
+		l.runs++
+		rd.distinct = nil
+	}
+	for _, rd := range runs {
+		rd.Merged = r.Merged()
+	}
+	return runs, r.Size(), nil
+}
+
+// Cumulative returns, for every run loaded so far (in load order), the
+// number of distinct events seen in it and the runs before it, and the
+// size of the union of all runs.
+func (l *Loader) Cumulative() (cum []int, union int) {
+	n := 0
+	for _, v := range l.newPerRun {
+		n += v
+		cum = append(cum, n)
+	}
+	return cum, len(l.union)
+}
+
+func newBytesBar(w io.Writer) *progress.Bar {
+	return progress.New(w, "reading traces", progress.Bytes())
+}
