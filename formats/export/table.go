@@ -1,0 +1,165 @@
+package export
+
+import (
+	"context"
+	"encoding/csv"
+	"io"
+	"strconv"
+
+	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/apache/arrow/go/v15/parquet"
+	"github.com/apache/arrow/go/v15/parquet/compress"
+	"github.com/apache/arrow/go/v15/parquet/pqarrow"
+	"github.com/stint-project/stint/formats"
+)
+
+// CSVHeader is the header row of csv output.
+var CSVHeader = []string{"run", "kind", "tid", "time", "src", "src_func", "src_line", "dst", "dst_func", "dst_line", "value"}
+
+// writeCSV writes one row per trace row, in order: the run index, the
+// kind's name, tid, time, then src and dst as module+0xoffset (0xaddr
+// for an address in no module) with the function and file:line there,
+// and value. A record row (period, run end) has its kind's name and its
+// src, dst and value as decimal numbers; a syscall's dst is empty.
+func (e *exporter) writeCSV(ctx context.Context, w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	row := make([]string, len(CSVHeader))
+	var werr error
+	err := e.each(ctx, func(b *Batch, i int) {
+		if werr != nil {
+			return
+		}
+		k := formats.Kind(b.Kind[i])
+		row[0] = strconv.Itoa(int(b.run(i)))
+		row[1] = k.String()
+		row[2] = strconv.FormatUint(uint64(b.TID[i]), 10)
+		row[3] = strconv.FormatUint(b.Time[i], 10)
+		row[10] = strconv.FormatUint(b.Value[i], 10)
+		ek, ok := eventKind(b.Kind[i])
+		if !ok {
+			e.stats.Records++
+			row[4], row[5], row[6] = strconv.FormatUint(b.Src[i], 10), "", ""
+			row[7], row[8], row[9] = strconv.FormatUint(b.Dst[i], 10), "", ""
+		} else {
+			e.stats.Events++
+			row[4], row[5], row[6] = e.where(b.SrcModule[i], b.Src[i])
+			if ek == formats.KindSyscall {
+				row[7], row[8], row[9] = "", "", ""
+			} else {
+				row[7], row[8], row[9] = e.where(b.DstModule[i], b.Dst[i])
+			}
+		}
+		werr = cw.Write(row)
+	})
+	if werr != nil {
+		return werr
+	}
+	if err != nil {
+		return err
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// where returns module+0xoffset, the function and file:line of an
+// address ("" for what is unknown).
+func (e *exporter) where(mod uint16, a uint64) (place, fn, line string) {
+	place = e.place(mod, a)
+	if e.module(mod) == nil {
+		e.stats.NoModule++
+		return place, "", ""
+	}
+	s := e.symbols(mod)
+	fn = e.funcName(mod, a)
+	if file, l := s.Line(a); file != "" {
+		line = file + ":" + strconv.Itoa(l)
+	}
+	return place, fn, line
+}
+
+// ParquetSchema returns the schema of parquet output: the trace's
+// columns (kind, tid, time, src_module, src, dst_module, dst, value, as
+// in a trace file), the run index, and the names of the functions at src
+// and dst ("" when unknown) and the kind's name.
+func ParquetSchema() *arrow.Schema {
+	fs := append([]arrow.Field(nil), formats.Schema().Fields()...)
+	fs = append(fs,
+		arrow.Field{Name: "run", Type: arrow.PrimitiveTypes.Uint16},
+		arrow.Field{Name: "kind_name", Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: "src_func", Type: arrow.BinaryTypes.String},
+		arrow.Field{Name: "dst_func", Type: arrow.BinaryTypes.String},
+	)
+	md := arrow.NewMetadata([]string{"stint.export"}, []string{"trace"})
+	return arrow.NewSchema(fs, &md)
+}
+
+// nopCloser hides the destination's Close from the parquet writer,
+// which closes its sink.
+type nopCloser struct{ w io.Writer }
+
+func (n nopCloser) Write(p []byte) (int, error) { return n.w.Write(p) }
+
+// writeParquet writes the rows as Parquet (snappy, dictionary-encoded
+// strings), one row group per million rows.
+func (e *exporter) writeParquet(ctx context.Context, w io.Writer) error {
+	schema := ParquetSchema()
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDictionaryDefault(true))
+	fw, err := pqarrow.NewFileWriter(schema, nopCloser{w}, props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		return err
+	}
+	bld := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer bld.Release()
+	f := bld.Fields()
+	var werr error
+	flush := func() {
+		if werr != nil || f[0].Len() == 0 {
+			return
+		}
+		rec := bld.NewRecord()
+		werr = fw.Write(rec)
+		rec.Release()
+	}
+	const groupRows = 1 << 20
+	err = e.each(ctx, func(b *Batch, i int) {
+		k := formats.Kind(b.Kind[i])
+		f[formats.ColKind].(*array.Uint8Builder).Append(b.Kind[i])
+		f[formats.ColTID].(*array.Uint32Builder).Append(b.TID[i])
+		f[formats.ColTime].(*array.Uint64Builder).Append(b.Time[i])
+		f[formats.ColSrcModule].(*array.Uint16Builder).Append(b.SrcModule[i])
+		f[formats.ColSrc].(*array.Uint64Builder).Append(b.Src[i])
+		f[formats.ColDstModule].(*array.Uint16Builder).Append(b.DstModule[i])
+		f[formats.ColDst].(*array.Uint64Builder).Append(b.Dst[i])
+		f[formats.ColValue].(*array.Uint64Builder).Append(b.Value[i])
+		f[formats.NumCols].(*array.Uint16Builder).Append(b.run(i))
+		f[formats.NumCols+1].(*array.StringBuilder).Append(k.String())
+		sf, df := "", ""
+		if ek, ok := eventKind(b.Kind[i]); ok {
+			e.stats.Events++
+			sf = e.funcName(b.SrcModule[i], b.Src[i])
+			if ek != formats.KindSyscall {
+				df = e.funcName(b.DstModule[i], b.Dst[i])
+			}
+		} else {
+			e.stats.Records++
+		}
+		f[formats.NumCols+2].(*array.StringBuilder).Append(sf)
+		f[formats.NumCols+3].(*array.StringBuilder).Append(df)
+		if f[0].Len() >= groupRows {
+			flush()
+		}
+	})
+	flush()
+	if err == nil {
+		err = werr
+	}
+	if cerr := fw.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
