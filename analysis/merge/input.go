@@ -9,9 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
 	"github.com/apache/arrow/go/v15/arrow/ipc"
 	"github.com/apache/arrow/go/v15/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
@@ -84,18 +84,26 @@ func (b *Batch) Event(i int) formats.Event {
 }
 
 // Reader reads a trace file or a merged trace one batch at a time.
+//
+// Record batches are decoded without arrow-go: each message's flatbuffer
+// is checked (see checkBatch), its body read into one reused buffer, and
+// the column slices of [Batch] point straight into that buffer (on this
+// little-endian machine the Arrow values are the slices' values), so
+// reading allocates nothing per batch and copies each byte once.
 type Reader struct {
 	name    string
 	merged  bool
 	runs    []RunInfo
 	modules []formats.Module
 
-	fr *formats.Reader // plain trace
-
-	f   *os.File // merged trace
-	mr  *msgReader
-	ir  *ipc.Reader
-	rec arrow.Record
+	f         *os.File
+	ncols     int
+	off       int64 // stream offset of the next byte
+	start     int64 // stream offset of the current (or failed) message
+	remaining int64
+	nmsg      int // messages read, the schema included
+	meta      []byte
+	body      []byte
 
 	batch Batch
 	err   error
@@ -115,33 +123,46 @@ func Open(name string) (*Reader, error) {
 		f.Close()
 		return nil, err
 	}
-	r := &Reader{name: name, size: fi.Size()}
+	r := &Reader{name: name, size: fi.Size(), f: f}
 	merged, err := isMerged(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if !merged {
-		f.Close()
-		fr, err := formats.Open(name)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		r.fr = fr
-		r.modules = fr.Modules()
-		ri := RunInfo{Run: 0, File: filepath.Base(name), Info: fr.Run()}
-		for _, m := range r.modules {
-			ri.Bases = append(ri.Bases, ModuleBase{ID: m.ID, Base: m.Base})
-		}
-		r.runs = []RunInfo{ri}
-		return r, nil
+	if merged {
+		err = r.openMerged()
+	} else {
+		err = r.openPlain()
 	}
-	r.merged, r.f = true, f
-	if err := r.openMerged(); err != nil {
+	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	r.remaining = r.size - r.off
+	r.nmsg = 1
 	return r, nil
+}
+
+// openPlain reads a trace file's schema and metadata with package
+// formats, which validates them, and leaves f after the schema message.
+func (r *Reader) openPlain() error {
+	fr, err := formats.NewReader(r.f)
+	if err != nil {
+		return err
+	}
+	defer fr.Release()
+	pos, err := r.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return err
+	}
+	r.off, r.ncols = pos, formats.NumCols
+	r.modules = fr.Modules()
+	ri := RunInfo{Run: 0, File: filepath.Base(r.name), Info: fr.Run()}
+	for _, m := range r.modules {
+		ri.Bases = append(ri.Bases, ModuleBase{ID: m.ID, Base: m.Base})
+	}
+	r.runs = []RunInfo{ri}
+	return nil
 }
 
 // isMerged reads the start of a stream's schema message and reports
@@ -164,21 +185,17 @@ func isMerged(f *os.File) (bool, error) {
 }
 
 func (r *Reader) openMerged() error {
-	r.mr = &msgReader{r: r.f, remaining: r.size, refCount: 1}
-	ir, err := ipc.NewReaderFromMessageReader(r.mr, ipc.WithAllocator(memory.DefaultAllocator))
+	mr := &msgReader{r: r.f, remaining: r.size, refCount: 1}
+	ir, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
-		if r.mr.err != nil {
-			return r.mr.err
+		if mr.err != nil {
+			return mr.err
 		}
 		return &formats.FormatError{Offset: 0, Msg: "bad schema", Err: err}
 	}
-	r.ir = ir
-	if err := r.readMeta(ir.Schema()); err != nil {
-		ir.Release()
-		r.ir = nil
-		return err
-	}
-	return nil
+	defer ir.Release()
+	r.merged, r.ncols, r.off = true, NumCols, mr.off
+	return r.readMeta(ir.Schema())
 }
 
 func (r *Reader) readMeta(s *arrow.Schema) error {
@@ -300,12 +317,7 @@ func (r *Reader) Modules() []formats.Module { return r.modules }
 func (r *Reader) Size() int64 { return r.size }
 
 // Offset returns the stream offset of the current batch.
-func (r *Reader) Offset() int64 {
-	if r.fr != nil {
-		return r.fr.RecordOffset()
-	}
-	return r.mr.start
-}
+func (r *Reader) Offset() int64 { return r.start }
 
 // Next advances to the next batch; false at the end or on error (see
 // Err and End).
@@ -313,83 +325,162 @@ func (r *Reader) Next() bool {
 	if r.done {
 		return false
 	}
-	if r.fr != nil {
-		if !r.fr.Next() {
-			r.done, r.err, r.end = true, r.fr.Err(), r.fr.End()
-			return false
+	if err := r.next(); err != nil {
+		r.done, r.err = true, err
+		if r.end == formats.EndNone {
+			r.end = formats.EndError
 		}
-		if err := r.columns(r.fr.Record(), formats.NumCols); err != nil {
-			r.done, r.err, r.end = true, err, formats.EndError
-			return false
-		}
-		return true
+		return false
 	}
-	if r.rec != nil {
-		r.rec.Release()
-		r.rec = nil
-	}
-	if !r.ir.Next() {
+	if r.end != formats.EndNone {
 		r.done = true
-		switch {
-		case r.mr.err != nil:
-			r.err, r.end = r.mr.err, r.mr.end
-		case r.ir.Err() != nil:
-			r.err, r.end = &formats.FormatError{Offset: r.mr.start, Msg: "bad record batch", Err: r.ir.Err()}, formats.EndError
-		default:
-			r.end = r.mr.end
-		}
 		return false
-	}
-	r.rec = r.ir.Record()
-	r.rec.Retain()
-	if err := r.columns(r.rec, NumCols); err != nil {
-		r.done, r.err, r.end = true, err, formats.EndError
-		return false
-	}
-	for _, k := range r.batch.Run {
-		if int(k) >= len(r.runs) {
-			r.done, r.end = true, formats.EndError
-			r.err = &formats.FormatError{Offset: r.mr.start, Msg: fmt.Sprintf("run %d is not in the run list (%d runs)", k, len(r.runs))}
-			return false
-		}
 	}
 	return true
 }
 
-// columns sets r.batch from rec. Hostile buffers can make arrow-go's
-// value accessors panic: this is the trust boundary that recovers.
-func (r *Reader) columns(rec arrow.Record, ncols int) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = &formats.FormatError{Offset: r.Offset(), Msg: fmt.Sprintf("bad record batch: %v", p)}
+func (r *Reader) fail(trunc bool, format string, args ...any) error {
+	r.end = formats.EndError
+	var e error
+	if trunc {
+		r.end, e = formats.EndCut, formats.ErrTruncated
+	}
+	return &formats.FormatError{Offset: r.start, Msg: fmt.Sprintf(format, args...), Err: e}
+}
+
+// read fills p from the file.
+func (r *Reader) read(p []byte, what string) error {
+	n, err := io.ReadFull(r.f, p)
+	r.off += int64(n)
+	r.remaining -= int64(n)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return r.fail(true, "input ends inside the %s of the message at offset %d", what, r.start)
+	}
+	r.end = formats.EndError
+	return fmt.Errorf("offset %d: read: %w", r.off, err)
+}
+
+// next reads one message: a record batch (r.batch is set), or the end
+// of the stream (r.end is set), or an error. Ends as package formats
+// reads them: the end-of-stream marker, zeros where a message would
+// start (a runtime's unsealed tail), the end of the file between
+// messages, or a cut inside a message (ErrTruncated).
+func (r *Reader) next() error {
+	r.start = r.off
+	if r.remaining <= 0 {
+		r.end = formats.EndEOF
+		return nil
+	}
+	var pre [8]byte
+	if r.remaining < 4 {
+		n := int(r.remaining)
+		if err := r.read(pre[:n], "prefix"); err != nil {
+			return err
 		}
-	}()
-	if int(rec.NumCols()) != ncols {
-		return &formats.FormatError{Offset: r.Offset(), Msg: fmt.Sprintf("record batch has %d columns, want %d", rec.NumCols(), ncols)}
-	}
-	n := int(rec.NumRows())
-	b := &r.batch
-	b.Kind = rec.Column(formats.ColKind).(*array.Uint8).Uint8Values()
-	b.TID = rec.Column(formats.ColTID).(*array.Uint32).Uint32Values()
-	b.Time = rec.Column(formats.ColTime).(*array.Uint64).Uint64Values()
-	b.SrcModule = rec.Column(formats.ColSrcModule).(*array.Uint16).Uint16Values()
-	b.Src = rec.Column(formats.ColSrc).(*array.Uint64).Uint64Values()
-	b.DstModule = rec.Column(formats.ColDstModule).(*array.Uint16).Uint16Values()
-	b.Dst = rec.Column(formats.ColDst).(*array.Uint64).Uint64Values()
-	b.Value = rec.Column(formats.ColValue).(*array.Uint64).Uint64Values()
-	b.Run = nil
-	if ncols == NumCols {
-		b.Run = rec.Column(ColRun).(*array.Uint16).Uint16Values()
-	}
-	for _, l := range []int{len(b.Kind), len(b.TID), len(b.Time), len(b.SrcModule), len(b.Src), len(b.DstModule), len(b.Dst), len(b.Value)} {
-		if l != n {
-			return &formats.FormatError{Offset: r.Offset(), Msg: fmt.Sprintf("record batch column has %d values, want %d", l, n)}
+		if bytes.Count(pre[:n], []byte{0}) == n {
+			r.end = formats.EndZeros
+			return nil
 		}
+		return r.fail(true, "input ends inside a message prefix (%d of 8 bytes)", n)
 	}
-	if b.Run != nil && len(b.Run) != n {
-		return &formats.FormatError{Offset: r.Offset(), Msg: fmt.Sprintf("run column has %d values, want %d", len(b.Run), n)}
+	if err := r.read(pre[:4], "prefix"); err != nil {
+		return err
+	}
+	switch w := binary.LittleEndian.Uint32(pre[:4]); w {
+	case 0:
+		r.end = formats.EndZeros
+		return nil
+	case 0xffffffff:
+	default:
+		return r.fail(false, "bad message prefix % x after message %d: want ff ff ff ff (or zeros)", pre[:4], r.nmsg)
+	}
+	if err := r.read(pre[4:], "prefix"); err != nil {
+		return err
+	}
+	metaLen := int64(int32(binary.LittleEndian.Uint32(pre[4:])))
+	switch {
+	case metaLen == 0:
+		r.end = formats.EndMarker
+		return nil
+	case metaLen < 0 || metaLen > maxMeta:
+		return r.fail(false, "message metadata length %d out of range", metaLen)
+	case metaLen > r.remaining:
+		return r.fail(true, "input ends inside the metadata of the message at offset %d", r.start)
+	}
+	if int64(cap(r.meta)) < metaLen {
+		r.meta = make([]byte, metaLen)
+	}
+	meta := r.meta[:metaLen]
+	if err := r.read(meta, "metadata"); err != nil {
+		return err
+	}
+	lay, err := checkBatch(meta, r.ncols)
+	if err != nil {
+		return r.fail(false, "bad message %d: %v", r.nmsg, err)
+	}
+	if lay.bodyLen > r.remaining {
+		return r.fail(true, "input ends inside the body of the message at offset %d (%d of %d bytes)", r.start, r.remaining, lay.bodyLen)
+	}
+	if int64(cap(r.body)) < lay.bodyLen {
+		// Rounded up so that batches of slightly different sizes reuse it.
+		r.body = make([]byte, (lay.bodyLen+(1<<16)-1)&^(1<<16-1))
+	}
+	body := r.body[:lay.bodyLen]
+	if err := r.read(body, "body"); err != nil {
+		return err
+	}
+	r.nmsg++
+	r.setColumns(body, lay)
+	for _, k := range r.batch.Run {
+		if int(k) >= len(r.runs) {
+			return r.fail(false, "run %d is not in the run list (%d runs)", k, len(r.runs))
+		}
 	}
 	return nil
+}
+
+// setColumns points the batch's slices into body (checkBatch has
+// checked that every column's values lie inside it).
+func (r *Reader) setColumns(body []byte, lay layout) {
+	n := int(lay.rows)
+	col := func(c int) []byte {
+		off := lay.bufs[2*c+1][0]
+		return body[off : off+int64(n*colWidth[c])]
+	}
+	b := &r.batch
+	b.Kind = col(formats.ColKind)[:n:n]
+	b.TID = view[uint32](col(formats.ColTID), n)
+	b.Time = view[uint64](col(formats.ColTime), n)
+	b.SrcModule = view[uint16](col(formats.ColSrcModule), n)
+	b.Src = view[uint64](col(formats.ColSrc), n)
+	b.DstModule = view[uint16](col(formats.ColDstModule), n)
+	b.Dst = view[uint64](col(formats.ColDst), n)
+	b.Value = view[uint64](col(formats.ColValue), n)
+	b.Run = nil
+	if r.ncols == NumCols {
+		b.Run = view[uint16](col(ColRun), n)
+	}
+}
+
+// view returns the n little-endian values in p as a []T sharing p's
+// memory, or a copy when p is not aligned for T (Arrow asks writers to
+// align buffers to 8 bytes; a hostile file need not).
+func view[T uint16 | uint32 | uint64](p []byte, n int) []T {
+	if n == 0 {
+		return []T{}
+	}
+	var z T
+	size := int(unsafe.Sizeof(z))
+	ptr := unsafe.Pointer(unsafe.SliceData(p))
+	if uintptr(ptr)%uintptr(size) == 0 {
+		return unsafe.Slice((*T)(ptr), n)
+	}
+	out := make([]T, n)
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(out))), n*size), p[:n*size])
+	return out
 }
 
 // Batch returns the current batch, valid until the next call to Next.
@@ -403,24 +494,13 @@ func (r *Reader) Err() error { return r.err }
 // End says how the stream ended, once Next has returned false.
 func (r *Reader) End() formats.End { return r.end }
 
-// Close releases the reader and closes the file.
+// Close closes the file.
 func (r *Reader) Close() {
-	if r.fr != nil {
-		r.fr.Release()
-		r.fr = nil
-	}
-	if r.rec != nil {
-		r.rec.Release()
-		r.rec = nil
-	}
-	if r.ir != nil {
-		r.ir.Release()
-		r.ir = nil
-	}
 	if r.f != nil {
 		r.f.Close()
 		r.f = nil
 	}
+	r.body, r.meta, r.batch = nil, nil, Batch{}
 }
 
 // maxMeta bounds a message's metadata (the merged schema carries the run
@@ -583,37 +663,34 @@ func checkSchema(meta []byte, msg *flatbuffers.Table, field func(*flatbuffers.Ta
 }
 
 // colWidth is each merged column's value width in bytes.
-var colWidth = [NumCols]int64{1, 4, 8, 2, 8, 2, 8, 8, 2}
+var colWidth = [NumCols]int{1, 4, 8, 2, 8, 2, 8, 8, 2}
 
-// checkMessage reads a message's flatbuffer with bounds checks (a panic
-// of the flatbuffers library is recovered) and returns its body length.
-// The first message must be a Schema; every later one a RecordBatch of
-// NumCols non-null columns whose buffers lie inside the body and hold
-// their rows, without compression, so that arrow-go's decoder stays in
-// bounds.
-func checkMessage(meta []byte, first bool) (bodyLen int64, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("malformed flatbuffer (%v)", p)
-		}
-	}()
+// layout is where a record batch's rows and buffers are.
+type layout struct {
+	bodyLen int64
+	rows    int64
+	bufs    [2 * NumCols][2]int64 // (offset, length) in the body
+}
+
+// msgTable parses a message's root table and returns it, its header
+// type, its body length and a bounds-checked field accessor (which
+// panics, to be recovered by the caller, on an offset out of range).
+func msgTable(meta []byte) (msg flatbuffers.Table, htype byte, bodyLen int64, field func(*flatbuffers.Table, int) flatbuffers.UOffsetT, err error) {
 	if len(meta) < 8 {
-		return 0, errors.New("too short")
+		return msg, 0, 0, nil, errors.New("too short")
 	}
 	root := flatbuffers.GetUOffsetT(meta)
 	if int(root)+4 > len(meta) {
-		return 0, errors.New("root offset out of range")
+		return msg, 0, 0, nil, errors.New("root offset out of range")
 	}
-	var msg flatbuffers.Table
 	msg.Bytes, msg.Pos = meta, root
-	field := func(t *flatbuffers.Table, slot int) flatbuffers.UOffsetT {
+	field = func(t *flatbuffers.Table, slot int) flatbuffers.UOffsetT {
 		o := flatbuffers.UOffsetT(t.Offset(flatbuffers.VOffsetT(4 + 2*slot)))
 		if o != 0 && int(t.Pos+o) >= len(t.Bytes) {
 			panic("field out of range")
 		}
 		return o
 	}
-	var htype byte
 	if o := field(&msg, 1); o != 0 {
 		htype = msg.GetByte(msg.Pos + o)
 	}
@@ -621,20 +698,56 @@ func checkMessage(meta []byte, first bool) (bodyLen int64, err error) {
 		bodyLen = msg.GetInt64(msg.Pos + o)
 	}
 	if bodyLen < 0 {
-		return 0, fmt.Errorf("negative body length %d", bodyLen)
+		return msg, 0, 0, nil, fmt.Errorf("negative body length %d", bodyLen)
 	}
-	switch {
-	case first && htype != headerSchema:
+	return msg, htype, bodyLen, field, nil
+}
+
+// checkMessage checks the schema message of a merged trace (a panic of
+// the flatbuffers library is recovered) and returns its body length.
+func checkMessage(meta []byte, first bool) (bodyLen int64, err error) {
+	if !first {
+		lay, err := checkBatch(meta, NumCols)
+		return lay.bodyLen, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed flatbuffer (%v)", p)
+		}
+	}()
+	msg, htype, bodyLen, field, err := msgTable(meta)
+	if err != nil {
+		return 0, err
+	}
+	if htype != headerSchema {
 		return 0, fmt.Errorf("first message has header type %d, want a Schema", htype)
-	case first:
-		return bodyLen, checkSchema(meta, &msg, field)
-	case htype != headerRecordBatch:
-		return 0, fmt.Errorf("message has header type %d, want a RecordBatch", htype)
 	}
+	return bodyLen, checkSchema(meta, &msg, field)
+}
+
+// checkBatch reads a record batch message's flatbuffer with bounds
+// checks (a panic of the flatbuffers library is recovered) and returns
+// its layout: ncols non-null columns, without compression, whose value
+// buffers lie inside the body and hold their rows. The caller may then
+// slice the columns out of the body.
+func checkBatch(meta []byte, ncols int) (lay layout, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed flatbuffer (%v)", p)
+		}
+	}()
+	msg, htype, bodyLen, field, err := msgTable(meta)
+	if err != nil {
+		return lay, err
+	}
+	if htype != headerRecordBatch {
+		return lay, fmt.Errorf("message has header type %d, want a RecordBatch", htype)
+	}
+	lay.bodyLen = bodyLen
 	var rb flatbuffers.Table
 	o := field(&msg, 2)
 	if o == 0 {
-		return 0, errors.New("record batch without header")
+		return lay, errors.New("record batch without header")
 	}
 	rb.Bytes, rb.Pos = meta, msg.Indirect(msg.Pos+o)
 	var rows int64
@@ -642,10 +755,11 @@ func checkMessage(meta []byte, first bool) (bodyLen int64, err error) {
 		rows = rb.GetInt64(rb.Pos + o)
 	}
 	if rows < 0 || rows > bodyLen {
-		return 0, fmt.Errorf("row count %d out of range", rows)
+		return lay, fmt.Errorf("row count %d out of range", rows)
 	}
+	lay.rows = rows
 	if field(&rb, 3) != 0 {
-		return 0, errors.New("compressed record batches are not supported")
+		return lay, errors.New("compressed record batches are not supported")
 	}
 	vec := func(slot int) (start flatbuffers.UOffsetT, n int) {
 		o := field(&rb, slot)
@@ -660,28 +774,29 @@ func checkMessage(meta []byte, first bool) (bodyLen int64, err error) {
 		return start, n
 	}
 	nodes, nn := vec(1)
-	if nn != NumCols {
-		return 0, fmt.Errorf("record batch has %d field nodes, want %d", nn, NumCols)
+	if nn != ncols {
+		return lay, fmt.Errorf("record batch has %d field nodes, want %d", nn, ncols)
 	}
 	for i := 0; i < nn; i++ {
 		p := nodes + flatbuffers.UOffsetT(16*i)
 		if l, nulls := rb.GetInt64(p), rb.GetInt64(p+8); l != rows || nulls != 0 {
-			return 0, fmt.Errorf("column %d: %d rows, %d nulls; want %d rows, no nulls", i, l, nulls, rows)
+			return lay, fmt.Errorf("column %d: %d rows, %d nulls; want %d rows, no nulls", i, l, nulls, rows)
 		}
 	}
 	bufs, nb := vec(2)
-	if nb != 2*NumCols {
-		return 0, fmt.Errorf("record batch has %d buffers, want %d", nb, 2*NumCols)
+	if nb != 2*ncols {
+		return lay, fmt.Errorf("record batch has %d buffers, want %d", nb, 2*ncols)
 	}
 	for i := 0; i < nb; i++ {
 		p := bufs + flatbuffers.UOffsetT(16*i)
 		off, l := rb.GetInt64(p), rb.GetInt64(p+8)
 		if off < 0 || l < 0 || off > bodyLen || l > bodyLen-off {
-			return 0, fmt.Errorf("buffer %d (offset %d, length %d) outside the body (%d bytes)", i, off, l, bodyLen)
+			return lay, fmt.Errorf("buffer %d (offset %d, length %d) outside the body (%d bytes)", i, off, l, bodyLen)
 		}
-		if i%2 == 1 && l < rows*colWidth[i/2] {
-			return 0, fmt.Errorf("column %d's values are %d bytes, want %d", i/2, l, rows*colWidth[i/2])
+		if i%2 == 1 && l < rows*int64(colWidth[i/2]) {
+			return lay, fmt.Errorf("column %d's values are %d bytes, want %d", i/2, l, rows*int64(colWidth[i/2]))
 		}
+		lay.bufs[i] = [2]int64{off, l}
 	}
-	return bodyLen, nil
+	return lay, nil
 }

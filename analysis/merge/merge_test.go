@@ -243,3 +243,95 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+// TestPlainEnds reads a trace file whose stream ends each way the
+// runtime can leave it: the batches and how it ended.
+func TestPlainEnds(t *testing.T) {
+	dir := t.TempDir()
+	evs := make([]formats.Event, 5)
+	for i := range evs {
+		evs[i] = formats.Event{Kind: formats.KindJmp, TID: 3, Src: uint64(i), Dst: uint64(100 + i), Value: 7}
+	}
+	good := writeTrace(t, dir, "good.arrow", run(1), []formats.Module{exe}, evs) // batches of 2 rows
+	data, _ := os.ReadFile(good)
+	noMarker := data[:len(data)-8]
+	tests := []struct {
+		name string
+		data []byte
+		rows int
+		end  formats.End
+		cut  bool
+	}{
+		{"marker", data, 5, formats.EndMarker, false},
+		{"eof", noMarker, 5, formats.EndEOF, false},
+		{"zeros", append(append([]byte(nil), noMarker...), make([]byte, 4096)...), 5, formats.EndZeros, false},
+		{"short zeros", append(append([]byte(nil), noMarker...), 0, 0), 5, formats.EndZeros, false},
+		{"cut", data[:len(data)-30], 4, formats.EndCut, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(dir, tt.name+".arrow")
+			os.WriteFile(p, tt.data, 0o644)
+			rows, _, _, err := readAll(t, p)
+			r, _ := Open(p)
+			for r.Next() {
+			}
+			end := r.End()
+			r.Close()
+			if len(rows) != tt.rows || end != tt.end || (err != nil) != tt.cut || tt.cut && !errors.Is(err, formats.ErrTruncated) {
+				t.Errorf("%d rows, end %v, err %v; want %d rows, end %v, cut %v", len(rows), end, err, tt.rows, tt.end, tt.cut)
+			}
+			for i, rw := range rows {
+				if rw.ev != evs[i] || rw.run != 0 {
+					t.Errorf("row %d: %+v, want %+v", i, rw, evs[i])
+				}
+			}
+		})
+	}
+}
+
+func TestViewUnaligned(t *testing.T) {
+	b := make([]byte, 17)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	aligned := view[uint64](b[:16], 2)
+	unaligned := view[uint64](b[1:], 2)
+	if aligned[0] != 0x0706050403020100 || unaligned[0] != 0x0807060504030201 || unaligned[1] != 0x100f0e0d0c0b0a09 {
+		t.Errorf("view: %#x %#x", aligned, unaligned)
+	}
+	if len(view[uint16](nil, 0)) != 0 {
+		t.Error("empty view not empty")
+	}
+}
+
+// FuzzOpenPlain is FuzzOpen for plain trace files, which merge reads
+// with its own batch decoder.
+func FuzzOpenPlain(f *testing.F) {
+	dir := f.TempDir()
+	a := writeTrace(f, dir, "a.arrow", run(1), []formats.Module{exe, libc},
+		[]formats.Event{{Kind: formats.KindCall, Src: 1, DstModule: 1, Dst: 2}, {Kind: formats.KindRet, Src: 3, Dst: 4}, {Kind: formats.KindJmp, Src: 5, Dst: 6}})
+	data, err := os.ReadFile(a)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add(data[:len(data)-24])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "f.arrow")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(p)
+		if err != nil {
+			return
+		}
+		defer r.Close()
+		for r.Next() {
+			b := r.Batch()
+			for i := 0; i < b.Len(); i++ {
+				_ = b.Event(i)
+			}
+		}
+	})
+}
