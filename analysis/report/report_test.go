@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stint-project/stint/analysis/report/internal/browsertest"
+	"github.com/stint-project/stint/analysis/report/browsertest"
 	"golang.org/x/net/html"
 )
 
