@@ -20,10 +20,14 @@ const (
 	KindIndCall     Kind = 7 // indirect call
 	KindSyscall     Kind = 8 // syscall: dst = 0, value = syscall number
 	KindBlock       Kind = 9 // basic block entered: src = dst = its first instruction
+	// A calling context seen for the first time (rewrite --context):
+	// src = call site, dst = callee, value = parent context id << 32 |
+	// context id; id 0 is a thread's root (its caller unknown).
+	KindContext Kind = 10
 )
 
 // MaxKind is the largest defined event Kind.
-const MaxKind = KindBlock
+const MaxKind = KindContext
 
 // Record kinds: rows that are not events but the runtime's own records,
 // written with tid 0 and src_module = dst_module = NoModule. A budgeted
@@ -87,6 +91,7 @@ var kindNames = [...]string{
 	KindIndCall:     "ind-call",
 	KindSyscall:     "syscall",
 	KindBlock:       "block",
+	KindContext:     "context",
 }
 
 // Valid reports whether k is one of the defined kinds.

@@ -33,10 +33,11 @@ const (
 	moduleTraceEndOff = 344 // offsetof(struct stint_module, trace_ends_vaddr)
 	gateSize          = 4096
 
-	mfEvery  = runtime.MFEvery
-	mfShared = runtime.MFShared
-	mfExec   = runtime.MFExec
-	mfStatic = runtime.MFStatic
+	mfEvery   = runtime.MFEvery
+	mfShared  = runtime.MFShared
+	mfExec    = runtime.MFExec
+	mfStatic  = runtime.MFStatic
+	mfContext = runtime.MFContext
 
 	patchRestorable = runtime.PatchRestorable
 	patchAtStart    = runtime.PatchAtStart

@@ -105,6 +105,12 @@ func (o *Options) checkBudgetOptions() error {
 			return fmt.Errorf("log policy %q: want one of %s", o.LogPolicy, strings.Join(LogPolicies, ", "))
 		}
 	}
+	if o.Context && o.Tool != ToolCall {
+		return errors.New("the context-preserving mode needs --tool call")
+	}
+	if o.Context && (o.Log != "" || o.SkipCovered != "") {
+		return errors.New("the context-preserving mode records each context once by itself; it cannot be combined with a redundancy log")
+	}
 	if o.Log != "" && o.Every {
 		return errors.New("a redundancy log records each outcome once; it cannot be combined with every-occurrence mode")
 	}
@@ -129,6 +135,9 @@ func (o *Options) optionString() string {
 		every = 1
 	}
 	s := fmt.Sprintf("tool=%s every=%d", tool, every)
+	if o.Context {
+		s += " context=1"
+	}
 	if o.Budget != "" {
 		period := o.Period
 		if period == "" {

@@ -17,6 +17,13 @@ import (
 type Options struct {
 	Tool  Tool // probe sites; 0 means ToolBranch
 	Every bool // STINT_MF_EVERY: record every occurrence
+	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
+	// mode. Every call and return reaches the runtime, which keeps a
+	// shadow stack per thread and records each distinct calling context
+	// once (KindContext rows: a context id and its parent's), so a
+	// budgeted run yields exact call-context tree nodes. Tracking never
+	// stops (the gate does not apply); the budget limits recording.
+	Context bool
 	// Blob is the runtime blob to inject; nil means the blob of package
 	// runtime.
 	Blob []byte
@@ -757,8 +764,11 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	le.PutUint64(m[0:], moduleMagic)
 	le.PutUint32(m[8:], abiVersion)
 	var mf uint32
-	if rw.opts.Every {
+	if rw.opts.Every || rw.opts.Context {
 		mf |= mfEvery
+	}
+	if rw.opts.Context {
+		mf |= mfContext
 	}
 	if rw.shared {
 		mf |= mfShared

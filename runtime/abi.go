@@ -31,6 +31,7 @@ const (
 	KIndCall     Kind = 7
 	KSyscall     Kind = 8
 	KBlock       Kind = 9
+	KContext     Kind = 10
 )
 
 // Tool is struct stint_module.tool (STINT_TOOL_*).
@@ -45,10 +46,11 @@ const (
 
 // Module flags (STINT_MF_*).
 const (
-	MFEvery  uint32 = 0x1
-	MFShared uint32 = 0x2
-	MFExec   uint32 = 0x4
-	MFStatic uint32 = 0x8
+	MFEvery   uint32 = 0x1
+	MFShared  uint32 = 0x2
+	MFExec    uint32 = 0x4
+	MFStatic  uint32 = 0x8
+	MFContext uint32 = 0x10
 )
 
 // Probe flags (STINT_PF_*).

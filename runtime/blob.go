@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1bc627880a9ef09d28be7c43cccd995706d91d3c6239521285a045d9b4d54f2a"
+const BlobSHA256 = "f039d86ee6d11a0423c8746ebd620f45b1021b413ea3bf76296c94307fd0e37a"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -41,6 +41,8 @@
 #define STINT_K_IND_CALL      7
 #define STINT_K_SYSCALL       8  /* dst = 0, value = syscall number (rax) */
 #define STINT_K_BLOCK         9  /* src = dst = first instruction of the block */
+#define STINT_K_CONTEXT       10 /* a new calling context: src = call site, dst = callee,
+                                  * value = parent context id << 32 | context id (0 = a thread's root) */
 
 /* Record kinds: the runtime's own rows (tid 0, modules 0xFFFF, time =
  * the period's start). formats/kind.go documents the fields. */
@@ -63,6 +65,8 @@
 #define STINT_MF_SHARED  0x2  /* module is a shared object (entered through DT_INIT) */
 #define STINT_MF_EXEC    0x4  /* module is the executable (entered through e_entry) */
 #define STINT_MF_STATIC  0x8  /* statically linked executable: no dynamic loader */
+#define STINT_MF_CONTEXT 0x10 /* context-preserving mode (tool call, with STINT_MF_EVERY): shadow
+                               * stacks; each distinct calling context recorded once (STINT_K_CONTEXT) */
 
 /* struct stint_probe.flags */
 #define STINT_PF_DIRECT   0x1  /* dst is known statically (probe.dst); else dst/value in %rsi */

@@ -241,6 +241,8 @@ static void gates_set(struct stint_global *g, uint64_t v)
 		struct gmodule *gm = &g->modules[i];
 		if (!__atomic_load_n(&gm->ready, __ATOMIC_ACQUIRE) || !gm->gate)
 			continue;
+		if (gm->smod && (((const struct stint_module *)gm->smod)->flags & STINT_MF_CONTEXT))
+			continue; /* context modules keep tracking (contexts.c) */
 		__atomic_store_n((uint64_t *)gm->gate, v, __ATOMIC_RELEASE);
 	}
 }

@@ -105,6 +105,7 @@ stint_probe_entry:
 	push %r11
 	push %rbp
 	cld
+	lea 72(%rsp), %rdx        /* 3rd argument: %rsp on entry (context mode uses it) */
 	mov %rsp, %rbp
 	and $-16, %rsp
 	call stint_record

@@ -340,7 +340,9 @@ struct stint_global {
 	uint32_t period_lock;        /* period_roll runs under it (period thread, exit) */
 	uint32_t run_ended;          /* the run-end row is written */
 	uint32_t period_thread;      /* this process's period thread runs */
-	uint32_t pad7;
+	uint32_t ctx_lock;           /* context tables (contexts.c) */
+	uint64_t ctx;                /* struct ctx_state *, mapped on first use */
+	uint32_t ctx_warned, pad8;
 	uint32_t qos_on;             /* STINT_QOS names a QoS page */
 	uint32_t qos_bad;            /* the page was rejected (said once) */
 	uint64_t qos_page;           /* the mapped page, 0 until the file exists */
@@ -365,6 +367,7 @@ struct stint_global {
 static const char *log_policy_name(uint32_t p);
 static void periods_start(struct stint_global *g);
 static void gates_set(struct stint_global *g, uint64_t v);
+static void ctx_reset(struct stint_global *g);
 
 struct wipe_page {
 	uint32_t alive;   /* zero in a freshly forked child */
@@ -1200,6 +1203,7 @@ static void fork_child_reopen(struct stint_global *g)
 	__atomic_store_n(&g->scratch_lock, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&g->period_lock, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&g->run_ended, 0, __ATOMIC_RELEASE);
+	ctx_reset(g);
 	g->period_thread = 0;
 	int was = (int)__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&g->recording, 0, __ATOMIC_RELEASE);
@@ -1644,8 +1648,14 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 	return 1;
 }
 
-/* Called by stint_probe_entry for every probe that fires. */
-STINT_API void stint_record(const struct stint_probe *cp, uint64_t v)
+#include "contexts.c"
+
+/*
+ * Called by stint_probe_entry for every probe that fires, with its own
+ * %rsp at entry (entry_sp: the context mode finds the program's %rsp
+ * from it).
+ */
+STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t entry_sp)
 {
 	struct stint_probe *p = (struct stint_probe *)cp;
 	struct stint_module *m = (struct stint_module *)((uint8_t *)p - p->module_back);
@@ -1653,15 +1663,30 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v)
 	if (UNLIKELY(!(rs & RS_ACTIVE)))
 		return;
 	struct stint_global *g = G();
+	int ctx = (m->flags & STINT_MF_CONTEXT) != 0;
 	if (LIKELY(!g->budget_on)) {
-		record_probe(g, m, p, v, rs);
+		if (UNLIKELY(ctx))
+			ctx_record(g, m, p, v, entry_sp, 1);
+		else
+			record_probe(g, m, p, v, rs);
 		return;
 	}
 	if (UNLIKELY(__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1))
 		fork_child_reopen(g); /* a child: it starts its own periods */
-	if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
-		return; /* raced with the gate closing */
+	if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE)) {
+		/* raced with the gate closing; a context module's gate never
+		 * closes: it keeps tracking, and writes nothing */
+		if (UNLIKELY(ctx))
+			ctx_record(g, m, p, v, entry_sp, 0);
+		return;
+	}
 	uint64_t t0 = rdtsc();
+	if (UNLIKELY(ctx)) {
+		/* only the writing of new contexts is charged */
+		if (ctx_record(g, m, p, v, entry_sp, 1))
+			budget_charge(g, t0, 1);
+		return;
+	}
 	int r = record_probe(g, m, p, v, rs);
 	budget_charge(g, t0, r);
 }
@@ -1894,7 +1919,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	g->modules[id].bidhash = m->build_id_len ? fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len) : 0;
 	g->modules[id].smod = (uint64_t)m;
 	__atomic_store_n(&g->modules[id].gate, gate, __ATOMIC_RELEASE);
-	if (gate && __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
+	if (gate && !(m->flags & STINT_MF_CONTEXT) && __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
 		__atomic_store_n((uint64_t *)gate, STINT_GATE_CLOSED, __ATOMIC_RELEASE);
 	if (g->log_on && !g->region_mode && patching && !(m->flags & STINT_MF_EVERY))
 		log_load_module(g, m, base);

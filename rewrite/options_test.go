@@ -1,0 +1,40 @@
+package rewrite
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestOptionsCheck: option combinations that cannot work are refused
+// with a message that says why; good ones pass and land in the module's
+// option string.
+func TestOptionsCheck(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    Options
+		wantErr string // "" = valid
+		wantOpt string // substring of the option string when valid
+	}{
+		{"plain", Options{}, "", "tool=branch every=0"},
+		{"budget", Options{Budget: "10%", Period: "1s"}, "", "budget=10% period=1s"},
+		{"period alone", Options{Period: "1s"}, "a period needs a budget", ""},
+		{"bad budget", Options{Budget: "ten"}, "budget", ""},
+		{"policy alone", Options{LogPolicy: "hash"}, "a log policy needs a log", ""},
+		{"bad policy", Options{Log: "l", LogPolicy: "tree"}, "want one of", ""},
+		{"log and every", Options{Log: "l", Every: true}, "every-occurrence", ""},
+		{"context", Options{Tool: ToolCall, Context: true, Budget: "5%"}, "", "tool=call every=0 context=1 budget=5%"},
+		{"context needs call", Options{Context: true}, "needs --tool call", ""},
+		{"context and log", Options{Tool: ToolCall, Context: true, Log: "l"}, "cannot be combined with a redundancy log", ""},
+	}
+	for _, tt := range tests {
+		err := tt.opts.checkBudgetOptions()
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%s: unexpected error %v", tt.name, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%s: have error %v, want one containing %q", tt.name, err, tt.wantErr)
+		case tt.wantErr == "" && !strings.Contains(tt.opts.optionString(), tt.wantOpt):
+			t.Errorf("%s: option string %q, want it to contain %q", tt.name, tt.opts.optionString(), tt.wantOpt)
+		}
+	}
+}
