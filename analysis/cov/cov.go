@@ -139,6 +139,7 @@ type key struct{ a, b, c uint64 }
 type val struct {
 	first, last int32 // runs: first to record it, last seen (-1: none)
 	full        bool
+	used        bool // the table's slot is taken
 }
 
 const noGlobal = 1<<24 - 1
@@ -148,7 +149,7 @@ type globalModule struct {
 }
 
 type state struct {
-	events  map[key]val
+	events  *table
 	modules []globalModule
 	byKey   map[string]uint32
 }
@@ -183,7 +184,7 @@ func Compare(ctx context.Context, runs []string, full string, opts Options) (*Re
 	if len(runs) == 0 {
 		return nil, errors.New("no runs to compare")
 	}
-	s := &state{events: map[key]val{}, byKey: map[string]uint32{}}
+	s := &state{events: newTable(), byKey: map[string]uint32{}}
 	rep := &Report{FullFile: full, NativeNS: opts.NativeNS}
 
 	// The full run first: F.
@@ -191,7 +192,7 @@ func Compare(ctx context.Context, runs []string, full string, opts Options) (*Re
 	if err != nil {
 		return nil, err
 	}
-	rep.FullEvents = len(s.events)
+	rep.FullEvents = s.events.n
 	rep.FullTimeNS = fullAcc[0].timeNS
 
 	var accs []*runAcc
@@ -251,11 +252,11 @@ func Compare(ctx context.Context, runs []string, full string, opts Options) (*Re
 	rep.Overshoot = overshoot(periods, all)
 	rep.Covered = cum
 	rep.Coverage = ratio(cum, nF)
-	for _, v := range s.events {
+	s.events.each(func(_ key, v val) {
 		if !v.full {
 			rep.Extra++
 		}
-	}
+	})
 	s.byModule(rep, opts.Resolver)
 	return rep, nil
 }
@@ -334,7 +335,7 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 				kk := key{b.Src[i], dst, uint64(ek)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
 				a := accs[run]
 				a.rep.Refused++
-				if v, ok := s.events[kk]; !ok || v.first < 0 || v.first >= int32(first+run) {
+				if v := s.events.find(kk); v == nil || v.first < 0 || v.first >= int32(first+run) {
 					a.rep.RefusedUnrecorded++
 				}
 				continue
@@ -354,20 +355,12 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 				dst = b.Value[i]
 			}
 			kk := key{b.Src[i], dst, uint64(k)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
+			v := s.events.slot(kk)
 			if isFull {
-				v, ok := s.events[kk]
-				if !ok {
-					v = val{first: -1, last: -1}
-				}
 				v.full = true
-				s.events[kk] = v
 				continue
 			}
 			g := int32(first + run)
-			v, ok := s.events[kk]
-			if !ok {
-				v = val{first: -1, last: -1}
-			}
 			if v.last == g {
 				continue
 			}
@@ -387,7 +380,6 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 				a.rep.Extra++
 			}
 			v.last = g
-			s.events[kk] = v
 		}
 	}
 	if err := r.Err(); err != nil {
@@ -439,9 +431,9 @@ func (s *state) byModule(rep *Report, res *symbols.Resolver) {
 		}
 	}
 	mods[len(s.modules)] = ModuleCov{Module: "(no module)"}
-	for k, v := range s.events {
+	s.events.each(func(k key, v val) {
 		if !v.full {
-			continue
+			return
 		}
 		g := uint32(k.c>>24) & noGlobal
 		mi := int(g)
@@ -454,7 +446,7 @@ func (s *state) byModule(rep *Report, res *symbols.Resolver) {
 			mods[mi].Covered++
 		}
 		if res == nil || mi == len(s.modules) {
-			continue
+			return
 		}
 		name := ""
 		if f := tables[mi].Lookup(k.a); f != nil {
@@ -473,7 +465,7 @@ func (s *state) byModule(rep *Report, res *symbols.Resolver) {
 		if covered {
 			fc.Covered++
 		}
-	}
+	})
 	for _, m := range mods {
 		if m.Full == 0 {
 			continue

@@ -1,0 +1,35 @@
+package cov
+
+import "testing"
+
+func TestTableGrows(t *testing.T) {
+	tb := newTable()
+	const n = 100_000
+	for i := uint64(0); i < n; i++ {
+		v := tb.slot(key{i, i * 7, i % 3})
+		if v.first != -1 || v.last != -1 || !v.used {
+			t.Fatalf("new slot %d: %+v", i, *v)
+		}
+		v.first = int32(i % 1000)
+	}
+	if tb.n != n {
+		t.Fatalf("%d keys, want %d", tb.n, n)
+	}
+	for i := uint64(0); i < n; i++ {
+		v := tb.find(key{i, i * 7, i % 3})
+		if v == nil || v.first != int32(i%1000) {
+			t.Fatalf("key %d: %v", i, v)
+		}
+		if tb.slot(key{i, i * 7, i % 3}) != v {
+			t.Fatalf("slot of a present key %d moved", i)
+		}
+	}
+	if tb.find(key{1, 2, 3}) != nil || tb.find(key{n, n * 7, n % 3}) != nil {
+		t.Error("found an absent key")
+	}
+	count := 0
+	tb.each(func(key, val) { count++ })
+	if count != n {
+		t.Errorf("each visited %d, want %d", count, n)
+	}
+}
