@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
 	"github.com/apache/arrow/go/v15/arrow/array"
@@ -229,34 +230,41 @@ func metadata(runs []RunInfo, modules []formats.Module) (arrow.Metadata, error) 
 	), nil
 }
 
-// builder makes output record batches, reusing its builders' memory.
+// builder makes output record batches. The columns that a merge does
+// not change are wrapped around the input batch's slices (no copy); the
+// module and run columns are computed into slices reused from batch to
+// batch. A record is valid until the next build and the input batch's
+// next Next, which is all the writer needs: it writes it at once.
 type builder struct {
-	schema *arrow.Schema
-	b      *array.RecordBuilder
+	schema     *arrow.Schema
+	sm, dm, rc []uint16
 }
 
-func newBuilder() *builder {
-	s := Schema()
-	return &builder{schema: s, b: array.NewRecordBuilder(memory.DefaultAllocator, s)}
+func newBuilder() *builder { return &builder{schema: Schema()} }
+
+func (bl *builder) release() {}
+
+// bytesOf returns the memory of s as bytes.
+func bytesOf[T uint8 | uint16 | uint32 | uint64](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }
 
-func (bl *builder) release() { bl.b.Release() }
+func column(dt arrow.DataType, n int, b []byte) arrow.Array {
+	d := array.NewData(dt, n, []*memory.Buffer{nil, memory.NewBufferBytes(b)}, nil, 0, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
 
 func (bl *builder) build(b *Batch, firstRun int, remap [][]uint16, unknown *int64) arrow.Record {
 	n := b.Len()
-	f := bl.b.Fields()
-	f[formats.ColKind].(*array.Uint8Builder).AppendValues(b.Kind, nil)
-	f[formats.ColTID].(*array.Uint32Builder).AppendValues(b.TID, nil)
-	f[formats.ColTime].(*array.Uint64Builder).AppendValues(b.Time, nil)
-	f[formats.ColSrc].(*array.Uint64Builder).AppendValues(b.Src, nil)
-	f[formats.ColDst].(*array.Uint64Builder).AppendValues(b.Dst, nil)
-	f[formats.ColValue].(*array.Uint64Builder).AppendValues(b.Value, nil)
-	sm := f[formats.ColSrcModule].(*array.Uint16Builder)
-	dm := f[formats.ColDstModule].(*array.Uint16Builder)
-	rc := f[ColRun].(*array.Uint16Builder)
-	sm.Reserve(n)
-	dm.Reserve(n)
-	rc.Reserve(n)
+	if cap(bl.sm) < n {
+		bl.sm, bl.dm, bl.rc = make([]uint16, n), make([]uint16, n), make([]uint16, n)
+	}
+	sm, dm, rc := bl.sm[:n], bl.dm[:n], bl.rc[:n]
 	mapID := func(rm []uint16, id uint16) uint16 {
 		if id == formats.NoModule {
 			return id
@@ -270,9 +278,25 @@ func (bl *builder) build(b *Batch, firstRun int, remap [][]uint16, unknown *int6
 	for i := 0; i < n; i++ {
 		k := b.RunOf(i)
 		rm := remap[k]
-		sm.UnsafeAppend(mapID(rm, b.SrcModule[i]))
-		dm.UnsafeAppend(mapID(rm, b.DstModule[i]))
-		rc.UnsafeAppend(uint16(firstRun + k))
+		sm[i] = mapID(rm, b.SrcModule[i])
+		dm[i] = mapID(rm, b.DstModule[i])
+		rc[i] = uint16(firstRun + k)
 	}
-	return bl.b.NewRecord()
+	pt := arrow.PrimitiveTypes
+	cols := []arrow.Array{
+		formats.ColKind:      column(pt.Uint8, n, bytesOf(b.Kind)),
+		formats.ColTID:       column(pt.Uint32, n, bytesOf(b.TID)),
+		formats.ColTime:      column(pt.Uint64, n, bytesOf(b.Time)),
+		formats.ColSrcModule: column(pt.Uint16, n, bytesOf(sm)),
+		formats.ColSrc:       column(pt.Uint64, n, bytesOf(b.Src)),
+		formats.ColDstModule: column(pt.Uint16, n, bytesOf(dm)),
+		formats.ColDst:       column(pt.Uint64, n, bytesOf(b.Dst)),
+		formats.ColValue:     column(pt.Uint64, n, bytesOf(b.Value)),
+		ColRun:               column(pt.Uint16, n, bytesOf(rc)),
+	}
+	rec := array.NewRecord(bl.schema, cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec
 }
