@@ -12,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stint-project/stint/analysis/merge"
 	"github.com/stint-project/stint/analysis/report/browsertest"
+	"github.com/stint-project/stint/internal/progress"
 	"golang.org/x/net/html"
 )
 
@@ -494,4 +496,51 @@ func FuzzRenderNotebook(f *testing.F) {
 			t.Error("a script element got into the page")
 		}
 	})
+}
+
+// TestMergedAndProgress: a merged trace's runs count as runs, in order,
+// and reading draws progress on a terminal.
+func TestMergedAndProgress(t *testing.T) {
+	dir := t.TempDir()
+	runs, full := synthTraces(t, dir)
+	merged := filepath.Join(dir, "runs.arrow")
+	f, err := os.Create(merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := merge.Merge(context.Background(), f, runs); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var prog bytes.Buffer
+	l := NewLoader()
+	l.Progress = progress.New(&prog, "reading", progress.Terminal(true), progress.Interval(0), progress.Bytes())
+	rd, err := l.LoadFiles(context.Background(), []string{merged})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, r := range rd {
+		labels = append(labels, r.Label())
+	}
+	if want := []string{"runs.arrow#0", "runs.arrow#1", "runs.arrow#2"}; !slices.Equal(labels, want) {
+		t.Errorf("labels %q, want %q", labels, want)
+	}
+	if cum, union := l.Cumulative(); !slices.Equal(cum, []int{10, 15, 35}) || union != 35 {
+		t.Errorf("cumulative %v of %d, want [10 15 35] of 35", cum, union)
+	}
+	if ns, fromEnd := rd[2].TimeNS(); fromEnd || ns == 0 {
+		t.Errorf("run 3 (no run-end row): time %d from end %v; want its span", ns, fromEnd)
+	}
+	if ns, fromEnd := rd[1].TimeNS(); !fromEnd || ns != 52_000_000 {
+		t.Errorf("run 2: time %d from end %v; want 52 ms from its run-end row", ns, fromEnd)
+	}
+	if !strings.Contains(prog.String(), "100%") || !strings.Contains(prog.String(), "reading runs.arrow") {
+		t.Errorf("progress %q, want the file's name and 100%%", prog.String())
+	}
+	// The merged file gives the report of the three files.
+	b, _ := writeAuto(t, []string{merged}, AutoOptions{Full: full})
+	if p := parsePage(t, b); !strings.Contains(p.text, "87.5% coverage after 3 runs") {
+		t.Error("the merged runs' report lacks 87.5% after 3 runs")
+	}
 }
