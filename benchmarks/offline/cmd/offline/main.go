@@ -1,0 +1,5 @@
+package main
+
+import "github.com/stint-project/stint/internal/cli"
+
+func main() { cli.Main("offline", run) }
