@@ -38,8 +38,8 @@ type GenConfig struct {
 // GenStats says what [Generate] wrote.
 type GenStats struct {
 	Events    int64
-	Distinct  int   // distinct (src, dst, kind) events written
-	Functions int   // functions of the synthetic program
+	Distinct  int // distinct (src, dst, kind) events written
+	Functions int // functions of the synthetic program
 	ByKind    [formats.MaxKind + 1]int64
 }
 
