@@ -20,12 +20,14 @@ import (
 //	plot overshoot TRACE...
 //	trace stats TRACE...
 //	report auto [--full FULL] [--native SECONDS] [--functions N] TRACE...
+//	cct build [--top N] TRACE...
+//	cct compare [--missing N] A B
 //
 // A new command plugs in by appending a [CellCommand] (a name and a
 // [CellFunc] that returns blocks) to this list or to
 // NotebookOptions.Cells.
 func DefaultCells() []CellCommand {
-	return []CellCommand{
+	return append([]CellCommand{
 		{Name: "cov compare", Usage: "cov compare [--functions N] [--native SECONDS] RUN... FULL", Run: cellCovCompare},
 		{Name: "plot coverage", Usage: "plot coverage [--full FULL] RUN...", Run: cellPlot("coverage")},
 		{Name: "plot budget", Usage: "plot budget TRACE...", Run: cellPlot("budget")},
@@ -33,7 +35,7 @@ func DefaultCells() []CellCommand {
 		{Name: "plot overshoot", Usage: "plot overshoot TRACE...", Run: cellPlot("overshoot")},
 		{Name: "trace stats", Usage: "trace stats TRACE...", Run: cellTraceStats},
 		{Name: "report auto", Usage: "report auto [--full FULL] [--native SECONDS] [--functions N] TRACE...", Run: cellAuto},
-	}
+	}, cctCells()...)
 }
 
 // cellFlags parses a cell's flags; errors wrap errUsage.

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/stint-project/stint/analysis/merge"
+	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/analysis/report/browsertest"
 	"github.com/stint-project/stint/internal/progress"
 	"golang.org/x/net/html"
@@ -542,5 +543,38 @@ func TestMergedAndProgress(t *testing.T) {
 	b, _ := writeAuto(t, []string{merged}, AutoOptions{Full: full})
 	if p := parsePage(t, b); !strings.Contains(p.text, "87.5% coverage after 3 runs") {
 		t.Error("the merged runs' report lacks 87.5% after 3 runs")
+	}
+}
+
+func TestCCTCells(t *testing.T) {
+	dir := t.TempDir()
+	run := synthRun(5, false)
+	run.Tool = "call"
+	ev := func(k formats.Kind, tm, src, dst uint64) formats.Event {
+		return formats.Event{Kind: k, TID: 1, Time: tm, Src: src, Dst: dst}
+	}
+	// main (0x1000) calls f (0x2000), which calls g (0x3000) and returns;
+	// the second trace lacks the call of g.
+	full := []formats.Event{ev(formats.KindCall, 1, 0x1010, 0x2000), ev(formats.KindCall, 2, 0x2010, 0x3000),
+		ev(formats.KindRet, 3, 0x3010, 0x2015), ev(formats.KindRet, 4, 0x2020, 0x1015)}
+	writeSynth(t, filepath.Join(dir, "a.arrow"), run, full)
+	writeSynth(t, filepath.Join(dir, "b.arrow"), run, []formats.Event{full[0], full[3]})
+	src := "```stint cct build a.arrow\n```\n\n```stint cct compare b.arrow a.arrow\n```\n"
+	d, err := RenderNotebook(context.Background(), []byte(src), NotebookOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	d.WriteHTML(&b)
+	p := parsePage(t, b.Bytes())
+	for _, s := range []string{
+		"2 contexts 2 edges", "0 unmatched returns",
+		"demo+0x2000 → demo+0x3000 2 1",
+		"50.0% node coverage 1 of 2 contexts",
+		"Largest missing subtrees",
+	} {
+		if !strings.Contains(p.text, s) {
+			t.Errorf("page text lacks %q:\n%s", s, p.text)
+		}
 	}
 }
