@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/stint-project/stint/analysis/merge"
-	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/analysis/report/browsertest"
+	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/internal/progress"
 	"golang.org/x/net/html"
 )
