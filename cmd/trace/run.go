@@ -29,6 +29,8 @@ Usage:
                                                redundancy logs (rewrite --log)
   trace merge -o OUT IN...                     merge traces into one, each
                                                row keeping its run
+  trace export -f FORMAT -o OUT TRACE...       write pprof, collapsed stacks,
+                                               drcov, lcov, parquet or csv
   trace help [COMMAND]                         show help
 
 Event kinds: jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp, ind-call,
@@ -76,6 +78,7 @@ func commands() []command {
 		{"stats", statsHelp, runStats},
 		{"merge", mergeHelp, runMerge},
 		{"log", logHelp, runLog},
+		{"export", exportHelp, runExportCmd},
 	}
 }
 

@@ -23,17 +23,18 @@ func (e *exporter) writeCollapsed(ctx context.Context, w io.Writer) error {
 	}
 	lines := map[string]int64{}
 	if st {
-		names := make([]string, len(a.stacks.nodes)) // by node: the folded path
+		// A context's stack is the functions holding its call sites,
+		// root first, then the callee: a call that was not traced (from
+		// an uninstrumented library) still shows its caller.
+		sites := make([]string, len(a.stacks.nodes)) // by node: the folded call sites
 		for id := int32(1); id < int32(len(a.stacks.nodes)); id++ {
 			n := a.stacks.nodes[id]
-			leaf := e.foldName(n.fn)
-			if n.parent == 0 {
-				names[id] = e.foldName(n.site) + ";" + leaf
-			} else {
-				names[id] = names[n.parent] + ";" + leaf
+			sites[id] = e.foldName(n.site)
+			if n.parent != 0 {
+				sites[id] = sites[n.parent] + ";" + sites[id]
 			}
 			if n.count > 0 {
-				lines[names[id]] += n.count
+				lines[sites[id]+";"+e.foldName(n.fn)] += n.count
 			}
 		}
 	} else {

@@ -26,8 +26,10 @@
 //     synthetic 2^40-byte range per module, since a trace (or several
 //     runs combined) has no single address space.
 //   - collapsed: "root;…;leaf COUNT" lines (flamegraph.pl, speedscope):
-//     the same call contexts by function name, or "module;function
-//     COUNT" for traces of other tools.
+//     the same call contexts by function name (the functions holding
+//     the call sites, root first, then the callee: a caller reached by
+//     an untraced call still shows), or "module;function COUNT" for
+//     traces of other tools.
 //   - drcov: DynamoRIO's drcov, file version 2 with a version 2 module
 //     table (Lighthouse, bncov): every module of the trace, and a BB
 //     record per executed block. Blocks start where execution is known
@@ -41,7 +43,9 @@
 //   - lcov: a tracefile for genhtml: per source file of the modules'
 //     DWARF line tables, DA for every line with code (0 if it did not
 //     run), FN/FNDA per function; a module with symbols but no line
-//     table gets one record where line i stands for its i-th function.
+//     table gets one record, named after the module file, where line i
+//     stands for its i-th function (genhtml then shows the binary as
+//     its "source": use --no-source).
 //     See writeLCOV for how counts are defined.
 //   - parquet: every row (records too) with the trace's columns, its run,
 //     its kind's name and the functions at src and dst ([ParquetSchema]).

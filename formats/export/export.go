@@ -195,7 +195,7 @@ type Stats struct {
 	Truncated  int64 // calls deeper than MaxDepth, folded into the frame at the bound
 	Samples    int   // distinct samples (pprof), stacks (collapsed), blocks (drcov), files (lcov)
 	NoSymbols  int   // modules with events but no function names
-	Unresolved int64 // events whose address lies in no named function
+	Unresolved int64 // locations (pprof) or stack frames (collapsed) that lie in no named function
 }
 
 // Write exports src to w in format f. The aggregating formats (pprof,

@@ -67,6 +67,13 @@ func (e *exporter) writePProf(ctx context.Context, w io.Writer) error {
 		}
 	}
 	e.stats.Samples = len(p.Sample)
+	// Mappings in module table order: pprof names the profile after the
+	// first, which is then the executable rather than the first module
+	// an event happened to touch.
+	sort.Slice(p.Mapping, func(i, j int) bool { return p.Mapping[i].Start < p.Mapping[j].Start })
+	for i, m := range p.Mapping {
+		m.ID = uint64(i + 1)
+	}
 	if err := p.CheckValid(); err != nil {
 		return fmt.Errorf("pprof: %w", err)
 	}
