@@ -70,6 +70,19 @@ func (f *Forest) Every() bool {
 	return len(f.Runs) > 0
 }
 
+// ContextMode reports whether every run was traced in the
+// context-preserving mode (rewrite --context), whose KindContext rows
+// the runtime wrote from its own exact shadow stacks: each context once,
+// so counts are 1 per (context, call site).
+func (f *Forest) ContextMode() bool {
+	for _, r := range f.Runs {
+		if !r.Context {
+			return false
+		}
+	}
+	return len(f.Runs) > 0
+}
+
 // Build builds the call-context trees of the named trace files and
 // merged traces. Files are streamed: memory grows with the number of
 // distinct contexts and call sites (and the depth of the stacks), not
@@ -152,6 +165,7 @@ type Builder struct {
 	edgeT  *table // (caller<<32|site, callee) -> edge+1
 	siteT  *table // (mod, addr) -> site+1
 	funcT  *table // (mod, entry) -> fid+1
+	ctxT   *table // (run, context id) -> node+1 (KindContext rows)
 	thr    map[uint64]*thread
 	thrs   []*thread
 	last   *thread
@@ -165,7 +179,7 @@ type Builder struct {
 func NewBuilder(opts Options) *Builder {
 	b := &Builder{
 		opts: opts, maxDepth: opts.MaxDepth, modKey: map[string]uint32{},
-		kids: newTable(1024), edgeT: newTable(1024), siteT: newTable(1024), funcT: newTable(1024),
+		kids: newTable(1024), edgeT: newTable(1024), siteT: newTable(1024), funcT: newTable(1024), ctxT: newTable(16),
 		thr: map[uint64]*thread{},
 	}
 	if r, ok := opts.Resolver.(*symbols.Resolver); ok && r == nil {
@@ -214,7 +228,7 @@ func (b *Builder) AddFile(ctx context.Context, name string) error {
 	b.runOff = len(b.runs)
 	for _, ri := range r.Runs() {
 		b.runs = append(b.runs, RunInfo{File: name, Run: ri.Run, PID: ri.Info.PID, Tool: ri.Info.Tool,
-			Every: strings.Contains(" "+ri.Info.Options+" ", " every=1 ")})
+			Every: strings.Contains(" "+ri.Info.Options+" ", " every=1 "), Context: strings.Contains(" "+ri.Info.Options+" ", " context=1 ")})
 	}
 	for r.Next() {
 		if err := ctx.Err(); err != nil {
@@ -245,6 +259,9 @@ func (b *Builder) addBatch(bt *merge.Batch) {
 		case formats.KindRet:
 			th := b.thread(bt.RunOf(i), bt.TID[i])
 			b.ret(th, gm[bt.SrcModule[i]], bt.Src[i], gm[bt.DstModule[i]], bt.Dst[i])
+		case formats.KindContext:
+			th := b.thread(bt.RunOf(i), bt.TID[i])
+			b.context(th, gm[bt.SrcModule[i]], bt.Src[i], gm[bt.DstModule[i]], bt.Dst[i], bt.Value[i])
 		}
 	}
 }
@@ -354,14 +371,18 @@ func (b *Builder) call(th *thread, kind formats.Kind, sm uint32, src uint64, dm 
 	fid := b.fid(dm, dst)
 	n := b.child(parent, fid)
 	b.nodes[n].calls++
+	b.edge(parent, sid, n, kind)
+	b.push(th, frame{node: n, fid: fid, retMod: sm, retSite: src})
+}
+
+func (b *Builder) edge(parent int32, sid uint32, n int32, kind formats.Kind) {
 	ek := uint64(uint32(parent))<<32 | uint64(sid)
 	if v := b.edgeT.get(ek, uint64(n)); v != 0 {
 		b.edges[v-1].calls++
-	} else {
-		b.edges = append(b.edges, iedge{caller: parent, callee: n, site: sid, kind: kind, calls: 1})
-		b.edgeT.put(ek, uint64(n), uint32(len(b.edges)))
+		return
 	}
-	b.push(th, frame{node: n, fid: fid, retMod: sm, retSite: src})
+	b.edges = append(b.edges, iedge{caller: parent, callee: n, site: sid, kind: kind, calls: 1})
+	b.edgeT.put(ek, uint64(n), uint32(len(b.edges)))
 }
 
 // repair makes the function x, which holds the call site being
@@ -409,6 +430,41 @@ func (b *Builder) ret(th *thread, sm uint32, src uint64, dm uint32, dst uint64) 
 	if x := b.sites[b.site(sm, src)].fn; x != 0 && s[len(s)-1].fid == x-1 {
 		th.st.PoppedByFunc++
 		th.stack = s[:len(s)-1]
+	}
+}
+
+// context adds a KindContext row (rewrite --context): the runtime's own
+// shadow stack found a new context (parent context, call site, callee),
+// numbered per process; 0 is a thread's root. It is one call into
+// (parent's node, callee) through the site.
+func (b *Builder) context(th *thread, sm uint32, src uint64, dm uint32, dst uint64, value uint64) {
+	th.st.Contexts++
+	id, pid := uint32(value), uint32(value>>32)
+	parent := th.root
+	if pid != 0 {
+		if v := b.ctxT.get(uint64(th.run), uint64(pid)); v != 0 {
+			parent = int32(v - 1)
+		} else {
+			th.st.Orphans++
+		}
+	}
+	sid := b.site(sm, src)
+	if pid == 0 {
+		// A thread's first traced calls come from a function entered
+		// from untraced code (main, a thread's start routine): as in
+		// the call/ret builder, symbols give it an inferred node, so
+		// that trees of both kinds of trace compare.
+		if x := b.sites[sid].fn; x != 0 {
+			parent = b.child(parent, x-1)
+			b.nodes[parent].inferred++
+			th.st.Inferred++
+		}
+	}
+	n := b.child(parent, b.fid(dm, dst))
+	b.nodes[n].calls++
+	b.edge(parent, sid, n, formats.KindCall)
+	if id != 0 && b.ctxT.get(uint64(th.run), uint64(id)) == 0 {
+		b.ctxT.put(uint64(th.run), uint64(id), uint32(n)+1)
 	}
 }
 

@@ -307,6 +307,49 @@ func TestDefaultModeAndRefusals(t *testing.T) {
 	}
 }
 
+func TestContextRows(t *testing.T) {
+	ctx := func(tid uint32, from string, off uint64, to string, parent, id uint32) formats.Event {
+		return formats.Event{Kind: formats.KindContext, TID: tid, Src: fnAt[from] + off, Dst: fnAt[to], Value: uint64(parent)<<32 | uint64(id)}
+	}
+	ev := []formats.Event{
+		ctx(1, "main", 0x10, "a", 0, 1), ctx(1, "a", 0x10, "b", 1, 2), ctx(1, "a", 0x20, "b", 1, 3),
+		ctx(1, "b", 0x10, "c", 3, 4), ctx(2, "d", 0x10, "c", 0, 5), // another thread, entered in d
+		ctx(1, "c", 0x10, "h", 77, 6), // parent never written: an orphan at the root
+	}
+	f := build(t, Options{Resolver: demoSyms{}}, true, ev...)
+	if have, want := dump(f.Merged), "main 0+1\n  a 1\n    b 2\n      c 1\n"+"d 0+1\n  c 1\n"+"h 1\n"; have != want {
+		t.Errorf("tree:\nhave:\n%swant:\n%s", have, want)
+	}
+	s := f.Merged.Stats
+	if s.Contexts != 6 || s.Orphans != 1 || s.Threads != 2 || s.Edges != 6 {
+		t.Errorf("stats %+v", s)
+	}
+	// Without symbols the first contexts hang off the root.
+	g := build(t, Options{}, true, ev[:2]...)
+	if have, want := dump(g.Merged), "a 1\n  b 1\n"; have != want {
+		t.Errorf("tree without symbols:\nhave:\n%swant:\n%s", have, want)
+	}
+}
+
+func TestReroot(t *testing.T) {
+	f := build(t, Options{Resolver: demoSyms{}}, true,
+		call(1, "main", 0x10, "a"), call(1, "a", 0x10, "b"), ret(1, "b", "a", 0x10), ret(1, "a", "main", 0x10),
+		call(1, "main", 0x20, "c"), call(1, "c", 0x10, "a"), call(1, "a", 0x10, "d"))
+	r := f.Merged.Reroot("a")
+	if r == nil {
+		t.Fatal("no node a")
+	}
+	if have, want := dump(r), "b 1\nd 1\n"; have != want {
+		t.Errorf("below a:\nhave:\n%swant:\n%s", have, want)
+	}
+	if err := r.CheckValid(); err != nil {
+		t.Error(err)
+	}
+	if f.Merged.Reroot("nothing") != nil {
+		t.Error("Reroot of an absent name is not nil")
+	}
+}
+
 func TestMergeRuns(t *testing.T) {
 	dir := t.TempDir()
 	p1 := write(t, dir, "1.arrow", true, call(1, "main", 0x10, "a"), call(1, "a", 0x10, "b"))

@@ -47,6 +47,19 @@
 // Each thread's stack is at most Options.MaxDepth frames deep; calls
 // beyond are counted (Stats.TooDeep) and not pushed.
 //
+// # Context-preserving mode
+//
+// A trace of rewrite --tool call --context holds KindContext rows
+// instead of calls and returns: the runtime keeps exact shadow stacks
+// (popping frames by stack pointer) and writes each new (parent
+// context, call site, callee) once, parents first, with per-process
+// context ids (0: a thread's root). Each row adds one call to the node
+// (parent's node, callee) and its edge; no repair is needed. A row
+// whose parent id was never written is attached to the thread's root
+// and counted (Stats.Orphans). [Forest.ContextMode] says a forest is
+// built from such traces. A budgeted run in this mode yields exact
+// nodes, only fewer of them.
+//
 // # Default mode and --every
 //
 // A trace recorded with rewrite --every has every call, and counts are

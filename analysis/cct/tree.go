@@ -30,11 +30,12 @@ func (m Module) Key() string {
 
 // RunInfo is one traced run (process) that went into a forest.
 type RunInfo struct {
-	File  string `json:"file"`
-	Run   int    `json:"run"` // index of the run in its file
-	PID   int64  `json:"pid"`
-	Tool  string `json:"tool"`
-	Every bool   `json:"every"` // recorded every occurrence (rewrite --every); else each distinct (site, destination) once
+	File    string `json:"file"`
+	Run     int    `json:"run"` // index of the run in its file
+	PID     int64  `json:"pid"`
+	Tool    string `json:"tool"`
+	Every   bool   `json:"every"`             // recorded every occurrence (rewrite --every); else each distinct (site, destination) once
+	Context bool   `json:"context,omitempty"` // context-preserving mode (rewrite --context): the runtime wrote each context once
 }
 
 // Node is a calling context: the path of function entries from the
@@ -104,6 +105,8 @@ type Stats struct {
 	Inferred     uint64 `json:"inferred"`      // frames pushed for a function entered without a call event
 	PoppedByFunc uint64 `json:"popped_by_fn"`  // unmatched returns from the top frame's own function (it was entered from untraced code)
 	TooDeep      uint64 `json:"too_deep"`      // calls not pushed because the stack was MaxDepth deep
+	Contexts     uint64 `json:"contexts"`      // KindContext rows (rewrite --context)
+	Orphans      uint64 `json:"orphans"`       // KindContext rows whose parent id was not seen before (attached to the root)
 	MaxDepth     int    `json:"max_depth"`     // deepest shadow stack seen
 	Nodes        int    `json:"nodes"`         // contexts, without the root
 	Edges        int    `json:"edges"`         // (context, site, callee) arcs
@@ -121,6 +124,8 @@ func (s *Stats) add(o Stats) {
 	s.Inferred += o.Inferred
 	s.PoppedByFunc += o.PoppedByFunc
 	s.TooDeep += o.TooDeep
+	s.Contexts += o.Contexts
+	s.Orphans += o.Orphans
 	s.MaxDepth = max(s.MaxDepth, o.MaxDepth)
 }
 
@@ -282,6 +287,31 @@ func Merge(name string, trees ...*Tree) *Tree {
 	out.Stats.Nodes, out.Stats.Edges = out.Count()
 	out.Stats.Unnamed = out.unnamed()
 	return out
+}
+
+// Reroot returns the tree below the functions called name: the
+// outermost nodes with that name (as [Tree.FuncName] prints it) are
+// merged into the new root, so their callees become its children. It
+// compares trees whose upper frames differ (a trace that saw main's
+// caller and one that did not); nil if no node has the name.
+func (t *Tree) Reroot(name string) *Tree {
+	var tops []*Tree
+	t.Walk(func(n *Node) bool {
+		if n.Parent != nil && t.FuncName(n) == name {
+			tops = append(tops, &Tree{Modules: t.Modules, Root: n})
+			return false
+		}
+		return true
+	})
+	if len(tops) == 0 {
+		return nil
+	}
+	r := Merge(t.Name+" below "+name, tops...)
+	r.Run, r.TID, r.Stats = t.Run, t.TID, t.Stats
+	r.Root.Calls, r.Root.Inferred, r.Root.Name = 0, 0, ""
+	r.Stats.Nodes, r.Stats.Edges = r.Count()
+	r.Stats.Unnamed = r.unnamed()
+	return r
 }
 
 func mergeInto(dst, src *Node) {

@@ -112,12 +112,18 @@ func summary(out io.Writer, f *cct.Forest, top, depth int, file string) error {
 		fmt.Fprintf(w, "warning   %s\n", m)
 	}
 	mode := "--every: counts are calls"
-	if !f.Every() {
+	switch {
+	case f.ContextMode():
+		mode = "context mode: the runtime wrote each context once, counts are distinct call sites"
+	case !f.Every():
 		mode = "default mode: each distinct call recorded once per run, counts say which contexts were seen"
 	}
 	fmt.Fprintf(w, "runs      %d (%s)\n", len(f.Runs), mode)
 	fmt.Fprintf(w, "threads   %d\n", s.Threads)
 	fmt.Fprintf(w, "calls     %d\n", s.Calls)
+	if s.Contexts > 0 {
+		fmt.Fprintf(w, "contexts  %d rows, %d orphans (parent not written)\n", s.Contexts, s.Orphans)
+	}
 	fmt.Fprintf(w, "returns   %d: %d matched, %d unmatched, %d frames unwound above a match\n", s.Rets, s.Matched, s.Unmatched, s.Unwound)
 	fmt.Fprintf(w, "repair    %d frames popped, %d inferred, %d popped by an unmatched return of their own function\n", s.Repaired, s.Inferred, s.PoppedByFunc)
 	if s.TooDeep > 0 {

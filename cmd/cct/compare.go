@@ -16,7 +16,7 @@ import (
 	"github.com/stint-project/stint/internal/cli"
 )
 
-const compareHelp = `Usage: cct compare [--json] [--missing N] A B
+const compareHelp = `Usage: cct compare [--json] [--missing N] [--root FUNC] A B
 
 Measure call-context tree A against the reference tree B, as the DIME*
 paper's VLC table does: the share of B's nodes (contexts) and edges
@@ -34,6 +34,11 @@ A and B are cct files ('cct build -o') or traces, which are built as
   calls    share of B's calls that entered a context A has
 
 Flags:
+  --root FUNC   compare the trees below FUNC (e.g. main): the outermost
+                nodes of that function, merged, are each tree's root.
+                Traces of different modes differ above main (a call/ret
+                trace sees _start call __libc_start_main; the context
+                mode may not)
   --json        JSON output: keys nodes, edges (reference, other, common,
                 extra, coverage), call_coverage, missing, missing_roots
   --missing N   missing subtrees listed (default 10; -1: all)
@@ -43,6 +48,7 @@ func runCompare(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("compare", pflag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "")
 	nmiss := fs.Int("missing", 10, "")
+	root := fs.String("root", "", "")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -58,7 +64,16 @@ func runCompare(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c := cct.Compare(a.Merged, b.Merged, *nmiss)
+	ta, tb := a.Merged, b.Merged
+	if *root != "" {
+		if ta = ta.Reroot(*root); ta == nil {
+			return fmt.Errorf("%s: no context of %q", fs.Arg(0), *root)
+		}
+		if tb = tb.Reroot(*root); tb == nil {
+			return fmt.Errorf("%s: no context of %q", fs.Arg(1), *root)
+		}
+	}
+	c := cct.Compare(ta, tb, *nmiss)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

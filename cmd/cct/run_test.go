@@ -146,10 +146,15 @@ func TestBuildAndCompare(t *testing.T) {
 // returns its trace files.
 func traceFixture(t *testing.T, name string, v fixtures.Variant, every bool) []string {
 	t.Helper()
+	return traceFixtureOpts(t, name, v, rewrite.Options{Tool: rewrite.ToolCall, Every: every})
+}
+
+func traceFixtureOpts(t *testing.T, name string, v fixtures.Variant, opts rewrite.Options) []string {
+	t.Helper()
 	bin := fixtures.Build(t, name, v)
 	dir := t.TempDir()
 	out := filepath.Join(dir, filepath.Base(bin))
-	if _, err := rewrite.RewriteFile(bin, out, rewrite.Options{Tool: rewrite.ToolCall, Every: every}); err != nil {
+	if _, err := rewrite.RewriteFile(bin, out, opts); err != nil {
 		t.Fatalf("rewrite %s: %v", bin, err)
 	}
 	traces := filepath.Join(dir, "traces")
@@ -235,6 +240,33 @@ func TestFixtureTrees(t *testing.T) {
 		}
 		if tr.Stats.Repaired == 0 {
 			t.Errorf("no frames repaired after longjmp: %+v", tr.Stats)
+		}
+	})
+	t.Run("setjmp-context-mode", func(t *testing.T) {
+		v := fixtures.Variant{Opt: fixtures.O2, PIE: true}
+		files := traceFixtureOpts(t, "setjmp", v, rewrite.Options{Tool: rewrite.ToolCall, Context: true})
+		f := buildFile(t, files)
+		if !f.ContextMode() || f.Merged.Stats.Contexts == 0 {
+			t.Fatalf("not read as a context-mode trace: %+v", f.Merged.Stats)
+		}
+		// The runtime's stacks are exact: one chain of 16 deep frames.
+		below := f.Merged.Reroot("main")
+		if below == nil || below.Find(chain("deep", 16)...) == nil || below.Find(chain("deep", 17)...) != nil {
+			t.Fatalf("main > deep: want one chain of 16:\n%v", top(f.Merged))
+		}
+		// The same contexts as the call/ret tree of an --every run,
+		// compared below main.
+		every := buildFile(t, traceFixture(t, "setjmp", v, true)).Merged.Reroot("main")
+		c := cct.Compare(below, every, 5)
+		deepNodes := 0
+		every.Walk(func(n *cct.Node) bool {
+			if every.FuncName(n) == "deep" {
+				deepNodes++
+			}
+			return true
+		})
+		if deepNodes != 16 || c.Nodes.Common < deepNodes {
+			t.Errorf("context tree has %d of the --every tree's %d nodes (%d deep); missing %+v", c.Nodes.Common, c.Nodes.Reference, deepNodes, c.Missing)
 		}
 	})
 	t.Run("recurse-default-mode", func(t *testing.T) {
