@@ -56,11 +56,20 @@ func (e *CellEnv) autoOptions() AutoOptions {
 	return AutoOptions{Resolver: e.Resolver, Progress: e.Progress}
 }
 
-func (e *CellEnv) path(p string) string {
-	if p == "" || filepath.IsAbs(p) {
-		return p
+// one resolves a flag's file argument like [CellEnv.Paths]; a pattern
+// must match exactly one file. "" stays "".
+func (e *CellEnv) one(flag, p string) (string, error) {
+	if p == "" {
+		return "", nil
 	}
-	return filepath.Join(e.Dir, p)
+	m, err := e.Paths([]string{p})
+	if err != nil {
+		return "", fmt.Errorf("--%s: %w", flag, err)
+	}
+	if len(m) != 1 {
+		return "", fmt.Errorf("--%s %q matches %d files, want one", flag, p, len(m))
+	}
+	return m[0], nil
 }
 
 func cellCovCompare(ctx context.Context, env *CellEnv, args []string) ([]Block, error) {
@@ -144,7 +153,9 @@ func cellPlot(what string) CellFunc {
 			return nil, fmt.Errorf("%w: no traces given", errUsage)
 		}
 		opts := env.autoOptions()
-		opts.Full = env.path(full)
+		if opts.Full, err = env.one("full", full); err != nil {
+			return nil, err
+		}
 		a, err := newAuto(ctx, files, opts)
 		if err != nil {
 			return nil, err
@@ -194,7 +205,10 @@ func cellAuto(ctx context.Context, env *CellEnv, args []string) ([]Block, error)
 		return nil, err
 	}
 	opts := env.autoOptions()
-	opts.Full, opts.NativeNS, opts.Functions = env.path(full), uint64(max(native, 0)*1e9), nfuncs
+	opts.NativeNS, opts.Functions = uint64(max(native, 0)*1e9), nfuncs
+	if opts.Full, err = env.one("full", full); err != nil {
+		return nil, err
+	}
 	a, err := newAuto(ctx, files, opts)
 	if err != nil {
 		return nil, err

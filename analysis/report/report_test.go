@@ -578,3 +578,34 @@ func TestCCTCells(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleNotebook: testdata/example.md renders without failed cells
+// on traces laid out as scripts/demo.sh leaves them.
+func TestExampleNotebook(t *testing.T) {
+	src, err := os.ReadFile("testdata/example.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	runs, full := synthTraces(t, t.TempDir())
+	for name, from := range map[string]string{"full": full, "run1": runs[0], "run2": runs[1]} {
+		os.Mkdir(filepath.Join(dir, name), 0o755)
+		b, _ := os.ReadFile(from)
+		os.WriteFile(filepath.Join(dir, name, "demo.1.2.arrow"), b, 0o644)
+	}
+	d, err := RenderNotebook(context.Background(), src, NotebookOptions{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	d.WriteHTML(&b)
+	p := parsePage(t, b.Bytes())
+	// Coverage, run 1's budget and the overshoots; run 1 has no QoS rows.
+	if figs := p.figures(t); len(figs) != 3 || !strings.Contains(p.text, "No QoS data.") {
+		t.Errorf("%d figures, want 3 (coverage, budget, overshoot) and no QoS data", len(figs))
+	}
+	// Runs 1 and 2 recorded events 0..14 of the full run's 40.
+	if !strings.Contains(p.text, "37.5% coverage after 2 runs 15 of 40 distinct events") {
+		t.Errorf("page lacks the coverage after 2 runs")
+	}
+}
