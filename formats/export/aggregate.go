@@ -59,6 +59,7 @@ type stacks struct {
 	index    map[nodeKey]int32
 	threads  map[threadKey][]frame
 	maxDepth int
+	dropped  int64 // frames dropped from overfull shadow stacks
 }
 
 func newStacks(maxDepth int) *stacks {
@@ -69,11 +70,22 @@ func newStacks(maxDepth int) *stacks {
 // most this far after its call.
 const maxCallLen = 15
 
+// maxStack bounds a shadow stack: when calls keep coming without
+// returns (returns not recorded, or a trace of a thread that never
+// returns), the oldest half of the frames is dropped so that memory
+// does not grow with events. Returns to dropped frames are unmatched.
+const maxStack = 1 << 16
+
 // call pushes a frame for a call at site into fn and counts the context.
 // Beyond maxDepth, the frame is pushed (so that its return matches) but
 // counted in the context at the bound; it reports whether it was.
 func (s *stacks) call(t threadKey, site, fn addr) (truncated bool) {
 	st := s.threads[t]
+	if len(st) >= maxStack {
+		n := copy(st, st[len(st)/2:])
+		s.dropped += int64(len(st) - n)
+		st = st[:n]
+	}
 	cur := int32(0)
 	if n := len(st); n > 0 {
 		cur = st[n-1].node
@@ -221,6 +233,9 @@ func (e *exporter) aggregate(ctx context.Context, wantStacks, wantFlat, wantBloc
 			}
 		}
 	})
+	if a.stacks != nil {
+		e.stats.Dropped = a.stacks.dropped
+	}
 	return a, err
 }
 

@@ -193,6 +193,7 @@ type Stats struct {
 	NoModule   int64 // events whose address lies in no known module (kept absolute where the format allows)
 	Unmatched  int64 // returns that matched no frame of their thread's shadow stack (pprof, collapsed)
 	Truncated  int64 // calls deeper than MaxDepth, folded into the frame at the bound
+	Dropped    int64 // shadow stack frames dropped because a thread's stack outgrew 65536 frames
 	Samples    int   // distinct samples (pprof), stacks (collapsed), blocks (drcov), files (lcov)
 	NoSymbols  int   // modules with events but no function names
 	Unresolved int64 // locations (pprof) or stack frames (collapsed) that lie in no named function
@@ -244,6 +245,7 @@ type exporter struct {
 	symDone []bool
 	used    []bool
 	stats   Stats
+	wheres  map[addr][3]string // csv: place, function and line per distinct address
 }
 
 func newExporter(src Source, opts Options) *exporter {

@@ -649,3 +649,30 @@ func TestNoSymbols(t *testing.T) {
 		}
 	}
 }
+
+func TestShadowStackBounded(t *testing.T) {
+	// Calls without returns: the shadow stack keeps at most maxStack
+	// frames, and every call is still counted.
+	n := 3 * maxStack
+	src := &genSource{tool: formats.ToolCall, n: 2 * n, distinct: 0x800}
+	src.onlyCalls = true
+	var buf bytes.Buffer
+	st, err := Write(context.Background(), &buf, Collapsed, src, Options{Symbolize: testSymbols, MaxDepth: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dropped == 0 || st.Dropped > int64(2*n) {
+		t.Errorf("Dropped = %d, want some frames dropped", st.Dropped)
+	}
+	var sum int64
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		c, err := strconv.ParseInt(l[strings.LastIndexByte(l, ' ')+1:], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += c
+	}
+	if sum != int64(2*n) {
+		t.Errorf("collapsed counts add up to %d, want %d calls", sum, 2*n)
+	}
+}

@@ -67,18 +67,26 @@ func (e *exporter) writeCSV(ctx context.Context, w io.Writer) error {
 }
 
 // where returns module+0xoffset, the function and file:line of an
-// address ("" for what is unknown).
+// address ("" for what is unknown), remembered per distinct address.
 func (e *exporter) where(mod uint16, a uint64) (place, fn, line string) {
-	place = e.place(mod, a)
 	if e.module(mod) == nil {
 		e.stats.NoModule++
-		return place, "", ""
+		return e.place(mod, a), "", ""
 	}
+	k := addr{mod, a}
+	if w, ok := e.wheres[k]; ok {
+		return w[0], w[1], w[2]
+	}
+	place = e.place(mod, a)
 	s := e.symbols(mod)
 	fn = e.funcName(mod, a)
 	if file, l := s.Line(a); file != "" {
 		line = file + ":" + strconv.Itoa(l)
 	}
+	if e.wheres == nil {
+		e.wheres = map[addr][3]string{}
+	}
+	e.wheres[k] = [3]string{place, fn, line}
 	return place, fn, line
 }
 
