@@ -2,6 +2,7 @@ package qos
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -120,15 +121,18 @@ func (rr *RESPReader) read(depth int) (Reply, error) {
 		case n > maxBulk:
 			return Reply{}, &RESPError{start, fmt.Sprintf("bulk string of %d bytes (limit %d)", n, maxBulk)}
 		}
-		buf := make([]byte, n+2)
-		k, err := io.ReadFull(rr.r, buf)
-		rr.off += int64(k)
+		// Grow the buffer as bytes arrive, not by the length the peer
+		// announced.
+		var bb bytes.Buffer
+		k, err := io.CopyN(&bb, rr.r, n+2)
+		rr.off += k
 		if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			if errors.Is(err, io.EOF) {
 				return Reply{}, &RESPError{rr.off, "connection closed inside a bulk string"}
 			}
 			return Reply{}, err
 		}
+		buf := bb.Bytes()
 		if buf[n] != '\r' || buf[n+1] != '\n' {
 			return Reply{}, &RESPError{rr.off - 2, "bulk string not ended by CRLF"}
 		}
