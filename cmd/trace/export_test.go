@@ -508,3 +508,38 @@ func TestImageRestoresPatches(t *testing.T) {
 		t.Fatal("no functions compared")
 	}
 }
+
+func TestExportMergedInput(t *testing.T) {
+	// A merged trace (two runs) and a plain trace combine into three
+	// runs, with one module table.
+	fs := files(t)
+	dir := t.TempDir()
+	merged := filepath.Join(dir, "m.arrow")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"merge", "-o", merged, fs["good.arrow"], fs["good.arrow"]}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "x.csv")
+	if err := runExport(context.Background(), []string{"-f", "csv", "--no-symbols", "-o", out, merged, fs["good.arrow"]}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]int{}
+	for _, r := range recs[1:] {
+		runs[r[0]]++
+		if r[1] == "call" && (r[4] != "demo+0x1130" || r[7] != "libc.so.6+0x28000") {
+			t.Errorf("call row %q: want demo+0x1130 -> libc.so.6+0x28000", r)
+		}
+	}
+	if len(runs) != 3 || runs["0"] != 5 || runs["1"] != 5 || runs["2"] != 5 {
+		t.Errorf("rows per run %v, want 5 in each of runs 0, 1, 2", runs)
+	}
+}
