@@ -355,12 +355,20 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 				dst = b.Value[i]
 			}
 			kk := key{b.Src[i], dst, uint64(k)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
-			v := s.events.slot(kk)
+			g := int32(fullPass)
+			if !isFull {
+				g = int32(first + run)
+			}
+			h := kk.hash()
+			if s.events.seen(kk, h, g) {
+				continue // processed for this run already
+			}
+			s.events.remember(kk, h, g)
+			v := s.events.slotH(kk, h)
 			if isFull {
 				v.full = true
 				continue
 			}
-			g := int32(first + run)
 			if v.last == g {
 				continue
 			}

@@ -10,10 +10,38 @@ import "math/bits"
 // A key and its val share a slot, so a lookup touches one cache line:
 // with a million distinct events the table is far larger than the
 // caches, and misses are what a lookup costs.
+//
+// In front of it, recent remembers, direct-mapped by hash, the last
+// events processed and for which run: an event seen again in the same
+// run (most rows of a long trace) is skipped after one lookup in a
+// small array that stays in the cache, without touching the table.
 type table struct {
-	slots []entry // slots[i].v.used marks an occupied slot
-	mask  uint64
-	n     int
+	slots  []entry // slots[i].v.used marks an occupied slot
+	mask   uint64
+	n      int
+	recent []recentEntry
+}
+
+type recentEntry struct {
+	k key
+	g int32 // the run that processed k (fullPass: the full run's pass); noRun: empty
+}
+
+const (
+	recentSize = 1 << 13
+	noRun      = -1 << 31
+	fullPass   = -2
+)
+
+// seen reports whether k was the last event processed for g in its
+// recent slot; remember makes it so.
+func (t *table) seen(k key, h uint64, g int32) bool {
+	e := &t.recent[(h>>40)&(recentSize-1)]
+	return e.g == g && e.k == k
+}
+
+func (t *table) remember(k key, h uint64, g int32) {
+	t.recent[(h>>40)&(recentSize-1)] = recentEntry{k, g}
 }
 
 type entry struct {
@@ -23,7 +51,11 @@ type entry struct {
 
 func newTable() *table {
 	const size = 1 << 12
-	return &table{slots: make([]entry, size), mask: size - 1}
+	t := &table{slots: make([]entry, size), mask: size - 1, recent: make([]recentEntry, recentSize)}
+	for i := range t.recent {
+		t.recent[i].g = noRun
+	}
+	return t
 }
 
 func (k key) hash() uint64 {
@@ -50,13 +82,16 @@ func (t *table) find(k key) *val {
 
 // slot returns the val of k, adding k (first = last = -1) if it is not
 // in the set. The pointer is valid until the next slot call.
-func (t *table) slot(k key) *val {
-	for i := k.hash() & t.mask; ; i = (i + 1) & t.mask {
+func (t *table) slot(k key) *val { return t.slotH(k, k.hash()) }
+
+// slotH is slot with k's hash given.
+func (t *table) slotH(k key, h uint64) *val {
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		e := &t.slots[i]
 		if !e.v.used {
 			if 4*(t.n+1) > 3*len(t.slots) {
 				t.grow()
-				return t.slot(k)
+				return t.slotH(k, h)
 			}
 			*e = entry{k, val{first: -1, last: -1, used: true}}
 			t.n++

@@ -33,3 +33,16 @@ func TestTableGrows(t *testing.T) {
 		t.Errorf("each visited %d, want %d", count, n)
 	}
 }
+
+func TestRecent(t *testing.T) {
+	tb := newTable()
+	k := key{1, 2, 3}
+	h := k.hash()
+	if tb.seen(k, h, 0) || tb.seen(k, h, fullPass) {
+		t.Fatal("empty cache says seen")
+	}
+	tb.remember(k, h, 0)
+	if !tb.seen(k, h, 0) || tb.seen(k, h, 1) || tb.seen(key{1, 2, 4}, h, 0) {
+		t.Error("seen: wrong answer after remember")
+	}
+}
