@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 
 	"github.com/stint-project/stint/runtime"
@@ -38,11 +39,16 @@ const maxImage = 1 << 30
 
 // LoadImage reads the executable segments of the ELF file at path.
 func LoadImage(path string) (*Image, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
 	f, err := elf.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	size := uint64(fi.Size()) // no segment holds more than the file
 	im := &Image{LinkBase: ^uint64(0)}
 	total := uint64(0)
 	for _, p := range f.Progs {
@@ -58,6 +64,9 @@ func LoadImage(path string) (*Image, error) {
 			continue
 		}
 		total += p.Filesz
+		if p.Filesz > size || p.Off > size-p.Filesz {
+			return nil, fmt.Errorf("%s: segment at %#x: %d bytes at offset %d, beyond the file's %d", path, p.Vaddr, p.Filesz, p.Off, size)
+		}
 		if total > maxImage {
 			return nil, fmt.Errorf("%s: executable segments hold more than %d bytes", path, maxImage)
 		}
@@ -71,7 +80,7 @@ func LoadImage(path string) (*Image, error) {
 		return nil, fmt.Errorf("%s: no PT_LOAD segment", path)
 	}
 	sort.Slice(im.segs, func(i, j int) bool { return im.segs[i].vaddr < im.segs[j].vaddr })
-	im.restore(f)
+	im.restore(f, size)
 	return im, nil
 }
 
@@ -97,11 +106,11 @@ func (im *Image) Bytes(addr uint64, n int) []byte {
 // restore finds a stint module descriptor in the writable segments and
 // writes each patch's original bytes back. A file without one, or with
 // a damaged one, is left as it is.
-func (im *Image) restore(f *elf.File) {
+func (im *Image) restore(f *elf.File, size uint64) {
 	magic := binary.LittleEndian.AppendUint64(nil, runtime.ModuleMagic)
 	read := func(vaddr uint64, n uint64) []byte {
 		for _, p := range f.Progs {
-			if p.Type == elf.PT_LOAD && vaddr >= p.Vaddr && n <= p.Filesz && vaddr-p.Vaddr <= p.Filesz-n {
+			if p.Type == elf.PT_LOAD && n <= size && vaddr >= p.Vaddr && n <= p.Filesz && vaddr-p.Vaddr <= p.Filesz-n {
 				b := make([]byte, n)
 				if _, err := p.ReadAt(b, int64(vaddr-p.Vaddr)); err != nil && err != io.EOF {
 					return nil
@@ -112,7 +121,7 @@ func (im *Image) restore(f *elf.File) {
 		return nil
 	}
 	for _, p := range f.Progs {
-		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_W == 0 || p.Filesz == 0 || p.Filesz > maxImage {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_W == 0 || p.Filesz == 0 || p.Filesz > maxImage || p.Filesz > size || p.Off > size-p.Filesz {
 			continue
 		}
 		data := make([]byte, p.Filesz)

@@ -241,3 +241,28 @@ func TestLinesAtNil(t *testing.T) {
 		t.Errorf("nil Table: Lines = %v, %v", ls, err)
 	}
 }
+
+// FuzzLoad feeds mutated ELF files to Load, LoadImage and the line
+// table reader: errors are fine, panics are not.
+func FuzzLoad(f *testing.F) {
+	for _, p := range []string{"/bin/true", "/usr/bin/true"} {
+		if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 {
+			f.Add(b)
+			break
+		}
+	}
+	f.Add([]byte("\x7fELF\x02\x01\x01"))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p := filepath.Join(dir, "f")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if tab, err := Load(p); err == nil {
+			tab.LineAt(0x1000)
+		}
+		if im, err := LoadImage(p); err == nil {
+			im.Bytes(0x1000, 16)
+		}
+	})
+}
