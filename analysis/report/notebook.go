@@ -286,7 +286,8 @@ func cellHTML(command string, out template.HTML, failed bool) template.HTML {
 	return template.HTML(`<div class="` + cls + `"><div class="cell-command"><code>` + template.HTMLEscapeString("stint "+command) + "</code></div>\n" + string(out) + "</div>\n")
 }
 
-// runCell finds the command (longest name match) and runs it.
+// runCell finds the command (longest name match; of equal names the
+// last, so a caller's list can override a default) and runs it.
 func runCell(ctx context.Context, env *CellEnv, cmds []CellCommand, words []string) ([]Block, error) {
 	if len(words) == 0 {
 		return nil, fmt.Errorf("empty cell: want a command (%s)", cellNames(cmds))
@@ -294,7 +295,7 @@ func runCell(ctx context.Context, env *CellEnv, cmds []CellCommand, words []stri
 	best, bestLen := -1, 0
 	for i, c := range cmds {
 		name := strings.Fields(c.Name)
-		if len(name) > bestLen && len(name) <= len(words) && slices.Equal(name, words[:len(name)]) {
+		if len(name) >= bestLen && len(name) > 0 && len(name) <= len(words) && slices.Equal(name, words[:len(name)]) {
 			best, bestLen = i, len(name)
 		}
 	}

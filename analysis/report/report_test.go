@@ -445,20 +445,25 @@ func TestNotebook(t *testing.T) {
 func TestNotebookCellsPlugIn(t *testing.T) {
 	var got [][]string
 	cmds := append(DefaultCells(),
-		CellCommand{Name: "cct", Run: func(_ context.Context, _ *CellEnv, args []string) ([]Block, error) {
-			got = append(got, append([]string{"cct"}, args...))
+		CellCommand{Name: "mytool", Run: func(_ context.Context, _ *CellEnv, args []string) ([]Block, error) {
+			got = append(got, append([]string{"mytool"}, args...))
 			return []Block{&Paragraph{Text: "tree"}}, nil
 		}},
-		CellCommand{Name: "cct compare", Run: func(_ context.Context, _ *CellEnv, args []string) ([]Block, error) {
-			got = append(got, append([]string{"cct compare"}, args...))
+		CellCommand{Name: "mytool compare", Run: func(_ context.Context, _ *CellEnv, args []string) ([]Block, error) {
+			got = append(got, append([]string{"mytool compare"}, args...))
 			return []Block{&Table{Columns: []Column{{Name: "node"}}, Rows: [][]Cell{{Text("main")}}}}, nil
+		}},
+		// Overrides the default of the same name.
+		CellCommand{Name: "trace stats", Run: func(_ context.Context, _ *CellEnv, args []string) ([]Block, error) {
+			got = append(got, append([]string{"trace stats"}, args...))
+			return nil, nil
 		}})
-	src := "```stint cct build a.arrow\n```\n```stint cct compare x y\n```\n"
+	src := "```stint mytool build a.arrow\n```\n```stint mytool compare x y\n```\n```stint trace stats z\n```\n"
 	d, err := RenderNotebook(context.Background(), []byte(src), NotebookOptions{Cells: cmds})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := [][]string{{"cct", "build", "a.arrow"}, {"cct compare", "x", "y"}}
+	want := [][]string{{"mytool", "build", "a.arrow"}, {"mytool compare", "x", "y"}, {"trace stats", "z"}}
 	if !slices.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("have calls %q, want %q", got, want)
 	}
