@@ -479,7 +479,7 @@ func (b *Builder) Forest() *Forest {
 			p.Module, p.Entry = modIndex(fn.mod), fn.entry
 			if b.opts.Resolver != nil && fn.mod != noMod {
 				if t := b.table(fn.mod); t != nil {
-					if fc := t.Lookup(fn.entry); fc != nil {
+					if fc := t.Lookup(fn.entry); fc != nil && fc.Name != "" {
 						p.Name = fc.Name
 						if fc.Start != fn.entry {
 							p.Name = fmt.Sprintf("%s+%#x", fc.Name, fn.entry-fc.Start)

@@ -513,3 +513,48 @@ func FuzzRead(f *testing.F) {
 		Compare(fo.Merged, fo.Merged, 3)
 	})
 }
+
+func TestFrameStarts(t *testing.T) {
+	// A stripped copy of a program: no symbols, but .eh_frame_hdr.
+	bin := "/usr/bin/gzip"
+	if _, err := os.Stat(bin); err != nil {
+		t.Skip("no /usr/bin/gzip")
+	}
+	starts, err := ehFrameStarts(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(starts) < 50 || !slices.IsSorted(starts) {
+		t.Fatalf("%d starts in gzip's eh_frame_hdr", len(starts))
+	}
+	tb, err := WithFrameStarts(nil).Table("", bin)
+	if err != nil || tb == nil {
+		t.Fatal(err)
+	}
+	f := tb.Lookup(starts[3] + 1)
+	if f == nil || f.Start != starts[3] || f.End != starts[4] {
+		t.Errorf("lookup inside the 4th function: %+v, want [%#x, %#x)", f, starts[3], starts[4])
+	}
+	// A table from the inner source keeps its names.
+	named := WithFrameStarts(demoSyms{})
+	if tb, _ := named.Table(demo.BuildID, "/nonexistent/demo"); tb == nil || tb.Lookup(fnAt["a"]).Name != "a" {
+		t.Error("inner table lost")
+	}
+}
+
+func TestParseEhFrameHdrBad(t *testing.T) {
+	good := []byte{1, 0x1b, 0x03, 0x3b, 0, 0, 0, 0, 2, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0, 0, 0, 0}
+	if s, err := parseEhFrameHdr(good, 0x1000); err != nil || len(s) != 2 || s[0] != 0x1010 || s[1] != 0x1020 {
+		t.Errorf("good header: %#x, %v", s, err)
+	}
+	for _, bad := range [][]byte{nil, good[:8], append([]byte{2}, good[1:]...), append([]byte{1, 0x1b, 0x03, 0x33}, good[4:]...)} {
+		if _, err := parseEhFrameHdr(bad, 0); err == nil {
+			t.Errorf("% x: no error", bad)
+		}
+	}
+	lying := append([]byte(nil), good...)
+	lying[8] = 0xff // more entries than bytes
+	if _, err := parseEhFrameHdr(lying, 0); err == nil {
+		t.Error("entry count beyond the data: no error")
+	}
+}

@@ -70,7 +70,7 @@ func runBuild(ctx context.Context, args []string, stdout io.Writer) error {
 		return cli.Usagef("build: --max-depth %d: want at least 1", *maxDepth)
 	}
 	f, err := cct.Build(ctx, fs.Args(), cct.Options{
-		Resolver: symbols.NewResolver(), NoRepair: *noRepair, PerThread: *perThread, MaxDepth: *maxDepth,
+		Resolver: cct.WithFrameStarts(symbols.NewResolver()), NoRepair: *noRepair, PerThread: *perThread, MaxDepth: *maxDepth,
 	})
 	if err != nil {
 		return err

@@ -123,5 +123,5 @@ func load(ctx context.Context, name string, res *symbols.Resolver) (*cct.Forest,
 		}
 		return f, nil
 	}
-	return cct.Build(ctx, []string{name}, cct.Options{Resolver: res})
+	return cct.Build(ctx, []string{name}, cct.Options{Resolver: cct.WithFrameStarts(res)})
 }
