@@ -39,8 +39,10 @@
 // handlers get their own contexts. An unmatched return from the top
 // frame's own function pops that frame (Stats.PoppedByFunc): main
 // returning to libc, a handler returning to the signal trampoline.
-// Without symbols (stripped modules, Options.NoRepair) only return
-// matching applies: callees of main hang off the root, a tail-called
+// [WithFrameStarts] completes the symbol tables with the function starts
+// of .eh_frame_hdr, so that stripped modules are repaired too (their
+// functions then have no names). Without either (Options.NoRepair, or
+// no readable module file) only return matching applies: callees of main hang off the root, a tail-called
 // function's calls appear under the function that jumped to it, and
 // after a longjmp the stale frames stay until a return unwinds them.
 //

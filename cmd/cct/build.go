@@ -30,15 +30,20 @@ largest contexts and the top of the tree.
 A return matches the nearest frame of the thread's shadow stack whose
 call site lies just before the return's destination; frames above it
 are unwound (longjmp, C++ exceptions, missed returns); a return that
-matches no frame is counted as unmatched. With the modules' symbols the
-stack is repaired from the function that holds each call site: frames
+matches no frame is counted as unmatched. With the modules' symbols
+(symbol tables, DWARF, and in stripped files the function starts of
+.eh_frame_hdr) the stack is repaired from the function that holds each call site: frames
 above it are popped, and a function entered without a call event (main,
 thread start routines, callbacks from untraced libraries, tail calls,
 signal handlers, budget gaps) gets an inferred frame (shown as +N).
 
 Default-mode traces (not rewrite --every) record each distinct (call
-site, destination) once per run: counts are then mostly 1 and the tree
-says which contexts were seen.
+site, destination) once per run: counts are then mostly 1, most returns
+are missing, and the tree says which contexts were seen (the repair
+keeps it plausible; treat the upper levels with care). Traces of
+'rewrite --tool call --context' carry the runtime's own exact contexts
+(KindContext rows), written once each: the tree is exact, also under a
+budget.
 
 Flags:
   -o, --output FILE   write the trees to FILE (JSON, read by 'cct compare';
