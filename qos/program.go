@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -132,7 +133,12 @@ func RunProgram(ctx context.Context, o Options, argv []string) (Result, error) {
 	}
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Env = o.Environ(base, path)
-	c.Stdin, c.Stdout, c.Stderr = o.Stdin, o.Stdout, o.Stderr
+	c.Stdin = o.Stdin
+	// Writers that are not files are written by exec's copying
+	// goroutines and by the analyzer at once: serialise them (a
+	// bytes.Buffer given as both stderr and Messages would lose lines).
+	var mu sync.Mutex
+	c.Stdout, c.Stderr, o.Messages = lockWriter(&mu, o.Stdout), lockWriter(&mu, o.Stderr), lockWriter(&mu, o.Messages)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	fg := foregroundTTY(o.Stdin)
 	if fg {
@@ -278,4 +284,23 @@ func waitPid(pid int) (<-chan struct{}, error) {
 		}
 	}()
 	return ch, nil
+}
+
+// lockedWriter serialises writes to w with mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func lockWriter(mu *sync.Mutex, w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok || w == nil {
+		return w
+	}
+	return &lockedWriter{mu, w}
 }
