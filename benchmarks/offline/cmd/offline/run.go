@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -195,7 +196,17 @@ func runGen(args []string, stdout io.Writer) error {
 type oneResult struct {
 	offline.Result
 	Seconds float64 `json:"seconds"`
-	PeakKB  int64   `json:"peak_kb"` // VmHWM: the process's peak resident set
+	CPU     float64 `json:"cpu_seconds"` // user + system time of the whole process
+	PeakKB  int64   `json:"peak_kb"`     // VmHWM: the process's peak resident set
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
 }
 
 // peakKB returns this process's peak resident set (VmHWM), in KiB. The
@@ -225,12 +236,12 @@ func runOne(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() != 1 {
 		return cli.Usagef("one: want one trace file")
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuSeconds()
 	res, err := offline.RunOp(ctx, *op, fs.Arg(0), *events)
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(stdout).Encode(oneResult{res, time.Since(start).Seconds(), peakKB()})
+	return json.NewEncoder(stdout).Encode(oneResult{res, time.Since(start).Seconds(), cpuSeconds() - cpu0, peakKB()})
 }
 
 // row is one measurement.
@@ -243,6 +254,7 @@ type row struct {
 	detail             string
 	configuredDistinct int64
 	wall               float64 // the child's whole life, start-up included
+	cpu                float64 // CPU seconds of the analysis (user + system, all threads)
 }
 
 func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -289,8 +301,8 @@ func runAll(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 					return err
 				}
 				r.events, r.distinct, r.configuredDistinct = n, int64(desc.Stats.Distinct), d
-				fmt.Fprintf(stderr, "%-5s %s events, %d distinct: %.2f s, %.1f M events/s, peak RSS %.0f MB (%s)\n",
-					op, countString(n), r.distinct, r.seconds, float64(r.streamed)/r.seconds/1e6, r.rssMB, r.detail)
+				fmt.Fprintf(stderr, "%-5s %s events, %d distinct: %.2f s (%.2f s CPU), %.1f M events per CPU second, peak RSS %.0f MB (%s)\n",
+					op, countString(n), r.distinct, r.seconds, r.cpu, float64(r.streamed)/r.cpu/1e6, r.rssMB, r.detail)
 				rows = append(rows, r)
 			}
 			if !*keep {
@@ -324,7 +336,7 @@ func measure(ctx context.Context, self, op, file string, events int64) (row, err
 	if err := json.Unmarshal(out, &res); err != nil {
 		return row{}, fmt.Errorf("%s on %s: child printed %q: %w", op, file, out, err)
 	}
-	r := row{op: op, streamed: res.Events, seconds: res.Seconds, detail: res.Detail, rssMB: float64(res.PeakKB) / 1024, wall: wall}
+	r := row{op: op, streamed: res.Events, seconds: res.Seconds, cpu: res.CPU, detail: res.Detail, rssMB: float64(res.PeakKB) / 1024, wall: wall}
 	return r, nil
 }
 
@@ -334,13 +346,16 @@ func markdown(rows []row, args []string) string {
 	fmt.Fprintf(&b, "# Offline analysis speed (issue 5, part 6)\n\n")
 	fmt.Fprintf(&b, "Measured %s on %s (%d cores, %s/%s, %s), one core per analysis (GOMAXPROCS=1), each in a child process.\n\n",
 		time.Now().UTC().Format(time.RFC3339), host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(&b, "Load average when the table was written: %s (the machine is shared: read ratios, not seconds).\n\n", strings.Join(strings.Fields(string(la))[:3], " "))
+	}
 	fmt.Fprintf(&b, "Reproduce:\n\n    go run ./benchmarks/offline/cmd/offline run %s\n\n", strings.Join(args, " "))
-	b.WriteString("Synthetic traces (benchmarks/offline.Generate): a branch trace of a made-up program whose call graph is a binary tree of functions, walked by 4 threads (about 64% jcc, 10% call, 10% ret, 5% jmp, some ind-call, ind-jmp and syscall); 41 bytes per event on disk. `events/s` counts events streamed: cov compare reads the trace twice (as a run and as the full run), so it streams twice the trace's events. Seconds are the analysis alone, timed in the child; peak RSS is the child's VmHWM (its peak resident set, Go runtime and binary included).\n\n")
-	b.WriteString("| analysis | trace events | distinct events | streamed | seconds | M events/s | peak RSS (MB) | result |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("Synthetic traces (benchmarks/offline.Generate): a branch trace of a made-up program whose call graph is a binary tree of functions, walked by 4 threads (about 64% jcc, 10% call, 10% ret, 5% jmp, some ind-call, ind-jmp and syscall); 41 bytes per event on disk. `events/s` counts events streamed: cov compare reads the trace twice (as a run and as the full run), so it streams twice the trace's events. Seconds are the analysis alone, timed in the child: wall time, and CPU time (user + system of all the child's threads, GC included) from getrusage; on this shared machine the CPU time is the measure of one core's speed (`M events / CPU s`), wall time also counts waiting for a core. Peak RSS is the child's VmHWM (its peak resident set, Go runtime and binary included). The traces are read from the page cache (each was just written).\n\n")
+	b.WriteString("| analysis | trace events | distinct events | streamed | wall s | CPU s | M events / CPU s | M events / wall s | peak RSS (MB) | result |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		name := map[string]string{"cov": "cov compare", "merge": "trace merge", "cct": "cct build"}[r.op]
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %.2f | %.1f | %.0f | %s |\n",
-			name, countString(r.events), r.distinct, countString(r.streamed), r.seconds, float64(r.streamed)/r.seconds/1e6, r.rssMB, r.detail)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %.2f | %.2f | %.1f | %.1f | %.0f | %s |\n",
+			name, countString(r.events), r.distinct, countString(r.streamed), r.seconds, r.cpu, float64(r.streamed)/r.cpu/1e6, float64(r.streamed)/r.seconds/1e6, r.rssMB, r.detail)
 	}
 	return b.String()
 }
