@@ -77,7 +77,9 @@ func (a *Analyzer) Step(ctx context.Context) error {
 	case ok:
 		a.stats.Published++
 		row.Value, row.HasValue = v, true
-		if a.failing {
+		if a.failing && a.stats.Published == 1 {
+			a.logf("metric source %s answers", a.Source)
+		} else if a.failing {
 			a.logf("metric source %s answers again", a.Source)
 		}
 		a.failing = false
