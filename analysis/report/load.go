@@ -37,8 +37,6 @@ type RunData struct {
 	LastNS   uint64         // time of the last row
 	End      formats.End    // how the file ended (same for every run of a file)
 	Warning  string         // the file was cut short, etc.
-	modules  []moduleKey    // global module of each local module id (see loader)
-	distinct map[evKey]bool // this run's distinct events (nil once merged)
 }
 
 // Label names the run for people: the file's base name, with "#k" for a
@@ -115,15 +113,18 @@ type Loader struct {
 	Progress *progress.Bar // may be nil
 
 	mods  map[moduleKey]int32
-	union map[evKey]int // event -> index of the first loaded run that had it
-	runs  int
+	union map[evKey]*seen // every distinct event of the runs loaded
+	runs  int             // runs loaded
 	// newPerRun[i]: events first seen in loaded run i
 	newPerRun []int
 }
 
+// seen marks the last run (global index) that had an event.
+type seen struct{ last int32 }
+
 // NewLoader returns an empty loader.
 func NewLoader() *Loader {
-	return &Loader{mods: map[moduleKey]int32{}, union: map[evKey]int{}}
+	return &Loader{mods: map[moduleKey]int32{}, union: map[evKey]*seen{}}
 }
 
 // LoadFiles reads every file in order (see [Loader.Load]); the progress
@@ -169,7 +170,7 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 	runs := make([]*RunData, len(infos))
 	builders := make([]formats.PeriodBuilder, len(infos))
 	for i, ri := range infos {
-		runs[i] = &RunData{File: file, Run: i, Info: ri.Info, EndStatus: formats.RunEndStatusUnknown, distinct: map[evKey]bool{}}
+		runs[i] = &RunData{File: file, Run: i, Info: ri.Info, EndStatus: formats.RunEndStatusUnknown}
 	}
 	gm := make([]int32, 1<<16)
 	for i := range gm {
@@ -184,6 +185,9 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 		}
 		gm[m.ID] = g
 	}
+	newIn := make([]int, len(runs))
+	var last evKey
+	lastRun := -1
 	for r.Next() {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
@@ -210,7 +214,20 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 				if kind == formats.KindSyscall {
 					dst = b.Value[i]
 				}
-				rd.distinct[evKey{k, gm[b.SrcModule[i]], gm[b.DstModule[i]], b.Src[i], dst}] = true
+				key := evKey{k, gm[b.SrcModule[i]], gm[b.DstModule[i]], b.Src[i], dst}
+				if key == last && run == lastRun { // a repeat (--every traces)
+					continue
+				}
+				last, lastRun = key, run
+				g := int32(l.runs + run)
+				if m := l.union[key]; m == nil {
+					l.union[key] = &seen{last: g}
+					rd.Distinct++
+					newIn[run]++
+				} else if m.last != g {
+					m.last = g
+					rd.Distinct++
+				}
 			case kind == formats.KindRunEnd:
 				rd.HasEnd, rd.EndStatus, rd.EndNS = true, b.Src[i], b.Value[i]
 			case kind >= formats.KindPeriod && kind <= formats.KindPeriodQoS:
@@ -234,18 +251,9 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 		rd.Periods = builders[i].Periods()
 		rd.End = r.End()
 		rd.Warning = warning
-		rd.Distinct = len(rd.distinct)
-		n := 0
-		for k := range rd.distinct {
-			if _, ok := l.union[k]; !ok {
-				l.union[k] = l.runs
-				n++
-			}
-		}
-		l.newPerRun = append(l.newPerRun, n)
-		l.runs++
-		rd.distinct = nil
+		l.newPerRun = append(l.newPerRun, newIn[i])
 	}
+	l.runs += len(runs)
 	for _, rd := range runs {
 		rd.Merged = r.Merged()
 	}
