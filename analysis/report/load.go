@@ -28,15 +28,15 @@ type RunData struct {
 	EndStatus uint64 // its exit status (formats.RunEndStatusUnknown: not seen)
 	EndNS     uint64 // its run time, ns
 
-	Rows     int64          // rows of any kind
-	Events   int64          // event rows (not records, not refusals)
-	Refused  int64          // refusal rows
-	Kinds    [256]int64     // rows per kind
-	Distinct int            // distinct events of this run
-	FirstNS  uint64         // time of the first row (0: no rows)
-	LastNS   uint64         // time of the last row
-	End      formats.End    // how the file ended (same for every run of a file)
-	Warning  string         // the file was cut short, etc.
+	Rows     int64       // rows of any kind
+	Events   int64       // event rows (not records, not refusals)
+	Refused  int64       // refusal rows
+	Kinds    [256]int64  // rows per kind
+	Distinct int         // distinct events of this run
+	FirstNS  uint64      // time of the first row (0: no rows)
+	LastNS   uint64      // time of the last row
+	End      formats.End // how the file ended (same for every run of a file)
+	Warning  string      // the file was cut short, etc.
 }
 
 // Label names the run for people: the file's base name, with "#k" for a
