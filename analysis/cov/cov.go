@@ -139,7 +139,6 @@ type key struct{ a, b, c uint64 }
 type val struct {
 	first, last int32 // runs: first to record it, last seen (-1: none)
 	full        bool
-	used        bool // the table's slot is taken
 }
 
 const noGlobal = 1<<24 - 1
@@ -366,7 +365,7 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 			s.events.remember(kk, h, g)
 			v := s.events.slotH(kk, h)
 			if isFull {
-				v.full = true
+				v.setFull()
 				continue
 			}
 			if v.last == g {
@@ -378,11 +377,11 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 				a.rep.Redundant++
 			} else {
 				v.first = g
-				if v.full {
+				if v.isFull() {
 					a.newInF++
 				}
 			}
-			if v.full {
+			if v.isFull() {
 				a.covered++
 			} else {
 				a.rep.Extra++

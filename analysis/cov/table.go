@@ -44,10 +44,22 @@ func (t *table) remember(k key, h uint64, g int32) {
 	t.recent[(h>>40)&(recentSize-1)] = recentEntry{k, g}
 }
 
+// entry is a slot: the key's words with the flags in c, and the runs.
 type entry struct {
-	k key
-	v val
+	a, b, c     uint64
+	first, last int32 // runs: first to record it, last seen (-1: none)
 }
+
+const (
+	usedBit  = 1 << 63
+	fullBit  = 1 << 62
+	flagBits = usedBit | fullBit
+)
+
+func (e *entry) isFull() bool { return e.c&fullBit != 0 }
+func (e *entry) setFull()     { e.c |= fullBit }
+func (e *entry) key() key     { return key{e.a, e.b, e.c &^ flagBits} }
+func (e *entry) val() val     { return val{first: e.first, last: e.last, full: e.isFull()} }
 
 func newTable() *table {
 	const size = 1 << 12
@@ -67,38 +79,40 @@ func (k key) hash() uint64 {
 	return hi ^ lo
 }
 
-// find returns the val of k, or nil if k is not in the set.
-func (t *table) find(k key) *val {
+// find returns k's entry, or nil if k is not in the set.
+func (t *table) find(k key) *entry {
+	c := k.c | usedBit
 	for i := k.hash() & t.mask; ; i = (i + 1) & t.mask {
 		e := &t.slots[i]
-		if !e.v.used {
+		if e.c == 0 {
 			return nil
 		}
-		if e.k == k {
-			return &e.v
+		if e.a == k.a && e.b == k.b && e.c&^fullBit == c {
+			return e
 		}
 	}
 }
 
-// slot returns the val of k, adding k (first = last = -1) if it is not
-// in the set. The pointer is valid until the next slot call.
-func (t *table) slot(k key) *val { return t.slotH(k, k.hash()) }
+// slot returns k's entry, adding k (first = last = -1) if it is not in
+// the set. The pointer is valid until the next slot call.
+func (t *table) slot(k key) *entry { return t.slotH(k, k.hash()) }
 
 // slotH is slot with k's hash given.
-func (t *table) slotH(k key, h uint64) *val {
+func (t *table) slotH(k key, h uint64) *entry {
+	c := k.c | usedBit
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		e := &t.slots[i]
-		if !e.v.used {
+		if e.c == 0 {
 			if 4*(t.n+1) > 3*len(t.slots) {
 				t.grow()
 				return t.slotH(k, h)
 			}
-			*e = entry{k, val{first: -1, last: -1, used: true}}
+			*e = entry{a: k.a, b: k.b, c: c, first: -1, last: -1}
 			t.n++
-			return &e.v
+			return e
 		}
-		if e.k == k {
-			return &e.v
+		if e.a == k.a && e.b == k.b && e.c&^fullBit == c {
+			return e
 		}
 	}
 }
@@ -108,8 +122,9 @@ func (t *table) grow() {
 	size := 2 * len(old)
 	t.slots, t.mask, t.n = make([]entry, size), uint64(size-1), 0
 	for i := range old {
-		if old[i].v.used {
-			*t.slot(old[i].k) = old[i].v
+		if o := &old[i]; o.c != 0 {
+			e := t.slot(o.key())
+			e.c, e.first, e.last = o.c, o.first, o.last
 		}
 	}
 }
@@ -117,8 +132,8 @@ func (t *table) grow() {
 // each calls f for every distinct event.
 func (t *table) each(f func(k key, v val)) {
 	for i := range t.slots {
-		if e := &t.slots[i]; e.v.used {
-			f(e.k, e.v)
+		if e := &t.slots[i]; e.c != 0 {
+			f(e.key(), e.val())
 		}
 	}
 }

@@ -7,7 +7,7 @@ func TestTableGrows(t *testing.T) {
 	const n = 100_000
 	for i := uint64(0); i < n; i++ {
 		v := tb.slot(key{i, i * 7, i % 3})
-		if v.first != -1 || v.last != -1 || !v.used {
+		if v.first != -1 || v.last != -1 || v.isFull() || v.key() != (key{i, i * 7, i % 3}) {
 			t.Fatalf("new slot %d: %+v", i, *v)
 		}
 		v.first = int32(i % 1000)
