@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,7 +40,7 @@ const help = `offline measures cov compare, trace merge and cct build on synthet
 Usage:
   offline run [--events N,...] [--distinct D,...] [--dir DIR] [--results FILE] [--keep]
   offline gen --events N --distinct D -o FILE
-  offline one --op OP --events N FILE    (what run starts in each child)
+  offline one --op OP --events N [--cpuprofile F] FILE   (what run starts in each child)
 
 run generates one trace per (events, distinct) pair (kept in DIR and
 reused when their description file matches), runs each analysis on each
@@ -230,11 +231,23 @@ func runOne(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := pflag.NewFlagSet("one", pflag.ContinueOnError)
 	op := fs.String("op", "", "")
 	events := fs.Int64("events", 0, "")
+	prof := fs.String("cpuprofile", "", "")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return cli.Usagef("one: want one trace file")
+	}
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	start, cpu0 := time.Now(), cpuSeconds()
 	res, err := offline.RunOp(ctx, *op, fs.Arg(0), *events)
