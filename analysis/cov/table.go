@@ -1,6 +1,11 @@
 package cov
 
-import "math/bits"
+import (
+	"math/bits"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // table is an open-addressing hash set of distinct events (linear
 // probing), each with its val: the hot path of Compare does one lookup
@@ -120,13 +125,32 @@ func (t *table) slotH(k key, h uint64) *entry {
 func (t *table) grow() {
 	old := t.slots
 	size := 2 * len(old)
-	t.slots, t.mask, t.n = make([]entry, size), uint64(size-1), 0
+	t.slots, t.mask, t.n = makeSlots(size), uint64(size-1), 0
 	for i := range old {
 		if o := &old[i]; o.c != 0 {
 			e := t.slot(o.key())
 			e.c, e.first, e.last = o.c, o.first, o.last
 		}
 	}
+}
+
+// makeSlots allocates a table of n slots. A large table is marked for
+// transparent huge pages: lookups land anywhere in it, and with 4 KiB
+// pages most would also miss the TLB.
+func makeSlots(n int) []entry {
+	s := make([]entry, n)
+	const huge = 2 << 20
+	size := uintptr(n) * unsafe.Sizeof(entry{})
+	if size >= 2*huge {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), size)
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		start := (p+huge-1)&^(huge-1) - p
+		end := (p+size)&^(huge-1) - p
+		if end > start {
+			unix.Madvise(b[start:end], unix.MADV_HUGEPAGE) // advice only: an error changes nothing
+		}
+	}
+	return s
 }
 
 // each calls f for every distinct event.
