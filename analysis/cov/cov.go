@@ -311,11 +311,17 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 	}
 	isFull := first < 0
 	cur := 0
+	var work, sorted []pending
+	var refusals []int32
 	for r.Next() {
 		if err := ctx.Err(); err != nil {
 			return formats.Run{}, nil, err
 		}
 		b := r.Batch()
+		// Pass 1, in row order: the order check, record rows, and the
+		// event rows not already processed for their run (the recent
+		// cache), with their keys' hashes.
+		work, refusals = work[:0], refusals[:0]
 		for i, k := range b.Kind {
 			run := b.RunOf(i)
 			if run < cur {
@@ -323,19 +329,9 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 			}
 			cur = run
 			kind := formats.Kind(k)
-			if ek, refused := kind.Refused(); refused {
-				if isFull {
-					continue
-				}
-				dst := b.Dst[i]
-				if ek == formats.KindSyscall {
-					dst = b.Value[i]
-				}
-				kk := key{b.Src[i], dst, uint64(ek)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
-				a := accs[run]
-				a.rep.Refused++
-				if v := s.events.find(kk); v == nil || v.first < 0 || v.first >= int32(first+run) {
-					a.rep.RefusedUnrecorded++
+			if _, refused := kind.Refused(); refused {
+				if !isFull {
+					refusals = append(refusals, int32(i))
 				}
 				continue
 			}
@@ -349,11 +345,7 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 				}
 				continue
 			}
-			dst := b.Dst[i]
-			if kind == formats.KindSyscall {
-				dst = b.Value[i]
-			}
-			kk := key{b.Src[i], dst, uint64(k)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
+			kk := eventKey(b, i, kind, gm)
 			g := int32(fullPass)
 			if !isFull {
 				g = int32(first + run)
@@ -363,30 +355,32 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 				continue // processed for this run already
 			}
 			s.events.remember(kk, h, g)
-			v := s.events.slotH(kk, h)
-			if isFull {
-				v.setFull()
+			if !s.events.large() {
+				s.apply(kk, h, i, b, first, accs)
 				continue
 			}
-			if v.last == g {
-				continue
-			}
+			work = append(work, pending{kk, h, int32(i)})
+		}
+		// Pass 2, for a table larger than the CPU's caches: the
+		// lookups in the order of their slots (a stable counting sort
+		// on the slot's top bits), so that the table is walked region
+		// by region. The rows of one key keep their order, so its
+		// runs come in order; that is all the counts depend on.
+		for _, p := range s.events.sortByRegion(work, &sorted) {
+			s.apply(p.k, p.h, int(p.row), b, first, accs)
+		}
+		// Pass 3: refusals, after the batch's events: a refusal asks
+		// whether an earlier run recorded the event, and an earlier
+		// run's rows may be in this batch.
+		for _, i := range refusals {
+			run := b.RunOf(int(i))
+			ek, _ := formats.Kind(b.Kind[i]).Refused()
+			kk := eventKey(b, int(i), ek, gm)
 			a := accs[run]
-			a.rep.Events++
-			if v.first >= 0 {
-				a.rep.Redundant++
-			} else {
-				v.first = g
-				if v.isFull() {
-					a.newInF++
-				}
+			a.rep.Refused++
+			if v := s.events.find(kk); v == nil || v.first < 0 || v.first >= int32(first+run) {
+				a.rep.RefusedUnrecorded++
 			}
-			if v.isFull() {
-				a.covered++
-			} else {
-				a.rep.Extra++
-			}
-			v.last = g
 		}
 	}
 	if err := r.Err(); err != nil {
@@ -406,6 +400,48 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 		return infos[0].Info, []*runAcc{acc}, nil
 	}
 	return infos[0].Info, accs, nil
+}
+
+// apply counts event row i (key k, hash h) of batch b: the full run's
+// pass marks it in F, a run's pass counts it for the run (first is the
+// index of the file's first run).
+func (s *state) apply(k key, h uint64, i int, b *merge.Batch, first int, accs []*runAcc) {
+	v := s.events.slotH(k, h)
+	if first < 0 {
+		v.setFull()
+		return
+	}
+	run := b.RunOf(i)
+	g := int32(first + run)
+	if v.last == g {
+		return
+	}
+	a := accs[run]
+	a.rep.Events++
+	if v.first >= 0 {
+		a.rep.Redundant++
+	} else {
+		v.first = g
+		if v.isFull() {
+			a.newInF++
+		}
+	}
+	if v.isFull() {
+		a.covered++
+	} else {
+		a.rep.Extra++
+	}
+	v.last = g
+}
+
+// eventKey returns the key of event row i of kind kind (for a refusal
+// row, the refused event's kind).
+func eventKey(b *merge.Batch, i int, kind formats.Kind, gm []uint32) key {
+	dst := b.Dst[i]
+	if kind == formats.KindSyscall {
+		dst = b.Value[i]
+	}
+	return key{b.Src[i], dst, uint64(kind)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
 }
 
 // sameBinary: same executable build-id, or, when either lacks one, the

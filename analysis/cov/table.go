@@ -134,6 +134,44 @@ func (t *table) grow() {
 	}
 }
 
+// pending is an event row waiting for its table lookup, with its key's
+// hash.
+type pending struct {
+	k   key
+	h   uint64
+	row int32
+}
+
+// large reports whether the table has outgrown the CPU's caches, when
+// sorting lookups by region pays.
+func (t *table) large() bool { return len(t.slots) >= 1<<16 }
+
+// sortByRegion returns work ordered by the top 8 bits of each hash's
+// slot, stably, using *buf for the result.
+func (t *table) sortByRegion(work []pending, buf *[]pending) []pending {
+	if len(work) < 1024 {
+		return work // not worth it
+	}
+	shift := uint(bits.Len64(t.mask)) - 8
+	var count [257]int
+	for _, p := range work {
+		count[(p.h&t.mask)>>shift+1]++
+	}
+	for i := 1; i < len(count); i++ {
+		count[i] += count[i-1]
+	}
+	if cap(*buf) < len(work) {
+		*buf = make([]pending, len(work))
+	}
+	out := (*buf)[:len(work)]
+	for _, p := range work {
+		r := (p.h & t.mask) >> shift
+		out[count[r]] = p
+		count[r]++
+	}
+	return out
+}
+
 // makeSlots allocates a table of n slots. A large table is marked for
 // transparent huge pages: lookups land anywhere in it, and with 4 KiB
 // pages most would also miss the TLB.
