@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -28,7 +29,12 @@ type RedisWorkload struct {
 	Requests  int    // requests per test (-n)
 	Tests     string // -t list, e.g. "set,get,incr"
 	Clients   int    // -c (0: redis-benchmark's default, 50)
-	work      string
+	// Wrap, when set, wraps the server's command line (the QoS analyzer,
+	// reading the server's INFO); see [QoSWrap].
+	Wrap QoSWrap
+	work string
+	// Load is the CLOCK_MONOTONIC window of the last run's benchmark.
+	Load Window
 }
 
 func (r *RedisWorkload) Key() string { return "redis" }
@@ -75,10 +81,15 @@ func (r *RedisWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	if err != nil {
 		return 0, err
 	}
+	argv := []string{bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", r.work, "--logfile", ""}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	srv := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", r.work, "--logfile", "")
+	if r.Wrap != nil {
+		argv = r.Wrap(argv, "redis://"+addr)
+	}
+	srv := exec.Command(argv[0], argv[1:]...)
 	srv.Env = append(os.Environ(), env...)
+	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var log bytes.Buffer
 	srv.Stdout, srv.Stderr = &log, &log
 	if err := srv.Start(); err != nil {
@@ -90,7 +101,7 @@ func (r *RedisWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	var waitErr error
 	go func() { waitErr = srv.Wait(); close(done) }()
 	stop := func() {
-		srv.Process.Kill()
+		syscall.Kill(-srv.Process.Pid, syscall.SIGKILL) // the analyzer and the server
 		<-done
 	}
 	if err := waitPing(ctx, addr, done, 60*time.Second); err != nil {
@@ -103,7 +114,9 @@ func (r *RedisWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	}
 	bctx, cancel := timeout(ctx, 30*time.Minute)
 	defer cancel()
+	r.Load.Start = monoNS()
 	out, berr := exec.CommandContext(bctx, r.Benchmark, args...).Output()
+	r.Load.End = monoNS()
 	// Stop the server whatever the benchmark did: SHUTDOWN NOSAVE makes
 	// it exit(0), so the runtime writes its run-end row and flushes.
 	serr := shutdown(addr)

@@ -47,9 +47,14 @@ func Slowdown(w Workload, native, x float64) float64 {
 
 // GzipWorkload compresses MB MiB of generated text with gzip -c.
 type GzipWorkload struct {
-	MB    int64
+	MB int64
+	// Wrap, when set, wraps gzip's command line (the QoS analyzer, whose
+	// metric is the output file's growth); see [QoSWrap].
+	Wrap  QoSWrap
 	input string
 	out   string
+	// Load is the CLOCK_MONOTONIC window of the last run.
+	Load Window
 }
 
 func (g *GzipWorkload) Key() string               { return "gzip" }
@@ -73,7 +78,13 @@ func (g *GzipWorkload) Run(ctx context.Context, mod string, env []string) (float
 	if mod != "" {
 		bin = mod
 	}
-	d, err := RunOnce(ctx, Cmd{Argv: []string{bin, "-c"}, Env: env, Stdin: g.input, Out: g.out})
+	argv := []string{bin, "-c"}
+	if g.Wrap != nil {
+		argv = g.Wrap(argv, "file-rate:"+g.out)
+	}
+	g.Load.Start = monoNS()
+	d, err := RunOnce(ctx, Cmd{Argv: argv, Env: env, Stdin: g.input, Out: g.out})
+	g.Load.End = monoNS()
 	return d.Seconds(), err
 }
 

@@ -18,6 +18,10 @@ need_cmd valgrind valgrind
 need_cmd git git
 need_cmd node nodejs
 need_cmd npm npm
+need_cmd redis-server redis-server        # qos: the redis source, QDIME's Redis experiment
+need_cmd redis-benchmark redis-tools
+need_cmd genhtml lcov                     # trace export --format lcov is checked by genhtml
+need_cmd chromium chromium                # report: the page is loaded in headless Chromium
 need_file /usr/lib/x86_64-linux-gnu/libc.a libc6-dev
 need_file /usr/lib/x86_64-linux-gnu/libbz2.so.1.0 libbz2-1.0
 need_file /usr/lib/x86_64-linux-gnu/liblzma.so.5 liblzma5

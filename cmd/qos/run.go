@@ -132,7 +132,8 @@ Create a QoS page, start PROGRAM with STINT_QOS (the page), STINT_PERIOD
 (--period) and STINT_BUDGET (--default-budget) in its environment (and
 STINT_LOG with --log), measure the metric every period until PROGRAM
 exits, remove the page and exit with PROGRAM's status (128+N if it was
-killed by signal N). SIGINT, SIGTERM and SIGHUP are passed on to it; it
+killed by signal N). SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2
+are passed on to it (servers stop or reload on them); it
 runs in its own process group and, when qos's standard input is the
 terminal, in the terminal's foreground (so Ctrl-C reaches it once).
 
@@ -352,7 +353,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer closeSamples()
 	o.Stdin, o.Stdout, o.Stderr, o.Messages = os.Stdin, stdout, stderr, stderr
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	defer signal.Stop(sigs)
 	o.Signals = sigs
 	// Signals reach the program through o.Signals; the context that
