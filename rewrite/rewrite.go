@@ -250,7 +250,8 @@ type rewriter struct {
 	siteArms  [][]int  // by instruction index: offsets of the site trampoline's arm rel32 fields
 	trampList []int    // instruction indices in allocation order
 	cov       *coveredSet
-	fini      *finiHook // static executables: the _fini hook
+	fini      *finiHook    // static executables: the _fini hook
+	early     map[int]bool // shared objects: instructions that run before DT_INIT (early.go)
 }
 
 func (rw *rewriter) classify() {
@@ -298,6 +299,7 @@ func (rw *rewriter) run() ([]byte, error) {
 	}
 	rw.textLo, rw.textHi = c.regions[0].lo, c.regions[len(c.regions)-1].hi
 	rw.fini = rw.planFiniHook()
+	rw.early = rw.planEarly()
 
 	// Layout of what we know now: the RX segment (blob, then trampolines
 	// allocated as the planner asks for them) comes first above the image.
@@ -390,6 +392,10 @@ func (rw *rewriter) run() ([]byte, error) {
 		in := &c.insts[i]
 		if rw.fini.reserved(i) {
 			rw.st.fail("reserved for the exit hook (a static executable's .fini)", in.Addr)
+			continue
+		}
+		if rw.early[i] {
+			rw.st.fail("runs before the module's initializer (an IFUNC resolver or __libc_early_init, or code they call)", in.Addr)
 			continue
 		}
 		if in.Flags&place.InstUntouchable != 0 {
