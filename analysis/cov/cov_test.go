@@ -164,3 +164,53 @@ func TestCompareErrors(t *testing.T) {
 		t.Errorf("cut: err %v, warnings %v; want a warning", err, rep)
 	}
 }
+
+// TestCompareLargeTable: enough distinct events for the table to be
+// looked up region by region (see state.read), with known answers.
+func TestCompareLargeTable(t *testing.T) {
+	dir := t.TempDir()
+	const n = 40000
+	var full, r1, r2 []formats.Event
+	for i := uint64(0); i < n; i++ {
+		full = append(full, e(i))
+	}
+	for rep := 0; rep < 2; rep++ {
+		for i := uint64(0); i < n/2; i++ {
+			r1 = append(r1, e(i))
+		}
+	}
+	r1 = append(r1, e(10*n)) // extra
+	for i := uint64(n / 4); i < 3*n/4; i++ {
+		r2 = append(r2, e(i))
+	}
+	refused := func(i uint64) formats.Event { x := e(i); x.Kind += formats.KindRefusedBase; return x }
+	r2 = append(r2, refused(1), refused(n-1))
+	writeBig := func(name string, evs []formats.Event) string {
+		var buf bytes.Buffer
+		w, err := formats.NewWriter(&buf, formats.Run{Binary: "/nonexistent/demo", BuildID: "d00d", Tool: "branch"}, []formats.Module{demo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(evs...)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, buf.Bytes(), 0o644)
+		return p
+	}
+	rep, err := Compare(context.Background(), []string{writeBig("r1.arrow", r1), writeBig("r2.arrow", r2)}, writeBig("full.arrow", full), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.FullEvents != n || rep.Covered != 3*n/4 || rep.Extra != 1 {
+		t.Errorf("full %d covered %d extra %d; want %d, %d, 1", rep.FullEvents, rep.Covered, rep.Extra, n, 3*n/4)
+	}
+	a, b := rep.Runs[0], rep.Runs[1]
+	if a.Events != n/2+1 || a.Redundant != 0 || a.Extra != 1 || !near(a.Coverage, 0.5) {
+		t.Errorf("run 1: %+v", a)
+	}
+	if b.Events != n/2 || b.Redundant != n/4 || !near(b.CumulativeCoverage, 0.75) || b.Refused != 2 || b.RefusedUnrecorded != 1 {
+		t.Errorf("run 2: %+v", b)
+	}
+}

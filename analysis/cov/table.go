@@ -146,14 +146,16 @@ type pending struct {
 // sorting lookups by region pays.
 func (t *table) large() bool { return len(t.slots) >= 1<<16 }
 
-// sortByRegion returns work ordered by the top 8 bits of each hash's
-// slot, stably, using *buf for the result.
+// sortByRegion returns work ordered by the top 12 bits of each hash's
+// slot, stably, using *buf for the result. (12 bits beat 8 on a 64 MiB
+// table: consecutive lookups then land some 16 KiB apart.)
 func (t *table) sortByRegion(work []pending, buf *[]pending) []pending {
-	if len(work) < 1024 {
+	const regionBits = 12
+	if len(work) < 1024 || bits.Len64(t.mask) < regionBits {
 		return work // not worth it
 	}
-	shift := uint(bits.Len64(t.mask)) - 8
-	var count [257]int
+	shift := uint(bits.Len64(t.mask)) - regionBits
+	var count [1<<regionBits + 1]int
 	for _, p := range work {
 		count[(p.h&t.mask)>>shift+1]++
 	}

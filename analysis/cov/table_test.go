@@ -1,6 +1,9 @@
 package cov
 
-import "testing"
+import (
+	"math/bits"
+	"testing"
+)
 
 func TestTableGrows(t *testing.T) {
 	tb := newTable()
@@ -44,5 +47,35 @@ func TestRecent(t *testing.T) {
 	tb.remember(k, h, 0)
 	if !tb.seen(k, h, 0) || tb.seen(k, h, 1) || tb.seen(key{1, 2, 4}, h, 0) {
 		t.Error("seen: wrong answer after remember")
+	}
+}
+
+func TestSortByRegion(t *testing.T) {
+	tb := newTable()
+	for tb.large() == false {
+		tb.grow()
+	}
+	var work []pending
+	for i := 0; i < 5000; i++ {
+		k := key{uint64(i % 1700), 1, 2} // repeated keys keep their order
+		work = append(work, pending{k: k, h: k.hash(), row: int32(i)})
+	}
+	var buf []pending
+	out := tb.sortByRegion(work, &buf)
+	if len(out) != len(work) {
+		t.Fatalf("%d rows out, %d in", len(out), len(work))
+	}
+	last := map[key]int32{}
+	prev := uint64(0)
+	for _, p := range out {
+		if l, ok := last[p.k]; ok && l > p.row {
+			t.Fatalf("key %v: row %d after row %d", p.k, p.row, l)
+		}
+		last[p.k] = p.row
+		region := (p.h & tb.mask) >> (uint(bits.Len64(tb.mask)) - 12)
+		if region < prev {
+			t.Fatalf("regions out of order: %d after %d", region, prev)
+		}
+		prev = region
 	}
 }
