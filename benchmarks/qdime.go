@@ -40,6 +40,10 @@ type QDIME struct {
 	Period     string // qos --period
 	Default    string // qos --default-budget
 	Command    string // the command line that reproduces the run
+	// Libs are rewritten with the application and put first on
+	// LD_LIBRARY_PATH (the paper's Pin traced all code; the syscalls of
+	// these programs are in libc).
+	Libs []string
 }
 
 // QoSApp is one application of the experiment.
@@ -222,19 +226,19 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 		t := &toolQDIME{Tool: tool, app: a}
 		dir := filepath.Join(base, tool)
 		full := w.OutPath(mkdir(dir, "bin-full"))
-		if _, err := (&DIME{Config: q.Config}).rewrite(ctx, w.Target(), full, "--tool", tool); err != nil {
+		if err := q.rewriteAll(ctx, w.Target(), full, tool); err != nil {
 			return nil, err
 		}
 		fullTraces := mkdir(dir, "traces-full")
 		w.SetWrap(nil)
-		m, err := w.Run(ctx, full, []string{"STINT_OUT=" + fullTraces})
+		m, err := w.Run(ctx, full, []string{"STINT_OUT=" + fullTraces, "LD_LIBRARY_PATH=" + filepath.Dir(full)})
 		if err != nil {
 			return nil, fmt.Errorf("%s full run: %w", tool, err)
 		}
 		t.FullMerit, t.FullSlowdown = m, Slowdown(w, nativeMerit, m)
 		fmt.Fprintf(q.Config.Log, "%s full: %.4g %s (%.2fx)\n", tool, m, w.Unit(), t.FullSlowdown)
 		qb := w.OutPath(mkdir(dir, "bin-qdime"))
-		if _, err := (&DIME{Config: q.Config}).rewrite(ctx, w.Target(), qb, "--tool", tool); err != nil {
+		if err := q.rewriteAll(ctx, w.Target(), qb, tool); err != nil {
 			return nil, err
 		}
 		log := filepath.Join(dir, "redundancy.log")
@@ -243,7 +247,7 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 			traces := mkdir(dir, fmt.Sprintf("traces-%d", r))
 			samples := filepath.Join(dir, fmt.Sprintf("samples-%d.csv", r))
 			w.SetWrap(q.wrap(a.Threshold, samples, log))
-			m, err := w.Run(ctx, qb, []string{"STINT_OUT=" + traces})
+			m, err := w.Run(ctx, qb, []string{"STINT_OUT=" + traces, "LD_LIBRARY_PATH=" + filepath.Dir(qb)})
 			if err != nil {
 				return nil, fmt.Errorf("%s run %d: %w", tool, r, err)
 			}
@@ -267,7 +271,9 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 			if len(vals) > 0 {
 				run.MeanMetric = sum / float64(len(vals))
 			}
-			f, err := filepath.Glob(filepath.Join(traces, "*.arrow"))
+			// Only the application's own trace: with a rewritten libc
+			// on LD_LIBRARY_PATH, a dynamically linked qos leaves one too.
+			f, err := filepath.Glob(filepath.Join(traces, filepath.Base(qb)+".*.arrow"))
 			if err != nil || len(f) != 1 {
 				return nil, fmt.Errorf("%s run %d left %d trace files in %s", tool, r, len(f), traces)
 			}
@@ -309,6 +315,21 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 	}
 	a.MetricSource = metricKind(w)
 	return a, nil
+}
+
+// rewriteAll rewrites the application's target to out and q.Libs beside
+// it, with --tool tool.
+func (q *QDIME) rewriteAll(ctx context.Context, target, out, tool string) error {
+	d := &DIME{Config: q.Config}
+	if _, err := d.rewrite(ctx, target, out, "--tool", tool); err != nil {
+		return err
+	}
+	for _, l := range q.Libs {
+		if _, err := d.rewrite(ctx, l, filepath.Join(filepath.Dir(out), filepath.Base(l)), "--tool", tool); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func metricKind(w Workload) string {

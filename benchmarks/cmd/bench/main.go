@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&q.Period, "qdime-period", "1s", "qdime: qos --period (the paper: 1s)")
 	fs.StringVar(&q.Default, "qdime-default-budget", "10%", "qdime: qos --default-budget")
 	fs.StringVar(&q.Qos, "qos", "bin/qos", "qdime: the qos command")
+	fs.StringSliceVar(&q.Libs, "qdime-libs", []string{"/usr/lib/x86_64-linux-gnu/libc.so.6"}, "qdime: libraries rewritten with each application (its syscalls are in libc)")
 	fs.Int64Var(&qGzipMB, "qdime-gzip-mb", 256, "qdime: gzip input in MiB (native gzip -c takes about 10 s)")
 	fs.IntVar(&qRedisN, "qdime-redis-requests", 100000, "qdime: redis-benchmark -n per test")
 	fs.DurationVar(&qNginx, "qdime-nginx-time", 12*time.Second, "qdime: wrk -d")
