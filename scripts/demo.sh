@@ -2,12 +2,12 @@
 # The main job end to end on the bundled default: rewrite /usr/bin/gzip with
 # a 10% time budget and a redundancy log, trace one full (unbudgeted) run as
 # the reference, run the budgeted gzip twice, check every output is
-# byte-identical to native gzip's, and compare the budgeted runs' coverage
-# with the full run (cov compare).
+# byte-identical to native gzip's, compare the budgeted runs' coverage
+# with the full run (cov compare) and write a report (report auto).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-mkdir -p bin && go build -o bin/ ./cmd/rewrite ./cmd/trace ./cmd/cov
+mkdir -p bin && go build -o bin/ ./cmd/...
 work=${STINT_DEMO_DIR:-/tmp/stint-demo}
 rm -rf "$work" && mkdir -p "$work"
 # About 30 MB of text: this repository's sources, repeated.
@@ -37,3 +37,11 @@ bin/trace log show "$work/gzip.log"
 echo
 echo "== trace stats of run 1 (events, and the budget's period records)"
 bin/trace stats "$work"/run1/*.arrow
+echo
+echo "== report: $work/report.html (one self-contained page: coverage over runs, budget per period, overshoots, slowdowns)"
+bin/report auto --full "$work"/full/*.arrow -o "$work/report.html" "$work"/run1/*.arrow "$work"/run2/*.arrow
+echo
+echo "== exports: a pprof profile and an lcov tracefile of the full run"
+bin/trace export -f pprof -o "$work/full.pb.gz" "$work"/full/*.arrow
+bin/trace export -f lcov -o "$work/full.info" "$work"/full/*.arrow
+echo "go tool pprof -top $work/full.pb.gz; genhtml --no-source -o $work/lcov $work/full.info"
