@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f039d86ee6d11a0423c8746ebd620f45b1021b413ea3bf76296c94307fd0e37a"
+const BlobSHA256 = "339ea392e6fbf0a6201b3b9b0e17f769e86765186e8faaf11aef9d1bbf0c3398"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

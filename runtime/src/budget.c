@@ -36,6 +36,7 @@
 #define SYS_exit 60
 #define SYS_flock 73
 #define TIMER_STACK ((size_t)64 << 10)
+#define CHARGE_CAP_NS 4000 /* see budget_charge */
 #define QOS_NAN 0x7ff8000000000000ULL /* a QoS row's metric when there was none */
 
 /* stint_spawn (entry.S): clone a thread that runs fn on stack_top. */
@@ -228,6 +229,7 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	g->period_ns = period;
 	g->tsc_hz = 3000000000ULL; /* until the period thread calibrates */
 	g->budget_tsc = ns_to_tsc(g, budget);
+	g->charge_cap_tsc = ns_to_tsc(g, CHARGE_CAP_NS);
 	g->budget_on = 1;
 }
 
@@ -249,12 +251,26 @@ static void gates_set(struct stint_global *g, uint64_t v)
 
 /*
  * Charge a probe call that started at t0 to the period's budget; close
- * the gates when it is spent. recorded: whether the call wrote an event.
+ * the gates when it is spent. recorded: whether the call wrote an event;
+ * grew: whether it extended the trace file.
+ *
+ * A call is charged what the TSC measured, except that a call that did
+ * not grow the file is charged at most CHARGE_CAP_NS: such a call does a
+ * hash lookup, a row write and perhaps a log note (hundreds of ns, a few
+ * us with a page fault), so anything longer is time the thread spent
+ * descheduled or in an interrupt, which is not instrumentation work and
+ * would otherwise show up as a period's overshoot. File growth (an
+ * ftruncate) is charged in full.
  */
-static void budget_charge(struct stint_global *g, uint64_t t0, int recorded)
+static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int grew)
 {
 	uint64_t t1 = rdtsc();
-	uint64_t used = __atomic_add_fetch(&g->used_tsc, t1 - t0 + g->call_overhead_tsc, __ATOMIC_RELAXED);
+	uint64_t d = t1 - t0;
+	if (!grew && d > g->charge_cap_tsc) {
+		d = g->charge_cap_tsc;
+		__atomic_fetch_add(&g->capped, 1, __ATOMIC_RELAXED);
+	}
+	uint64_t used = __atomic_add_fetch(&g->used_tsc, d + g->call_overhead_tsc, __ATOMIC_RELAXED);
 	if (!recorded)
 		__atomic_fetch_add(&g->suppressed, 1, __ATOMIC_RELAXED);
 	if (used >= __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED)) {
@@ -527,6 +543,7 @@ static void period_main(void)
 	if (m1 > m0 && t1 > t0)
 		g->tsc_hz = mul_div(t1 - t0, 1000000000ULL, m1 - m0);
 	__atomic_store_n(&g->budget_tsc, ns_to_tsc(g, g->budget_ns), __ATOMIC_RELAXED);
+	g->charge_cap_tsc = ns_to_tsc(g, CHARGE_CAP_NS);
 	uint64_t last_save = m1;
 	for (;;) {
 		uint64_t next = g->period_mono0 + (g->period_ns ? g->period_ns : 1000000000ULL);

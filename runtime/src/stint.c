@@ -343,6 +343,8 @@ struct stint_global {
 	uint32_t ctx_lock;           /* context tables (contexts.c) */
 	uint64_t ctx;                /* struct ctx_state *, mapped on first use */
 	uint32_t ctx_warned, pad8;
+	uint64_t charge_cap_tsc;     /* most a call that did not grow the file is charged (budget.c) */
+	uint64_t capped;             /* calls charged the cap instead of their measured time */
 	uint32_t qos_on;             /* STINT_QOS names a QoS page */
 	uint32_t qos_bad;            /* the page was rejected (said once) */
 	uint64_t qos_page;           /* the mapped page, 0 until the file exists */
@@ -1680,15 +1682,16 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 			ctx_record(g, m, p, v, entry_sp, 0);
 		return;
 	}
+	uint64_t len0 = __atomic_load_n(&g->file_len, __ATOMIC_RELAXED);
 	uint64_t t0 = rdtsc();
 	if (UNLIKELY(ctx)) {
 		/* only the writing of new contexts is charged */
 		if (ctx_record(g, m, p, v, entry_sp, 1))
-			budget_charge(g, t0, 1);
+			budget_charge(g, t0, 1, __atomic_load_n(&g->file_len, __ATOMIC_RELAXED) != len0);
 		return;
 	}
 	int r = record_probe(g, m, p, v, rs);
-	budget_charge(g, t0, r);
+	budget_charge(g, t0, r, __atomic_load_n(&g->file_len, __ATOMIC_RELAXED) != len0);
 }
 
 /* ---- initialisation ---- */
