@@ -321,18 +321,7 @@ func (f *analyzerFlags) options(fs *pflag.FlagSet) (qos.Options, func() error, e
 	return o, sf.Close, nil
 }
 
-// parseFlags parses args into fs, turning pflag's errors into usage errors.
-func parseFlags(fs *pflag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return cli.Usagef("%s: %v (run 'qos %s --help')", fs.Name(), err, fs.Name())
-	}
-	return nil
-}
+func parseFlags(fs *pflag.FlagSet, args []string) error { return cli.ParseFlags(fs, "qos", args) }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)

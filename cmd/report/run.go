@@ -141,17 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return cli.Usagef("unknown command %q (run 'report --help')", args[0])
 }
 
-func parseFlags(fs *pflag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return cli.Usagef("%s: %v (run 'report %s --help')", fs.Name(), err, fs.Name())
-	}
-	return nil
-}
+func parseFlags(fs *pflag.FlagSet, args []string) error { return cli.ParseFlags(fs, "report", args) }
 
 func runAuto(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("auto", pflag.ContinueOnError)

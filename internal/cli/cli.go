@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/pflag"
 )
 
 // Exit statuses shared by every command.
@@ -71,4 +73,20 @@ func Main(name string, run RunFunc) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	}
 	os.Exit(ExitCode(err))
+}
+
+// ParseFlags parses args into fs quietly, turning pflag's errors into
+// usage errors that point at the subcommand's help ("run 'prog NAME
+// --help'", NAME being fs.Name()). pflag.ErrHelp comes back as it is, for
+// the caller to print its help.
+func ParseFlags(fs *pflag.FlagSet, prog string, args []string) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return Usagef("%s: %v (run '%s %s --help')", fs.Name(), err, prog, fs.Name())
+	}
+	return nil
 }

@@ -3,7 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 func TestExitCode(t *testing.T) {
@@ -27,5 +30,23 @@ func TestExitCode(t *testing.T) {
 	inner := errors.New("inner")
 	if ue := Usagef("wrap: %w", inner); !errors.Is(ue, inner) {
 		t.Errorf("Usagef does not wrap %%w: %v", ue)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	fs := pflag.NewFlagSet("build", pflag.ContinueOnError)
+	n := fs.Int("top", 10, "")
+	if err := ParseFlags(fs, "cct", []string{"--top", "3", "a.arrow"}); err != nil || *n != 3 || fs.NArg() != 1 {
+		t.Fatalf("good flags: %v, top %d, %d args", err, *n, fs.NArg())
+	}
+	fs = pflag.NewFlagSet("build", pflag.ContinueOnError)
+	fs.Int("top", 10, "")
+	err := ParseFlags(fs, "cct", []string{"--top", "x"})
+	if ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "run 'cct build --help'") {
+		t.Errorf("bad value: %v (exit %d), want a usage error pointing at the help", err, ExitCode(err))
+	}
+	fs = pflag.NewFlagSet("build", pflag.ContinueOnError)
+	if err := ParseFlags(fs, "cct", []string{"--help"}); !errors.Is(err, pflag.ErrHelp) {
+		t.Errorf("--help: %v, want pflag.ErrHelp", err)
 	}
 }
