@@ -72,18 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return cli.Usagef("unknown command %q (run 'cct --help')", args[0])
 }
 
-// parseFlags parses args into fs, turning pflag's errors into usage errors.
-func parseFlags(fs *pflag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return cli.Usagef("%s: %v (run 'cct %s --help')", fs.Name(), err, fs.Name())
-	}
-	return nil
-}
+func parseFlags(fs *pflag.FlagSet, args []string) error { return cli.ParseFlags(fs, "cct", args) }
 
 func plural(n int, one, many string) string {
 	if n == 1 {
