@@ -321,8 +321,22 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 // it, with --tool tool.
 func (q *QDIME) rewriteAll(ctx context.Context, target, out, tool string) error {
 	d := &DIME{Config: q.Config}
-	if _, err := d.rewrite(ctx, target, out, "--tool", tool); err != nil {
+	n, err := d.rewrite(ctx, target, out, "--tool", tool)
+	if err != nil {
 		return err
+	}
+	if n != nil && *n == 0 && len(q.Libs) > 0 {
+		// Nothing to probe in the program itself (its syscalls are in
+		// libc): run the original. A rewritten executable with no sites
+		// beside a rewritten libc currently leaves libc's trace empty
+		// (see the issue notes), and it would only add its runtime.
+		b, err := os.ReadFile(target)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(out, b, 0o755); err != nil {
+			return err
+		}
 	}
 	for _, l := range q.Libs {
 		if _, err := d.rewrite(ctx, l, filepath.Join(filepath.Dir(out), filepath.Base(l)), "--tool", tool); err != nil {
