@@ -273,7 +273,7 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 			}
 			// Only the application's own trace: with a rewritten libc
 			// on LD_LIBRARY_PATH, a dynamically linked qos leaves one too.
-			f, err := filepath.Glob(filepath.Join(traces, filepath.Base(qb)+".*.arrow"))
+			f, err := appTraces(traces, qb, w.Target())
 			if err != nil || len(f) != 1 {
 				return nil, fmt.Errorf("%s run %d left %d trace files in %s", tool, r, len(f), traces)
 			}
@@ -304,7 +304,7 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 			fmt.Fprintf(q.Config.Log, "%s run %d: %.4g %s (%.2fx), %d/%d periods under %.4g\n", tool, r, m, w.Unit(),
 				run.Slowdown, run.Under, run.Periods, a.Threshold)
 		}
-		fullFiles, err := filepath.Glob(filepath.Join(fullTraces, "*.arrow"))
+		fullFiles, err := appTraces(fullTraces, full, w.Target())
 		if err != nil || len(fullFiles) != 1 {
 			return nil, fmt.Errorf("%s full run left %d trace files", tool, len(fullFiles))
 		}
@@ -330,11 +330,12 @@ func (q *QDIME) rewriteAll(ctx context.Context, target, out, tool string) error 
 		// libc): run the original. A rewritten executable with no sites
 		// beside a rewritten libc currently leaves libc's trace empty
 		// (see the issue notes), and it would only add its runtime.
-		b, err := os.ReadFile(target)
-		if err != nil {
+		// (a symlink: the runtime names the run by /proc/self/exe, so
+		// the full run and the QDIME runs are runs of one binary)
+		if err := os.Remove(out); err != nil {
 			return err
 		}
-		if err := os.WriteFile(out, b, 0o755); err != nil {
+		if err := os.Symlink(target, out); err != nil {
 			return err
 		}
 	}
@@ -344,6 +345,17 @@ func (q *QDIME) rewriteAll(ctx context.Context, target, out, tool string) error 
 		}
 	}
 	return nil
+}
+
+// appTraces returns the trace files of the application in dir: named
+// after the rewritten binary, or after the original when it ran
+// unrewritten (see rewriteAll).
+func appTraces(dir, rewritten, target string) ([]string, error) {
+	f, err := filepath.Glob(filepath.Join(dir, filepath.Base(rewritten)+".*.arrow"))
+	if err == nil && len(f) == 0 {
+		f, err = filepath.Glob(filepath.Join(dir, filepath.Base(target)+".*.arrow"))
+	}
+	return f, err
 }
 
 func metricKind(w Workload) string {
