@@ -77,6 +77,14 @@ func (s *Suite) Run(ctx context.Context, stdout io.Writer) error {
 		if err := s.sqlite(ctx, rep); err != nil {
 			return fmt.Errorf("sqlite: %w", err)
 		}
+		if err := s.write(rep, io.Discard); err != nil {
+			return err
+		}
+	}
+	if s.want("context") {
+		if err := s.contexts(ctx, rep); err != nil {
+			return fmt.Errorf("context: %w", err)
+		}
 	}
 	return s.write(rep, stdout)
 }
@@ -192,6 +200,62 @@ func (s *Suite) sqlite(ctx context.Context, rep *Report) error {
 		return err
 	}
 	rep.Slowdown["sqlite3 workload on 5,000 rows, every occurrence"] = t
+	return nil
+}
+
+// contexts measures what the context-preserving mode costs (issue 5):
+// the sqlite3 workload (on 20,000 rows) with libsqlite3 rewritten for
+// calls in the default mode (each call and ret outcome once), in the
+// context mode (every call and ret tracked, each calling context once),
+// the context mode under a 10% budget (tracking is not charged), and
+// every occurrence (--every).
+func (s *Suite) contexts(ctx context.Context, rep *Report) error {
+	cfg := s.Config
+	lib := "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
+	sql, err := filepath.Abs("benchmarks/workloads/sqlite.sql")
+	if err != nil {
+		return err
+	}
+	script, err := os.ReadFile(sql)
+	if err != nil {
+		return err
+	}
+	small := filepath.Join(cfg.WorkDir, "sqlite-20k.sql")
+	smallScript := strings.Replace(string(script), "x < 200000", "x < 20000", 1)
+	if smallScript == string(script) {
+		return fmt.Errorf("%s: no row count to shrink", sql)
+	}
+	if err := os.WriteFile(small, []byte(smallScript), 0o644); err != nil {
+		return err
+	}
+	modes := []struct {
+		name string
+		args []string
+		runs int
+	}{
+		{"stint call (default)", []string{"--tool", "call"}, cfg.Runs},
+		{"stint call --context", []string{"--tool", "call", "--context"}, cfg.Runs},
+		{"stint call --context, 10% budget", []string{"--tool", "call", "--context", "--budget", "10%", "--period", "100ms"}, cfg.Runs},
+		{"stint call --every", []string{"--tool", "call", "--every"}, s.EveryRuns},
+	}
+	vs := []variant{{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small}, cfg.Runs}}
+	for i, m := range modes {
+		dir := filepath.Join(cfg.WorkDir, fmt.Sprintf("sqlite-call-%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := s.rewrite(ctx, lib, filepath.Join(dir, "libsqlite3.so.0"), m.args...); err != nil {
+			return err
+		}
+		env := append(s.traceEnv(fmt.Sprintf("sqlite-call-%d", i)), "LD_LIBRARY_PATH="+dir)
+		vs = append(vs, variant{m.name, Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small, Env: env}, m.runs})
+	}
+	fmt.Fprintf(cfg.Log, "sqlite3 on 20,000 rows, call tracing: default, context mode, every occurrence\n")
+	t, err := s.timeVariants(ctx, vs)
+	if err != nil {
+		return err
+	}
+	rep.Slowdown["sqlite3 workload on 20,000 rows, call tracing (context mode's cost)"] = t
 	return nil
 }
 
