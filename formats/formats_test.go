@@ -86,19 +86,23 @@ func TestKindString(t *testing.T) {
 	}{
 		{KindJccTaken, "jcc-taken"}, {KindJccNotTaken, "jcc-not-taken"}, {KindJmp, "jmp"},
 		{KindCall, "call"}, {KindRet, "ret"}, {KindIndJmp, "ind-jmp"}, {KindIndCall, "ind-call"},
-		{KindSyscall, "syscall"}, {KindBlock, "block"}, {0, "kind(0)"}, {200, "kind(200)"},
+		{KindSyscall, "syscall"}, {KindBlock, "block"}, {KindContext, "context"}, {0, "kind(0)"}, {200, "kind(200)"},
+		{KindPeriod, "period"}, {KindPeriodStats, "period-stats"}, {KindPeriodQoS, "period-qos"},
+		{KindRunEnd, "run-end"}, {KindRefusedBase + KindRet, "refused-ret"},
 	} {
 		if have := tc.k.String(); have != tc.want {
 			t.Errorf("Kind(%d).String() = %q, want %q", tc.k, have, tc.want)
 		}
-		if tc.k.Valid() {
+		if tc.k.Valid() || tc.k.IsRecord() {
 			if have, err := ParseKind(strings.ToUpper(tc.want)); err != nil || have != tc.k {
 				t.Errorf("ParseKind(%q) = %v, %v; want %v", tc.want, have, err, tc.k)
 			}
 		}
 	}
-	if _, err := ParseKind("jump"); err == nil {
-		t.Error("ParseKind(jump): no error")
+	for _, bad := range []string{"jump", "refused-period", "refused-", "kind(3)"} {
+		if _, err := ParseKind(bad); err == nil {
+			t.Errorf("ParseKind(%q): no error", bad)
+		}
 	}
 	for tl := ToolBranch; tl <= ToolBlock; tl++ {
 		if have, err := ParseTool(tl.String()); err != nil || have != tl {

@@ -119,8 +119,9 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// ParseKind returns the Kind named s (as printed by [Kind.String]; case
-// does not matter, and "_" may stand for "-").
+// ParseKind returns the Kind named s (as printed by [Kind.String]: an
+// event kind, a record kind such as "period" or "run-end", or a refusal
+// such as "refused-ret"; case does not matter, and "_" may stand for "-").
 func ParseKind(s string) (Kind, error) {
 	n := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "_", "-")
 	for k := KindJccTaken; k <= MaxKind; k++ {
@@ -128,7 +129,17 @@ func ParseKind(s string) (Kind, error) {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown event kind %q (want one of %s)", s, strings.Join(kindNames[1:], ", "))
+	for _, k := range []Kind{KindPeriod, KindPeriodStats, KindPeriodQoS, KindRunEnd} {
+		if k.String() == n {
+			return k, nil
+		}
+	}
+	if e, ok := strings.CutPrefix(n, "refused-"); ok {
+		if k, err := ParseKind(e); err == nil && k.Valid() {
+			return KindRefusedBase + k, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown kind %q (want one of %s; period, period-stats, period-qos, run-end; or refused-EVENT)", s, strings.Join(kindNames[1:], ", "))
 }
 
 // Tool is what a rewritten module traces. The values mirror the

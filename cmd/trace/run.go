@@ -34,7 +34,9 @@ Usage:
   trace help [COMMAND]                         show help
 
 Event kinds: jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp, ind-call,
-syscall, block.
+syscall, block, context (rewrite --context). The runtime's own rows:
+period, period-stats, period-qos, run-end, and refused-EVENT (an event a
+redundancy log refused); --kind accepts them all.
 
 A file whose process was killed ends in zeros and reads cleanly up to
 its last sealed batch; a file cut inside a batch (copied while being
