@@ -81,7 +81,7 @@ func TestRun(t *testing.T) {
 		{name: "unknown", args: []string{"frob"}, code: 2, errText: `unknown command "frob"`},
 		{name: "cat-no-file", args: []string{"cat"}, code: 2, errText: "want exactly one FILE"},
 		{name: "cat-bad-flag", args: []string{"cat", "--bogus", f["good.arrow"]}, code: 2, errText: "unknown flag: --bogus"},
-		{name: "cat-bad-kind", args: []string{"cat", "--kind", "jump", f["good.arrow"]}, code: 2, errText: `unknown event kind "jump"`},
+		{name: "cat-bad-kind", args: []string{"cat", "--kind", "jump", f["good.arrow"]}, code: 2, errText: `unknown kind "jump"`},
 		{name: "cat-neg-limit", args: []string{"cat", "--limit=-1", f["good.arrow"]}, code: 2, errText: "negative"},
 		{name: "stats-no-file", args: []string{"stats"}, code: 2, errText: "no FILE"},
 		{
