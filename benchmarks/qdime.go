@@ -353,6 +353,11 @@ func (q *QDIME) rewriteAll(ctx context.Context, target, out, tool string) error 
 func appTraces(dir, rewritten, target string) ([]string, error) {
 	f, err := filepath.Glob(filepath.Join(dir, filepath.Base(rewritten)+".*.arrow"))
 	if err == nil && len(f) == 0 {
+		// the runtime names the trace after /proc/self/exe: the target
+		// with its links resolved (Debian's redis-server is a link)
+		if real, rerr := filepath.EvalSymlinks(target); rerr == nil {
+			target = real
+		}
 		f, err = filepath.Glob(filepath.Join(dir, filepath.Base(target)+".*.arrow"))
 	}
 	return f, err
