@@ -96,9 +96,16 @@ type AppQDIME struct {
 	Threshold    float64      `json:"threshold"`
 	ThresholdRel float64      `json:"threshold_of_native"`
 	Why          string       `json:"threshold_why,omitempty"`
-	Tools        []*toolQDIME `json:"tools"`
-	nativeSeries []qos.SampleRow
-	nativeLoad   Window
+	// NativeUnder and NativePeriods: the native runs' own periods under
+	// the threshold (after the first two of the load): the noise floor of
+	// "under T" on this machine.
+	NativeUnder   int          `json:"native_under_threshold"`
+	NativePeriods int          `json:"native_periods"`
+	Tools         []*toolQDIME `json:"tools"`
+	nativeSeries  []qos.SampleRow
+	nativeLoad    Window
+	nativeRuns    [][]qos.SampleRow
+	nativeLoads   []Window
 }
 
 // toolQDIME is one tool's series of an application.
@@ -214,6 +221,7 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 		vals := underLoad(rows, w.LoadWindow(), q.periodDur(), 0)
 		natives = append(natives, vals...)
 		a.nativeSeries, a.nativeLoad = rows, w.LoadWindow()
+		a.nativeRuns, a.nativeLoads = append(a.nativeRuns, rows), append(a.nativeLoads, w.LoadWindow())
 		fmt.Fprintf(q.Config.Log, "native %d: %.4g %s, metric median %.4g\n", i+1, m, w.Unit(), Median(vals))
 	}
 	a.NativeMetric = Median(natives)
@@ -221,6 +229,14 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 		return nil, fmt.Errorf("the native runs gave no metric under load (samples: %s)", base)
 	}
 	a.Threshold = app.Threshold * a.NativeMetric
+	for i, rows := range a.nativeRuns {
+		for _, v := range underLoad(rows, a.nativeLoads[i], q.periodDur(), 2) {
+			a.NativePeriods++
+			if v < a.Threshold {
+				a.NativeUnder++
+			}
+		}
+	}
 	nativeMerit := Median(a.NativeMerit)
 	for _, tool := range q.Tools {
 		t := &toolQDIME{Tool: tool, app: a}
