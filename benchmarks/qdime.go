@@ -87,15 +87,15 @@ type QDIMEReport struct {
 
 // AppQDIME is one application's results.
 type AppQDIME struct {
-	Key          string       `json:"key"`
-	Title        string       `json:"title"`
-	Unit         string       `json:"unit"`       // figure of merit
-	MetricSource string       `json:"metric"`     // qos --metric kind
-	NativeMerit  []float64    `json:"native"`     // figure of merit per native run
-	NativeMetric float64      `json:"native_qos"` // median of the native runs' samples under load
-	Threshold    float64      `json:"threshold"`
-	ThresholdRel float64      `json:"threshold_of_native"`
-	Why          string       `json:"threshold_why,omitempty"`
+	Key          string    `json:"key"`
+	Title        string    `json:"title"`
+	Unit         string    `json:"unit"`       // figure of merit
+	MetricSource string    `json:"metric"`     // qos --metric kind
+	NativeMerit  []float64 `json:"native"`     // figure of merit per native run
+	NativeMetric float64   `json:"native_qos"` // median of the native runs' samples under load
+	Threshold    float64   `json:"threshold"`
+	ThresholdRel float64   `json:"threshold_of_native"`
+	Why          string    `json:"threshold_why,omitempty"`
 	// NativeUnder and NativePeriods: the native runs' own periods under
 	// the threshold (after the first two of the load): the noise floor of
 	// "under T" on this machine.
