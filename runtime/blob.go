@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "339ea392e6fbf0a6201b3b9b0e17f769e86765186e8faaf11aef9d1bbf0c3398"
+const BlobSHA256 = "1be18cf817c29a3f6e2808f58105572e5c60cf1dd70dbecc76e3435243f6a4bc"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

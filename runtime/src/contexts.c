@@ -68,13 +68,12 @@ struct ctx_state {
 	struct ctx_slot slots[CTX_SLOTS];
 };
 
-/* How far above stint_probe_entry's %rsp the program's %rsp was: the
- * thunk (rewrite/tramp.go) steps over the red zone (128) and pushes
- * %rdi and %rsi (16) before its call (8); a ret probe's path does that
- * twice (retCacheCheck, then callOnly), with %rax and %rcx pushed
- * between (16). */
-#define CTX_CALL_SP_OFF (8 + 16 + 128)
-#define CTX_RET_SP_OFF  (8 + 16 + 128 + 16 + 128)
+/* How far above stint_probe_entry's %rsp the program's %rsp was: every
+ * probe call steps over the red zone (128) and pushes %rdi and %rsi (16)
+ * before its call (8). A ret probe's inline cache check does the same
+ * first but undoes it (cacheRestore) before its call, so the offset is
+ * the same (rewrite/tramp.go: thunk, callOnly, retCacheCheck). */
+#define CTX_SP_OFF (8 + 16 + 128)
 
 static struct ctx_state *ctx_get(struct stint_global *g)
 {
@@ -238,11 +237,11 @@ static int ctx_record(struct stint_global *g, struct stint_module *m, struct sti
 	if (p->kind == STINT_K_RET) {
 		/* the returning call pushed its return address at sp: its
 		 * frame remembers sp + 8 */
-		uint64_t sp = entry_sp + CTX_RET_SP_OFF + 8;
+		uint64_t sp = entry_sp + CTX_SP_OFF + 8;
 		while (d && f[d - 1].sp <= sp)
 			d--;
 	} else {
-		uint64_t sp = entry_sp + CTX_CALL_SP_OFF;
+		uint64_t sp = entry_sp + CTX_SP_OFF;
 		while (d && f[d - 1].sp <= sp)
 			d--;
 		struct row rw;
