@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1be18cf817c29a3f6e2808f58105572e5c60cf1dd70dbecc76e3435243f6a4bc"
+const BlobSHA256 = "e21b48d71864f990bc3e29fb33975fbdbf981a548850362319f1bd6b82870d02"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -230,6 +230,7 @@ static void say_untraced(const char *what, const char *arg, long err)
 #define STINT_GLOBAL_SIZE   ((size_t)32 << 20)
 #define STINT_WIPE_ADDR     (STINT_GLOBAL_ADDR + STINT_GLOBAL_SIZE)
 #define STINT_WIPE_SIZE     4096
+#define STINT_TRACE_HINT    (STINT_GLOBAL_ADDR + ((uintptr_t)1 << 40)) /* trace file mappings */
 
 #define MAX_MODULES   1024
 #define MAX_ANON      256
@@ -848,7 +849,13 @@ static long trace_open(struct stint_global *g, const char **what)
 	}
 	g->fd_dev = st[0];
 	g->fd_ino = st[1];
-	long m = sys_mmap(0, FILE_RESERVE, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED | S_MAP_NORESERVE, (int)fd, 0);
+	/* A hint far from where the loader puts modules: placed top-down,
+	 * the 64 GiB reservation lands right below the libraries, where a
+	 * rewritten library loaded later (or initialised after the
+	 * executable's DT_PREINIT_ARRAY hook) must map its stub chunks. The
+	 * kernel takes the hint when it is free and searches as usual when
+	 * not. */
+	long m = sys_mmap(STINT_TRACE_HINT, FILE_RESERVE, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED | S_MAP_NORESERVE, (int)fd, 0);
 	if (sys_failed(m)) {
 		sys_call1(SYS_close, fd);
 		*what = "map trace file";
