@@ -449,16 +449,15 @@ func (b *Builder) context(th *thread, sm uint32, src uint64, dm uint32, dst uint
 		}
 	}
 	sid := b.site(sm, src)
-	if pid == 0 {
-		// A thread's first traced calls come from a function entered
-		// from untraced code (main, a thread's start routine): as in
-		// the call/ret builder, symbols give it an inferred node, so
-		// that trees of both kinds of trace compare.
-		if x := b.sites[sid].fn; x != 0 {
-			parent = b.child(parent, x-1)
-			b.nodes[parent].inferred++
-			th.st.Inferred++
-		}
+	// A call made by a function that was entered from untraced code
+	// (main called by libc, a thread's start routine, a callback): the
+	// parent context's callee is not the function holding the call
+	// site. As in the call/ret builder, symbols give that function an
+	// inferred node, so that trees of both kinds of trace compare.
+	if x := b.sites[sid].fn; x != 0 && (parent == th.root || b.nodes[parent].fid != x-1) {
+		parent = b.child(parent, x-1)
+		b.nodes[parent].inferred++
+		th.st.Inferred++
 	}
 	n := b.child(parent, b.fid(dm, dst))
 	b.nodes[n].calls++

@@ -314,10 +314,10 @@ func TestContextRows(t *testing.T) {
 	ev := []formats.Event{
 		ctx(1, "main", 0x10, "a", 0, 1), ctx(1, "a", 0x10, "b", 1, 2), ctx(1, "a", 0x20, "b", 1, 3),
 		ctx(1, "b", 0x10, "c", 3, 4), ctx(2, "d", 0x10, "c", 0, 5), // another thread, entered in d
-		ctx(1, "c", 0x10, "h", 77, 6), // parent never written: an orphan at the root
+		ctx(1, "c", 0x10, "h", 77, 6), // parent never written: an orphan at the root, under its site's function
 	}
 	f := build(t, Options{Resolver: demoSyms{}}, true, ev...)
-	if have, want := dump(f.Merged), "main 0+1\n  a 1\n    b 2\n      c 1\n"+"d 0+1\n  c 1\n"+"h 1\n"; have != want {
+	if have, want := dump(f.Merged), "main 0+1\n  a 1\n    b 2\n      c 1\n"+"c 0+1\n  h 1\n"+"d 0+1\n  c 1\n"; have != want {
 		t.Errorf("tree:\nhave:\n%swant:\n%s", have, want)
 	}
 	s := f.Merged.Stats
