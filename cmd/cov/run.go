@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stint-project/stint/analysis/cov"
 	"github.com/stint-project/stint/analysis/symbols"
+	"github.com/stint-project/stint/internal/cli"
 )
 
 const mainHelp = `cov measures what budgeted stint runs recorded against a full run.
@@ -85,22 +86,10 @@ Flags:
                     20; 0: none; -1: all)
 `
 
-type usageError struct{ msg string }
+// usagef and exitCode: the shared scaffolding of internal/cli.
+func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
 
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
-
-func exitCode(err error) int {
-	var ue *usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		return 2
-	}
-	return 1
-}
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {

@@ -1,18 +1,5 @@
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-)
+import "github.com/stint-project/stint/internal/cli"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "trace:", err)
-	}
-	os.Exit(exitCode(err))
-}
+func main() { cli.Main("trace", run) }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"github.com/stint-project/stint/internal/cli"
 )
 
 const mainHelp = `trace shows stint trace files to people.
@@ -49,25 +50,10 @@ Examples:
 Exit status: 0 ok, 1 error, 2 usage error.
 `
 
-// usageError is a command-line mistake: exit status 2.
-type usageError struct{ msg string }
+// usagef and exitCode: the shared scaffolding of internal/cli.
+func usagef(format string, args ...any) error { return cli.Usagef(format, args...) }
 
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{fmt.Sprintf(format, args...)}
-}
-
-func exitCode(err error) int {
-	var ue *usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		return 2
-	}
-	return 1
-}
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 type command struct {
 	name, help string
