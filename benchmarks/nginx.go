@@ -134,22 +134,19 @@ func (n *NginxWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	if n.Wrap != nil {
 		argv = n.Wrap(argv, "log-rate:"+n.AccessLog())
 	}
-	srv := exec.Command(argv[0], argv[1:]...)
-	srv.Env = append(os.Environ(), env...)
-	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var log bytes.Buffer
-	srv.Stdout, srv.Stderr = &log, &log
-	if err := srv.Start(); err != nil {
+	srv, err := startServer(argv, env)
+	if err != nil {
 		return 0, err
 	}
-	done := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = srv.Wait(); close(done) }()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	if err := waitListen(ctx, addr, done, 60*time.Second); err != nil {
-		syscall.Kill(-srv.Process.Pid, syscall.SIGKILL)
-		<-done
-		return 0, fmt.Errorf("%s: %w: %s", bin, err, lastLine(log.String()))
+	if err := srv.ready(ctx, 60*time.Second, "listening", func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}); err != nil {
+		return 0, err
 	}
 	url := "http://" + addr + "/index.html"
 	n.Load.Start = monoNS()
@@ -158,47 +155,19 @@ func (n *NginxWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	n.Load.End = monoNS()
 	// SIGQUIT: graceful shutdown; nginx exits through exit(), so the
 	// runtime flushes its trace. The analyzer (if any) passes it on.
-	syscall.Kill(srv.Process.Pid, syscall.SIGQUIT)
-	select {
-	case <-done:
-	case <-time.After(2 * time.Minute):
-		syscall.Kill(-srv.Process.Pid, syscall.SIGKILL)
-		<-done
-		return 0, fmt.Errorf("%s did not exit after SIGQUIT", bin)
-	}
+	syscall.Kill(srv.cmd.Process.Pid, syscall.SIGQUIT)
+	serr := srv.stopped("SIGQUIT", 2*time.Minute)
 	if werr != nil {
 		return 0, fmt.Errorf("wrk: %w: %s", werr, lastLine(string(out)))
 	}
-	if waitErr != nil {
-		return 0, fmt.Errorf("%s exited: %w: %s", bin, waitErr, lastLine(log.String()))
+	if serr != nil {
+		return 0, serr
 	}
 	m := wrkRate.FindSubmatch(out)
 	if m == nil {
 		return 0, fmt.Errorf("wrk printed no Requests/sec: %s", lastLine(string(out)))
 	}
 	return strconv.ParseFloat(string(m[1]), 64)
-}
-
-// waitListen waits until addr accepts a TCP connection, the server
-// exits, or d passes.
-func waitListen(ctx context.Context, addr string, exited <-chan struct{}, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
-			return nil
-		}
-		select {
-		case <-exited:
-			return errors.New("exited before listening")
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not listening within %v", d)
-		}
-	}
 }
 
 // monoNS is CLOCK_MONOTONIC in ns: the clock of the traces' time column.

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -87,26 +86,12 @@ func (r *RedisWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	if r.Wrap != nil {
 		argv = r.Wrap(argv, "redis://"+addr)
 	}
-	srv := exec.Command(argv[0], argv[1:]...)
-	srv.Env = append(os.Environ(), env...)
-	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var log bytes.Buffer
-	srv.Stdout, srv.Stderr = &log, &log
-	if err := srv.Start(); err != nil {
+	srv, err := startServer(argv, env)
+	if err != nil {
 		return 0, err
 	}
-	// done is closed when the server has exited, with its status in
-	// waitErr.
-	done := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = srv.Wait(); close(done) }()
-	stop := func() {
-		syscall.Kill(-srv.Process.Pid, syscall.SIGKILL) // the analyzer and the server
-		<-done
-	}
-	if err := waitPing(ctx, addr, done, 60*time.Second); err != nil {
-		stop()
-		return 0, fmt.Errorf("%s: %w: %s", bin, err, lastLine(log.String()))
+	if err := srv.ready(ctx, 60*time.Second, "answering PING", func() error { return command(addr, "PING", "+PONG") }); err != nil {
+		return 0, err
 	}
 	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(port), "--csv", "-n", strconv.Itoa(r.Requests), "-t", r.Tests}
 	if r.Clients > 0 {
@@ -120,14 +105,8 @@ func (r *RedisWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	// Stop the server whatever the benchmark did: SHUTDOWN NOSAVE makes
 	// it exit(0), so the runtime writes its run-end row and flushes.
 	serr := shutdown(addr)
-	select {
-	case <-done:
-		if waitErr != nil && serr == nil {
-			serr = fmt.Errorf("%s exited: %w: %s", bin, waitErr, lastLine(log.String()))
-		}
-	case <-time.After(2 * time.Minute):
-		stop()
-		serr = fmt.Errorf("%s did not exit after SHUTDOWN NOSAVE", bin)
+	if err := srv.stopped("SHUTDOWN NOSAVE", 2*time.Minute); serr == nil {
+		serr = err
 	}
 	if berr != nil {
 		return 0, fmt.Errorf("redis-benchmark: %w", berr)
@@ -195,27 +174,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitPing waits until the server at addr answers PING, it exits, or d
-// passes.
-func waitPing(ctx context.Context, addr string, exited <-chan struct{}, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		if err := command(addr, "PING", "+PONG"); err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return errors.New("exited before answering PING")
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no answer to PING within %v", d)
-		}
-	}
 }
 
 // command sends one inline command and checks the reply's first line.
