@@ -38,8 +38,9 @@ func DefaultCells() []CellCommand {
 	}, cctCells()...)
 }
 
-// cellFlags parses a cell's flags; errors wrap errUsage.
-func cellFlags(name string, args []string, def func(*pflag.FlagSet)) (*pflag.FlagSet, error) {
+// parse parses a cell's flags (errors wrap errUsage) and returns its
+// file arguments, expanded by [CellEnv.Paths].
+func (e *CellEnv) parse(name string, args []string, def func(*pflag.FlagSet)) ([]string, error) {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -49,7 +50,7 @@ func cellFlags(name string, args []string, def func(*pflag.FlagSet)) (*pflag.Fla
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return fs, nil
+	return e.Paths(fs.Args())
 }
 
 func (e *CellEnv) autoOptions() AutoOptions {
@@ -75,14 +76,10 @@ func (e *CellEnv) one(flag, p string) (string, error) {
 func cellCovCompare(ctx context.Context, env *CellEnv, args []string) ([]Block, error) {
 	var nfuncs int
 	var native float64
-	fs, err := cellFlags("cov compare", args, func(fs *pflag.FlagSet) {
+	files, err := env.parse("cov compare", args, func(fs *pflag.FlagSet) {
 		fs.IntVar(&nfuncs, "functions", 20, "")
 		fs.Float64Var(&native, "native", 0, "")
 	})
-	if err != nil {
-		return nil, err
-	}
-	files, err := env.Paths(fs.Args())
 	if err != nil {
 		return nil, err
 	}
@@ -137,15 +134,11 @@ func cellCovCompare(ctx context.Context, env *CellEnv, args []string) ([]Block, 
 func cellPlot(what string) CellFunc {
 	return func(ctx context.Context, env *CellEnv, args []string) ([]Block, error) {
 		var full string
-		fs, err := cellFlags("plot "+what, args, func(fs *pflag.FlagSet) {
+		files, err := env.parse("plot "+what, args, func(fs *pflag.FlagSet) {
 			if what == "coverage" {
 				fs.StringVar(&full, "full", "", "")
 			}
 		})
-		if err != nil {
-			return nil, err
-		}
-		files, err := env.Paths(fs.Args())
 		if err != nil {
 			return nil, err
 		}
@@ -192,15 +185,11 @@ func cellAuto(ctx context.Context, env *CellEnv, args []string) ([]Block, error)
 	var full string
 	var native float64
 	var nfuncs int
-	fs, err := cellFlags("report auto", args, func(fs *pflag.FlagSet) {
+	files, err := env.parse("report auto", args, func(fs *pflag.FlagSet) {
 		fs.StringVar(&full, "full", "", "")
 		fs.Float64Var(&native, "native", 0, "")
 		fs.IntVar(&nfuncs, "functions", 20, "")
 	})
-	if err != nil {
-		return nil, err
-	}
-	files, err := env.Paths(fs.Args())
 	if err != nil {
 		return nil, err
 	}
@@ -232,11 +221,7 @@ func cellAuto(ctx context.Context, env *CellEnv, args []string) ([]Block, error)
 // ended, rows, events, distinct events, records, time span), then the
 // rows per kind.
 func cellTraceStats(ctx context.Context, env *CellEnv, args []string) ([]Block, error) {
-	fs, err := cellFlags("trace stats", args, nil)
-	if err != nil {
-		return nil, err
-	}
-	files, err := env.Paths(fs.Args())
+	files, err := env.parse("trace stats", args, nil)
 	if err != nil {
 		return nil, err
 	}

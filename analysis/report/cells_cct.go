@@ -43,11 +43,7 @@ func loadTree(ctx context.Context, env *CellEnv, files []string) (*cct.Forest, e
 
 func cellCCTBuild(ctx context.Context, env *CellEnv, args []string) ([]Block, error) {
 	var top int
-	fs, err := cellFlags("cct build", args, func(fs *pflag.FlagSet) { fs.IntVar(&top, "top", 15, "") })
-	if err != nil {
-		return nil, err
-	}
-	files, err := env.Paths(fs.Args())
+	files, err := env.parse("cct build", args, func(fs *pflag.FlagSet) { fs.IntVar(&top, "top", 15, "") })
 	if err != nil {
 		return nil, err
 	}
@@ -99,11 +95,7 @@ func cellCCTBuild(ctx context.Context, env *CellEnv, args []string) ([]Block, er
 
 func cellCCTCompare(ctx context.Context, env *CellEnv, args []string) ([]Block, error) {
 	var missing int
-	fs, err := cellFlags("cct compare", args, func(fs *pflag.FlagSet) { fs.IntVar(&missing, "missing", 10, "") })
-	if err != nil {
-		return nil, err
-	}
-	files, err := env.Paths(fs.Args())
+	files, err := env.parse("cct compare", args, func(fs *pflag.FlagSet) { fs.IntVar(&missing, "missing", 10, "") })
 	if err != nil {
 		return nil, err
 	}
