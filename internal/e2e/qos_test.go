@@ -2,77 +2,20 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/binary"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/internal/fixtures"
+	"github.com/stint-project/stint/qos"
 	"github.com/stint-project/stint/rewrite"
 	rt "github.com/stint-project/stint/runtime"
 )
-
-// qosPage is a QoS page written by the test itself (the analyzer's role),
-// so that the controller is tested against exactly the samples it saw.
-type qosPage struct {
-	mem []byte
-}
-
-func newQoSPage(t *testing.T, path string, threshold float64, flags, tuning uint32, max float64, interval time.Duration) *qosPage {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := f.Truncate(rt.QoSPageSize); err != nil {
-		t.Fatal(err)
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, rt.QoSPageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(mem) })
-	le := binary.LittleEndian
-	le.PutUint32(mem[8:], rt.QoSVersion)
-	le.PutUint32(mem[12:], flags)
-	le.PutUint32(mem[16:], tuning)
-	le.PutUint64(mem[32:], math.Float64bits(threshold))
-	le.PutUint64(mem[40:], math.Float64bits(max))
-	le.PutUint64(mem[64:], uint64(interval))
-	le.PutUint32(mem[80:], uint32(os.Getpid()))
-	copy(mem[88:], "e2e test")
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&mem[0])), rt.QoSMagic)
-	return &qosPage{mem: mem}
-}
-
-func monoNow() uint64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Nano())
-}
-
-// publish writes one sample as the page's seqlock.
-func (p *qosPage) publish(state uint32, v float64, at uint64) {
-	seq := (*uint64)(unsafe.Pointer(&p.mem[24]))
-	s := atomic.LoadUint64(seq)
-	atomic.StoreUint64(seq, s+1)
-	le := binary.LittleEndian
-	le.PutUint32(p.mem[20:], state)
-	le.PutUint64(p.mem[48:], math.Float64bits(v))
-	le.PutUint64(p.mem[56:], at)
-	le.PutUint64(p.mem[72:], le.Uint64(p.mem[72:])+1)
-	atomic.StoreUint64(seq, s+2)
-}
 
 // equation1 is the controller's formula in floating point.
 func equation1(v, thr, max float64, flags, tuning uint32, period float64) float64 {
@@ -125,7 +68,14 @@ func testQoSController(t *testing.T, flags, tuning uint32, thr, max, good, bad f
 	dir := t.TempDir()
 	const period = 20 * time.Millisecond
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "20ms"})
-	page := newQoSPage(t, filepath.Join(dir, "qos"), thr, flags, tuning, max, 10*time.Millisecond)
+	// The test is the analyzer: it publishes exactly the samples it
+	// wants the runtime to see.
+	page, err := qos.CreatePage(filepath.Join(dir, "qos"), qos.Config{Threshold: thr, Max: max, Tuning: qos.Tuning(tuning),
+		LowerIsBetter: flags&rt.QoSLowerIsBetter != 0, Interval: 10 * time.Millisecond, Source: "e2e test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Close()
 	traces := filepath.Join(dir, "traces")
 	cmd := exec.Command(out, args...)
 	cmd.Env = append(traceEnv(traces), rt.QoSEnv+"="+filepath.Join(dir, "qos"))
@@ -150,7 +100,6 @@ func testQoSController(t *testing.T, flags, tuning uint32, thr, max, good, bad f
 		{900 * time.Millisecond, rt.QoSRunning, (good + thr) / 2},
 		{1 << 62, rt.QoSFailing, good},
 	}
-	var err error
 	tick := time.NewTicker(5 * time.Millisecond)
 loop:
 	for {
@@ -161,8 +110,11 @@ loop:
 			el := time.Since(start)
 			for _, ph := range phases {
 				if el < ph.until {
-					if ph.state != rt.QoSStarting {
-						page.publish(ph.state, ph.v, monoNow())
+					switch ph.state {
+					case rt.QoSRunning:
+						page.Publish(ph.v, qos.Monotonic())
+					case rt.QoSFailing:
+						page.SetState(qos.Failing)
 					}
 					break
 				}
