@@ -181,6 +181,14 @@ static const char *setting(char **envp, const char *env, const char *opts, const
 	return opt_find(opts, key, n);
 }
 
+/* No usable QoS sample: the configured default budget, and no metric
+ * or threshold for the period's QoS row. */
+static void qos_fallback(struct stint_global *g)
+{
+	g->budget_ns = g->qos_default_ns;
+	g->qos_value = g->qos_threshold = QOS_NAN;
+}
+
 /*
  * Decide the budget (called once, by the module that creates the state).
  * A bad value is reported once and leaves the program running without a
@@ -219,7 +227,7 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 			s_memcpy(g->qos_path, q, ql + 1);
 			g->qos_on = 1;
 			g->qos_default_ns = budget > period ? period : budget;
-			g->qos_value = g->qos_threshold = QOS_NAN;
+			qos_fallback(g);
 			budget = g->qos_default_ns;
 		}
 	}
@@ -415,9 +423,7 @@ static void qos_map(struct stint_global *g)
 static void qos_next(struct stint_global *g, uint64_t now_mono)
 {
 	qos_map(g);
-	g->budget_ns = g->qos_default_ns;
-	g->qos_value = QOS_NAN;
-	g->qos_threshold = QOS_NAN;
+	qos_fallback(g);
 	const struct stint_qos_page *pg = (const void *)g->qos_page;
 	if (!pg)
 		return;
@@ -613,8 +619,7 @@ static void periods_start(struct stint_global *g)
 	__atomic_store_n(&g->gate_closed, 0, __ATOMIC_RELAXED);
 	if (g->qos_on) {
 		/* a forked child starts over from the default, like its parent did */
-		g->budget_ns = g->qos_default_ns;
-		g->qos_value = g->qos_threshold = QOS_NAN;
+		qos_fallback(g);
 		__atomic_store_n(&g->budget_tsc, ns_to_tsc(g, g->budget_ns), __ATOMIC_RELAXED);
 	}
 	if (g->budget_on)
