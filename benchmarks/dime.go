@@ -376,26 +376,36 @@ type covOutput struct {
 	} `json:"runs"`
 }
 
+// runCovCompare runs `cov compare --json RUN... FULL` and decodes what
+// the harness reads of its output.
+func runCovCompare(ctx context.Context, cov string, runs []string, full string) (*covOutput, error) {
+	args := append(append([]string{"compare", "--json"}, runs...), full)
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, cov, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, lastLine(stderr.String()))
+	}
+	var co covOutput
+	if err := json.Unmarshal(out, &co); err != nil {
+		return nil, err
+	}
+	return &co, nil
+}
+
 // covCompare replaces v's metrics by those of `cov compare --json`. It
 // needs one trace file per run.
 func (d *DIME) covCompare(ctx context.Context, v *VariantDIME, files [][]string, full string) error {
-	args := []string{"compare", "--json"}
+	var one []string
 	for i, f := range files {
 		if len(f) != 1 {
 			return fmt.Errorf("run %d left %d trace files", i+1, len(f))
 		}
-		args = append(args, f[0])
+		one = append(one, f[0])
 	}
-	args = append(args, full)
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, d.Cov, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	co, err := runCovCompare(ctx, d.Cov, one, full)
 	if err != nil {
-		return fmt.Errorf("%w: %s", err, lastLine(stderr.String()))
-	}
-	var co covOutput
-	if err := json.Unmarshal(out, &co); err != nil {
 		return err
 	}
 	if len(co.Runs) != len(v.Runs) {

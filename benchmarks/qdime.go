@@ -422,16 +422,8 @@ func underLoad(rows []qos.SampleRow, load Window, period time.Duration, skip int
 
 // coverage fills the runs' coverage from cov compare --json.
 func (q *QDIME) coverage(ctx context.Context, t *toolQDIME, files []string, full string) error {
-	args := append(append([]string{"compare", "--json"}, files...), full)
-	cmd := exec.CommandContext(ctx, q.Cov, args...)
-	var stderr stringsBuilder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	co, err := runCovCompare(ctx, q.Cov, files, full)
 	if err != nil {
-		return fmt.Errorf("%w: %s", err, lastLine(stderr.String()))
-	}
-	var co covOutput
-	if err := json.Unmarshal(out, &co); err != nil {
 		return err
 	}
 	if len(co.Runs) != len(t.Runs) {
@@ -450,11 +442,6 @@ func (q *QDIME) coverage(ctx context.Context, t *toolQDIME, files []string, full
 	}
 	return nil
 }
-
-type stringsBuilder struct{ b []byte }
-
-func (s *stringsBuilder) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
-func (s *stringsBuilder) String() string              { return string(s.b) }
 
 func (q *QDIME) write(rep *QDIMEReport, stdout io.Writer) error {
 	if err := os.MkdirAll(q.Results, 0o755); err != nil {
