@@ -287,9 +287,7 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 			if len(vals) > 0 {
 				run.MeanMetric = sum / float64(len(vals))
 			}
-			// Only the application's own trace: with a rewritten libc
-			// on LD_LIBRARY_PATH, a dynamically linked qos leaves one too.
-			f, err := appTraces(traces, qb, w.Target())
+			f, err := appTraces(traces, qb)
 			if err != nil || len(f) != 1 {
 				return nil, fmt.Errorf("%s run %d left %d trace files in %s", tool, r, len(f), traces)
 			}
@@ -320,7 +318,7 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 			fmt.Fprintf(q.Config.Log, "%s run %d: %.4g %s (%.2fx), %d/%d periods under %.4g\n", tool, r, m, w.Unit(),
 				run.Slowdown, run.Under, run.Periods, a.Threshold)
 		}
-		fullFiles, err := appTraces(fullTraces, full, w.Target())
+		fullFiles, err := appTraces(fullTraces, full)
 		if err != nil || len(fullFiles) != 1 {
 			return nil, fmt.Errorf("%s full run left %d trace files", tool, len(fullFiles))
 		}
@@ -337,23 +335,8 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 // it, with --tool tool.
 func (q *QDIME) rewriteAll(ctx context.Context, target, out, tool string) error {
 	d := &DIME{Config: q.Config}
-	n, err := d.rewrite(ctx, target, out, "--tool", tool)
-	if err != nil {
+	if _, err := d.rewrite(ctx, target, out, "--tool", tool); err != nil {
 		return err
-	}
-	if n != nil && *n == 0 && len(q.Libs) > 0 {
-		// Nothing to probe in the program itself (its syscalls are in
-		// libc): run the original. A rewritten executable with no sites
-		// beside a rewritten libc currently leaves libc's trace empty
-		// (see the issue notes), and it would only add its runtime.
-		// (a symlink: the runtime names the run by /proc/self/exe, so
-		// the full run and the QDIME runs are runs of one binary)
-		if err := os.Remove(out); err != nil {
-			return err
-		}
-		if err := os.Symlink(target, out); err != nil {
-			return err
-		}
 	}
 	for _, l := range q.Libs {
 		if _, err := d.rewrite(ctx, l, filepath.Join(filepath.Dir(out), filepath.Base(l)), "--tool", tool); err != nil {
@@ -363,20 +346,11 @@ func (q *QDIME) rewriteAll(ctx context.Context, target, out, tool string) error 
 	return nil
 }
 
-// appTraces returns the trace files of the application in dir: named
-// after the rewritten binary, or after the original when it ran
-// unrewritten (see rewriteAll).
-func appTraces(dir, rewritten, target string) ([]string, error) {
-	f, err := filepath.Glob(filepath.Join(dir, filepath.Base(rewritten)+".*.arrow"))
-	if err == nil && len(f) == 0 {
-		// the runtime names the trace after /proc/self/exe: the target
-		// with its links resolved (Debian's redis-server is a link)
-		if real, rerr := filepath.EvalSymlinks(target); rerr == nil {
-			target = real
-		}
-		f, err = filepath.Glob(filepath.Join(dir, filepath.Base(target)+".*.arrow"))
-	}
-	return f, err
+// appTraces returns the application's trace files in dir: with a
+// rewritten libc on LD_LIBRARY_PATH, a dynamically linked qos leaves a
+// trace there too.
+func appTraces(dir, rewritten string) ([]string, error) {
+	return filepath.Glob(filepath.Join(dir, filepath.Base(rewritten)+".*.arrow"))
 }
 
 func metricKind(w Workload) string {
