@@ -48,6 +48,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"unsafe"
 
 	"github.com/stint-project/stint/analysis/merge"
 	"github.com/stint-project/stint/analysis/symbols"
@@ -132,15 +133,6 @@ type FuncCov struct {
 	Coverage float64 `json:"coverage"`
 }
 
-// key is a distinct event: a = src, b = dst, c = kind<<48 | srcMod<<24 | dstMod
-// (global module indexes).
-type key struct{ a, b, c uint64 }
-
-type val struct {
-	first, last int32 // runs: first to record it, last seen (-1: none)
-	full        bool
-}
-
 const noGlobal = 1<<24 - 1
 
 type globalModule struct {
@@ -148,9 +140,13 @@ type globalModule struct {
 }
 
 type state struct {
-	events  *table
-	modules []globalModule
-	byKey   map[string]uint32
+	events *table
+	run    int32 // the run being read (fullPass: the full run)
+
+	work     []pending // a segment's lookups
+	refusals []int32   // a segment's refusal rows
+	modules  []globalModule
+	byKey    map[string]uint32
 }
 
 func (s *state) intern(m formats.Module) uint32 {
@@ -183,7 +179,14 @@ func Compare(ctx context.Context, runs []string, full string, opts Options) (*Re
 	if len(runs) == 0 {
 		return nil, errors.New("no runs to compare")
 	}
-	s := &state{events: newTable(), byKey: map[string]uint32{}}
+	return newState().compare(ctx, runs, full, opts)
+}
+
+func newState() *state {
+	return &state{events: newTable(), run: fullPass, byKey: map[string]uint32{}}
+}
+
+func (s *state) compare(ctx context.Context, runs []string, full string, opts Options) (*Report, error) {
 	rep := &Report{FullFile: full, NativeNS: opts.NativeNS}
 
 	// The full run first: F.
@@ -191,7 +194,7 @@ func Compare(ctx context.Context, runs []string, full string, opts Options) (*Re
 	if err != nil {
 		return nil, err
 	}
-	rep.FullEvents = s.events.n
+	rep.FullEvents = s.events.len()
 	rep.FullTimeNS = fullAcc[0].timeNS
 
 	var accs []*runAcc
@@ -251,8 +254,8 @@ func Compare(ctx context.Context, runs []string, full string, opts Options) (*Re
 	rep.Overshoot = overshoot(periods, all)
 	rep.Covered = cum
 	rep.Coverage = ratio(cum, nF)
-	s.events.each(func(_ key, v val) {
-		if !v.full {
+	s.events.each(func(_ uint32, _ uint64, f uint64) {
+		if f&flagFull == 0 {
 			rep.Extra++
 		}
 	})
@@ -297,13 +300,17 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 			}
 		}
 	}
-	// Local module id -> global index.
-	gm := make([]uint32, 1<<16)
-	for i := range gm {
-		gm[i] = noGlobal
+	// Local module id -> global index (gm) and packed module (pm).
+	f := &fileState{gm: make([]uint32, 1<<16), pm: new([1 << 16]uint16)}
+	for i := range f.gm {
+		f.gm[i], f.pm[i] = noGlobal, noMod
 	}
 	for _, m := range r.Modules() {
-		gm[m.ID] = s.intern(m)
+		g := s.intern(m)
+		f.gm[m.ID], f.pm[m.ID] = g, wideMod
+		if g < noMod {
+			f.pm[m.ID] = uint16(g)
+		}
 	}
 	accs := make([]*runAcc, len(infos))
 	for i, ri := range infos {
@@ -311,76 +318,35 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 	}
 	isFull := first < 0
 	cur := 0
-	var work, sorted []pending
-	var refusals []int32
 	for r.Next() {
 		if err := ctx.Err(); err != nil {
 			return formats.Run{}, nil, err
 		}
 		b := r.Batch()
-		// Pass 1, in row order: the order check, record rows, and the
-		// event rows not already processed for their run (the recent
-		// cache), with their keys' hashes.
-		work, refusals = work[:0], refusals[:0]
-		for i, k := range b.Kind {
-			run := b.RunOf(i)
+		// The batch in segments of one run each (a plain trace's batch
+		// is one).
+		for lo, n := 0, b.Len(); lo < n; {
+			run, hi := 0, n
+			if b.Run != nil {
+				run, hi = int(b.Run[lo]), lo+1
+				for hi < n && b.Run[hi] == b.Run[lo] {
+					hi++
+				}
+			}
 			if run < cur {
 				return formats.Run{}, nil, fmt.Errorf("%s: rows of run %d after rows of run %d: not a merged trace's order", name, run, cur)
 			}
 			cur = run
-			kind := formats.Kind(k)
-			if _, refused := kind.Refused(); refused {
-				if !isFull {
-					refusals = append(refusals, int32(i))
-				}
-				continue
-			}
-			if !kind.Valid() {
-				if kind.IsRecord() {
-					e := b.Event(i)
-					accs[run].periods.Add(e)
-					if kind == formats.KindRunEnd {
-						accs[run].timeNS = e.Value
-					}
-				}
-				continue
-			}
-			kk := eventKey(b, i, kind, gm)
-			g := int32(fullPass)
+			g, count := int32(fullPass), (*runAcc)(nil)
 			if !isFull {
-				g = int32(first + run)
+				g, count = int32(first+run), accs[run]
 			}
-			h := kk.hash()
-			if s.events.seen(kk, h, g) {
-				continue // processed for this run already
+			if g != s.run {
+				s.events.nextRun()
+				s.run = g
 			}
-			s.events.remember(kk, h, g)
-			if !s.events.large() {
-				s.apply(kk, h, i, b, first, accs)
-				continue
-			}
-			work = append(work, pending{kk, h, int32(i)})
-		}
-		// Pass 2, for a table larger than the CPU's caches: the
-		// lookups in the order of their slots (a stable counting sort
-		// on the slot's top bits), so that the table is walked region
-		// by region. The rows of one key keep their order, so its
-		// runs come in order; that is all the counts depend on.
-		for _, p := range s.events.sortByRegion(work, &sorted) {
-			s.apply(p.k, p.h, int(p.row), b, first, accs)
-		}
-		// Pass 3: refusals, after the batch's events: a refusal asks
-		// whether an earlier run recorded the event, and an earlier
-		// run's rows may be in this batch.
-		for _, i := range refusals {
-			run := b.RunOf(int(i))
-			ek, _ := formats.Kind(b.Kind[i]).Refused()
-			kk := eventKey(b, int(i), ek, gm)
-			a := accs[run]
-			a.rep.Refused++
-			if v := s.events.find(kk); v == nil || v.first < 0 || v.first >= int32(first+run) {
-				a.rep.RefusedUnrecorded++
-			}
+			s.segment(b, lo, hi, f, accs[run], count)
+			lo = hi
 		}
 	}
 	if err := r.Err(); err != nil {
@@ -402,46 +368,165 @@ func (s *state) read(ctx context.Context, name string, first int, fullRun *forma
 	return infos[0].Info, accs, nil
 }
 
-// apply counts event row i (key k, hash h) of batch b: the full run's
-// pass marks it in F, a run's pass counts it for the run (first is the
-// index of the file's first run).
-func (s *state) apply(k key, h uint64, i int, b *merge.Batch, first int, accs []*runAcc) {
-	v := s.events.slotH(k, h)
-	if first < 0 {
-		v.setFull()
-		return
+// fileState maps a file's module ids: gm to global module indexes
+// (noGlobal: none, or not in the file's table), pm to packed modules
+// (noMod: none; wideMod: an index too large to pack).
+type fileState struct {
+	gm []uint32
+	pm *[1 << 16]uint16
+}
+
+// fullPass is state.run during the full run's pass.
+const fullPass = -1
+
+// segment processes rows lo to hi of batch b, all of one run: its
+// record rows go to rec; its events are counted for count, or marked
+// in F if count is nil (the full run's pass).
+func (s *state) segment(b *merge.Batch, lo, hi int, f *fileState, rec, count *runAcc) {
+	t := s.events
+	done := uint64(flagCur)
+	if count == nil {
+		done = flagFull
 	}
-	run := b.RunOf(i)
-	g := int32(first + run)
-	if v.last == g {
-		return
+	kinds := b.Kind[lo:hi]
+	n := len(kinds)
+	srcs, dsts, vals := b.Src[lo:hi][:n], b.Dst[lo:hi][:n], b.Value[lo:hi][:n]
+	sms, dms := b.SrcModule[lo:hi][:n], b.DstModule[lo:hi][:n]
+	pm := f.pm
+	work, refusals := s.work[:0], s.refusals[:0]
+	for i, k := range kinds {
+		if k-1 >= uint8(formats.MaxKind) { // not an event
+			kind := formats.Kind(k)
+			if _, refused := kind.Refused(); refused {
+				if count != nil {
+					refusals = append(refusals, int32(lo+i))
+				}
+			} else if kind.IsRecord() {
+				e := b.Event(lo + i)
+				rec.periods.Add(e)
+				if kind == formats.KindRunEnd {
+					rec.timeNS = e.Value
+				}
+			}
+			continue
+		}
+		dst := dsts[i]
+		if k == uint8(formats.KindSyscall) {
+			dst = vals[i]
+		}
+		w0, w1, ok := pack(k, srcs[i], dst, pm[sms[i]], pm[dms[i]])
+		if !ok {
+			s.applyWide(wideKey(b, lo+i, formats.Kind(k), f.gm), done, count)
+			continue
+		}
+		h := hash(w0, w1)
+		// Processed for this run already, or new: looked up below.
+		r := &t.recent[(h>>40)&(recentSize-1)]
+		if r.w0 == w0 && r.w1 == w1 {
+			continue
+		}
+		r.w0, r.w1 = w0, w1
+		work = append(work, pending{w0, w1, h})
 	}
-	a := accs[run]
-	a.rep.Events++
-	if v.first >= 0 {
-		a.rep.Redundant++
-	} else {
-		v.first = g
-		if v.isFull() {
-			a.newInF++
+	// The lookups, each slot asked for some lookups ahead of its turn:
+	// the misses overlap instead of following each other. (All rows
+	// here are of one run, so the order of the lookups does not change
+	// the counts.)
+	const ahead = 32
+	for j, p := range work {
+		if j+ahead < len(work) {
+			prefetch(unsafe.Pointer(&t.slots[work[j+ahead].h&t.mask]))
+		}
+		s.apply(p.w0, p.w1, p.h, done, count)
+	}
+	// Refusals, after the segment's events: a refusal asks whether an
+	// earlier run recorded the event, and flagPrev says so whatever
+	// this run recorded.
+	for _, i := range refusals {
+		ek, _ := formats.Kind(b.Kind[i]).Refused()
+		count.rep.Refused++
+		if s.flags(b, int(i), ek, f)&flagPrev == 0 {
+			count.rep.RefusedUnrecorded++
 		}
 	}
-	if v.isFull() {
+	s.work, s.refusals = work[:0], refusals[:0]
+}
+
+// apply processes a packed event: in F for the full run's pass (done
+// is flagFull, count nil), else counted for count once (done is flagCur).
+func (s *state) apply(w0, w1, h, done uint64, count *runAcc) {
+	t := s.events
+	i := t.insert(w0, w1, h)
+	e := &t.slots[i]
+	if e.w1&done != 0 {
+		return
+	}
+	e.w1 = mark(e.w1, count)
+	if count != nil {
+		t.cur = append(t.cur, uint32(i))
+	}
+}
+
+// applyWide is apply for a key that does not pack.
+func (s *state) applyWide(k key, done uint64, count *runAcc) {
+	t := s.events
+	fl := t.wide[k]
+	if fl&done != 0 {
+		return
+	}
+	t.wide[k] = mark(fl, count)
+	if count != nil {
+		t.wideCur = append(t.wideCur, k)
+	}
+}
+
+// mark returns the flags of an event after its first row in the full
+// run's pass (count nil) or in a run, and counts the row for the run.
+func mark(fl uint64, count *runAcc) uint64 {
+	if count == nil {
+		return fl | flagFull
+	}
+	a := count
+	a.rep.Events++
+	if fl&flagPrev != 0 {
+		a.rep.Redundant++
+	} else if fl&flagFull != 0 {
+		a.newInF++
+	}
+	if fl&flagFull != 0 {
 		a.covered++
 	} else {
 		a.rep.Extra++
 	}
-	v.last = g
+	return fl | flagCur
 }
 
-// eventKey returns the key of event row i of kind kind (for a refusal
-// row, the refused event's kind).
-func eventKey(b *merge.Batch, i int, kind formats.Kind, gm []uint32) key {
-	dst := b.Dst[i]
-	if kind == formats.KindSyscall {
-		dst = b.Value[i]
+// flags returns the flags of the event of row i (of kind kind: a
+// refusal row's refused event), 0 if it is not in the table.
+func (s *state) flags(b *merge.Batch, i int, kind formats.Kind, f *fileState) uint64 {
+	w0, w1, ok := pack(uint8(kind), b.Src[i], eventDst(b, i, kind), f.pm[b.SrcModule[i]], f.pm[b.DstModule[i]])
+	if !ok {
+		return s.events.wide[wideKey(b, i, kind, f.gm)]
 	}
-	return key{b.Src[i], dst, uint64(kind)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
+	if e := s.events.find(w0, w1, hash(w0, w1)); e != nil {
+		return e.w1 & flagMask
+	}
+	return 0
+}
+
+// wideKey returns the key of event row i of kind kind (for a refusal
+// row, the refused event's kind) as a key that does not pack.
+func wideKey(b *merge.Batch, i int, kind formats.Kind, gm []uint32) key {
+	return key{b.Src[i], eventDst(b, i, kind), uint64(kind)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
+}
+
+// eventDst returns the destination part of the key of event row i of
+// kind kind: the syscall number for a syscall, else dst.
+func eventDst(b *merge.Batch, i int, kind formats.Kind) uint64 {
+	if kind == formats.KindSyscall {
+		return b.Value[i]
+	}
+	return b.Dst[i]
 }
 
 // sameBinary: same executable build-id, or, when either lacks one, the
@@ -474,16 +559,15 @@ func (s *state) byModule(rep *Report, res *symbols.Resolver) {
 		}
 	}
 	mods[len(s.modules)] = ModuleCov{Module: "(no module)"}
-	s.events.each(func(k key, v val) {
-		if !v.full {
+	s.events.each(func(g uint32, src uint64, fl uint64) {
+		if fl&flagFull == 0 {
 			return
 		}
-		g := uint32(k.c>>24) & noGlobal
 		mi := int(g)
 		if g == noGlobal || mi >= len(s.modules) {
 			mi = len(s.modules)
 		}
-		covered := v.first >= 0
+		covered := fl&(flagPrev|flagCur) != 0
 		mods[mi].Full++
 		if covered {
 			mods[mi].Covered++
@@ -492,10 +576,10 @@ func (s *state) byModule(rep *Report, res *symbols.Resolver) {
 			return
 		}
 		name := ""
-		if f := tables[mi].Lookup(k.a); f != nil {
+		if f := tables[mi].Lookup(src); f != nil {
 			name = f.Name
 		} else {
-			page := k.a &^ 0xfff
+			page := src &^ 0xfff
 			name = fmt.Sprintf("%#x-%#x", page, page+0xfff)
 		}
 		fk := fkey{g, name}

@@ -306,6 +306,24 @@ func refPicks(rng *rand.Rand, n, lo, hi int) []int {
 }
 
 func TestCompareReference(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		fullShare float64 // of the universe, the part the full run draws from
+		modules   int     // modules interned before the comparison
+	}{
+		{"full run covers most", 0.9, 0},
+		{"runs mostly extra", 0.05, 0}, // the table grows during the runs
+		{"modules do not pack", 0.9, 5000},
+	} {
+		t.Run(c.name, func(t *testing.T) { testReference(t, c.fullShare, c.modules) })
+	}
+}
+
+// testReference compares random traces with Compare and with the
+// reference. With modules > 0, the comparison starts from a state that
+// holds that many other modules, so that the traces' modules get global
+// indexes too large to pack.
+func testReference(t *testing.T, fullShare float64, modules int) {
 	n, events := 150_000, 400_000
 	if testing.Short() {
 		n, events = 20_000, 60_000
@@ -317,7 +335,7 @@ func TestCompareReference(t *testing.T) {
 	// into one file. Each run covers part of the universe and some
 	// events beyond the full run's (extra).
 	full := filepath.Join(dir, "full.arrow")
-	refWrite(t, rng, full, u, refPicks(rng, 2*events, 0, n*9/10), nil, []int{0, 1, 2, 3}, 1<<16)
+	refWrite(t, rng, full, u, refPicks(rng, 2*events, 0, int(float64(n)*fullShare)), nil, []int{0, 1, 2, 3}, 1<<16)
 	perms := [][]int{{2, 0, 3, 1}, {1, 3, 0, 2}, {3, 2, 1, 0}, {0, 2, 1, 3}, {1, 0, 3, 2}}
 	var plain []string
 	for i, perm := range perms {
@@ -339,9 +357,24 @@ func TestCompareReference(t *testing.T) {
 	f.Close()
 	inputs := []string{plain[0], plain[1], m}
 
-	rep, err := Compare(context.Background(), inputs, full, Options{})
+	s := newState()
+	for i := range modules {
+		s.intern(formats.Module{Path: fmt.Sprintf("/elsewhere/%d.so", i)})
+	}
+	rep, err := s.compare(context.Background(), inputs, full, Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if modules > 0 {
+		// Only the keys with no module at either end pack.
+		for _, e := range s.events.slots {
+			if e.w0 != 0 && (e.w0>>addrBits&noMod != noMod || e.w1>>addrBits&noMod != noMod) {
+				t.Fatalf("packed key %#x %#x has a module", e.w0, e.w1)
+			}
+		}
+		if len(s.events.wide) < s.events.n {
+			t.Errorf("%d packed keys, %d wide: want most keys wide", s.events.n, len(s.events.wide))
+		}
 	}
 	want, nF, covered, extra, byMod := refCompare(t, inputs, full)
 	if rep.FullEvents != nF || rep.Covered != covered || rep.Extra != extra {

@@ -4,183 +4,181 @@ import (
 	"math/bits"
 	"unsafe"
 
+	"github.com/stint-project/stint/formats"
 	"golang.org/x/sys/unix"
 )
 
-// table is an open-addressing hash set of distinct events (linear
-// probing), each with its val: the hot path of Compare does one lookup
-// per event row, without allocating, and memory grows with the number
-// of distinct events only.
+// table is the set of distinct events, each with three flags: in the
+// full run, recorded by a run before the current one, recorded by the
+// current run. Memory grows with the number of distinct events only.
 //
-// A key and its val share a slot, so a lookup touches one cache line:
-// with a million distinct events the table is far larger than the
-// caches, and misses are what a lookup costs.
+// With a million distinct events the table is far larger than the
+// caches and a lookup costs a cache miss, so slots are small: an event
+// key packs into 16 bytes when its addresses (module-relative, or a
+// syscall number) fit in 48 bits and its modules' global indexes in 12
+// bits (in practice every event):
 //
-// In front of it, recent remembers, direct-mapped by hash, the last
-// events processed and for which run: an event seen again in the same
-// run (most rows of a long trace) is skipped after one lookup in a
-// small array that stays in the cache, without touching the table.
+//	w0  kind:4 | src module:12 | src:48
+//	w1  flags:4 | dst module:12 | dst:48   (dst: the syscall number for a syscall)
+//
+// The key is kept whole, so a lookup is exact (no fingerprints). A key
+// that does not pack goes to wide, a Go map. The slots hold flags, not
+// run numbers: the current run's flag is set on an event's first row of
+// the run, and when the next run starts, every slot of cur (those the
+// run set) trades it for the earlier-runs flag.
+//
+// In front of the table, recent remembers, direct-mapped by hash, the
+// events last processed in the current run: an event seen again (most
+// rows of a long trace) is skipped after one look at a small array that
+// stays in the cache, inline, without touching the table. The lookups
+// that get past it wait for the end of the batch, where each asks for
+// its slot some lookups ahead of its turn (prefetch), so that their
+// cache misses overlap. (Measured: this also beats looking a small
+// table up row by row, and sorting the lookups by table region first
+// does not pay once they are prefetched.)
 type table struct {
-	slots  []entry // slots[i].v.used marks an occupied slot
-	mask   uint64
-	n      int
-	recent []recentEntry
+	slots []slot // w0 == 0: empty (a kind is never 0)
+	mask  uint64
+	n     int      // keys in slots
+	cur   []uint32 // slots whose flagCur is set
+
+	wide    map[key]uint64 // keys that do not pack, with their flags
+	wideCur []key          // wide keys whose flagCur is set
+
+	recent []slot // packed keys processed in the current run (w0 == 0: empty)
 }
 
-type recentEntry struct {
-	k key
-	g int32 // the run that processed k (fullPass: the full run's pass); noRun: empty
-}
+type slot struct{ w0, w1 uint64 }
+
+// key is an event key that does not pack: a = src, b = dst, c =
+// kind<<48 | srcMod<<24 | dstMod (global module indexes, noGlobal for
+// none).
+type key struct{ a, b, c uint64 }
 
 const (
-	recentSize = 1 << 13
-	noRun      = -1 << 31
-	fullPass   = -2
+	addrBits = 48
+	addrMask = 1<<addrBits - 1
+	modBits  = 12
+	noMod    = 1<<modBits - 1 // the packed module of no module
+	wideMod  = 0xffff         // a module whose global index does not pack (>= noMod)
+
+	flagFull = 1 << 63 // the event is in the full run
+	flagPrev = 1 << 62 // a run before the current one recorded it
+	flagCur  = 1 << 61 // the current run recorded it
+	flagMask = flagFull | flagPrev | flagCur
+
+	recentSize = 1 << 13 // 128 KiB
 )
 
-// seen reports whether k was the last event processed for g in its
-// recent slot; remember makes it so.
-func (t *table) seen(k key, h uint64, g int32) bool {
-	e := &t.recent[(h>>40)&(recentSize-1)]
-	return e.g == g && e.k == k
-}
-
-func (t *table) remember(k key, h uint64, g int32) {
-	t.recent[(h>>40)&(recentSize-1)] = recentEntry{k, g}
-}
-
-// entry is a slot: the key's words with the flags in c, and the runs.
-type entry struct {
-	a, b, c     uint64
-	first, last int32 // runs: first to record it, last seen (-1: none)
-}
-
-const (
-	usedBit  = 1 << 63
-	fullBit  = 1 << 62
-	flagBits = usedBit | fullBit
-)
-
-func (e *entry) isFull() bool { return e.c&fullBit != 0 }
-func (e *entry) setFull()     { e.c |= fullBit }
-func (e *entry) key() key     { return key{e.a, e.b, e.c &^ flagBits} }
-func (e *entry) val() val     { return val{first: e.first, last: e.last, full: e.isFull()} }
+// A kind packs into 4 bits (this fails to compile when one does not).
+const _ = uint8(15 - formats.MaxKind)
 
 func newTable() *table {
-	const size = 1 << 12
-	t := &table{slots: make([]entry, size), mask: size - 1, recent: make([]recentEntry, recentSize)}
-	for i := range t.recent {
-		t.recent[i].g = noRun
-	}
-	return t
+	const size = 1 << 10
+	return &table{slots: makeSlots(size), mask: size - 1, wide: map[key]uint64{}, recent: make([]slot, recentSize)}
 }
 
-func (k key) hash() uint64 {
-	hi, lo := bits.Mul64(k.a^0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9)
-	h := hi ^ lo
-	hi, lo = bits.Mul64(h^k.b, 0x94d049bb133111eb)
-	h = hi ^ lo
-	hi, lo = bits.Mul64(h^k.c, 0xd6e8feb86659fd93)
+// pack returns the packed key of an event of kind k from src to dst
+// (the syscall number for a syscall) whose modules pack as sm and dm;
+// ok is false if it does not pack.
+func pack(k uint8, src, dst uint64, sm, dm uint16) (w0, w1 uint64, ok bool) {
+	if (src|dst)>>addrBits|uint64(sm|dm)>>modBits != 0 {
+		return 0, 0, false
+	}
+	return uint64(k)<<60 | uint64(sm)<<addrBits | src, uint64(dm)<<addrBits | dst, true
+}
+
+// hash hashes a packed key (w1 without flags).
+func hash(w0, w1 uint64) uint64 {
+	hi, lo := bits.Mul64(w0^0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9)
+	hi, lo = bits.Mul64(hi^lo^w1, 0x94d049bb133111eb)
 	return hi ^ lo
 }
 
-// find returns k's entry, or nil if k is not in the set.
-func (t *table) find(k key) *entry {
-	c := k.c | usedBit
-	for i := k.hash() & t.mask; ; i = (i + 1) & t.mask {
-		e := &t.slots[i]
-		if e.c == 0 {
-			return nil
-		}
-		if e.a == k.a && e.b == k.b && e.c&^fullBit == c {
-			return e
-		}
-	}
-}
+// len returns the number of distinct events.
+func (t *table) len() int { return t.n + len(t.wide) }
 
-// slot returns k's entry, adding k (first = last = -1) if it is not in
-// the set. The pointer is valid until the next slot call.
-func (t *table) slot(k key) *entry { return t.slotH(k, k.hash()) }
-
-// slotH is slot with k's hash given.
-func (t *table) slotH(k key, h uint64) *entry {
-	c := k.c | usedBit
+// insert returns the index of k's slot, adding k (no flags) if it is
+// not in the table. w1 has no flags; h is hash(w0, w1).
+func (t *table) insert(w0, w1, h uint64) uint64 {
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		e := &t.slots[i]
-		if e.c == 0 {
+		if e.w0 == w0 && e.w1&^flagMask == w1 {
+			return i
+		}
+		if e.w0 == 0 {
 			if 4*(t.n+1) > 3*len(t.slots) {
 				t.grow()
-				return t.slotH(k, h)
+				return t.insert(w0, w1, h)
 			}
-			*e = entry{a: k.a, b: k.b, c: c, first: -1, last: -1}
+			e.w0, e.w1 = w0, w1
 			t.n++
-			return e
-		}
-		if e.a == k.a && e.b == k.b && e.c&^fullBit == c {
-			return e
+			return i
 		}
 	}
 }
 
+// find returns k's slot, or nil if k is not in the table.
+func (t *table) find(w0, w1, h uint64) *slot {
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		e := &t.slots[i]
+		if e.w0 == w0 && e.w1&^flagMask == w1 {
+			return e
+		}
+		if e.w0 == 0 {
+			return nil
+		}
+	}
+}
+
+// grow doubles the table. Walking the old slots in order, the new ones
+// are written in two ascending streams (a key's new home is its old one
+// or that plus the old size).
 func (t *table) grow() {
 	old := t.slots
 	size := 2 * len(old)
-	t.slots, t.mask, t.n = makeSlots(size), uint64(size-1), 0
-	for i := range old {
-		if o := &old[i]; o.c != 0 {
-			e := t.slot(o.key())
-			e.c, e.first, e.last = o.c, o.first, o.last
+	t.slots, t.mask = makeSlots(size), uint64(size-1)
+	t.cur = t.cur[:0]
+	for _, o := range old {
+		if o.w0 == 0 {
+			continue
+		}
+		i := hash(o.w0, o.w1&^flagMask) & t.mask
+		for t.slots[i].w0 != 0 {
+			i = (i + 1) & t.mask
+		}
+		t.slots[i] = o
+		if o.w1&flagCur != 0 {
+			t.cur = append(t.cur, uint32(i))
 		}
 	}
 }
 
-// pending is an event row waiting for its table lookup, with its key's
-// hash.
-type pending struct {
-	k   key
-	h   uint64
-	row int32
+// nextRun starts a run (or the full run's pass): what the current run
+// recorded, an earlier run has now.
+func (t *table) nextRun() {
+	for _, i := range t.cur {
+		e := &t.slots[i]
+		e.w1 = e.w1&^flagCur | flagPrev
+	}
+	t.cur = t.cur[:0]
+	for _, k := range t.wideCur {
+		t.wide[k] = t.wide[k]&^flagCur | flagPrev
+	}
+	t.wideCur = t.wideCur[:0]
+	clear(t.recent)
 }
 
-// large reports whether the table has outgrown the CPU's caches, when
-// sorting lookups by region pays.
-func (t *table) large() bool { return len(t.slots) >= 1<<16 }
-
-// sortByRegion returns work ordered by the top 12 bits of each hash's
-// slot, stably, using *buf for the result. (12 bits beat 8 on a 64 MiB
-// table: consecutive lookups then land some 16 KiB apart.)
-func (t *table) sortByRegion(work []pending, buf *[]pending) []pending {
-	const regionBits = 12
-	if len(work) < 1024 || bits.Len64(t.mask) < regionBits {
-		return work // not worth it
-	}
-	shift := uint(bits.Len64(t.mask)) - regionBits
-	var count [1<<regionBits + 1]int
-	for _, p := range work {
-		count[(p.h&t.mask)>>shift+1]++
-	}
-	for i := 1; i < len(count); i++ {
-		count[i] += count[i-1]
-	}
-	if cap(*buf) < len(work) {
-		*buf = make([]pending, len(work))
-	}
-	out := (*buf)[:len(work)]
-	for _, p := range work {
-		r := (p.h & t.mask) >> shift
-		out[count[r]] = p
-		count[r]++
-	}
-	return out
-}
+// pending is a lookup waiting for its turn: a packed key and its hash.
+type pending struct{ w0, w1, h uint64 }
 
 // makeSlots allocates a table of n slots. A large table is marked for
 // transparent huge pages: lookups land anywhere in it, and with 4 KiB
 // pages most would also miss the TLB.
-func makeSlots(n int) []entry {
-	s := make([]entry, n)
+func makeSlots(n int) []slot {
+	s := make([]slot, n)
 	const huge = 2 << 20
-	size := uintptr(n) * unsafe.Sizeof(entry{})
+	size := uintptr(n) * unsafe.Sizeof(slot{})
 	if size >= 2*huge {
 		b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), size)
 		p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
@@ -193,11 +191,20 @@ func makeSlots(n int) []entry {
 	return s
 }
 
-// each calls f for every distinct event.
-func (t *table) each(f func(k key, v val)) {
-	for i := range t.slots {
-		if e := &t.slots[i]; e.c != 0 {
-			f(e.key(), e.val())
+// each calls f for every distinct event with its source's global
+// module index (noGlobal: none), its source address and its flags.
+func (t *table) each(f func(srcMod uint32, src uint64, flags uint64)) {
+	for _, e := range t.slots {
+		if e.w0 == 0 {
+			continue
 		}
+		m := uint32(e.w0>>addrBits) & noMod
+		if m == noMod {
+			m = noGlobal
+		}
+		f(m, e.w0&addrMask, e.w1&flagMask)
+	}
+	for k, fl := range t.wide {
+		f(uint32(k.c>>24)&noGlobal, k.a, fl)
 	}
 }

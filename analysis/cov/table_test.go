@@ -1,81 +1,105 @@
 package cov
 
-import (
-	"math/bits"
-	"testing"
-)
+import "testing"
+
+// pk is a packed key for the tests: kind 1, src module 2, dst module 3.
+func pk(src, dst uint64) (w0, w1, h uint64) {
+	w0 = 1<<60 | 2<<addrBits | src
+	w1 = 3<<addrBits | dst
+	return w0, w1, hash(w0, w1)
+}
 
 func TestTableGrows(t *testing.T) {
 	tb := newTable()
 	const n = 100_000
 	for i := uint64(0); i < n; i++ {
-		v := tb.slot(key{i, i * 7, i % 3})
-		if v.first != -1 || v.last != -1 || v.isFull() || v.key() != (key{i, i * 7, i % 3}) {
-			t.Fatalf("new slot %d: %+v", i, *v)
+		w0, w1, h := pk(i, i*7)
+		e := &tb.slots[tb.insert(w0, w1, h)]
+		if e.w0 != w0 || e.w1 != w1 {
+			t.Fatalf("new slot %d: %+v", i, *e)
 		}
-		v.first = int32(i % 1000)
+		switch i % 3 {
+		case 1:
+			e.w1 |= flagFull
+		case 2:
+			e.w1 |= flagCur
+			tb.cur = append(tb.cur, uint32(tb.insert(w0, w1, h)))
+		}
 	}
-	if tb.n != n {
-		t.Fatalf("%d keys, want %d", tb.n, n)
+	if tb.len() != n || len(tb.cur) != n/3 {
+		t.Fatalf("%d keys, %d current; want %d, %d", tb.len(), len(tb.cur), n, n/3)
+	}
+	for _, i := range tb.cur { // remapped by the growths
+		if tb.slots[i].w1&flagCur == 0 {
+			t.Fatalf("cur lists slot %d without flagCur", i)
+		}
 	}
 	for i := uint64(0); i < n; i++ {
-		v := tb.find(key{i, i * 7, i % 3})
-		if v == nil || v.first != int32(i%1000) {
-			t.Fatalf("key %d: %v", i, v)
+		w0, w1, h := pk(i, i*7)
+		e := tb.find(w0, w1, h)
+		want := []uint64{0, flagFull, flagCur}[i%3]
+		if e == nil || e.w1&flagMask != want {
+			t.Fatalf("key %d: %v, want flags %#x", i, e, want)
 		}
-		if tb.slot(key{i, i * 7, i % 3}) != v {
-			t.Fatalf("slot of a present key %d moved", i)
+		if &tb.slots[tb.insert(w0, w1, h)] != e {
+			t.Fatalf("insert of a present key %d moved it", i)
 		}
 	}
-	if tb.find(key{1, 2, 3}) != nil || tb.find(key{n, n * 7, n % 3}) != nil {
+	if w0, w1, h := pk(n, n*7); tb.find(w0, w1, h) != nil {
 		t.Error("found an absent key")
 	}
+	if w0, w1, h := pk(1, 8); tb.find(w0, w1, h) != nil {
+		t.Error("found an absent key (present src, other dst)")
+	}
+	tb.nextRun()
 	count := 0
-	tb.each(func(key, val) { count++ })
-	if count != n {
-		t.Errorf("each visited %d, want %d", count, n)
+	tb.each(func(m uint32, src uint64, fl uint64) {
+		count++
+		if m != 2 {
+			t.Fatalf("src module %d, want 2", m)
+		}
+		want := []uint64{0, flagFull, flagPrev}[src%3]
+		if fl != want {
+			t.Fatalf("after nextRun: key %d flags %#x, want %#x", src, fl, want)
+		}
+	})
+	if count != n || len(tb.cur) != 0 {
+		t.Errorf("each visited %d, want %d; %d current after nextRun", count, n, len(tb.cur))
 	}
 }
 
-func TestRecent(t *testing.T) {
+// TestTableCollisions: keys that share a home slot, some at the end of
+// the table (their probes wrap around), are all kept and found.
+func TestTableCollisions(t *testing.T) {
 	tb := newTable()
-	k := key{1, 2, 3}
-	h := k.hash()
-	if tb.seen(k, h, 0) || tb.seen(k, h, fullPass) {
-		t.Fatal("empty cache says seen")
+	var keys [][3]uint64
+	for _, home := range []uint64{5, tb.mask - 1} {
+		for src := uint64(0); len(keys) < 40 || home != 5 && len(keys) < 80; src++ {
+			w0, w1, h := pk(src, 0)
+			if h&tb.mask == home {
+				keys = append(keys, [3]uint64{w0, w1, h})
+			}
+		}
 	}
-	tb.remember(k, h, 0)
-	if !tb.seen(k, h, 0) || tb.seen(k, h, 1) || tb.seen(key{1, 2, 4}, h, 0) {
-		t.Error("seen: wrong answer after remember")
+	for i, k := range keys {
+		tb.slots[tb.insert(k[0], k[1], k[2])].w1 |= uint64(i%2) * flagFull
 	}
-}
-
-func TestSortByRegion(t *testing.T) {
-	tb := newTable()
-	for tb.large() == false {
+	if len(tb.slots) != 1<<10 || tb.len() != len(keys) {
+		t.Fatalf("%d slots, %d keys", len(tb.slots), tb.len())
+	}
+	for i, k := range keys {
+		e := tb.find(k[0], k[1], k[2])
+		if e == nil || e.w0 != k[0] || e.w1&^flagMask != k[1] || e.w1&flagFull != uint64(i%2)*flagFull {
+			t.Fatalf("key %d (home %d): %v", i, k[2]&tb.mask, e)
+		}
+	}
+	// The same keys after growth (they no longer collide as much).
+	for tb.len() > 0 && len(tb.slots) < 1<<14 {
 		tb.grow()
 	}
-	var work []pending
-	for i := 0; i < 5000; i++ {
-		k := key{uint64(i % 1700), 1, 2} // repeated keys keep their order
-		work = append(work, pending{k: k, h: k.hash(), row: int32(i)})
-	}
-	var buf []pending
-	out := tb.sortByRegion(work, &buf)
-	if len(out) != len(work) {
-		t.Fatalf("%d rows out, %d in", len(out), len(work))
-	}
-	last := map[key]int32{}
-	prev := uint64(0)
-	for _, p := range out {
-		if l, ok := last[p.k]; ok && l > p.row {
-			t.Fatalf("key %v: row %d after row %d", p.k, p.row, l)
+	for i, k := range keys {
+		if e := tb.find(k[0], k[1], k[2]); e == nil || e.w1&flagFull != uint64(i%2)*flagFull {
+			t.Fatalf("after growth, key %d: %v", i, e)
 		}
-		last[p.k] = p.row
-		region := (p.h & tb.mask) >> (uint(bits.Len64(tb.mask)) - 12)
-		if region < prev {
-			t.Fatalf("regions out of order: %d after %d", region, prev)
-		}
-		prev = region
 	}
 }
