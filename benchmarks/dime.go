@@ -41,6 +41,10 @@ type DIME struct {
 	Policies   []string   // log policies (exact, hash, bst, merger)
 	// SkipCovered adds the exact + --skip-covered series.
 	SkipCovered bool
+	// NoSwitch adds the exact series run with STINT_SWITCH=0 (every
+	// patch stays in place while the budget is spent), to show what the
+	// off-switch saves.
+	NoSwitch bool
 	// Cov is the cov command; when it runs `cov compare --json`, its
 	// numbers replace the in-process ones (see [CompareRuns]).
 	Cov string
@@ -164,7 +168,8 @@ type series struct {
 	name   string
 	policy string
 	runs   int
-	skip   bool // rewrite with --skip-covered from the log before runs 2..
+	skip   bool     // rewrite with --skip-covered from the log before runs 2..
+	env    []string // more environment for the traced runs
 }
 
 func (d *DIME) plan(c rewriterCaps) []series {
@@ -178,6 +183,9 @@ func (d *DIME) plan(c rewriterCaps) []series {
 	}
 	if d.SkipCovered && c.skipCovered {
 		ss = append(ss, series{name: "exact+skip-covered", policy: "exact", runs: d.Runs, skip: true})
+	}
+	if d.NoSwitch {
+		ss = append(ss, series{name: "exact+no-switch", policy: "exact", runs: d.Runs, env: []string{"STINT_SWITCH=0"}})
 	}
 	return ss
 }
@@ -262,6 +270,7 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 			if s.policy != "" {
 				env = append(env, "STINT_LOG="+logFile, "STINT_LOG_POLICY="+s.policy)
 			}
+			env = append(env, s.env...)
 			m, err := w.Run(ctx, bin, env)
 			if err != nil {
 				return nil, fmt.Errorf("%s run %d: %w", s.name, i, err)

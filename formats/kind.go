@@ -32,7 +32,8 @@ const MaxKind = KindContext
 // Record kinds: rows that are not events but the runtime's own records,
 // written with tid 0 and src_module = dst_module = NoModule. A budgeted
 // run writes one KindPeriod and one KindPeriodStats row per period (and a
-// KindPeriodQoS row when a QoS metric drives the budget), all with the
+// KindPeriodQoS row when a QoS metric drives the budget, a
+// KindPeriodSwitch row when the off-switch is on), all with the
 // period's start as time; KindRunEnd is written once when the process
 // leaves through exit or a fatal signal. See [Period].
 const (
@@ -52,6 +53,11 @@ const (
 	// or return from main), after the last, partial period's rows; a
 	// process killed by a signal or leaving through _exit has none.
 	KindRunEnd Kind = 35
+	// src = sites switched back on at the period's start, dst = sites
+	// switched off during it (the off-switch: patches undone while the
+	// budget is spent), value = time the switching took (ns, part of
+	// the KindPeriod row's used time). Written when the off-switch is on.
+	KindPeriodSwitch Kind = 36
 )
 
 // RunEndStatusUnknown is a KindRunEnd row's src when the runtime did not
@@ -62,7 +68,7 @@ const RunEndStatusUnknown = 0xFFFFFFFF
 // a period record, the run end, or a refusal.
 func (k Kind) IsRecord() bool {
 	_, refused := k.Refused()
-	return k >= KindPeriod && k <= KindRunEnd || refused
+	return k >= KindPeriod && k <= KindPeriodSwitch || refused
 }
 
 // KindRefusedBase + an event kind marks a refusal: an event that
@@ -112,6 +118,8 @@ func (k Kind) String() string {
 		return "period-qos"
 	case KindRunEnd:
 		return "run-end"
+	case KindPeriodSwitch:
+		return "period-switch"
 	}
 	if e, ok := k.Refused(); ok {
 		return "refused-" + kindNames[e]
@@ -129,7 +137,7 @@ func ParseKind(s string) (Kind, error) {
 			return k, nil
 		}
 	}
-	for _, k := range []Kind{KindPeriod, KindPeriodStats, KindPeriodQoS, KindRunEnd} {
+	for _, k := range []Kind{KindPeriod, KindPeriodStats, KindPeriodQoS, KindRunEnd, KindPeriodSwitch} {
 		if k.String() == n {
 			return k, nil
 		}

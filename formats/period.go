@@ -7,7 +7,7 @@ import (
 
 // Period is one budget period of a run, assembled from its record rows
 // ([KindPeriod], [KindPeriodStats] and, when a QoS metric drove the
-// budget, [KindPeriodQoS]), which the runtime writes with the period's
+// budget, [KindPeriodQoS]; [KindPeriodSwitch] with the off-switch), which the runtime writes with the period's
 // start as their time.
 type Period struct {
 	HasBudget bool   // a KindPeriod row was found for this period
@@ -26,12 +26,17 @@ type Period struct {
 	Metric    float64 // QoS metric value
 	Threshold float64 // QoS threshold
 	QoSBudget uint64  // budget computed by the controller, ns
+
+	HasSwitch   bool   // a KindPeriodSwitch row was found for this period
+	SwitchedOn  uint64 // sites switched back on at the period's start
+	SwitchedOff uint64 // sites switched off during the period
+	SwitchNS    uint64 // ns the switching took (included in Used)
 }
 
 // PeriodBuilder assembles [Period] values from a stream of rows. Rows of
 // one period are matched by their time (the period's start): a
-// KindPeriod row opens the period, and KindPeriodStats and KindPeriodQoS
-// rows with the same time complete it, in either order. A stats or QoS
+// KindPeriod row opens the period, and KindPeriodStats, KindPeriodQoS and
+// KindPeriodSwitch rows with the same time complete it, in either order. A stats or QoS
 // row whose KindPeriod row is missing (a trace cut between them) still
 // makes a period, with HasBudget false and Index, Granted and Used zero.
 //
@@ -45,7 +50,7 @@ type PeriodBuilder struct {
 // rows (events, KindRunEnd) are ignored.
 func (b *PeriodBuilder) Add(e Event) bool {
 	switch e.Kind {
-	case KindPeriod, KindPeriodStats, KindPeriodQoS:
+	case KindPeriod, KindPeriodStats, KindPeriodQoS, KindPeriodSwitch:
 	default:
 		return false
 	}
@@ -66,6 +71,9 @@ func (b *PeriodBuilder) Add(e Event) bool {
 		p.Metric = math.Float64frombits(e.Src)
 		p.Threshold = math.Float64frombits(e.Dst)
 		p.QoSBudget = e.Value
+	case KindPeriodSwitch:
+		p.HasSwitch = true
+		p.SwitchedOn, p.SwitchedOff, p.SwitchNS = e.Src, e.Dst, e.Value
 	}
 	return true
 }

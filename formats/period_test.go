@@ -40,6 +40,12 @@ func TestPeriods(t *testing.T) {
 			{HasBudget: true, Index: 1, Start: 200, Granted: 10000, Used: 10000, HasStats: true, Recorded: 7, Suppressed: 1, Enabled: 80,
 				HasQoS: true, Metric: 0.5, Threshold: 0.75, QoSBudget: 7000},
 		}},
+		{"switch row", []Event{
+			periodRow(100, 0, 10000, 9000),
+			{Kind: KindPeriodSwitch, Time: 100, SrcModule: NoModule, DstModule: NoModule, Src: 12, Dst: 30, Value: 4500},
+		}, []Period{
+			{HasBudget: true, Index: 0, Start: 100, Granted: 10000, Used: 9000, HasSwitch: true, SwitchedOn: 12, SwitchedOff: 30, SwitchNS: 4500},
+		}},
 		{"stats without period (cut)", []Event{statsRow(300, 1, 2, 3)}, []Period{
 			{Start: 300, HasStats: true, Recorded: 1, Suppressed: 2, Enabled: 3},
 		}},
@@ -63,7 +69,7 @@ func TestPeriods(t *testing.T) {
 func TestPeriodBuilderAdd(t *testing.T) {
 	var b PeriodBuilder
 	for k := Kind(0); k < 40; k++ {
-		want := k == KindPeriod || k == KindPeriodStats || k == KindPeriodQoS
+		want := k == KindPeriod || k == KindPeriodStats || k == KindPeriodQoS || k == KindPeriodSwitch
 		if have := b.Add(Event{Kind: k}); have != want {
 			t.Errorf("Add(kind %s) = %v, want %v", k, have, want)
 		}

@@ -41,6 +41,8 @@ const (
 
 	patchRestorable = runtime.PatchRestorable
 	patchAtStart    = runtime.PatchAtStart
+	patchSwitch     = runtime.PatchSwitch
+	gateWord1       = runtime.GateWord1
 	chunkReserved   = runtime.ChunkReserved
 	noPatch         = runtime.NoPatch
 )

@@ -80,6 +80,9 @@ func (o *Options) checkBudgetOptions() error {
 	if o.Period != "" && o.Budget == "" {
 		return errors.New("a period needs a budget")
 	}
+	if o.Window != "" && o.Budget == "" {
+		return errors.New("a window needs a budget")
+	}
 	if o.Budget != "" {
 		period := o.Period
 		if period == "" {
@@ -91,6 +94,11 @@ func (o *Options) checkBudgetOptions() error {
 		}
 		if _, _, err := ParseBudget(o.Budget, p); err != nil {
 			return err
+		}
+		if w := strings.TrimSpace(o.Window); w != "" && w != "none" {
+			if _, _, err := ParseBudget(w, p); err != nil {
+				return fmt.Errorf("window: %w", err)
+			}
 		}
 	}
 	if o.LogPolicy != "" && o.Log == "" {
@@ -144,6 +152,9 @@ func (o *Options) optionString() string {
 			period = DefaultPeriod
 		}
 		s += " budget=" + strings.TrimSpace(o.Budget) + " period=" + strings.TrimSpace(period)
+		if w := strings.TrimSpace(o.Window); w != "" {
+			s += " window=" + w
+		}
 	}
 	if o.Log != "" {
 		pol := o.LogPolicy

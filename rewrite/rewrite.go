@@ -38,6 +38,11 @@ type Options struct {
 	// ParseBudget); "" = no budget. The runtime's STINT_BUDGET and
 	// STINT_PERIOD override them.
 	Budget, Period string
+	// Window: how long per period the off-switch leaves the sites it
+	// switches on (a percentage of the period or a duration; "none" =
+	// until the budget is spent; "" = as long as the budget). The
+	// runtime's STINT_WINDOW overrides it. See docs/DESIGN.md §8.
+	Window string
 	// Log and LogPolicy: the redundancy log and its policy ("exact",
 	// "hash", "bst", "merger"); STINT_LOG and STINT_LOG_POLICY override
 	// them. "" = no log.
@@ -88,6 +93,7 @@ type Stats struct {
 	ChunkBytes  uint64             `json:"chunk_bytes"` // bytes of the stub area the chunks map (built at run time)
 	StubPages   int                `json:"stub_pages"`  // pages of the stub area that hold stubs: the memory the chunks cost
 	Deps        int                `json:"deps"`        // patch indices listed for chunks that fail to map
+	Switchable  int                `json:"switchable"`  // sites the off-switch may undo and redo (STINT_PATCH_SWITCH)
 	Notes       []string           `json:"notes,omitempty"`
 }
 
@@ -526,6 +532,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		lo, hi     uint64 // modified byte range [lo, hi)
 		nprobes    int
 		restorable bool
+		switchable bool
 	}
 	modified := make([]*patchRec, len(c.insts))
 	var patchOrder []int
@@ -572,6 +579,17 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		// Padding writes (neither site nor evicted) are never executed
 		// and need no restoring.
 		pr.restorable = !read[i] && (patched[i] || evicted[i])
+		// The off-switch (stint_abi.h) undoes and redoes a patch while
+		// threads run it: only a site's own patch that no other patch
+		// reads, and that one atomic store can write (its bytes in one
+		// aligned 8- or 16-byte word: a load base is page aligned, so
+		// the alignment holds at run time too). Not in --every or
+		// context mode, whose probes must always fire.
+		pr.switchable = pr.restorable && pr.nprobes > 0 && !rw.opts.Every && !rw.opts.Context &&
+			oneWord(pr.lo, pr.hi-pr.lo)
+		if pr.switchable {
+			st.Switchable++
+		}
 	}
 
 	// Number the probes of patched sites, in address order.
@@ -699,6 +717,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		t := rw.tramps[i]
 		in := &c.insts[i]
 		a := &asm{base: t.addr, gate: gateAt}
+		if pr := modified[i]; pr != nil && pr.switchable {
+			a.gate = gateAt + gateWord1
+		}
 		if t.site {
 			if t.probe0 < 0 {
 				continue // planner asked for it but the site failed: leave int3
@@ -824,6 +845,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		}
 		if pr.lo == c.insts[i].Addr {
 			b[9] |= patchAtStart
+		}
+		if pr.switchable {
+			b[9] |= patchSwitch
 		}
 		le.PutUint16(b[10:], uint16(pr.nprobes))
 		le.PutUint32(b[12:], uint32(pr.nprobes))
@@ -1198,4 +1222,11 @@ func closure(direct [][]int, readers map[int][]int) [][]uint32 {
 		slices.Sort(out[k])
 	}
 	return out
+}
+
+// oneWord reports whether n bytes at addr lie in one aligned 8- or 16-byte
+// word, so that one atomic store (the runtime's stint_restore_atomic) can
+// write them all.
+func oneWord(addr, n uint64) bool {
+	return n > 0 && (addr+n <= addr&^7+8 || addr+n <= addr&^15+16)
 }

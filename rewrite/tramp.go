@@ -48,36 +48,43 @@ func (a *asm) rel32(target uint64, after int) {
 func (a *asm) jmp(target uint64) { a.emit(0xe9); a.rel32(target, 0) }
 
 // thunk emits the probe call (DESIGN.md §3) behind the gate check: when
-// the gate word is nonzero (budget spent) it steps over the call. setRSI,
-// when non-nil, emits the instruction(s) that load the destination or
-// value into %rsi; it runs while every register but %rsp holds the
-// program's value (rsp is 144 bytes lower).
+// the gate word is STINT_GATE_CLOSED (budget spent) it steps over the
+// call. setRSI, when non-nil, emits the instruction(s) that load the
+// destination or value into %rsi; it runs while every register but %rsp
+// holds the program's value (rsp is 144 bytes lower).
 //
-//	lea -0x80(%rsp),%rsp ; push %rcx ; mov gate(%rip),%rcx ; jrcxz open
-//	pop %rcx ; jmp out
-//	open: pop %rcx ; push %rdi ; push %rsi ; [setRSI] ; lea probe(%rip),%rdi
-//	call stint_probe_entry ; pop %rsi ; pop %rdi
+//	lea -0x80(%rsp),%rsp ; push %rcx ; [gateCheck closed]
+//	pop %rcx ; push %rdi ; push %rsi ; [setRSI] ; lea probe(%rip),%rdi
+//	call stint_probe_entry ; pop %rsi ; pop %rdi ; jmp out
+//	closed: pop %rcx
 //	out: lea 0x80(%rsp),%rsp
 //
-// No flag changes on either path: jrcxz tests %rcx without flags.
+// No flag changes on either path: lea and jrcxz leave the flags alone.
 func (a *asm) thunk(probe, entry uint64, setRSI func()) {
 	a.emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
 	a.emit(0x51)                         // push %rcx
-	a.gateLoad()
-	a.emit(0xe3, 0x03) // jrcxz open
-	a.emit(0x59)       // pop %rcx
-	a.emit(0xeb, 0x00) // jmp out
-	outField := a.off() - 1
-	a.emit(0x59) // open: pop %rcx
+	closedField := a.gateCheck()
+	a.emit(0x59) // pop %rcx
 	a.probeCall(probe, entry, setRSI)
-	a.patchRel8(outField, a.off())
-	a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+	a.emit(0xeb, 0x01) // jmp out
+	a.patchRel8(closedField, a.off())
+	a.emit(0x59)                                           // closed: pop %rcx
+	a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // out: lea 0x80(%rsp),%rsp
 }
 
-// gateLoad emits mov gate(%rip),%rcx.
-func (a *asm) gateLoad() {
-	a.emit(0x48, 0x8b, 0x0d)
+// gateCheck emits the gate check of stint_abi.h, with %rcx free:
+//
+//	mov gate(%rip),%rcx ; lea -1(%rcx),%rcx ; jrcxz closed
+//
+// and returns the offset of the jrcxz's rel8 for the caller to point at
+// its closed path. a.gate is the word the site reads: word 1 for sites
+// the off-switch may undo (STINT_PATCH_SWITCH), else word 0.
+func (a *asm) gateCheck() (closedField int) {
+	a.emit(0x48, 0x8b, 0x0d) // mov gate(%rip),%rcx
 	a.rel32(a.gate, 0)
+	a.emit(0x48, 0x8d, 0x49, 0xff) // lea -1(%rcx),%rcx
+	a.emit(0xe3, 0x00)             // jrcxz closed
+	return a.off() - 1
 }
 
 // callOnly emits the thunk without the gate check, for paths that
@@ -461,12 +468,9 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 		} else {
 			a.encodeRM(op, true, 0x8b, 6, thunkFrame) // mov OP,%rsi
 		}
-		a.emit(0x51) // push %rcx
-		a.gateLoad()
-		a.emit(0xe3, 0x02) // jrcxz open
-		a.emit(0xeb, 0x00) // jmp hit (gate closed)
-		gateField := a.off() - 1
-		a.emit(0x48, 0x8b, 0x0d) // open: mov cache(%rip),%rcx
+		a.emit(0x51)               // push %rcx
+		gateField := a.gateCheck() // closed: to the hit path
+		a.emit(0x48, 0x8b, 0x0d)   // mov cache(%rip),%rcx
 		a.rel32(p(0)+probeCacheOff, 0)
 		a.emit(0x48, 0xf7, 0xd1)             // not %rcx
 		a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
@@ -548,13 +552,10 @@ func (a *asm) patchExtraHits() {
 // mode and never in --every mode, where it stays 0 (no return address),
 // so there the check always falls through to the thunk.
 func (a *asm) retCacheCheck(probe uint64) (gateField int) {
-	a.emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
-	a.emit(0x50, 0x51)                   // push %rax; push %rcx
-	a.gateLoad()
-	a.emit(0xe3, 0x02) // jrcxz open
-	a.emit(0xeb, 0x00) // jmp hit (gate closed)
-	gateField = a.off() - 1
-	a.emit(0x48, 0x8b, 0x84, 0x24, 0x90, 0x00, 0x00, 0x00) // open: mov 0x90(%rsp),%rax
+	a.emit(0x48, 0x8d, 0x64, 0x24, 0x80)                   // lea -0x80(%rsp),%rsp
+	a.emit(0x50, 0x51)                                     // push %rax; push %rcx
+	gateField = a.gateCheck()                              // closed: to the hit path
+	a.emit(0x48, 0x8b, 0x84, 0x24, 0x90, 0x00, 0x00, 0x00) // mov 0x90(%rsp),%rax
 	a.emit(0x48, 0x8b, 0x0d)                               // mov cache(%rip),%rcx
 	a.rel32(probe+probeCacheOff, 0)
 	a.emit(0x48, 0xf7, 0xd1)             // not %rcx

@@ -75,68 +75,68 @@ func TestSiteTrampolines(t *testing.T) {
 		arms  []uint64 // arm_to per probe (0 = no arm)
 	}{
 		{"jcc rel8", ToolBranch, []byte{0x74, 0x10}, false, []string{
-			"je 0x50000b", "jmp 0x50003b",
-			"lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401012",
-			"lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401002",
+			"je 0x50000b", "jmp 0x50003f",
+			"lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "jmp", "pop %rcx", "lea 0x80(%rsp),%rsp", "jmp 0x401012",
+			"lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "jmp", "pop %rcx", "lea 0x80(%rsp),%rsp", "jmp 0x401002",
 		}, []uint64{0x401012, 0x401002}},
 		{"jcc rel32", ToolBranch, []byte{0x0f, 0x8c, 0x00, 0x01, 0x00, 0x00}, false, []string{
-			"jl 0x50000b", "jmp 0x50003b"}, []uint64{0x401106, 0x401006}},
+			"jl 0x50000b", "jmp 0x50003f"}, []uint64{0x401106, 0x401006}},
 		{"jrcxz", ToolBranch, []byte{0xe3, 0x20}, false, []string{
-			"jrcxz 0x500007", "jmp 0x50003c", "jmp 0x50000c"}, []uint64{0x401022, 0x401002}},
+			"jrcxz 0x500007", "jmp 0x500040", "jmp 0x50000c"}, []uint64{0x401022, 0x401002}},
 		{"loop", ToolBranch, []byte{0xe2, 0xf0}, false, []string{
 			"loop 0x500007", "jmp", "jmp"}, []uint64{0x400ff2, 0x401002}},
 		{"jmp rel8", ToolBranch, []byte{0xeb, 0x05}, false, []string{
-			"jmp 0x500005", "lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80(%rsp),%rsp", "jmp 0x401007"},
+			"jmp 0x500005", "lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "jmp", "pop %rcx", "lea 0x80(%rsp),%rsp", "jmp 0x401007"},
 			[]uint64{0x401007}},
 		{"call rel32 fixed", ToolBranch, []byte{0xe8, 0x00, 0x10, 0x00, 0x00}, false, []string{
-			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80",
-			"push $0x401005", "jmp 0x402005"}, []uint64{0x500030}},
+			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "jmp", "pop %rcx", "lea 0x80",
+			"push $0x401005", "jmp 0x402005"}, []uint64{0x500034}},
 		{"call rel32 pic", ToolBranch, []byte{0xe8, 0x00, 0x10, 0x00, 0x00}, true, []string{
-			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80",
-			"lea -0x8(%rsp),%rsp", "push %rax", "->0x401005", "mov %rax,0x8(%rsp)", "pop %rax", "jmp 0x402005"}, []uint64{0x500030}},
+			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "jmp", "pop %rcx", "lea 0x80",
+			"lea -0x8(%rsp),%rsp", "push %rax", "->0x401005", "mov %rax,0x8(%rsp)", "pop %rax", "jmp 0x402005"}, []uint64{0x500034}},
 		{"ret", ToolBranch, []byte{0xc3}, false, []string{
-			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "jrcxz", "jmp", "mov 0x90(%rsp),%rax", "),%rcx ->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz",
+			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "mov 0x90(%rsp),%rax", "),%rcx ->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz",
 			"pop %rcx", "pop %rax", "lea 0x80",
 			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80", "ret",
 			"pop %rcx", "pop %rax", "lea 0x80", "ret"}, []uint64{0}},
 		{"ret imm16", ToolCall, []byte{0xc2, 0x10, 0x00}, false, []string{
-			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "jrcxz", "jmp", "mov 0x90(%rsp),%rax", "->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz",
+			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "mov 0x90(%rsp),%rax", "->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz",
 			"pop %rcx", "pop %rax", "lea 0x80",
 			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call", "pop", "pop", "lea 0x80", "ret $0x10",
 			"pop %rcx", "pop %rax", "lea 0x80", "ret $0x10"}, []uint64{0}},
 		{"call *%rax", ToolBranch, []byte{0xff, 0xd0}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401002", "jmp *%rax",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401002", "jmp *%rax"}, []uint64{0}},
 		{"call *%r12 pic", ToolCall, []byte{0x41, 0xff, 0xd4}, true, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %r12,%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov %r12,%rsi", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12"}, []uint64{0}},
 		{"call *8(%rsp)", ToolBranch, []byte{0xff, 0x54, 0x24, 0x08}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov 0x98(%rsp),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov 0x98(%rsp),%rsi", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401004", "jmp *0x10(%rsp)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401004", "jmp *0x10(%rsp)"}, []uint64{0}},
 		{"call *rip", ToolBranch, []byte{0xff, 0x15, 0xfa, 0x0f, 0x00, 0x00}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "),%rsi ->0x402000", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "),%rsi ->0x402000", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401006", "->0x402000",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401006", "->0x402000"}, []uint64{0}},
 		{"notrack jmp *(%rax,%rbx,8)", ToolBranch, []byte{0x3e, 0xff, 0x24, 0xd8}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov (%rax,%rbx,8),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov (%rax,%rbx,8),%rsi", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"jmp *(%rax,%rbx,8)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "jmp *(%rax,%rbx,8)"}, []uint64{0}},
 		{"jmp *%fs:0x10(%r13)", ToolBranch, []byte{0x64, 0x41, 0xff, 0x65, 0x10}, false, []string{
-			"lea -0x80", "push %rdi", "push %rsi", "mov %fs:0x10(%r13),%rsi", "push %rcx", "->0x600f00", "jrcxz", "jmp", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rdi", "push %rsi", "mov %fs:0x10(%r13),%rsi", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"jmp *%fs:0x10(%r13)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "jmp *%fs:0x10(%r13)"}, []uint64{0}},
 		{"syscall", ToolSyscall, []byte{0x0f, 0x05}, false, []string{
-			"lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "mov %rax,%rsi", "lea", "call", "pop", "pop", "lea 0x80",
+			"lea -0x80", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "mov %rax,%rsi", "lea", "call", "pop", "pop", "jmp", "pop %rcx", "lea 0x80",
 			"syscall", "jmp 0x401002"}, []uint64{0}},
 		{"block rip-relative", ToolBlock, []byte{0x48, 0x8b, 0x05, 0x10, 0x00, 0x00, 0x00}, false, []string{
-			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "lea 0x80",
-			",%rax ->0x401017", "jmp 0x401007"}, []uint64{0x500030}},
+			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "jmp", "pop %rcx", "lea 0x80",
+			",%rax ->0x401017", "jmp 0x401007"}, []uint64{0x500034}},
 		{"block jcc rel8", ToolBlock, []byte{0x75, 0x03}, false, []string{
-			"jmp", "lea -0x80", "push %rcx", "->0x600f00", "jrcxz", "pop %rcx", "jmp", "pop %rcx", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "lea 0x80",
-			"jne 0x401005", "jmp 0x401002"}, []uint64{0x500030}},
+			"jmp", "lea -0x80", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "jmp", "pop %rcx", "lea 0x80",
+			"jne 0x401005", "jmp 0x401002"}, []uint64{0x500034}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -345,7 +345,9 @@ func TestInlineCacheCheck(t *testing.T) {
 					case x86asm.JRCXZ:
 						jump := take
 						if lastLoad == gate {
-							jump = gateOpen
+							// mov gate,%rcx ; lea -1(%rcx),%rcx ;
+							// jrcxz closed (stint_abi.h)
+							jump = !gateOpen
 						}
 						if jump {
 							to := uint64(int64(x.addr) + int64(x.in.Len) + int64(x.in.Args[0].(x86asm.Rel)))

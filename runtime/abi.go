@@ -10,7 +10,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 4
+const ABIVersion = 5
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -64,6 +64,18 @@ const PatchRestorable uint8 = 0x1
 
 // PatchAtStart is STINT_PATCH_AT_START.
 const PatchAtStart uint8 = 0x2
+
+// PatchSwitch is STINT_PATCH_SWITCH: the off-switch may undo and redo the
+// patch at any time; its trampoline reads gate word 1.
+const PatchSwitch uint8 = 0x4
+
+// Gate words (the gate page): word 0 at offset 0, word 1 at GateWord1.
+const (
+	GateOpen   = 0
+	GateClosed = 1
+	GateSwitch = 2
+	GateWord1  = 8
+)
 
 // ChunkReserved is STINT_CHUNK_RESERVED.
 const ChunkReserved uint32 = 0x1

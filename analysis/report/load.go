@@ -230,7 +230,7 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 				}
 			case kind == formats.KindRunEnd:
 				rd.HasEnd, rd.EndStatus, rd.EndNS = true, b.Src[i], b.Value[i]
-			case kind >= formats.KindPeriod && kind <= formats.KindPeriodQoS:
+			case kind >= formats.KindPeriod && kind <= formats.KindPeriodQoS || kind == formats.KindPeriodSwitch:
 				builders[run].Add(b.Event(i))
 			default:
 				if _, ok := kind.Refused(); ok {

@@ -40,13 +40,22 @@ Example:
   go to the same trace file.
 
 Time budget (DIME): with --budget, instrumentation runs for at most the
-budget in every period; once it is spent the probes are switched off (a
-load and a jump each) until the next period. The runtime measures what
-probes cost with the time-stamp counter. Every period leaves a record in
-the trace: budget granted and used, overshoot, events recorded and
-suppressed, time enabled. A thread of the runtime's own starts the
+budget in every period; once it is spent the probes are switched off
+until the next period. The runtime measures what probes cost with the
+time-stamp counter. Every period leaves a record in the trace: budget
+granted and used, overshoot, events recorded and suppressed, time
+enabled, sites switched. A thread of the runtime's own starts the
 periods; no signal or timer of the program is used.
   $ rewrite --budget 10% --period 100ms -o gzip.stint /usr/bin/gzip
+
+The off-switch: most patched sites (those one atomic store can undo) get
+their original bytes back while probes are off, so the program then runs
+its own code, not trampolines. Sites that keep reaching their trampoline
+(a jcc with one outcome left to see, returns, indirect branches) are
+patched again at each period's start and switched off after the window
+(--window, by default as long as the budget) or when the budget is spent;
+code never seen before stays patched and is recorded the first time it
+runs while the budget lasts.
 
 Redundancy log (DIME*): with --log, outcomes recorded by earlier runs are
 not recorded again (code they covered runs unprobed from the start), and
@@ -65,6 +74,9 @@ Environment read by the rewritten program:
   STINT_BUDGET      budget per period, overriding --budget ("10%", "5ms";
                     "none" for no budget)
   STINT_PERIOD      period, overriding --period ("100ms", "1s")
+  STINT_WINDOW      window, overriding --window ("10%", "5ms", "none")
+  STINT_SWITCH      set to 0 to keep every patch in place (no off-switch),
+                    e.g. to measure what the off-switch saves
   STINT_LOG         redundancy log file, overriding --log
   STINT_LOG_POLICY  log policy, overriding --log-policy
 
@@ -107,6 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVarP(&quiet, "quiet", "q", false, "print nothing on success")
 	fs.StringVar(&opts.Budget, "budget", "", "instrumentation budget per period: `B` = a percentage of the period (10%) or a duration (5ms)")
 	fs.StringVar(&opts.Period, "period", "", "budget period `T`, e.g. 100ms or 1s (default 100ms with --budget)")
+	fs.StringVar(&opts.Window, "window", "", "with --budget: leave sites the off-switch re-applies on for at most `W` per period (a percentage or a duration; default: as long as the budget; none: until the budget is spent)")
 	fs.StringVar(&opts.Log, "log", "", "redundancy log `FILE`: skip outcomes recorded by earlier runs, append new ones")
 	fs.StringVar(&opts.LogPolicy, "log-policy", "", "redundancy log `POLICY`: exact (default: each outcome once, probes retire), or the DIME* paper's region logs hash, bst, merger (for comparison: instrumented traces record every execution)")
 	fs.StringVar(&opts.SkipCovered, "skip-covered", "", "leave unpatched every site whose outcomes are all in the exact redundancy log `LOG` (code covered by earlier runs then costs nothing)")

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,12 +253,18 @@ func TestRunEnd(t *testing.T) {
 			}
 			for _, tr := range trs {
 				var ends []formats.Event
-				var beforeEnd []formats.Kind // kinds of the two rows before the run end
+				var beforeEnd []formats.Kind // kinds of the period rows right before the run end
 				for i, e := range tr.Events {
 					if e.Kind == formats.KindRunEnd {
 						ends = append(ends, e)
-						if i >= 2 {
-							beforeEnd = []formats.Kind{tr.Events[i-2].Kind, tr.Events[i-1].Kind}
+						j := i
+						for j > 0 && tr.Events[j-1].Kind.IsRecord() && tr.Events[j-1].Kind != formats.KindRunEnd &&
+							tr.Events[j-1].Time == tr.Events[i-1].Time {
+							j--
+						}
+						beforeEnd = nil
+						for _, b := range tr.Events[j:i] {
+							beforeEnd = append(beforeEnd, b.Kind)
 						}
 					}
 				}
@@ -276,7 +283,9 @@ func TestRunEnd(t *testing.T) {
 					// right before the run end (the fixture has one
 					// thread at exit, and the period thread is locked
 					// out meanwhile).
-					if len(beforeEnd) != 2 || beforeEnd[0] != formats.KindPeriod || beforeEnd[1] != formats.KindPeriodStats {
+					// (and its period-switch row: the off-switch is on)
+					want := []formats.Kind{formats.KindPeriod, formats.KindPeriodStats, formats.KindPeriodSwitch}
+					if !slices.Equal(beforeEnd, want) {
 						t.Errorf("rows before the run end: %v, want the partial period's period and period-stats rows", beforeEnd)
 					}
 				}

@@ -15,9 +15,30 @@ import (
 
 // Probed reads the probe table the rewriter left in a rewritten file.
 func Probed(path string) (*runtime.Module, []runtime.Probe, error) {
+	var probes []runtime.Probe
+	m, err := moduleTable(path, func(m *runtime.Module) (uint64, int, any) {
+		probes = make([]runtime.Probe, m.NProbes)
+		return m.ProbesVaddr, int(m.NProbes) * int(unsafe.Sizeof(runtime.Probe{})), probes
+	})
+	return m, probes, err
+}
+
+// Patched reads the patch table the rewriter left in a rewritten file.
+func Patched(path string) (*runtime.Module, []runtime.Patch, error) {
+	var patches []runtime.Patch
+	m, err := moduleTable(path, func(m *runtime.Module) (uint64, int, any) {
+		patches = make([]runtime.Patch, m.NPatches)
+		return m.PatchesVaddr, int(m.NPatches) * int(unsafe.Sizeof(runtime.Patch{})), patches
+	})
+	return m, patches, err
+}
+
+// moduleTable finds the module descriptor of a rewritten file and decodes
+// the table that table(m) names (link vaddr, bytes, destination slice).
+func moduleTable(path string, table func(m *runtime.Module) (uint64, int, any)) (*runtime.Module, error) {
 	f, err := elf.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer f.Close()
 	read := func(vaddr uint64, n int) ([]byte, error) {
@@ -37,7 +58,7 @@ func Probed(path string) (*runtime.Module, []runtime.Probe, error) {
 		}
 		data := make([]byte, p.Filesz)
 		if _, err := p.ReadAt(data, 0); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		i := bytes.Index(data, magic)
 		if i < 0 {
@@ -45,17 +66,17 @@ func Probed(path string) (*runtime.Module, []runtime.Probe, error) {
 		}
 		var m runtime.Module
 		if err := binary.Read(bytes.NewReader(data[i:]), binary.LittleEndian, &m); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		raw, err := read(m.ProbesVaddr, int(m.NProbes)*int(unsafe.Sizeof(runtime.Probe{})))
+		vaddr, n, dst := table(&m)
+		raw, err := read(vaddr, n)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		probes := make([]runtime.Probe, m.NProbes)
-		if err := binary.Read(bytes.NewReader(raw), binary.LittleEndian, probes); err != nil {
-			return nil, nil, err
+		if err := binary.Read(bytes.NewReader(raw), binary.LittleEndian, dst); err != nil {
+			return nil, err
 		}
-		return &m, probes, nil
+		return &m, nil
 	}
-	return nil, nil, fmt.Errorf("%s: no stint module descriptor", path)
+	return nil, fmt.Errorf("%s: no stint module descriptor", path)
 }

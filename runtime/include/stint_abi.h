@@ -24,7 +24,7 @@
 #define STINT_U64(x) x##ULL
 #endif
 
-#define STINT_ABI_VERSION 4
+#define STINT_ABI_VERSION 5
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -49,6 +49,7 @@
 #define STINT_K_PERIOD        32 /* src = period index, dst = granted ns, value = used ns */
 #define STINT_K_PERIOD_STATS  33 /* src = events recorded, dst = suppressed, value = enabled ns */
 #define STINT_K_PERIOD_QOS    34 /* src = metric, dst = threshold (double bits), value = computed ns */
+#define STINT_K_PERIOD_SWITCH 36 /* src = sites switched on at the start, dst = sites switched off, value = switching ns (in the period's used) */
 #define STINT_K_RUN_END       35 /* time = end, src = exit status or STINT_RUN_END_UNKNOWN, value = run ns */
 #define STINT_RUN_END_UNKNOWN 0xffffffffu /* run-end src: exit status not seen (exit through DT_FINI) */
 /* STINT_K_REFUSED + event kind: the log refused the event (once per run) */
@@ -75,6 +76,9 @@
 /* struct stint_patch.flags */
 #define STINT_PATCH_RESTORABLE 0x1 /* no other patch reads this patch's modified bytes */
 #define STINT_PATCH_AT_START   0x2 /* addr is the patched instruction's first byte: the runtime may park threads there ("jmp .") while it restores bytes no single store covers */
+#define STINT_PATCH_SWITCH     0x4 /* the off-switch may restore and re-apply this patch at any time (ABI 5):
+                                    * restorable, one site's own bytes, within one aligned 8- or 16-byte word;
+                                    * its trampoline's gate checks read gate word 1 (see the gate page) */
 
 /* struct stint_chunk.flags */
 #define STINT_CHUNK_RESERVED 0x1 /* lies inside a PROT_NONE PT_LOAD the loader reserved: map with MAP_FIXED */
@@ -166,12 +170,32 @@ struct stint_module {
 /*
  * The gate page. Every probe call in a trampoline first loads the gate
  * word (the page's first 8 bytes) with a rip-relative mov and skips the
- * runtime call when it is nonzero: that is how a spent budget turns the
- * probes off, at the cost of one load and one jrcxz per probe. The
+ * runtime call when it is STINT_GATE_CLOSED: that is how a spent budget
+ * turns the probes off, at the cost of a load, a lea and a jrcxz per
+ * probe (the off-switch below removes even that for most sites). The
  * runtime replaces the page with an anonymous one marked MADV_WIPEONFORK,
  * so a forked child starts with the gate open (0) and its first probe
  * reaches the runtime, which notices the fork and sets the child up.
  */
+/*
+ * The off-switch (ABI 5). A patch flagged STINT_PATCH_SWITCH can be undone
+ * and redone by one atomic store at any time, so while the budget is
+ * spent the runtime writes back the original bytes of such sites and
+ * re-applies them when the next period grants a budget: the program runs
+ * its own code, not a trampoline that skips the probe. The trampolines of
+ * these sites read gate word 1 (the page's second 8 bytes) instead of
+ * word 0. Every gate check is
+ *
+ *     mov word(%rip),%rcx ; lea -1(%rcx),%rcx ; jrcxz closed
+ *
+ * so value 1 (STINT_GATE_CLOSED) steps over the probe and any other value
+ * calls it. Word 0 is 0 or 1. Word 1 is 0 while the gate is open, and
+ * while it is closed either 1 (the runtime cannot switch this module's
+ * sites: it steps over, as word 0 does) or STINT_GATE_SWITCH: a site that
+ * still jumps to its trampoline calls the runtime, which restores the
+ * site's original bytes, so the next execution runs the original code.
+ */
+
 /*
  * Trace ends (ABI 4): where Pin-style traces stop, for the DIME* region
  * log policies. A trace entered at address A runs to the first trace end
@@ -237,6 +261,8 @@ struct stint_qos_page {
 
 #define STINT_GATE_OPEN   0
 #define STINT_GATE_CLOSED 1
+#define STINT_GATE_SWITCH 2 /* word 1 only: closed, and the runtime switches a calling site off */
+#define STINT_GATE_WORD1  8 /* byte offset of gate word 1 in the gate page */
 
 /*
  * One per probe outcome. A jcc site has two probes (taken, not taken);

@@ -239,6 +239,21 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	g->budget_tsc = ns_to_tsc(g, budget);
 	g->charge_cap_tsc = ns_to_tsc(g, CHARGE_CAP_NS);
 	g->budget_on = 1;
+	/* The off-switch (switch.c) is on unless STINT_SWITCH=0 (for
+	 * measuring what it saves). */
+	const char *sw = env_get(envp, "STINT_SWITCH");
+	g->sw_on = !(sw && sw[0] == '0' && !sw[1]);
+	size_t wn = 0;
+	const char *w = setting(envp, "STINT_WINDOW", opts, "window", &wn);
+	if (w && wn && !(wn == 4 && s_strncmp(w, "none", 4) == 0)) {
+		uint64_t win = parse_budget(w, wn, period);
+		if (win)
+			g->sw_window_ns = win;
+		else
+			say_line("bad window (STINT_WINDOW or --window), want e.g. 10% or 5ms; using the budget");
+	} else if (w && wn) {
+		g->sw_window_ns = period; /* none: listed sites stay on while the budget lasts */
+	}
 }
 
 /* Open or close the gate of every rewritten module. */
@@ -254,7 +269,61 @@ static void gates_set(struct stint_global *g, uint64_t v)
 		if (gm->smod && (((const struct stint_module *)gm->smod)->flags & STINT_MF_CONTEXT))
 			continue; /* context modules keep tracking (contexts.c) */
 		__atomic_store_n((uint64_t *)gm->gate, v, __ATOMIC_RELEASE);
+		__atomic_store_n((uint64_t *)(gm->gate + STINT_GATE_WORD1), v == STINT_GATE_OPEN ? STINT_GATE_OPEN : sw_closed_word(g, gm),
+				 __ATOMIC_RELEASE);
 	}
+}
+
+#define SYS_futex 202
+#define S_FUTEX_WAKE_PRIVATE 129         /* FUTEX_WAKE | FUTEX_PRIVATE_FLAG */
+#define S_FUTEX_WAIT_BITSET_PRIVATE 137  /* FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG: absolute CLOCK_MONOTONIC */
+
+/* Ask the period thread to switch the listed sites off (the gate closed). */
+static void sw_request(struct stint_global *g)
+{
+	if (!g->sw_on || !g->period_thread)
+		return;
+	__atomic_store_n(&g->sw_req, 1, __ATOMIC_RELEASE);
+	sys_call3(SYS_futex, (long)&g->sw_req, S_FUTEX_WAKE_PRIVATE, 1);
+}
+
+/*
+ * A switchable site called while the gate is closed: switch it off now
+ * (switch.c). What that costs is switching cost, counted with the rest
+ * of the period's instrumentation (the period's used time) but not
+ * charged against the budget as it runs: the budget is spent already.
+ */
+static void sw_closed_call(struct stint_global *g, struct stint_module *m, const struct stint_probe *p)
+{
+	uint64_t t0 = rdtsc();
+	int off = sw_call(g, m, p, 1);
+	__atomic_fetch_add(&g->sw_tsc, rdtsc() - t0 + g->call_overhead_tsc, __ATOMIC_RELAXED);
+	if (off)
+		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED);
+}
+
+/* Set gate word 1 of every module that has switchable sites. */
+static void gates_word1(struct stint_global *g, uint64_t v)
+{
+	uint32_t n = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
+	if (n > MAX_MODULES)
+		n = MAX_MODULES;
+	for (uint32_t i = 0; i < n; i++) {
+		struct gmodule *gm = &g->modules[i];
+		if (!__atomic_load_n(&gm->ready, __ATOMIC_ACQUIRE) || !gm->gate || !gm->sw)
+			continue;
+		__atomic_store_n((uint64_t *)(gm->gate + STINT_GATE_WORD1), v, __ATOMIC_RELEASE);
+	}
+}
+
+/* The period thread: switch every listed site off, timed. */
+static void sw_all_off(struct stint_global *g)
+{
+	uint64_t t0 = rdtsc();
+	uint64_t n = sw_batch(g, 0);
+	__atomic_fetch_add(&g->sw_tsc, rdtsc() - t0, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g->sw_offs, n, __ATOMIC_RELAXED);
+	g->sw_is_on = 0;
 }
 
 /*
@@ -286,6 +355,7 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 		if (__atomic_compare_exchange_n(&g->gate_closed, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			g->closed_at_tsc = t1;
 			gates_set(g, STINT_GATE_CLOSED);
+			sw_request(g);
 		}
 	}
 }
@@ -449,23 +519,61 @@ static void qos_next(struct stint_global *g, uint64_t now_mono)
 	g->budget_ns = b;
 }
 
-/* At the start of a period: a zero budget keeps the gates closed for the
- * whole period; otherwise open them if the last period closed them. */
-static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint64_t now_tsc)
+/*
+ * At the start of a period: a zero budget keeps the gates closed for the
+ * whole period (and the sites switched off); otherwise open the gates if
+ * the last period closed them and switch the listed sites back on.
+ *
+ * Switching costs are instrumentation time: each period's used time
+ * (the KindPeriod row) is what its probes were charged plus what
+ * switching cost in it (sw_tsc). Switching on is done before the budget
+ * starts to run, so its cost comes out of the budget at once; the cost
+ * of switching off comes after the budget is spent, so the last
+ * period's is set aside (sw_reserve_tsc) and the gate closes that much
+ * earlier. When both would take more than half the budget the sites
+ * stay off for the period: the budget goes to probes that are still
+ * patched.
+ */
+static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint64_t now_tsc, int last)
 {
+	g->sw_reserve_tsc = 0;
 	if (!g->budget_ns) {
 		g->closed_at_tsc = now_tsc;
 		__atomic_store_n(&g->gate_closed, 1, __ATOMIC_RELEASE);
 		if (!was_closed)
 			gates_set(g, STINT_GATE_CLOSED);
-	} else if (was_closed) {
+		if (g->sw_on && g->sw_is_on && !last)
+			sw_all_off(g);
+		return;
+	}
+	if (g->sw_on && !last && __atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&g->sw_window_over, 0, __ATOMIC_RELEASE);
+		if (!was_closed)
+			gates_word1(g, STINT_GATE_OPEN);
+	}
+	if (was_closed) {
 		__atomic_store_n(&g->gate_closed, 0, __ATOMIC_RELEASE);
 		gates_set(g, STINT_GATE_OPEN);
 	}
+	if (!g->sw_on || last)
+		return;
+	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
+	if (g->sw_on_tsc + g->sw_off_est_tsc > budget / 2)
+		return;
+	uint64_t t0 = rdtsc();
+	uint64_t n = sw_batch(g, 1);
+	uint64_t d = rdtsc() - t0;
+	g->sw_is_on = 1;
+	g->sw_on_tsc = d;
+	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g->sw_ons, n, __ATOMIC_RELAXED);
+	g->sw_reserve_tsc = d + g->sw_off_est_tsc;
+	__atomic_fetch_add(&g->used_tsc, g->sw_reserve_tsc, __ATOMIC_RELAXED);
 }
 
-/* End the current period at (now_tsc, now_mono) and start the next. */
-static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_mono)
+/* End the current period at (now_tsc, now_mono) and start the next
+ * (last: the program is leaving; nothing is switched on). */
+static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_mono, int last)
 {
 	/* Recalibrate over the whole run so far. */
 	if (now_mono > g->cal_mono + 5000000 && now_tsc > g->cal_tsc) {
@@ -474,6 +582,13 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 			g->tsc_hz = hz;
 	}
 	uint64_t used = __atomic_exchange_n(&g->used_tsc, 0, __ATOMIC_ACQ_REL);
+	uint64_t sw = __atomic_exchange_n(&g->sw_tsc, 0, __ATOMIC_ACQ_REL);
+	uint64_t ons = __atomic_exchange_n(&g->sw_ons, 0, __ATOMIC_ACQ_REL);
+	uint64_t offs = __atomic_exchange_n(&g->sw_offs, 0, __ATOMIC_ACQ_REL);
+	/* the reserve was a placeholder for switching costs, now known */
+	used = (used > g->sw_reserve_tsc ? used - g->sw_reserve_tsc : 0) + sw;
+	if (offs && sw > g->sw_on_tsc)
+		g->sw_off_est_tsc = sw - g->sw_on_tsc;
 	uint64_t suppressed = __atomic_exchange_n(&g->suppressed, 0, __ATOMIC_ACQ_REL);
 	uint64_t events = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
 	uint64_t refused = __atomic_exchange_n(&g->refused, 0, __ATOMIC_ACQ_REL);
@@ -488,12 +603,14 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 		emit_record(STINT_K_PERIOD_QOS, g->period_mono0, g->qos_value, g->qos_threshold, granted);
 		qos_next(g, now_mono);
 	}
+	if (g->sw_on)
+		emit_record(STINT_K_PERIOD_SWITCH, g->period_mono0, ons, offs, tsc_to_ns(g, sw));
 	g->period_idx++;
 	g->period_tsc0 = now_tsc;
 	g->period_mono0 = now_mono;
 	g->period_events0 = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->budget_tsc, ns_to_tsc(g, g->budget_ns), __ATOMIC_RELAXED);
-	budget_gates_start(g, closed, now_tsc);
+	budget_gates_start(g, closed, now_tsc, last);
 }
 
 /* Cost of reaching stint_record and coming back, in TSC ticks: the median
@@ -537,6 +654,78 @@ static void sleep_until(uint64_t mono_ns)
 		;
 }
 
+/*
+ * The window. Listed sites (switch.c) are switched on at a period's start
+ * and stay on for at most the window (by default as long as the budget:
+ * 10 ms of a 100 ms period at a 10% budget), or until the budget is
+ * spent. Their trampoline detours are what a budget of measured probe
+ * time does not see: a jcc with one outcome left, or a ret whose
+ * destination the inline cache knows, never reaches the runtime, yet
+ * costs a few ns on every execution. Bounding the time they are on
+ * bounds that cost. Sites that were never listed stay patched all
+ * period: the first execution of new code is still recorded (and the
+ * site then switched off) whenever the budget lasts. After the window
+ * gate word 1 reads STINT_GATE_SWITCH while word 0 stays open.
+ */
+static void window_close(struct stint_global *g)
+{
+	__atomic_store_n(&g->sw_window_over, 1, __ATOMIC_RELEASE);
+	gates_word1(g, STINT_GATE_SWITCH);
+	if (g->sw_is_on)
+		sw_all_off(g);
+}
+
+/* Wait until mono_ns, bounded by a futex wait on g->sw_req; returns 1 if
+ * woken by a request (or the wait is impossible), 0 at the time. */
+static int wait_req(struct stint_global *g, uint64_t mono_ns)
+{
+	struct s_timespec ts = {(long)(mono_ns / 1000000000ULL), (long)(mono_ns % 1000000000ULL)};
+	for (;;) {
+		if (__atomic_load_n(&g->sw_req, __ATOMIC_ACQUIRE))
+			return 1;
+		long r = sys_call6(SYS_futex, (long)&g->sw_req, S_FUTEX_WAIT_BITSET_PRIVATE, 0, (long)&ts, 0, -1);
+		if (r == -110 /* ETIMEDOUT */ || now_ns(S_CLOCK_MONOTONIC) >= mono_ns)
+			return 0;
+		if (r == -38 /* ENOSYS */) {
+			sleep_until(mono_ns);
+			return 0;
+		}
+	}
+}
+
+/*
+ * Wait until mono_ns (the period's end): close the window when it ends
+ * and switch the listed sites off whenever a probe closes the gate
+ * meanwhile (sw_request wakes us through g->sw_req).
+ */
+static void wait_period(struct stint_global *g, uint64_t mono_ns)
+{
+	if (!g->sw_on) {
+		sleep_until(mono_ns);
+		return;
+	}
+	uint64_t win = g->sw_window_ns ? g->sw_window_ns : g->budget_ns;
+	uint64_t win_end = g->period_mono0 + win;
+	for (;;) {
+		int over = __atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE) || win_end >= mono_ns;
+		int req = wait_req(g, over ? mono_ns : win_end);
+		if (!req && over)
+			return;
+		if (!lock_bounded(&g->period_lock))
+			continue;
+		__atomic_store_n(&g->sw_req, 0, __ATOMIC_RELEASE);
+		if (!__atomic_load_n(&g->run_ended, __ATOMIC_ACQUIRE)) {
+			if (!req && !__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
+				window_close(g);
+			else if (!req)
+				__atomic_store_n(&g->sw_window_over, 1, __ATOMIC_RELEASE);
+			else if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE) && g->sw_is_on)
+				sw_all_off(g);
+		}
+		unlock(&g->period_lock);
+	}
+}
+
 /* The period thread. */
 static void period_main(void)
 {
@@ -553,7 +742,7 @@ static void period_main(void)
 	uint64_t last_save = m1;
 	for (;;) {
 		uint64_t next = g->period_mono0 + (g->period_ns ? g->period_ns : 1000000000ULL);
-		sleep_until(next);
+		wait_period(g, next);
 		if (!lock_bounded(&g->period_lock))
 			continue;
 		if (__atomic_load_n(&g->run_ended, __ATOMIC_ACQUIRE)) {
@@ -562,7 +751,7 @@ static void period_main(void)
 		}
 		uint64_t nt = rdtsc(), nm = now_ns(S_CLOCK_MONOTONIC);
 		if (g->budget_on)
-			period_roll(g, nt, nm);
+			period_roll(g, nt, nm, 0);
 		else
 			g->period_mono0 = nm;
 		unlock(&g->period_lock);
@@ -593,7 +782,7 @@ static void run_end(struct stint_global *g)
 	}
 	uint64_t nt = rdtsc(), nm = now_ns(S_CLOCK_MONOTONIC);
 	if (locked && g->budget_on && g->period_thread)
-		period_roll(g, nt, nm);
+		period_roll(g, nt, nm, 1);
 	emit_record(STINT_K_RUN_END, nm, STINT_RUN_END_UNKNOWN, 0, nm > g->mono_start_ns ? nm - g->mono_start_ns : 0);
 	__atomic_store_n(&g->run_ended, 1, __ATOMIC_RELEASE);
 	if (locked)
@@ -622,8 +811,13 @@ static void periods_start(struct stint_global *g)
 		qos_fallback(g);
 		__atomic_store_n(&g->budget_tsc, ns_to_tsc(g, g->budget_ns), __ATOMIC_RELAXED);
 	}
+	__atomic_store_n(&g->sw_tsc, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->sw_ons, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->sw_offs, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->sw_req, 0, __ATOMIC_RELAXED);
+	g->sw_is_on = 1; /* as the rewriter left them, or as the parent had them: switch on to be sure */
 	if (g->budget_on)
-		budget_gates_start(g, 0, g->period_tsc0);
+		budget_gates_start(g, 0, g->period_tsc0, 0);
 	long st = sys_mmap(0, TIMER_STACK, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
 	if (sys_failed(st)) {
 		say_line("cannot map the period thread's stack; running without a budget");

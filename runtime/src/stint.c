@@ -256,6 +256,7 @@ struct gmodule {
 	uint64_t gate;       /* address of the module's gate word, 0 = none */
 	uint64_t bidhash;    /* FNV-1a 64 of the build-id, 0 = none */
 	uint64_t smod;       /* its struct stint_module, 0 = not rewritten */
+	uint64_t sw;         /* its off-switch list (switch.c), 0 = none */
 	char path[512];
 };
 
@@ -344,6 +345,17 @@ struct stint_global {
 	uint32_t ctx_lock;           /* context tables (contexts.c) */
 	uint64_t ctx;                /* struct ctx_state *, mapped on first use */
 	uint32_t ctx_warned, pad8;
+	/* the off-switch (switch.c, budget.c) */
+	uint32_t sw_on;              /* switch sites off while the budget is spent */
+	uint32_t sw_req;             /* futex: the gate closed, the period thread should switch off */
+	uint32_t sw_is_on;           /* the last batch switched on */
+	uint32_t sw_window_over;     /* this period's window is over: calling sites switch off */
+	uint64_t sw_window_ns;       /* how long listed sites stay on per period (0: the budget) */
+	uint64_t sw_tsc;             /* switching cost this period (batches and closed calls) */
+	uint64_t sw_reserve_tsc;     /* set aside in used_tsc at the period's start */
+	uint64_t sw_on_tsc;          /* the last switch-on's cost */
+	uint64_t sw_off_est_tsc;     /* what switching off cost in the last period that did */
+	uint64_t sw_ons, sw_offs;    /* sites switched on / off this period */
 	uint64_t charge_cap_tsc;     /* most a call that did not grow the file is charged (budget.c) */
 	uint64_t capped;             /* calls charged the cap instead of their measured time */
 	uint32_t qos_on;             /* STINT_QOS names a QoS page */
@@ -1532,7 +1544,9 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 	}
 }
 
-/* budget.c: the time budget and the period thread; redlog.c: the redundancy log. */
+/* switch.c: the off-switch; budget.c: the time budget and the period
+ * thread; redlog.c: the redundancy log. */
+#include "switch.c"
 #include "budget.c"
 #include "redlog.c"
 #include "regions.c"
@@ -1683,10 +1697,13 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 	if (UNLIKELY(__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1))
 		fork_child_reopen(g); /* a child: it starts its own periods */
 	if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE)) {
-		/* raced with the gate closing; a context module's gate never
+		/* a switchable site while the gate is closed (gate word 1), or
+		 * a race with the gate closing; a context module's gate never
 		 * closes: it keeps tracking, and writes nothing */
 		if (UNLIKELY(ctx))
 			ctx_record(g, m, p, v, entry_sp, 0);
+		else if (g->sw_on && (rs & RS_PATCHING))
+			sw_closed_call(g, m, p);
 		return;
 	}
 	uint64_t len0 = __atomic_load_n(&g->file_len, __ATOMIC_RELAXED);
@@ -1698,6 +1715,8 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 		return;
 	}
 	int r = record_probe(g, m, p, v, rs);
+	if (g->sw_on && (rs & RS_PATCHING) && sw_call(g, m, p, __atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE)))
+		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED); /* recorded, then off: the window is over */
 	budget_charge(g, t0, r, __atomic_load_n(&g->file_len, __ATOMIC_RELAXED) != len0);
 }
 
@@ -1928,9 +1947,13 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	m->module_id = id;
 	g->modules[id].bidhash = m->build_id_len ? fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len) : 0;
 	g->modules[id].smod = (uint64_t)m;
+	if (g->sw_on && patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT)))
+		__atomic_store_n(&g->modules[id].sw, sw_module_new(m, base), __ATOMIC_RELEASE);
 	__atomic_store_n(&g->modules[id].gate, gate, __ATOMIC_RELEASE);
-	if (gate && !(m->flags & STINT_MF_CONTEXT) && __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
+	if (gate && !(m->flags & STINT_MF_CONTEXT) && __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n((uint64_t *)gate, STINT_GATE_CLOSED, __ATOMIC_RELEASE);
+		__atomic_store_n((uint64_t *)(gate + STINT_GATE_WORD1), sw_closed_word(g, &g->modules[id]), __ATOMIC_RELEASE);
+	}
 	if (g->log_on && !g->region_mode && patching && !(m->flags & STINT_MF_EVERY))
 		log_load_module(g, m, base);
 	__atomic_store_n(&m->runtime_state, RS_ACTIVE | (patching && !(m->flags & STINT_MF_EVERY) ? RS_PATCHING : 0),

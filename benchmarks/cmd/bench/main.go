@@ -59,6 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&d.Period, "period", "100ms", "dime: rewrite --period")
 	fs.StringSliceVar(&d.Policies, "policies", []string{"exact", "hash", "bst", "merger"}, "dime: log policies, one DIME* series each")
 	fs.BoolVar(&d.SkipCovered, "skip-covered", true, "dime: add the exact + --skip-covered series")
+	fs.BoolVar(&d.NoSwitch, "no-switch", true, "dime: add the exact series with STINT_SWITCH=0 (what the off-switch saves)")
 	fs.StringVar(&d.Cov, "cov", "bin/cov", "dime: cov command for `cov compare --json` (in-process metrics when it is missing)")
 	fs.StringSliceVar(&workloads, "workloads", []string{"gzip", "sqlite", "redis"}, "dime: workloads, in order")
 	fs.IntVar(&sqliteRows, "sqlite-rows", 0, "dime: rows of the sqlite3 workload (0 = the script's 200,000)")

@@ -1,0 +1,185 @@
+/*
+ * switch.c - the off-switch (stint_abi.h, ABI 5). #included by stint.c.
+ *
+ * While the budget is spent, a site whose patch is still in place costs
+ * a trampoline detour on every execution even though its probe is
+ * skipped: a jcc with one outcome left, a ret, an indirect branch. For
+ * the patches flagged STINT_PATCH_SWITCH (restorable, one atomic store)
+ * the runtime instead writes the original bytes back, so the program
+ * runs its own code until the next period grants a budget, and then
+ * writes the patch again. Two ways in:
+ *
+ *  - Warm sites: a site whose probe reached the runtime while patched
+ *    goes on its module's list once (its patched bytes copied there).
+ *    When the gate closes the period thread restores every listed site
+ *    (sw_batch(g, 0)); when a period opens it re-applies them
+ *    (sw_batch(g, 1)), except those whose probes have all recorded.
+ *  - Cold sites (never seen while the gate was open): gate word 1 is
+ *    STINT_GATE_SWITCH while the gate is closed, so such a site calls the
+ *    runtime, which restores it there and then and lists it (sw_call).
+ *    Each site does this at most once per closed stretch.
+ *
+ * Per listed patch a state byte says where it is; every transition is a
+ * compare-and-swap through SW_BUSY, so the period thread and program
+ * threads never write the same site's bytes at once. Patch bytes are
+ * written with stint_restore_atomic (one locked store): a thread running
+ * the site sees either the original instruction or the jump, both of
+ * which are correct at any time. patch_done (all probes recorded) may
+ * restore a listed site concurrently; a re-apply that races with it at
+ * worst leaves a jump to a trampoline whose arms go straight to the
+ * destinations, which the next switch-off removes for good.
+ */
+
+#define SW_COLD 0 /* not listed: the rewriter's patch is in place */
+#define SW_ON   1 /* listed, patched */
+#define SW_OFF  2 /* listed, original bytes */
+#define SW_BUSY 3 /* being changed */
+#define SW_DEAD 4 /* listed, original bytes, never again (all probes recorded) */
+
+struct sw_entry {
+	uint64_t addr;    /* run-time address of the first patched byte */
+	uint32_t idx;     /* patch index */
+	uint8_t len;
+	uint8_t ready;    /* set last: the entry is complete */
+	uint8_t pad[2];
+	uint8_t code[16]; /* the patched bytes */
+};
+
+struct sw_mod {
+	uint64_t map_size;
+	uint32_t n, cap;        /* entries used (may briefly exceed cap), capacity */
+	uint8_t *state;         /* SW_* per patch index */
+	struct sw_entry e[];
+};
+
+/* Set up a module's list (module init). 0 if the module has no switchable
+ * patch or the memory cannot be had; its sites then step over their
+ * probes while the gate is closed, as before ABI 5. */
+static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
+{
+	const struct stint_patch *pt = (const void *)(base + m->patches_vaddr);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < m->npatches; i++)
+		if ((pt[i].flags & STINT_PATCH_SWITCH) && pt[i].len && pt[i].len <= 16)
+			n++;
+	if (!n)
+		return 0;
+	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + m->npatches;
+	size = (size + 4095) & ~(uint64_t)4095;
+	long a = sys_mmap(0, size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+	if (sys_failed(a))
+		return 0;
+	struct sw_mod *s = (struct sw_mod *)a;
+	s->map_size = size;
+	s->cap = n;
+	s->state = (uint8_t *)&s->e[n];
+	return (uint64_t)a;
+}
+
+/* The value of a module's gate word 1 while the gate is closed. */
+static uint64_t sw_closed_word(struct stint_global *g, const struct gmodule *gm)
+{
+	return g->sw_on && gm->sw ? STINT_GATE_SWITCH : STINT_GATE_CLOSED;
+}
+
+/* Write a listed patch's bytes: the original (on = 0) or the patch. */
+static void sw_write(const struct stint_patch *pt, const struct sw_entry *e, int on)
+{
+	stint_restore_atomic(e->addr, on ? e->code : pt->orig, e->len);
+}
+
+/*
+ * A runtime call from probe p of a switchable site: list the site if it
+ * is not listed yet and, when closed (the gate is closed: this is word
+ * 1's STINT_GATE_SWITCH at work), restore its original bytes. Returns
+ * 1 if it restored them.
+ */
+static int sw_call(struct stint_global *g, struct stint_module *m, const struct stint_probe *p, int closed)
+{
+	uint32_t idx = p->patch, id = m->module_id;
+	if (idx >= m->npatches || id >= MAX_MODULES)
+		return 0;
+	struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&g->modules[id].sw, __ATOMIC_ACQUIRE);
+	if (!s)
+		return 0;
+	uint64_t base = m->base;
+	const struct stint_patch *pt = (const struct stint_patch *)(base + m->patches_vaddr) + idx;
+	if (!(pt->flags & STINT_PATCH_SWITCH))
+		return 0;
+	uint8_t st = __atomic_load_n(&s->state[idx], __ATOMIC_ACQUIRE);
+	if (st == SW_COLD) {
+		if (!__atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return 0;
+		uint32_t k = __atomic_fetch_add(&s->n, 1, __ATOMIC_ACQ_REL);
+		if (k >= s->cap) {
+			/* cannot happen (one entry per patch): leave it patched */
+			__atomic_store_n(&s->state[idx], SW_DEAD, __ATOMIC_RELEASE);
+			return 0;
+		}
+		struct sw_entry *e = &s->e[k];
+		e->addr = base + pt->addr;
+		e->idx = idx;
+		e->len = pt->len;
+		s_memcpy(e->code, (const void *)e->addr, pt->len);
+		/* patch_done lowers remaining before it restores: if it is 0
+		 * now, the copy may hold original bytes; never re-apply it */
+		int dead = __atomic_load_n(&((struct stint_patch *)pt)->remaining, __ATOMIC_ACQUIRE) == 0;
+		__atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
+		if (dead || closed)
+			sw_write(pt, e, 0);
+		__atomic_store_n(&s->state[idx], dead ? SW_DEAD : closed ? SW_OFF : SW_ON, __ATOMIC_RELEASE);
+		return dead || closed;
+	}
+	if (st == SW_ON && closed &&
+	    __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		stint_restore_atomic(base + pt->addr, pt->orig, pt->len);
+		__atomic_store_n(&s->state[idx], SW_OFF, __ATOMIC_RELEASE);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Switch every listed site of every module on (re-apply the patch where
+ * a probe still has something to record) or off (original bytes).
+ * Returns the number of sites changed. The period thread's work.
+ */
+static uint64_t sw_batch(struct stint_global *g, int on)
+{
+	uint64_t changed = 0;
+	uint32_t nm = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
+	if (nm > MAX_MODULES)
+		nm = MAX_MODULES;
+	for (uint32_t i = 0; i < nm; i++) {
+		struct gmodule *gm = &g->modules[i];
+		struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&gm->sw, __ATOMIC_ACQUIRE);
+		if (!s || !gm->smod)
+			continue;
+		const struct stint_module *m = (const struct stint_module *)gm->smod;
+		const struct stint_patch *pts = (const void *)(m->base + m->patches_vaddr);
+		uint32_t n = __atomic_load_n(&s->n, __ATOMIC_ACQUIRE);
+		if (n > s->cap)
+			n = s->cap;
+		for (uint32_t k = 0; k < n; k++) {
+			struct sw_entry *e = &s->e[k];
+			if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE))
+				continue;
+			uint8_t *sp = &s->state[e->idx];
+			uint8_t from = on ? SW_OFF : SW_ON;
+			uint8_t st = __atomic_load_n(sp, __ATOMIC_ACQUIRE);
+			if (st != from)
+				continue;
+			const struct stint_patch *pt = &pts[e->idx];
+			if (on && __atomic_load_n(&pt->remaining, __ATOMIC_ACQUIRE) == 0) {
+				__atomic_compare_exchange_n(sp, &st, SW_DEAD, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+				continue;
+			}
+			if (!__atomic_compare_exchange_n(sp, &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				continue;
+			sw_write(pt, e, on);
+			__atomic_store_n(sp, on ? SW_ON : SW_OFF, __ATOMIC_RELEASE);
+			changed++;
+		}
+	}
+	return changed;
+}
