@@ -256,7 +256,9 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	}
 }
 
-/* Open or close the gate of every rewritten module. */
+/* Open or close the gate of every rewritten module. While the gate is
+ * closed, gate word 1 (the off-switch's sites) reads STINT_GATE_SWITCH:
+ * a site that runs then switches itself off (switch.c). */
 static void gates_set(struct stint_global *g, uint64_t v)
 {
 	uint32_t n = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
@@ -279,12 +281,40 @@ static void gates_set(struct stint_global *g, uint64_t v)
 #define S_FUTEX_WAIT_BITSET_PRIVATE 137  /* FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG: absolute CLOCK_MONOTONIC */
 
 /* Ask the period thread to switch the listed sites off (the gate closed). */
-static void sw_request(struct stint_global *g)
+#define SW_REQ_OFF   1 /* the gate closed: switch the listed sites off */
+#define SW_REQ_REARM 2 /* new code ran after the window: switch open-ended sites back on */
+
+static void sw_request(struct stint_global *g, uint32_t what)
 {
 	if (!g->sw_on || !g->period_thread)
 		return;
-	__atomic_store_n(&g->sw_req, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_or(&g->sw_req, what, __ATOMIC_ACQ_REL);
 	sys_call3(SYS_futex, (long)&g->sw_req, S_FUTEX_WAKE_PRIVATE, 1);
+}
+
+/*
+ * After a recording call from a switchable site (open gate): list the
+ * site; after the window, switch it off again (it has recorded what it
+ * came for). A new event after the window means code not seen before is
+ * running, which is when a ret or an indirect branch meets new
+ * destinations (a new caller, a new case): the first one in a period
+ * asks the period thread to switch the open-ended sites back on until
+ * the next window closes (the rearm), and meanwhile open-ended sites
+ * stay on after recording. An open-ended site that keeps calling without
+ * recording (SW_MISS_MAX, switch.c) is switched off for the period.
+ */
+static void sw_after_record(struct stint_global *g, struct stint_module *m, const struct stint_probe *p, int recorded)
+{
+	int over = __atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE);
+	int open = !(p->flags & STINT_PF_DIRECT);
+	int rearmed = __atomic_load_n(&g->sw_rearmed, __ATOMIC_ACQUIRE);
+	int saturated = open && sw_missed(g, m, p, recorded);
+	if (sw_call(g, m, p, saturated || (over && !(open && rearmed)), 0))
+		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED);
+	uint32_t z = 0;
+	if (over && recorded && !rearmed &&
+	    __atomic_compare_exchange_n(&g->sw_rearmed, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		sw_request(g, SW_REQ_REARM);
 }
 
 /*
@@ -296,10 +326,17 @@ static void sw_request(struct stint_global *g)
 static void sw_closed_call(struct stint_global *g, struct stint_module *m, const struct stint_probe *p)
 {
 	uint64_t t0 = rdtsc();
-	int off = sw_call(g, m, p, 1);
+	int off = sw_call(g, m, p, 1, 1);
 	__atomic_fetch_add(&g->sw_tsc, rdtsc() - t0 + g->call_overhead_tsc, __ATOMIC_RELAXED);
 	if (off)
 		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED);
+}
+
+/* Fold a batch's cost per site into the moving average. */
+static void sw_site_cost(struct stint_global *g, uint64_t d, uint64_t n)
+{
+	if (n >= 16)
+		g->sw_site_tsc = (7 * g->sw_site_tsc + d / n) / 8;
 }
 
 /* Set gate word 1 of every module that has switchable sites. */
@@ -316,14 +353,35 @@ static void gates_word1(struct stint_global *g, uint64_t v)
 	}
 }
 
-/* The period thread: switch every listed site off, timed. */
-static void sw_all_off(struct stint_global *g)
+/* The period thread: switch every listed site off (at the window's end
+ * not the fresh ones: see sw_call), timed. */
+static void sw_all_off(struct stint_global *g, int window)
 {
 	uint64_t t0 = rdtsc();
-	uint64_t n = sw_batch(g, 0);
-	__atomic_fetch_add(&g->sw_tsc, rdtsc() - t0, __ATOMIC_RELAXED);
+	uint64_t n = sw_batch(g, 0, 0, window);
+	uint64_t d = rdtsc() - t0;
+	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&g->sw_offs, n, __ATOMIC_RELAXED);
+	sw_count_on(g, -(int64_t)n);
+	sw_site_cost(g, d, n);
 	g->sw_is_on = 0;
+}
+
+/* The period thread: switch the open-ended listed sites back on (the
+ * rearm, see sw_after_record), timed: charged to the budget as it runs. */
+static void sw_rearm(struct stint_global *g)
+{
+	uint64_t t0 = rdtsc();
+	uint64_t n = sw_batch(g, 1, 1, 0);
+	uint64_t d = rdtsc() - t0;
+	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g->sw_charged_tsc, d, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g->used_tsc, d, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g->sw_ons, n, __ATOMIC_RELAXED);
+	sw_count_on(g, (int64_t)n);
+	sw_site_cost(g, d, n);
+	if (n)
+		g->sw_is_on = 1;
 }
 
 /*
@@ -350,12 +408,15 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 	uint64_t used = __atomic_add_fetch(&g->used_tsc, d + g->call_overhead_tsc, __ATOMIC_RELAXED);
 	if (!recorded)
 		__atomic_fetch_add(&g->suppressed, 1, __ATOMIC_RELAXED);
+	/* keep what switching the listed sites off will cost */
+	if (g->sw_is_on)
+		used += __atomic_load_n(&g->sw_listed_on, __ATOMIC_RELAXED) * g->sw_site_tsc;
 	if (used >= __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED)) {
 		uint32_t z = 0;
 		if (__atomic_compare_exchange_n(&g->gate_closed, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			g->closed_at_tsc = t1;
 			gates_set(g, STINT_GATE_CLOSED);
-			sw_request(g);
+			sw_request(g, SW_REQ_OFF);
 		}
 	}
 }
@@ -527,25 +588,25 @@ static void qos_next(struct stint_global *g, uint64_t now_mono)
  * Switching costs are instrumentation time: each period's used time
  * (the KindPeriod row) is what its probes were charged plus what
  * switching cost in it (sw_tsc). Switching on is done before the budget
- * starts to run, so its cost comes out of the budget at once; the cost
- * of switching off comes after the budget is spent, so the last
- * period's is set aside (sw_reserve_tsc) and the gate closes that much
- * earlier. When both would take more than half the budget the sites
- * stay off for the period: the budget goes to probes that are still
- * patched.
+ * starts to run, so its cost comes out of the budget at once; switching
+ * off comes after the budget is spent, so budget_charge closes the gate
+ * early by what switching the sites now on would cost (their number
+ * times the measured cost per site). When switching the listed sites
+ * on and off would take more than half the budget they stay off for the
+ * period: the budget goes to probes that are still patched.
  */
 static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint64_t now_tsc, int last)
 {
-	g->sw_reserve_tsc = 0;
+	g->sw_charged_tsc = 0;
 	if (!g->budget_ns) {
 		g->closed_at_tsc = now_tsc;
 		__atomic_store_n(&g->gate_closed, 1, __ATOMIC_RELEASE);
-		if (!was_closed)
-			gates_set(g, STINT_GATE_CLOSED);
+		gates_set(g, STINT_GATE_CLOSED);
 		if (g->sw_on && g->sw_is_on && !last)
-			sw_all_off(g);
+			sw_all_off(g, 0);
 		return;
 	}
+	__atomic_store_n(&g->sw_rearmed, 0, __ATOMIC_RELEASE);
 	if (g->sw_on && !last && __atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&g->sw_window_over, 0, __ATOMIC_RELEASE);
 		if (!was_closed)
@@ -558,17 +619,18 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	if (!g->sw_on || last)
 		return;
 	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
-	if (g->sw_on_tsc + g->sw_off_est_tsc > budget / 2)
+	if (2 * __atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED) * g->sw_site_tsc > budget / 2)
 		return;
 	uint64_t t0 = rdtsc();
-	uint64_t n = sw_batch(g, 1);
+	uint64_t n = sw_batch(g, 1, 0, 0);
 	uint64_t d = rdtsc() - t0;
 	g->sw_is_on = 1;
-	g->sw_on_tsc = d;
+	sw_count_on(g, (int64_t)n);
+	sw_site_cost(g, d, n);
 	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&g->sw_ons, n, __ATOMIC_RELAXED);
-	g->sw_reserve_tsc = d + g->sw_off_est_tsc;
-	__atomic_fetch_add(&g->used_tsc, g->sw_reserve_tsc, __ATOMIC_RELAXED);
+	g->sw_charged_tsc = d;
+	__atomic_fetch_add(&g->used_tsc, d, __ATOMIC_RELAXED);
 }
 
 /* End the current period at (now_tsc, now_mono) and start the next
@@ -585,10 +647,7 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t sw = __atomic_exchange_n(&g->sw_tsc, 0, __ATOMIC_ACQ_REL);
 	uint64_t ons = __atomic_exchange_n(&g->sw_ons, 0, __ATOMIC_ACQ_REL);
 	uint64_t offs = __atomic_exchange_n(&g->sw_offs, 0, __ATOMIC_ACQ_REL);
-	/* the reserve was a placeholder for switching costs, now known */
-	used = (used > g->sw_reserve_tsc ? used - g->sw_reserve_tsc : 0) + sw;
-	if (offs && sw > g->sw_on_tsc)
-		g->sw_off_est_tsc = sw - g->sw_on_tsc;
+	used += sw > g->sw_charged_tsc ? sw - g->sw_charged_tsc : 0; /* switching not charged as it ran */
 	uint64_t suppressed = __atomic_exchange_n(&g->suppressed, 0, __ATOMIC_ACQ_REL);
 	uint64_t events = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
 	uint64_t refused = __atomic_exchange_n(&g->refused, 0, __ATOMIC_ACQ_REL);
@@ -672,7 +731,7 @@ static void window_close(struct stint_global *g)
 	__atomic_store_n(&g->sw_window_over, 1, __ATOMIC_RELEASE);
 	gates_word1(g, STINT_GATE_SWITCH);
 	if (g->sw_is_on)
-		sw_all_off(g);
+		sw_all_off(g, 1);
 }
 
 /* Wait until mono_ns, bounded by a futex wait on g->sw_req; returns 1 if
@@ -713,14 +772,17 @@ static void wait_period(struct stint_global *g, uint64_t mono_ns)
 			return;
 		if (!lock_bounded(&g->period_lock))
 			continue;
-		__atomic_store_n(&g->sw_req, 0, __ATOMIC_RELEASE);
+		uint32_t what = __atomic_exchange_n(&g->sw_req, 0, __ATOMIC_ACQ_REL);
+		int closed = __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE);
 		if (!__atomic_load_n(&g->run_ended, __ATOMIC_ACQUIRE)) {
-			if (!req && !__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
+			if (!req && !closed)
 				window_close(g);
 			else if (!req)
 				__atomic_store_n(&g->sw_window_over, 1, __ATOMIC_RELEASE);
-			else if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE) && g->sw_is_on)
-				sw_all_off(g);
+			else if (closed && g->sw_is_on)
+				sw_all_off(g, 0);
+			else if (!closed && (what & SW_REQ_REARM) && __atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE))
+				sw_rearm(g);
 		}
 		unlock(&g->period_lock);
 	}
@@ -815,6 +877,8 @@ static void periods_start(struct stint_global *g)
 	__atomic_store_n(&g->sw_ons, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->sw_offs, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->sw_req, 0, __ATOMIC_RELAXED);
+	if (!g->sw_site_tsc)
+		g->sw_site_tsc = ns_to_tsc(g, 200); /* until a batch is measured */
 	g->sw_is_on = 1; /* as the rewriter left them, or as the parent had them: switch on to be sure */
 	if (g->budget_on)
 		budget_gates_start(g, 0, g->period_tsc0, 0);

@@ -347,14 +347,18 @@ struct stint_global {
 	uint32_t ctx_warned, pad8;
 	/* the off-switch (switch.c, budget.c) */
 	uint32_t sw_on;              /* switch sites off while the budget is spent */
-	uint32_t sw_req;             /* futex: the gate closed, the period thread should switch off */
+	uint32_t sw_req;             /* futex, SW_REQ_*: work for the period thread (budget.c) */
 	uint32_t sw_is_on;           /* the last batch switched on */
 	uint32_t sw_window_over;     /* this period's window is over: calling sites switch off */
+	uint32_t sw_rearmed;         /* new code ran after the window: open-ended sites are back on */
+	uint32_t pad10;
 	uint64_t sw_window_ns;       /* how long listed sites stay on per period (0: the budget) */
 	uint64_t sw_tsc;             /* switching cost this period (batches and closed calls) */
-	uint64_t sw_reserve_tsc;     /* set aside in used_tsc at the period's start */
-	uint64_t sw_on_tsc;          /* the last switch-on's cost */
-	uint64_t sw_off_est_tsc;     /* what switching off cost in the last period that did */
+	uint64_t sw_charged_tsc;     /* the part of sw_tsc already in used_tsc (switching on) */
+	uint64_t sw_site_tsc;        /* what switching one site costs (moving average) */
+	uint64_t sw_listed;          /* sites listed (switch.c), all modules */
+	uint64_t sw_listed_on;       /* listed sites now switched on (about: for the reserve) */
+
 	uint64_t sw_ons, sw_offs;    /* sites switched on / off this period */
 	uint64_t charge_cap_tsc;     /* most a call that did not grow the file is charged (budget.c) */
 	uint64_t capped;             /* calls charged the cap instead of their measured time */
@@ -1715,8 +1719,8 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 		return;
 	}
 	int r = record_probe(g, m, p, v, rs);
-	if (g->sw_on && (rs & RS_PATCHING) && sw_call(g, m, p, __atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE)))
-		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED); /* recorded, then off: the window is over */
+	if (g->sw_on && (rs & RS_PATCHING))
+		sw_after_record(g, m, p, r);
 	budget_charge(g, t0, r, __atomic_load_n(&g->file_len, __ATOMIC_RELAXED) != len0);
 }
 

@@ -41,7 +41,8 @@ struct sw_entry {
 	uint32_t idx;     /* patch index */
 	uint8_t len;
 	uint8_t ready;    /* set last: the entry is complete */
-	uint8_t pad[2];
+	uint8_t open;     /* an open-ended site (ret, indirect, syscall): any run may bring a new outcome */
+	uint8_t pad;
 	uint8_t code[16]; /* the patched bytes */
 };
 
@@ -49,8 +50,16 @@ struct sw_mod {
 	uint64_t map_size;
 	uint32_t n, cap;        /* entries used (may briefly exceed cap), capacity */
 	uint8_t *state;         /* SW_* per patch index */
+	uint8_t *misses;        /* per patch index: calls this period that recorded nothing */
+	uint8_t *fresh;         /* per patch index: listed while the gate was closed, not called since with it open */
 	struct sw_entry e[];
 };
+
+/* An open-ended site (ret, indirect branch) whose calls recorded nothing
+ * this many times in a period is switched off for the rest of it: its
+ * destinations outnumber the trampoline's inline cache, and every miss
+ * costs a runtime call (sqlite's VDBE dispatch made 200k a period). */
+#define SW_MISS_MAX 64
 
 /* Set up a module's list (module init). 0 if the module has no switchable
  * patch or the memory cannot be had; its sites then step over their
@@ -64,7 +73,7 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 			n++;
 	if (!n)
 		return 0;
-	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + m->npatches;
+	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + 3 * (uint64_t)m->npatches;
 	size = (size + 4095) & ~(uint64_t)4095;
 	long a = sys_mmap(0, size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 	if (sys_failed(a))
@@ -73,13 +82,39 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 	s->map_size = size;
 	s->cap = n;
 	s->state = (uint8_t *)&s->e[n];
+	s->misses = s->state + m->npatches;
+	s->fresh = s->misses + m->npatches;
+	/* The first store to a text page copies it (a private file mapping):
+	 * a few us each, which would land in whichever period first
+	 * switches a site there. Take the copies now, at start-up, with a
+	 * locked or of 0 (the code does not change). */
+	uint64_t last = ~0ULL;
+	for (uint32_t i = 0; i < m->npatches; i++) {
+		if (!(pt[i].flags & STINT_PATCH_SWITCH))
+			continue;
+		uint64_t pg = (base + pt[i].addr) & ~(uint64_t)4095;
+		if (pg == last)
+			continue;
+		last = pg;
+		__atomic_fetch_or((uint8_t *)(base + pt[i].addr), 0, __ATOMIC_RELAXED);
+	}
 	return (uint64_t)a;
 }
 
-/* The value of a module's gate word 1 while the gate is closed. */
+/* The value of a module's gate word 1 while the gate is closed (see
+ * gates_set in budget.c). */
 static uint64_t sw_closed_word(struct stint_global *g, const struct gmodule *gm)
 {
 	return g->sw_on && gm->sw ? STINT_GATE_SWITCH : STINT_GATE_CLOSED;
+}
+
+/* Adjust the count of listed sites switched on (never below 0). */
+static void sw_count_on(struct stint_global *g, int64_t d)
+{
+	uint64_t o = __atomic_load_n(&g->sw_listed_on, __ATOMIC_RELAXED), n;
+	do
+		n = d < 0 && o < (uint64_t)-d ? 0 : o + (uint64_t)d;
+	while (!__atomic_compare_exchange_n(&g->sw_listed_on, &o, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
 /* Write a listed patch's bytes: the original (on = 0) or the patch. */
@@ -90,11 +125,14 @@ static void sw_write(const struct stint_patch *pt, const struct sw_entry *e, int
 
 /*
  * A runtime call from probe p of a switchable site: list the site if it
- * is not listed yet and, when closed (the gate is closed: this is word
- * 1's STINT_GATE_SWITCH at work), restore its original bytes. Returns
- * 1 if it restored them.
+ * is not listed yet and, when closed, restore its original bytes.
+ * closed_gate: the call came while the gate was closed (word 1's
+ * STINT_GATE_SWITCH at work): the site is then listed as fresh, which
+ * keeps it on after the window until it has been called with the gate
+ * open, so that its first execution while probes are on is recorded as
+ * if it had never been switched. Returns 1 if it restored the bytes.
  */
-static int sw_call(struct stint_global *g, struct stint_module *m, const struct stint_probe *p, int closed)
+static int sw_call(struct stint_global *g, struct stint_module *m, const struct stint_probe *p, int closed, int closed_gate)
 {
 	uint32_t idx = p->patch, id = m->module_id;
 	if (idx >= m->npatches || id >= MAX_MODULES)
@@ -106,6 +144,8 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 	const struct stint_patch *pt = (const struct stint_patch *)(base + m->patches_vaddr) + idx;
 	if (!(pt->flags & STINT_PATCH_SWITCH))
 		return 0;
+	if (!closed_gate && s->fresh[idx])
+		s->fresh[idx] = 0; /* called with the gate open: an ordinary listed site now */
 	uint8_t st = __atomic_load_n(&s->state[idx], __ATOMIC_ACQUIRE);
 	if (st == SW_COLD) {
 		if (!__atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -120,6 +160,9 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 		e->addr = base + pt->addr;
 		e->idx = idx;
 		e->len = pt->len;
+		e->open = !(p->flags & STINT_PF_DIRECT);
+		if (closed_gate)
+			s->fresh[idx] = 1;
 		s_memcpy(e->code, (const void *)e->addr, pt->len);
 		/* patch_done lowers remaining before it restores: if it is 0
 		 * now, the copy may hold original bytes; never re-apply it */
@@ -128,23 +171,55 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 		if (dead || closed)
 			sw_write(pt, e, 0);
 		__atomic_store_n(&s->state[idx], dead ? SW_DEAD : closed ? SW_OFF : SW_ON, __ATOMIC_RELEASE);
+		__atomic_fetch_add(&g->sw_listed, 1, __ATOMIC_RELAXED);
+		if (!dead && !closed) {
+			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
+		}
 		return dead || closed;
 	}
 	if (st == SW_ON && closed &&
 	    __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		stint_restore_atomic(base + pt->addr, pt->orig, pt->len);
 		__atomic_store_n(&s->state[idx], SW_OFF, __ATOMIC_RELEASE);
+		sw_count_on(g, -1);
 		return 1;
 	}
 	return 0;
 }
 
 /*
+ * A call from open-ended probe p recorded nothing (recorded = 0) or a new
+ * destination: returns 1 when the site has missed SW_MISS_MAX times this
+ * period and should be switched off.
+ */
+static int sw_missed(struct stint_global *g, struct stint_module *m, const struct stint_probe *p, int recorded)
+{
+	uint32_t idx = p->patch, id = m->module_id;
+	if (idx >= m->npatches || id >= MAX_MODULES)
+		return 0;
+	struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&g->modules[id].sw, __ATOMIC_ACQUIRE);
+	if (!s)
+		return 0;
+	uint8_t *c = &s->misses[idx];
+	if (recorded) {
+		*c = 0;
+		return 0;
+	}
+	uint8_t v = *c; /* racy counts are fine: a heuristic */
+	if (v < 255)
+		*c = ++v;
+	return v >= SW_MISS_MAX;
+}
+
+/*
  * Switch every listed site of every module on (re-apply the patch where
- * a probe still has something to record) or off (original bytes).
+ * a probe still has something to record) or off (original bytes); with
+ * open_only, only open-ended sites (rets, indirect branches, syscalls);
+ * with keep_fresh, not the fresh ones (see sw_call).
  * Returns the number of sites changed. The period thread's work.
  */
-static uint64_t sw_batch(struct stint_global *g, int on)
+static uint64_t sw_batch(struct stint_global *g, int on, int open_only, int keep_fresh)
 {
 	uint64_t changed = 0;
 	uint32_t nm = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
@@ -162,7 +237,8 @@ static uint64_t sw_batch(struct stint_global *g, int on)
 			n = s->cap;
 		for (uint32_t k = 0; k < n; k++) {
 			struct sw_entry *e = &s->e[k];
-			if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE))
+			if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) || (open_only && !e->open) ||
+			    (keep_fresh && s->fresh[e->idx]))
 				continue;
 			uint8_t *sp = &s->state[e->idx];
 			uint8_t from = on ? SW_OFF : SW_ON;
@@ -177,6 +253,8 @@ static uint64_t sw_batch(struct stint_global *g, int on)
 			if (!__atomic_compare_exchange_n(sp, &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				continue;
 			sw_write(pt, e, on);
+			if (on)
+				s->misses[e->idx] = 0;
 			__atomic_store_n(sp, on ? SW_ON : SW_OFF, __ATOMIC_RELEASE);
 			changed++;
 		}
