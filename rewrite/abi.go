@@ -42,6 +42,7 @@ const (
 	patchRestorable = runtime.PatchRestorable
 	patchAtStart    = runtime.PatchAtStart
 	patchSwitch     = runtime.PatchSwitch
+	patchSync       = runtime.PatchSync
 	gateWord1       = runtime.GateWord1
 	chunkReserved   = runtime.ChunkReserved
 	noPatch         = runtime.NoPatch

@@ -533,6 +533,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		nprobes    int
 		restorable bool
 		switchable bool
+		sync       bool // switchable with the jmp-to-self + membarrier sequence
 	}
 	modified := make([]*patchRec, len(c.insts))
 	var patchOrder []int
@@ -585,8 +586,15 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		// aligned 8- or 16-byte word: a load base is page aligned, so
 		// the alignment holds at run time too). Not in --every or
 		// context mode, whose probes must always fire.
-		pr.switchable = pr.restorable && pr.nprobes > 0 && !rw.opts.Every && !rw.opts.Context &&
-			oneWord(pr.lo, pr.hi-pr.lo)
+		// A patch that straddles a word is switched with the
+		// jmp-to-self + membarrier sequence (STINT_PATCH_SYNC): it must
+		// start at its instruction's first byte (threads wait there),
+		// and its first two bytes must fit one aligned 16-byte word.
+		pr.switchable = pr.restorable && pr.nprobes > 0 && !rw.opts.Every && !rw.opts.Context
+		if pr.switchable && !oneWord(pr.lo, pr.hi-pr.lo) {
+			pr.sync = pr.lo == c.insts[i].Addr && pr.hi-pr.lo >= 3 && pr.lo&15 != 15
+			pr.switchable = pr.sync
+		}
 		if pr.switchable {
 			st.Switchable++
 		}
@@ -848,6 +856,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		}
 		if pr.switchable {
 			b[9] |= patchSwitch
+		}
+		if pr.sync {
+			b[9] |= patchSync
 		}
 		le.PutUint16(b[10:], uint16(pr.nprobes))
 		le.PutUint32(b[12:], uint32(pr.nprobes))

@@ -69,6 +69,10 @@ const PatchAtStart uint8 = 0x2
 // patch at any time; its trampoline reads gate word 1.
 const PatchSwitch uint8 = 0x4
 
+// PatchSync is STINT_PATCH_SYNC: with PatchSwitch, the patch straddles a
+// word and is switched with the jmp-to-self + membarrier sequence.
+const PatchSync uint8 = 0x8
+
 // Gate words (the gate page): word 0 at offset 0, word 1 at GateWord1.
 const (
 	GateOpen   = 0

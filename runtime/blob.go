@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "a0beb72dff24c139a888b8186957ee7bbb730899b98876dc2fe6df5a6a468f09"
+const BlobSHA256 = "210cf872ae6851fd1cd05b74d29c6a3be5fa3bee8707728b2b77509472a41cd0"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

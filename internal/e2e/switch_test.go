@@ -24,6 +24,7 @@ import (
 type switchSite struct {
 	addr          uint64
 	orig, patched []byte
+	sync          bool // switched with threads parked on "jmp ." (STINT_PATCH_SYNC)
 }
 
 // switchSites lists the STINT_PATCH_SWITCH patches of a rewritten file,
@@ -48,8 +49,9 @@ func switchSites(t *testing.T, path string) []switchSite {
 			t.Errorf("patch %#x: flags %#x, %d probes, %d bytes: not a switchable patch", p.Addr, p.Flags, p.NProbes, p.Len)
 			continue
 		}
-		if w8, w16 := p.Addr&^7, p.Addr&^15; p.Addr+uint64(p.Len) > w8+8 && p.Addr+uint64(p.Len) > w16+16 {
-			t.Errorf("patch %#x+%d: switchable but no single store can write it", p.Addr, p.Len)
+		oneStore := p.Addr+uint64(p.Len) <= p.Addr&^7+8 || p.Addr+uint64(p.Len) <= p.Addr&^15+16
+		if sync := p.Flags&runtime.PatchSync != 0; sync == oneStore || sync && (p.Len < 3 || p.Addr&15 == 15 || p.Flags&runtime.PatchAtStart == 0) {
+			t.Errorf("patch %#x+%d (flags %#x): the flags do not fit how it can be written", p.Addr, p.Len, p.Flags)
 		}
 		b := make([]byte, p.Len)
 		found := false
@@ -64,7 +66,7 @@ func switchSites(t *testing.T, path string) []switchSite {
 		if !found || bytes.Equal(b, p.Orig[:p.Len]) {
 			t.Fatalf("patch %#x: patched bytes not in the file", p.Addr)
 		}
-		sites = append(sites, switchSite{p.Addr, append([]byte(nil), p.Orig[:p.Len]...), b})
+		sites = append(sites, switchSite{p.Addr, append([]byte(nil), p.Orig[:p.Len]...), b, p.Flags&runtime.PatchSync != 0})
 	}
 	return sites
 }
@@ -162,6 +164,9 @@ func TestOffSwitch(t *testing.T) {
 					seenOrig[i] = true
 				case bytes.Equal(buf[:n], s.patched):
 					reapplied[i] = reapplied[i] || seenOrig[i]
+				case s.sync && buf[0] == 0xeb && buf[1] == 0xfe:
+					// mid-switch: threads wait on "jmp ." while the
+					// rest of the instruction is written
 				default:
 					t.Errorf("site %#x: bytes % x are neither the original % x nor the patch % x", s.addr, buf[:n], s.orig, s.patched)
 				}
@@ -201,6 +206,44 @@ func TestOffSwitch(t *testing.T) {
 		}
 		if ons == 0 || offs == 0 {
 			t.Errorf("over %d periods: %d sites switched on, %d off; want both", len(ps), ons, offs)
+		}
+	})
+
+	// Four threads run the code the off-switch rewrites, every 2 ms,
+	// including sites it can only switch with threads parked on
+	// "jmp ." (STINT_PATCH_SYNC): every run must print what native does.
+	t.Run("threads", func(t *testing.T) {
+		nSync := 0
+		for _, s := range sites {
+			if s.sync {
+				nSync++
+			}
+		}
+		if nSync == 0 {
+			t.Fatal("the fixture has no STINT_PATCH_SYNC site: this test would not exercise them")
+		}
+		targs := []string{"800", "threads"}
+		want, _, _, err := fixtures.Run(bin, targs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mtDir := t.TempDir()
+		mt, _ := rewritten(t, bin, mtDir, rewrite.Options{Budget: "20%", Period: "2ms", Window: "50%"})
+		var ons uint64
+		for i := 0; i < 8; i++ {
+			traces := filepath.Join(mtDir, fmt.Sprint("traces", i))
+			rOut, rErr, code, err := fixtures.Run(mt, targs, traceEnv(traces))
+			if err != nil || code != 0 || !bytes.Equal(rOut, want) {
+				t.Fatalf("run %d: exit %d, %v, stderr %q, stdout %q, want %q", i, code, err, rErr, rOut, want)
+			}
+			for _, tr := range readTraces(t, traces) {
+				for _, p := range formats.Periods(tr.Events) {
+					ons += p.SwitchedOn
+				}
+			}
+		}
+		if ons == 0 {
+			t.Errorf("no site was switched on in 8 runs: the threads ran no switching")
 		}
 	})
 

@@ -77,8 +77,11 @@
 #define STINT_PATCH_RESTORABLE 0x1 /* no other patch reads this patch's modified bytes */
 #define STINT_PATCH_AT_START   0x2 /* addr is the patched instruction's first byte: the runtime may park threads there ("jmp .") while it restores bytes no single store covers */
 #define STINT_PATCH_SWITCH     0x4 /* the off-switch may restore and re-apply this patch at any time (ABI 5):
-                                    * restorable, one site's own bytes, within one aligned 8- or 16-byte word;
-                                    * its trampoline's gate checks read gate word 1 (see the gate page) */
+                                    * restorable, one site's own bytes, within one aligned 8- or 16-byte word
+                                    * (or see STINT_PATCH_SYNC); its trampoline's gate checks read gate word 1 */
+#define STINT_PATCH_SYNC       0x8 /* with STINT_PATCH_SWITCH: the bytes straddle a word, so the runtime switches
+                                    * the patch with the jmp-to-self + membarrier(SYNC_CORE) sequence, in batches
+                                    * (AT_START, at least 3 bytes, its first two in one aligned 16-byte word) */
 
 /* struct stint_chunk.flags */
 #define STINT_CHUNK_RESERVED 0x1 /* lies inside a PROT_NONE PT_LOAD the loader reserved: map with MAP_FIXED */

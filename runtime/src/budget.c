@@ -288,8 +288,8 @@ static void sw_request(struct stint_global *g, uint32_t what)
 {
 	if (!g->sw_on || !g->period_thread)
 		return;
-	__atomic_fetch_or(&g->sw_req, what, __ATOMIC_ACQ_REL);
-	sys_call3(SYS_futex, (long)&g->sw_req, S_FUTEX_WAKE_PRIVATE, 1);
+	if (!(__atomic_fetch_or(&g->sw_req, what, __ATOMIC_ACQ_REL) & what))
+		sys_call3(SYS_futex, (long)&g->sw_req, S_FUTEX_WAKE_PRIVATE, 1);
 }
 
 /*
@@ -358,7 +358,7 @@ static void gates_word1(struct stint_global *g, uint64_t v)
 static void sw_all_off(struct stint_global *g, int window)
 {
 	uint64_t t0 = rdtsc();
-	uint64_t n = sw_batch(g, 0, 0, window);
+	uint64_t n = sw_batch(g, 0, window ? SWB_KEEP_FRESH : 0);
 	uint64_t d = rdtsc() - t0;
 	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&g->sw_offs, n, __ATOMIC_RELAXED);
@@ -367,12 +367,22 @@ static void sw_all_off(struct stint_global *g, int window)
 	g->sw_is_on = 0;
 }
 
+/* The period thread: switch off the sites waiting in SW_PEND (switch.c). */
+static void sw_sync_pending(struct stint_global *g)
+{
+	uint64_t t0 = rdtsc();
+	uint64_t n = sw_batch(g, 0, SWB_PEND_ONLY);
+	__atomic_fetch_add(&g->sw_tsc, rdtsc() - t0, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g->sw_offs, n, __ATOMIC_RELAXED);
+	sw_count_on(g, -(int64_t)n);
+}
+
 /* The period thread: switch the open-ended listed sites back on (the
  * rearm, see sw_after_record), timed: charged to the budget as it runs. */
 static void sw_rearm(struct stint_global *g)
 {
 	uint64_t t0 = rdtsc();
-	uint64_t n = sw_batch(g, 1, 1, 0);
+	uint64_t n = sw_batch(g, 1, SWB_OPEN_ONLY);
 	uint64_t d = rdtsc() - t0;
 	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&g->sw_charged_tsc, d, __ATOMIC_RELAXED);
@@ -622,7 +632,7 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	if (2 * __atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED) * g->sw_site_tsc > budget / 2)
 		return;
 	uint64_t t0 = rdtsc();
-	uint64_t n = sw_batch(g, 1, 0, 0);
+	uint64_t n = sw_batch(g, 1, 0);
 	uint64_t d = rdtsc() - t0;
 	g->sw_is_on = 1;
 	sw_count_on(g, (int64_t)n);
@@ -775,6 +785,8 @@ static void wait_period(struct stint_global *g, uint64_t mono_ns)
 		uint32_t what = __atomic_exchange_n(&g->sw_req, 0, __ATOMIC_ACQ_REL);
 		int closed = __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE);
 		if (!__atomic_load_n(&g->run_ended, __ATOMIC_ACQUIRE)) {
+			if (what & SW_REQ_SYNC)
+				sw_sync_pending(g);
 			if (!req && !closed)
 				window_close(g);
 			else if (!req)

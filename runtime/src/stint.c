@@ -1535,6 +1535,8 @@ static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *or
 	return ok;
 }
 
+static int sw_owns(struct stint_module *m, uint32_t idx);
+
 static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 {
 	if (idx == STINT_NO_PATCH || idx >= m->npatches)
@@ -1542,6 +1544,8 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 	struct stint_patch *pt = (struct stint_patch *)(base + m->patches_vaddr) + idx;
 	if (__atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
+	if ((pt->flags & STINT_PATCH_SYNC) && sw_owns(m, idx))
+		return; /* the off-switch restores it (switch.c) */
 	if (pt->flags & STINT_PATCH_RESTORABLE) {
 		if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len) && (pt->flags & STINT_PATCH_AT_START))
 			restore_sync(G(), base + pt->addr, pt->orig, pt->len);

@@ -35,6 +35,7 @@
 #define SW_OFF  2 /* listed, original bytes */
 #define SW_BUSY 3 /* being changed */
 #define SW_DEAD 4 /* listed, original bytes, never again (all probes recorded) */
+#define SW_PEND 5 /* listed, patched, to be switched off by the period thread (STINT_PATCH_SYNC) */
 
 struct sw_entry {
 	uint64_t addr;    /* run-time address of the first patched byte */
@@ -42,7 +43,7 @@ struct sw_entry {
 	uint8_t len;
 	uint8_t ready;    /* set last: the entry is complete */
 	uint8_t open;     /* an open-ended site (ret, indirect, syscall): any run may bring a new outcome */
-	uint8_t pad;
+	uint8_t sync;     /* STINT_PATCH_SYNC: switched in batches with threads parked (sw_batch) */
 	uint8_t code[16]; /* the patched bytes */
 };
 
@@ -102,11 +103,16 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 }
 
 /* The value of a module's gate word 1 while the gate is closed (see
- * gates_set in budget.c). */
+ * gates_set in budget.c). Without membarrier(SYNC_CORE) the sites that
+ * need it could not be switched off when they call, and would call on
+ * every execution: then closed means closed for all. */
 static uint64_t sw_closed_word(struct stint_global *g, const struct gmodule *gm)
 {
-	return g->sw_on && gm->sw ? STINT_GATE_SWITCH : STINT_GATE_CLOSED;
+	return g->sw_on && gm->sw && g->sync_core ? STINT_GATE_SWITCH : STINT_GATE_CLOSED;
 }
+
+static void sw_request(struct stint_global *g, uint32_t what);
+#define SW_REQ_SYNC 4 /* sites wait in SW_PEND: switch them off (budget.c) */
 
 /* Adjust the count of listed sites switched on (never below 0). */
 static void sw_count_on(struct stint_global *g, int64_t d)
@@ -161,6 +167,7 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 		e->idx = idx;
 		e->len = pt->len;
 		e->open = !(p->flags & STINT_PF_DIRECT);
+		e->sync = (pt->flags & STINT_PATCH_SYNC) != 0;
 		if (closed_gate)
 			s->fresh[idx] = 1;
 		s_memcpy(e->code, (const void *)e->addr, pt->len);
@@ -168,6 +175,20 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 		 * now, the copy may hold original bytes; never re-apply it */
 		int dead = __atomic_load_n(&((struct stint_patch *)pt)->remaining, __ATOMIC_ACQUIRE) == 0;
 		__atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
+		if (dead && e->sync) {
+			/* patch_done restored it (or cannot, and it stays patched) */
+			__atomic_store_n(&s->state[idx], SW_DEAD, __ATOMIC_RELEASE);
+			__atomic_fetch_add(&g->sw_listed, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+		if (closed && e->sync) {
+			/* cannot be written here: the period thread will (sw_batch) */
+			__atomic_store_n(&s->state[idx], SW_PEND, __ATOMIC_RELEASE);
+			__atomic_fetch_add(&g->sw_listed, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
+			sw_request(g, SW_REQ_SYNC);
+			return 0;
+		}
 		if (dead || closed)
 			sw_write(pt, e, 0);
 		__atomic_store_n(&s->state[idx], dead ? SW_DEAD : closed ? SW_OFF : SW_ON, __ATOMIC_RELEASE);
@@ -177,6 +198,11 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 			__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
 		}
 		return dead || closed;
+	}
+	if (st == SW_ON && closed && (pt->flags & STINT_PATCH_SYNC)) {
+		if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			sw_request(g, SW_REQ_SYNC);
+		return 0;
 	}
 	if (st == SW_ON && closed &&
 	    __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
@@ -219,9 +245,63 @@ static int sw_missed(struct stint_global *g, struct stint_module *m, const struc
  * with keep_fresh, not the fresh ones (see sw_call).
  * Returns the number of sites changed. The period thread's work.
  */
-static uint64_t sw_batch(struct stint_global *g, int on, int open_only, int keep_fresh)
+#define SWB_OPEN_ONLY  1 /* only open-ended sites */
+#define SWB_KEEP_FRESH 2 /* not the fresh ones */
+#define SWB_PEND_ONLY  4 /* (off) only sites waiting in SW_PEND */
+
+/*
+ * The second half of a batch for STINT_PATCH_SYNC sites: their first two
+ * bytes are "jmp ." now (written in the first pass, so arriving threads
+ * wait there), and no single store can write the rest. Serialise every
+ * core (membarrier SYNC_CORE: no thread still runs the old bytes), write
+ * the bytes after the first two, serialise again, write the first two
+ * (releasing the waiters), serialise once more. The period thread blocks
+ * all signals, so it never waits for itself.
+ */
+static void sw_sync_finish(struct stint_global *g, int on)
 {
-	uint64_t changed = 0;
+	sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0);
+	for (int pass = 0; pass < 2; pass++) {
+		uint32_t nm = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
+		if (nm > MAX_MODULES)
+			nm = MAX_MODULES;
+		for (uint32_t i = 0; i < nm; i++) {
+			struct gmodule *gm = &g->modules[i];
+			struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&gm->sw, __ATOMIC_ACQUIRE);
+			if (!s || !gm->smod)
+				continue;
+			const struct stint_module *m = (const struct stint_module *)gm->smod;
+			const struct stint_patch *pts = (const void *)(m->base + m->patches_vaddr);
+			uint32_t n = __atomic_load_n(&s->n, __ATOMIC_ACQUIRE);
+			if (n > s->cap)
+				n = s->cap;
+			for (uint32_t k = 0; k < n; k++) {
+				struct sw_entry *e = &s->e[k];
+				if (!e->sync || __atomic_load_n(&s->state[e->idx], __ATOMIC_ACQUIRE) != SW_BUSY)
+					continue;
+				const uint8_t *to = on ? e->code : pts[e->idx].orig;
+				if (pass == 0) {
+					for (uint32_t j = 2; j < e->len; j++)
+						__atomic_store_n((uint8_t *)e->addr + j, to[j], __ATOMIC_RELEASE);
+				} else {
+					stint_restore_atomic(e->addr, to, 2);
+					if (on)
+						s->misses[e->idx] = 0;
+					__atomic_store_n(&s->state[e->idx], on ? SW_ON : SW_OFF, __ATOMIC_RELEASE);
+				}
+			}
+		}
+		sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0);
+	}
+}
+
+static uint64_t sw_batch(struct stint_global *g, int on, int flags)
+{
+	uint64_t changed = 0, nsync = 0;
+	int open_only = flags & SWB_OPEN_ONLY, keep_fresh = flags & SWB_KEEP_FRESH, pend_only = flags & SWB_PEND_ONLY;
+	static const uint8_t spin[2] = {0xeb, 0xfe};
+	uint64_t all = ~0ULL, old = 0;
+	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
 	uint32_t nm = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
 	if (nm > MAX_MODULES)
 		nm = MAX_MODULES;
@@ -241,9 +321,10 @@ static uint64_t sw_batch(struct stint_global *g, int on, int open_only, int keep
 			    (keep_fresh && s->fresh[e->idx]))
 				continue;
 			uint8_t *sp = &s->state[e->idx];
-			uint8_t from = on ? SW_OFF : SW_ON;
 			uint8_t st = __atomic_load_n(sp, __ATOMIC_ACQUIRE);
-			if (st != from)
+			if (on ? st != SW_OFF : pend_only ? st != SW_PEND : st != SW_ON && st != SW_PEND)
+				continue;
+			if (e->sync && !g->sync_core)
 				continue;
 			const struct stint_patch *pt = &pts[e->idx];
 			if (on && __atomic_load_n(&pt->remaining, __ATOMIC_ACQUIRE) == 0) {
@@ -252,12 +333,35 @@ static uint64_t sw_batch(struct stint_global *g, int on, int open_only, int keep
 			}
 			if (!__atomic_compare_exchange_n(sp, &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				continue;
+			changed++;
+			if (e->sync) {
+				/* first pass of the sequence; sw_sync_finish ends it */
+				stint_restore_atomic(e->addr, spin, 2);
+				nsync++;
+				continue;
+			}
 			sw_write(pt, e, on);
 			if (on)
 				s->misses[e->idx] = 0;
 			__atomic_store_n(sp, on ? SW_ON : SW_OFF, __ATOMIC_RELEASE);
-			changed++;
 		}
 	}
+	if (nsync)
+		sw_sync_finish(g, on);
+	if (!sys_failed(masked))
+		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
 	return changed;
+}
+
+/* Whether the off-switch owns patch idx of m now (listed): patch_done
+ * then leaves a STINT_PATCH_SYNC patch to it, since two writers of the
+ * jmp-to-self sequence at once could leave a torn instruction. */
+static int sw_owns(struct stint_module *m, uint32_t idx)
+{
+	struct stint_global *g = G();
+	uint32_t id = m->module_id;
+	if (!g->sw_on || id >= MAX_MODULES || idx >= m->npatches)
+		return 0;
+	struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&g->modules[id].sw, __ATOMIC_ACQUIRE);
+	return s && __atomic_load_n(&s->state[idx], __ATOMIC_ACQUIRE) != SW_COLD;
 }
