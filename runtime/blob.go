@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "210cf872ae6851fd1cd05b74d29c6a3be5fa3bee8707728b2b77509472a41cd0"
+const BlobSHA256 = "81a3898adca2d0cc5b4be4f1f469ad8640352328c31a6811de51ac7e8f5bc6ae"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

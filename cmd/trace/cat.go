@@ -28,9 +28,11 @@ syscall events.
 
 Flags:
   -n, --limit N       print at most N events (default: all)
-  -k, --kind K,...    print only these event kinds (repeatable): jcc-taken,
-                      jcc-not-taken, jmp, call, ret, ind-jmp, ind-call,
-                      syscall, block
+  -k, --kind K,...    print only these kinds (repeatable): the events
+                      jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp,
+                      ind-call, syscall, block, context; the runtime's rows
+                      period, period-stats, period-qos, period-switch,
+                      run-end; refused-EVENT
 
 A file cut inside a batch is printed up to the cut, then reported as an
 error (exit status 1).

@@ -36,8 +36,9 @@ Usage:
 
 Event kinds: jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp, ind-call,
 syscall, block, context (rewrite --context). The runtime's own rows:
-period, period-stats, period-qos, run-end, and refused-EVENT (an event a
-redundancy log refused); --kind accepts them all.
+period, period-stats, period-qos, period-switch (what the off-switch did),
+run-end, and refused-EVENT (an event a redundancy log refused); --kind
+accepts them all.
 
 A file whose process was killed ends in zeros and reads cleanly up to
 its last sealed batch; a file cut inside a batch (copied while being
