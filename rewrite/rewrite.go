@@ -43,6 +43,12 @@ type Options struct {
 	// until the budget is spent; "" = as long as the budget). The
 	// runtime's STINT_WINDOW overrides it. See docs/DESIGN.md §8.
 	Window string
+	// SwitchSync lets the off-switch undo patches that straddle a word
+	// too (STINT_PATCH_SYNC): the runtime's thread parks the program's
+	// threads on "jmp ." at those sites while it writes them, so a
+	// descheduled runtime thread stalls the program (90 ms seen on a
+	// loaded 2-core machine). Off by default.
+	SwitchSync bool
 	// Log and LogPolicy: the redundancy log and its policy ("exact",
 	// "hash", "bst", "merger"); STINT_LOG and STINT_LOG_POLICY override
 	// them. "" = no log.
@@ -592,7 +598,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		// and its first two bytes must fit one aligned 16-byte word.
 		pr.switchable = pr.restorable && pr.nprobes > 0 && !rw.opts.Every && !rw.opts.Context
 		if pr.switchable && !oneWord(pr.lo, pr.hi-pr.lo) {
-			pr.sync = pr.lo == c.insts[i].Addr && pr.hi-pr.lo >= 3 && pr.lo&15 != 15
+			pr.sync = rw.opts.SwitchSync && pr.lo == c.insts[i].Addr && pr.hi-pr.lo >= 3 && pr.lo&15 != 15
 			pr.switchable = pr.sync
 		}
 		if pr.switchable {

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "81a3898adca2d0cc5b4be4f1f469ad8640352328c31a6811de51ac7e8f5bc6ae"
+const BlobSHA256 = "0fdfdc21b7ffb10c69b4d4a703b02b8c706bb97bf6fa9489548895ab294e2614"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -112,6 +112,11 @@ func TestOffSwitch(t *testing.T) {
 	if len(sites) != st.Switchable {
 		t.Fatalf("%d patches flagged switchable, stats say %d", len(sites), st.Switchable)
 	}
+	for _, s := range sites {
+		if s.sync {
+			t.Fatalf("site %#x flagged STINT_PATCH_SYNC without --switch-sync", s.addr)
+		}
+	}
 
 	t.Run("switching", func(t *testing.T) {
 		traces := filepath.Join(dir, "traces")
@@ -213,8 +218,15 @@ func TestOffSwitch(t *testing.T) {
 	// including sites it can only switch with threads parked on
 	// "jmp ." (STINT_PATCH_SYNC): every run must print what native does.
 	t.Run("threads", func(t *testing.T) {
+		targs := []string{"800", "threads"}
+		want, _, _, err := fixtures.Run(bin, targs, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mtDir := t.TempDir()
+		mt, _ := rewritten(t, bin, mtDir, rewrite.Options{Budget: "20%", Period: "2ms", Window: "50%", SwitchSync: true})
 		nSync := 0
-		for _, s := range sites {
+		for _, s := range switchSites(t, mt) {
 			if s.sync {
 				nSync++
 			}
@@ -222,13 +234,6 @@ func TestOffSwitch(t *testing.T) {
 		if nSync == 0 {
 			t.Fatal("the fixture has no STINT_PATCH_SYNC site: this test would not exercise them")
 		}
-		targs := []string{"800", "threads"}
-		want, _, _, err := fixtures.Run(bin, targs, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mtDir := t.TempDir()
-		mt, _ := rewritten(t, bin, mtDir, rewrite.Options{Budget: "20%", Period: "2ms", Window: "50%"})
 		var ons uint64
 		for i := 0; i < 8; i++ {
 			traces := filepath.Join(mtDir, fmt.Sprint("traces", i))

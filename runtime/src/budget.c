@@ -319,15 +319,20 @@ static void sw_after_record(struct stint_global *g, struct stint_module *m, cons
 
 /*
  * A switchable site called while the gate is closed: switch it off now
- * (switch.c). What that costs is switching cost, counted with the rest
- * of the period's instrumentation (the period's used time) but not
- * charged against the budget as it runs: the budget is spent already.
+ * (switch.c). That is switching time, reported in this period's switch
+ * row, but it comes after the budget is spent and in amounts nobody can
+ * set aside (how many sites run for the first time after that is not
+ * known), so it is charged to the next period: its used time starts
+ * with this debt. Over periods every ns is charged; a period's
+ * overshoot is not made of work its budget could not have foreseen.
  */
 static void sw_closed_call(struct stint_global *g, struct stint_module *m, const struct stint_probe *p)
 {
 	uint64_t t0 = rdtsc();
 	int off = sw_call(g, m, p, 1, 1);
-	__atomic_fetch_add(&g->sw_tsc, rdtsc() - t0 + g->call_overhead_tsc, __ATOMIC_RELAXED);
+	uint64_t d = rdtsc() - t0 + g->call_overhead_tsc;
+	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g->sw_lazy_tsc, d, __ATOMIC_RELAXED);
 	if (off)
 		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED);
 }
@@ -608,6 +613,11 @@ static void qos_next(struct stint_global *g, uint64_t now_mono)
 static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint64_t now_tsc, int last)
 {
 	g->sw_charged_tsc = 0;
+	if (g->sw_debt_tsc && !last) {
+		/* last period's sites switching themselves off (sw_closed_call) */
+		__atomic_fetch_add(&g->used_tsc, g->sw_debt_tsc, __ATOMIC_RELAXED);
+		g->sw_debt_tsc = 0;
+	}
 	if (!g->budget_ns) {
 		g->closed_at_tsc = now_tsc;
 		__atomic_store_n(&g->gate_closed, 1, __ATOMIC_RELEASE);
@@ -657,7 +667,10 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t sw = __atomic_exchange_n(&g->sw_tsc, 0, __ATOMIC_ACQ_REL);
 	uint64_t ons = __atomic_exchange_n(&g->sw_ons, 0, __ATOMIC_ACQ_REL);
 	uint64_t offs = __atomic_exchange_n(&g->sw_offs, 0, __ATOMIC_ACQ_REL);
-	used += sw > g->sw_charged_tsc ? sw - g->sw_charged_tsc : 0; /* switching not charged as it ran */
+	uint64_t lazy = __atomic_exchange_n(&g->sw_lazy_tsc, 0, __ATOMIC_ACQ_REL);
+	/* switching not charged as it ran, except the sites' own (next period's debt) */
+	used += sw > g->sw_charged_tsc + lazy ? sw - g->sw_charged_tsc - lazy : 0;
+	g->sw_debt_tsc = lazy;
 	uint64_t suppressed = __atomic_exchange_n(&g->suppressed, 0, __ATOMIC_ACQ_REL);
 	uint64_t events = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
 	uint64_t refused = __atomic_exchange_n(&g->refused, 0, __ATOMIC_ACQ_REL);
@@ -889,6 +902,8 @@ static void periods_start(struct stint_global *g)
 	__atomic_store_n(&g->sw_ons, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->sw_offs, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->sw_req, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->sw_lazy_tsc, 0, __ATOMIC_RELAXED);
+	g->sw_debt_tsc = 0;
 	if (!g->sw_site_tsc)
 		g->sw_site_tsc = ns_to_tsc(g, 200); /* until a batch is measured */
 	g->sw_is_on = 1; /* as the rewriter left them, or as the parent had them: switch on to be sure */

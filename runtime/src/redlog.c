@@ -373,10 +373,12 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 		patch_done(m, base, p->patch);
 		/* A site with an outcome left keeps its patch, and its logged
 		 * outcome now goes straight through: it may never call the
-		 * runtime, so list it for the off-switch here (switch.c). */
+		 * runtime, so list it for the off-switch here (switch.c), as
+		 * fresh: windows leave it on (its other outcome is what this
+		 * run is for), a spent or zero budget switches it off. */
 		if (g->sw_on && p->patch < m->npatches &&
 		    ((struct stint_patch *)(base + m->patches_vaddr))[p->patch].remaining)
-			sw_call(g, m, p, 0, 0);
+			sw_call(g, m, p, 0, 1);
 	}
 }
 

@@ -355,6 +355,8 @@ struct stint_global {
 	uint64_t sw_window_ns;       /* how long listed sites stay on per period (0: the budget) */
 	uint64_t sw_tsc;             /* switching cost this period (batches and closed calls) */
 	uint64_t sw_charged_tsc;     /* the part of sw_tsc already in used_tsc (switching on) */
+	uint64_t sw_lazy_tsc;        /* the part of sw_tsc spent by sites switching themselves off */
+	uint64_t sw_debt_tsc;        /* last period's sw_lazy_tsc: charged at this period's start */
 	uint64_t sw_site_tsc;        /* what switching one site costs (moving average) */
 	uint64_t sw_listed;          /* sites listed (switch.c), all modules */
 	uint64_t sw_listed_on;       /* listed sites now switched on (about: for the reserve) */
