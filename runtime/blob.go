@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "0fdfdc21b7ffb10c69b4d4a703b02b8c706bb97bf6fa9489548895ab294e2614"
+const BlobSHA256 = "993d40e3aa7ae5e28d36f46264e50c4bf46b937fcf1b718dc29a52f45155ba53"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

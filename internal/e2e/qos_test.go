@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,15 +76,7 @@ func testQoSController(t *testing.T, flags, tuning uint32, thr, max, good, bad f
 	}
 	defer page.Close()
 	traces := filepath.Join(dir, "traces")
-	cmd := exec.Command(out, args...)
-	cmd.Env = append(traceEnv(traces), rt.QoSEnv+"="+filepath.Join(dir, "qos"))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	_, stdout, stderr, done := startTraced(t, out, args, append(traceEnv(traces), rt.QoSEnv+"="+filepath.Join(dir, "qos")))
 	// The phases, in time since start: nothing published, good metric,
 	// bad metric, another good one, then the source fails.
 	start := time.Now()

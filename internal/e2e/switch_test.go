@@ -71,6 +71,23 @@ func switchSites(t *testing.T, path string) []switchSite {
 	return sites
 }
 
+// startTraced starts a rewritten program with env in the background and
+// returns it, its output buffers and a channel that gets cmd.Wait's
+// result; read the buffers only after that.
+func startTraced(t *testing.T, bin string, args, env []string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer, <-chan error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	return cmd, &stdout, &stderr, done
+}
+
 // loadBase returns where path is mapped in process pid (its mapping at
 // file offset 0).
 func loadBase(pid int, path string) (uint64, error) {
@@ -120,15 +137,7 @@ func TestOffSwitch(t *testing.T) {
 
 	t.Run("switching", func(t *testing.T) {
 		traces := filepath.Join(dir, "traces")
-		cmd := exec.Command(out, args...)
-		cmd.Env = append(traceEnv(traces), "STINT_WINDOW=50%")
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		cmd, stdout, stderr, done := startTraced(t, out, args, append(traceEnv(traces), "STINT_WINDOW=50%"))
 		// A site whose probes have all recorded is restored for good
 		// (patch_done), so "seen original" alone proves nothing: a
 		// switched site is seen original and later patched again.

@@ -261,9 +261,7 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
  * a site that runs then switches itself off (switch.c). */
 static void gates_set(struct stint_global *g, uint64_t v)
 {
-	uint32_t n = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
-	if (n > MAX_MODULES)
-		n = MAX_MODULES;
+	uint32_t n = modules_n(g);
 	for (uint32_t i = 0; i < n; i++) {
 		struct gmodule *gm = &g->modules[i];
 		if (!__atomic_load_n(&gm->ready, __ATOMIC_ACQUIRE) || !gm->gate)
@@ -347,9 +345,7 @@ static void sw_site_cost(struct stint_global *g, uint64_t d, uint64_t n)
 /* Set gate word 1 of every module that has switchable sites. */
 static void gates_word1(struct stint_global *g, uint64_t v)
 {
-	uint32_t n = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
-	if (n > MAX_MODULES)
-		n = MAX_MODULES;
+	uint32_t n = modules_n(g);
 	for (uint32_t i = 0; i < n; i++) {
 		struct gmodule *gm = &g->modules[i];
 		if (!__atomic_load_n(&gm->ready, __ATOMIC_ACQUIRE) || !gm->gate || !gm->sw)

@@ -1301,11 +1301,16 @@ static uint32_t add_module(struct stint_global *g, uint64_t base, uint64_t size,
 	return i;
 }
 
-static uint32_t module_of(struct stint_global *g, uint64_t a)
+/* Entries of the module table in use now. */
+static uint32_t modules_n(struct stint_global *g)
 {
 	uint32_t n = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
-	if (n > MAX_MODULES)
-		n = MAX_MODULES;
+	return n > MAX_MODULES ? MAX_MODULES : n;
+}
+
+static uint32_t module_of(struct stint_global *g, uint64_t a)
+{
+	uint32_t n = modules_n(g);
 	for (uint32_t i = 0; i < n; i++) {
 		struct gmodule *m = &g->modules[i];
 		if (__atomic_load_n(&m->ready, __ATOMIC_ACQUIRE) && a - m->base < m->size)

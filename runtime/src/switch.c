@@ -245,6 +245,22 @@ static int sw_missed(struct stint_global *g, struct stint_module *m, const struc
  * with keep_fresh, not the fresh ones (see sw_call).
  * Returns the number of sites changed. The period thread's work.
  */
+/* Module i's list (0 if it has none), its patch table and the number of
+ * entries taken so far. */
+static struct sw_mod *sw_list(struct stint_global *g, uint32_t i, const struct stint_patch **pts, uint32_t *n)
+{
+	struct gmodule *gm = &g->modules[i];
+	struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&gm->sw, __ATOMIC_ACQUIRE);
+	if (!s || !gm->smod)
+		return 0;
+	const struct stint_module *m = (const struct stint_module *)gm->smod;
+	*pts = (const void *)(m->base + m->patches_vaddr);
+	*n = __atomic_load_n(&s->n, __ATOMIC_ACQUIRE);
+	if (*n > s->cap)
+		*n = s->cap;
+	return s;
+}
+
 #define SWB_OPEN_ONLY  1 /* only open-ended sites */
 #define SWB_KEEP_FRESH 2 /* not the fresh ones */
 #define SWB_PEND_ONLY  4 /* (off) only sites waiting in SW_PEND */
@@ -262,19 +278,13 @@ static void sw_sync_finish(struct stint_global *g, int on)
 {
 	sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0);
 	for (int pass = 0; pass < 2; pass++) {
-		uint32_t nm = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
-		if (nm > MAX_MODULES)
-			nm = MAX_MODULES;
+		uint32_t nm = modules_n(g);
 		for (uint32_t i = 0; i < nm; i++) {
-			struct gmodule *gm = &g->modules[i];
-			struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&gm->sw, __ATOMIC_ACQUIRE);
-			if (!s || !gm->smod)
+			const struct stint_patch *pts;
+			uint32_t n;
+			struct sw_mod *s = sw_list(g, i, &pts, &n);
+			if (!s)
 				continue;
-			const struct stint_module *m = (const struct stint_module *)gm->smod;
-			const struct stint_patch *pts = (const void *)(m->base + m->patches_vaddr);
-			uint32_t n = __atomic_load_n(&s->n, __ATOMIC_ACQUIRE);
-			if (n > s->cap)
-				n = s->cap;
 			for (uint32_t k = 0; k < n; k++) {
 				struct sw_entry *e = &s->e[k];
 				if (!e->sync || __atomic_load_n(&s->state[e->idx], __ATOMIC_ACQUIRE) != SW_BUSY)
@@ -302,19 +312,13 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 	static const uint8_t spin[2] = {0xeb, 0xfe};
 	uint64_t all = ~0ULL, old = 0;
 	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
-	uint32_t nm = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
-	if (nm > MAX_MODULES)
-		nm = MAX_MODULES;
+	uint32_t nm = modules_n(g);
 	for (uint32_t i = 0; i < nm; i++) {
-		struct gmodule *gm = &g->modules[i];
-		struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&gm->sw, __ATOMIC_ACQUIRE);
-		if (!s || !gm->smod)
+		const struct stint_patch *pts;
+		uint32_t n;
+		struct sw_mod *s = sw_list(g, i, &pts, &n);
+		if (!s)
 			continue;
-		const struct stint_module *m = (const struct stint_module *)gm->smod;
-		const struct stint_patch *pts = (const void *)(m->base + m->patches_vaddr);
-		uint32_t n = __atomic_load_n(&s->n, __ATOMIC_ACQUIRE);
-		if (n > s->cap)
-			n = s->cap;
 		for (uint32_t k = 0; k < n; k++) {
 			struct sw_entry *e = &s->e[k];
 			if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) || (open_only && !e->open) ||
