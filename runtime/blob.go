@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "993d40e3aa7ae5e28d36f46264e50c4bf46b937fcf1b718dc29a52f45155ba53"
+const BlobSHA256 = "acd5047bd858701794d6f6de6926511ca6fecba52ee015583b71a12e5fe5415c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

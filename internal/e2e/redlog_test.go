@@ -247,7 +247,7 @@ func TestSkipCovered(t *testing.T) {
 	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "spin.log")
-	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
+	out, stOrig := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
 	if _, e, code, err := fixtures.Run(out, args, traceEnv(filepath.Join(dir, "t0"))); err != nil || code != 0 || len(e) != 0 {
 		t.Fatalf("logged run: exit %d, %v, %q", code, err, e)
 	}
@@ -299,10 +299,21 @@ func TestSkipCovered(t *testing.T) {
 	for _, p := range left {
 		have[p.Src] = true
 	}
+	// A site left unpatched although not covered must be one the
+	// planner could no longer patch: with covered neighbours left alone,
+	// a short site (a 1-byte ret) may lose the tactic that evicted one.
+	// Those are counted as failures, so there can be no more of them
+	// than the failures this rewrite added.
+	var missing []uint64
 	for s := range want {
 		if !have[s] {
-			t.Errorf("site %#x is not fully covered but was left unpatched", s)
+			missing = append(missing, s)
 		}
+	}
+	if extra := st.Failed - stOrig.Failed; len(missing) > max(extra, 0) {
+		t.Errorf("sites %#x are not fully covered but were left unpatched (%d more failed sites than without --skip-covered)", missing, extra)
+	} else if len(missing) > 0 {
+		t.Logf("sites %#x not covered and not patched: the planner failed them (%d more failures than without --skip-covered)", missing, extra)
 	}
 	for s := range have {
 		if !want[s] {

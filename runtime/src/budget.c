@@ -419,9 +419,11 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 	uint64_t used = __atomic_add_fetch(&g->used_tsc, d + g->call_overhead_tsc, __ATOMIC_RELAXED);
 	if (!recorded)
 		__atomic_fetch_add(&g->suppressed, 1, __ATOMIC_RELAXED);
-	/* keep what switching the listed sites off will cost */
+	/* keep what switching the listed sites off will cost, with a
+	 * margin: the per-site cost is an average (and a guess until the
+	 * first batch is measured), and a batch has a fixed cost besides */
 	if (g->sw_is_on)
-		used += __atomic_load_n(&g->sw_listed_on, __ATOMIC_RELAXED) * g->sw_site_tsc;
+		used += __atomic_load_n(&g->sw_listed_on, __ATOMIC_RELAXED) * g->sw_site_tsc * 5 / 4 + g->charge_cap_tsc;
 	if (used >= __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED)) {
 		uint32_t z = 0;
 		if (__atomic_compare_exchange_n(&g->gate_closed, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
