@@ -53,18 +53,9 @@ func switchSites(t *testing.T, path string) []switchSite {
 		if sync := p.Flags&runtime.PatchSync != 0; sync == oneStore || sync && (p.Len < 3 || p.Addr&15 == 15 || p.Flags&runtime.PatchAtStart == 0) {
 			t.Errorf("patch %#x+%d (flags %#x): the flags do not fit how it can be written", p.Addr, p.Len, p.Flags)
 		}
-		b := make([]byte, p.Len)
-		found := false
-		for _, prog := range f.Progs {
-			if prog.Type == elf.PT_LOAD && p.Addr >= prog.Vaddr && p.Addr+uint64(p.Len) <= prog.Vaddr+prog.Filesz {
-				if _, err := prog.ReadAt(b, int64(p.Addr-prog.Vaddr)); err != nil {
-					t.Fatal(err)
-				}
-				found = true
-			}
-		}
-		if !found || bytes.Equal(b, p.Orig[:p.Len]) {
-			t.Fatalf("patch %#x: patched bytes not in the file", p.Addr)
+		b, err := readVaddr(f, p.Addr, int(p.Len))
+		if err != nil || bytes.Equal(b, p.Orig[:p.Len]) {
+			t.Fatalf("patch %#x: patched bytes not in the file (%v)", p.Addr, err)
 		}
 		sites = append(sites, switchSite{p.Addr, append([]byte(nil), p.Orig[:p.Len]...), b, p.Flags&runtime.PatchSync != 0})
 	}
