@@ -56,8 +56,9 @@
 //	log_policy     "exact", "hash", "bst" or "merger" (absent: no log)
 //
 // Rows of the record kinds ([KindPeriod], [KindPeriodStats],
-// [KindPeriodQoS], [KindRunEnd]) are not events: the runtime's per-period
-// budget records and its end-of-run record, interleaved with the events.
+// [KindPeriodQoS], [KindPeriodSwitch], [KindRunEnd]) are not events: the
+// runtime's per-period budget records and its end-of-run record,
+// interleaved with the events.
 //
 // A run value that is all spaces reads as the zero [Run]. Each module
 // line, terminated by "\n":

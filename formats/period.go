@@ -46,12 +46,20 @@ type PeriodBuilder struct {
 	byStart map[uint64]int // period start -> index in periods
 }
 
+// IsPeriod reports whether k is one of the period rows' kinds (the rows a
+// [PeriodBuilder] consumes).
+func (k Kind) IsPeriod() bool {
+	switch k {
+	case KindPeriod, KindPeriodStats, KindPeriodQoS, KindPeriodSwitch:
+		return true
+	}
+	return false
+}
+
 // Add consumes e if it is a period row and reports whether it was; other
 // rows (events, KindRunEnd) are ignored.
 func (b *PeriodBuilder) Add(e Event) bool {
-	switch e.Kind {
-	case KindPeriod, KindPeriodStats, KindPeriodQoS, KindPeriodSwitch:
-	default:
+	if !e.Kind.IsPeriod() {
 		return false
 	}
 	p := b.at(e.Time, e.Kind == KindPeriod)

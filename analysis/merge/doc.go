@@ -14,8 +14,8 @@
 //
 // Rows are grouped by run, in run order: every row of run k comes before
 // every row of run k+1, and within a run the rows keep the order of the
-// input. Record rows (formats.KindPeriod … formats.KindRunEnd) are kept
-// with their run like events.
+// input. Record rows (formats.Kind.IsRecord: periods, the run end,
+// refusals) are kept with their run like events.
 //
 // The module columns hold ids of one module table shared by all runs:
 // modules are unified by GNU build-id (by path for a module without one),

@@ -230,7 +230,7 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 				}
 			case kind == formats.KindRunEnd:
 				rd.HasEnd, rd.EndStatus, rd.EndNS = true, b.Src[i], b.Value[i]
-			case kind >= formats.KindPeriod && kind <= formats.KindPeriodQoS || kind == formats.KindPeriodSwitch:
+			case kind.IsPeriod():
 				builders[run].Add(b.Event(i))
 			default:
 				if _, ok := kind.Refused(); ok {
