@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "acd5047bd858701794d6f6de6926511ca6fecba52ee015583b71a12e5fe5415c"
+const BlobSHA256 = "a6946559b9cfce0891363366a6615339f601353c4127d5707e51c797bbad6163"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

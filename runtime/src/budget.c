@@ -278,10 +278,7 @@ static void gates_set(struct stint_global *g, uint64_t v)
 #define S_FUTEX_WAKE_PRIVATE 129         /* FUTEX_WAKE | FUTEX_PRIVATE_FLAG */
 #define S_FUTEX_WAIT_BITSET_PRIVATE 137  /* FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG: absolute CLOCK_MONOTONIC */
 
-/* Ask the period thread to switch the listed sites off (the gate closed). */
-#define SW_REQ_OFF   1 /* the gate closed: switch the listed sites off */
-#define SW_REQ_REARM 2 /* new code ran after the window: switch open-ended sites back on */
-
+/* Ask the period thread for work (SW_REQ_*, switch.c) and wake it. */
 static void sw_request(struct stint_global *g, uint32_t what)
 {
 	if (!g->sw_on || !g->period_thread)
@@ -354,44 +351,44 @@ static void gates_word1(struct stint_global *g, uint64_t v)
 	}
 }
 
-/* The period thread: switch every listed site off (at the window's end
- * not the fresh ones: see sw_call), timed. */
-static void sw_all_off(struct stint_global *g, int window)
+/*
+ * A batch (sw_batch), timed and counted: its time is switching time
+ * (sw_tsc), and with charge also taken from the budget as it runs (a
+ * switch-on); its sites go to the period's on or off count and to the
+ * count of listed sites on; its cost per site feeds the estimate (not a
+ * batch of parked SW_PEND sites: they cost more than the sites the
+ * estimate is for). Returns the sites changed.
+ */
+static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
 {
 	uint64_t t0 = rdtsc();
-	uint64_t n = sw_batch(g, 0, window ? SWB_KEEP_FRESH : 0);
+	uint64_t n = sw_batch(g, on, flags);
 	uint64_t d = rdtsc() - t0;
 	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&g->sw_offs, n, __ATOMIC_RELAXED);
-	sw_count_on(g, -(int64_t)n);
-	sw_site_cost(g, d, n);
+	if (charge) {
+		__atomic_fetch_add(&g->sw_charged_tsc, d, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&g->used_tsc, d, __ATOMIC_RELAXED);
+	}
+	__atomic_fetch_add(on ? &g->sw_ons : &g->sw_offs, n, __ATOMIC_RELAXED);
+	sw_count_on(g, on ? (int64_t)n : -(int64_t)n);
+	if (!(flags & SWB_PEND_ONLY))
+		sw_site_cost(g, d, n);
+	return n;
+}
+
+/* The period thread: switch every listed site off (at the window's end
+ * not the fresh ones: see sw_call). */
+static void sw_all_off(struct stint_global *g, int window)
+{
+	sw_timed(g, 0, window ? SWB_KEEP_FRESH : 0, 0);
 	g->sw_is_on = 0;
 }
 
-/* The period thread: switch off the sites waiting in SW_PEND (switch.c). */
-static void sw_sync_pending(struct stint_global *g)
-{
-	uint64_t t0 = rdtsc();
-	uint64_t n = sw_batch(g, 0, SWB_PEND_ONLY);
-	__atomic_fetch_add(&g->sw_tsc, rdtsc() - t0, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&g->sw_offs, n, __ATOMIC_RELAXED);
-	sw_count_on(g, -(int64_t)n);
-}
-
 /* The period thread: switch the open-ended listed sites back on (the
- * rearm, see sw_after_record), timed: charged to the budget as it runs. */
+ * rearm, see sw_after_record), charged to the budget as it runs. */
 static void sw_rearm(struct stint_global *g)
 {
-	uint64_t t0 = rdtsc();
-	uint64_t n = sw_batch(g, 1, SWB_OPEN_ONLY);
-	uint64_t d = rdtsc() - t0;
-	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&g->sw_charged_tsc, d, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&g->used_tsc, d, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&g->sw_ons, n, __ATOMIC_RELAXED);
-	sw_count_on(g, (int64_t)n);
-	sw_site_cost(g, d, n);
-	if (n)
+	if (sw_timed(g, 1, SWB_OPEN_ONLY, 1))
 		g->sw_is_on = 1;
 }
 
@@ -639,16 +636,8 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
 	if (2 * __atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED) * g->sw_site_tsc > budget / 2)
 		return;
-	uint64_t t0 = rdtsc();
-	uint64_t n = sw_batch(g, 1, 0);
-	uint64_t d = rdtsc() - t0;
+	sw_timed(g, 1, 0, 1);
 	g->sw_is_on = 1;
-	sw_count_on(g, (int64_t)n);
-	sw_site_cost(g, d, n);
-	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&g->sw_ons, n, __ATOMIC_RELAXED);
-	g->sw_charged_tsc = d;
-	__atomic_fetch_add(&g->used_tsc, d, __ATOMIC_RELAXED);
 }
 
 /* End the current period at (now_tsc, now_mono) and start the next
@@ -797,7 +786,7 @@ static void wait_period(struct stint_global *g, uint64_t mono_ns)
 		int closed = __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE);
 		if (!__atomic_load_n(&g->run_ended, __ATOMIC_ACQUIRE)) {
 			if (what & SW_REQ_SYNC)
-				sw_sync_pending(g);
+				sw_timed(g, 0, SWB_PEND_ONLY, 0); /* switch.c's SW_PEND sites */
 			if (!req && !closed)
 				window_close(g);
 			else if (!req)

@@ -111,8 +111,11 @@ static uint64_t sw_closed_word(struct stint_global *g, const struct gmodule *gm)
 	return g->sw_on && gm->sw && g->sync_core ? STINT_GATE_SWITCH : STINT_GATE_CLOSED;
 }
 
+/* Work for the period thread, asked for with sw_request (budget.c). */
 static void sw_request(struct stint_global *g, uint32_t what);
-#define SW_REQ_SYNC 4 /* sites wait in SW_PEND: switch them off (budget.c) */
+#define SW_REQ_OFF   1 /* the gate closed: switch the listed sites off */
+#define SW_REQ_REARM 2 /* new code ran after the window: switch open-ended sites back on */
+#define SW_REQ_SYNC  4 /* sites wait in SW_PEND: switch them off */
 
 /* Adjust the count of listed sites switched on (never below 0). */
 static void sw_count_on(struct stint_global *g, int64_t d)
