@@ -117,6 +117,16 @@ static void sw_request(struct stint_global *g, uint32_t what);
 #define SW_REQ_REARM 2 /* new code ran after the window: switch open-ended sites back on */
 #define SW_REQ_SYNC  4 /* sites wait in SW_PEND: switch them off */
 
+/* The list of the module that patch idx of m belongs to, 0 if it has
+ * none (or idx is not one of its patches). */
+static struct sw_mod *sw_of(struct stint_global *g, const struct stint_module *m, uint32_t idx)
+{
+	uint32_t id = m->module_id;
+	if (idx >= m->npatches || id >= MAX_MODULES)
+		return 0;
+	return (struct sw_mod *)__atomic_load_n(&g->modules[id].sw, __ATOMIC_ACQUIRE);
+}
+
 /* Adjust the count of listed sites switched on (never below 0). */
 static void sw_count_on(struct stint_global *g, int64_t d)
 {
@@ -143,10 +153,8 @@ static void sw_write(const struct stint_patch *pt, const struct sw_entry *e, int
  */
 static int sw_call(struct stint_global *g, struct stint_module *m, const struct stint_probe *p, int closed, int closed_gate)
 {
-	uint32_t idx = p->patch, id = m->module_id;
-	if (idx >= m->npatches || id >= MAX_MODULES)
-		return 0;
-	struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&g->modules[id].sw, __ATOMIC_ACQUIRE);
+	uint32_t idx = p->patch;
+	struct sw_mod *s = sw_of(g, m, idx);
 	if (!s)
 		return 0;
 	uint64_t base = m->base;
@@ -224,10 +232,8 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
  */
 static int sw_missed(struct stint_global *g, struct stint_module *m, const struct stint_probe *p, int recorded)
 {
-	uint32_t idx = p->patch, id = m->module_id;
-	if (idx >= m->npatches || id >= MAX_MODULES)
-		return 0;
-	struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&g->modules[id].sw, __ATOMIC_ACQUIRE);
+	uint32_t idx = p->patch;
+	struct sw_mod *s = sw_of(g, m, idx);
 	if (!s)
 		return 0;
 	uint8_t *c = &s->misses[idx];
@@ -241,13 +247,6 @@ static int sw_missed(struct stint_global *g, struct stint_module *m, const struc
 	return v >= SW_MISS_MAX;
 }
 
-/*
- * Switch every listed site of every module on (re-apply the patch where
- * a probe still has something to record) or off (original bytes); with
- * open_only, only open-ended sites (rets, indirect branches, syscalls);
- * with keep_fresh, not the fresh ones (see sw_call).
- * Returns the number of sites changed. The period thread's work.
- */
 /* Module i's list (0 if it has none), its patch table and the number of
  * entries taken so far. */
 static struct sw_mod *sw_list(struct stint_global *g, uint32_t i, const struct stint_patch **pts, uint32_t *n)
@@ -308,6 +307,12 @@ static void sw_sync_finish(struct stint_global *g, int on)
 	}
 }
 
+/*
+ * Switch every listed site of every module on (re-apply the patch where
+ * a probe still has something to record) or off (original bytes); flags
+ * (SWB_*) narrow it.
+ * Returns the number of sites changed. The period thread's work.
+ */
 static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 {
 	uint64_t changed = 0, nsync = 0;
@@ -366,9 +371,6 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 static int sw_owns(struct stint_module *m, uint32_t idx)
 {
 	struct stint_global *g = G();
-	uint32_t id = m->module_id;
-	if (!g->sw_on || id >= MAX_MODULES || idx >= m->npatches)
-		return 0;
-	struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&g->modules[id].sw, __ATOMIC_ACQUIRE);
+	struct sw_mod *s = g->sw_on ? sw_of(g, m, idx) : 0;
 	return s && __atomic_load_n(&s->state[idx], __ATOMIC_ACQUIRE) != SW_COLD;
 }
