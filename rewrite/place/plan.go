@@ -109,6 +109,10 @@ type Planner struct {
 	// relocated copy followed by a jump back. The container allocates it
 	// on the first call; the planner may call it any number of times.
 	Near func(i int) uint64
+	// ShortJumps: where a site's 5-byte jump would straddle an aligned
+	// 16-byte word, first try a 2-byte jump to free bytes nearby
+	// (tryShort), so that one atomic store can undo the patch.
+	ShortJumps bool
 
 	// Results, filled by Patch.
 	Writes  []Write

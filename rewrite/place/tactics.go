@@ -519,6 +519,9 @@ func (p *Planner) Patch(i int) (Tactic, error) {
 	if st := p.s.st[i]; st != nil && st[0] != bOrig {
 		return fail(ErrLocked)
 	}
+	if p.ShortJumps && p.tryShort(i) {
+		return TacticT3, nil
+	}
 	for _, reuse := range []bool{true, false} {
 		if t, ok := p.tryPun(i, reuse); ok {
 			return t, nil
@@ -534,6 +537,41 @@ func (p *Planner) Patch(i int) (Tactic, error) {
 		return TacticT3, nil
 	}
 	return fail(ErrTooShort)
+}
+
+// tryShort (Planner.ShortJumps): a site whose 5-byte jump would straddle
+// an aligned 16-byte word (it starts at byte 12, 13 or 14 of one) gets a
+// 2-byte jmp rel8 instead, to a jmp rel32 in free bytes (padding) within
+// reach: T3 without eviction, and without filling the rest of the site,
+// so that its patch is the two bytes alone, which one store writes and
+// undoes (the runtime's off-switch). Free bytes only: no neighbour is
+// evicted for it.
+func (p *Planner) tryShort(i int) bool {
+	a, n := p.addr(i), int64(p.Insts[i].Len())
+	if n < 2 || a&15 < 12 || a&15 == 15 {
+		return false
+	}
+	from := a + 2
+	budget := t3Budget
+	for pt := from - 128; pt <= from+127; pt++ {
+		if pt+StubLen > a && pt < a+n {
+			continue
+		}
+		run := 0
+		for run < StubLen && p.isFree(pt+int64(run)) && !p.padReserved(pt+int64(run)) {
+			run++
+		}
+		if run < StubLen {
+			continue
+		}
+		if budget--; budget < 0 {
+			return false
+		}
+		if p.t3fill(i, pt, -1, false) {
+			return true
+		}
+	}
+	return false
 }
 
 // tryPun: B1, P and B2 (with 0..n-1 prefixes): a jump at the site whose
@@ -787,6 +825,12 @@ func (p *Planner) tryNeighbour(i int) bool {
 // free bytes when x < 0, else in x, which is evicted with its own jump
 // before pt.
 func (p *Planner) t3(i int, pt int64, x int) bool {
+	return p.t3fill(i, pt, x, true)
+}
+
+// t3fill is t3; without fill the site's bytes after its short jump stay
+// as they were (nothing runs them).
+func (p *Planner) t3fill(i int, pt int64, x int, fill bool) bool {
 	a, n := p.addr(i), int64(p.Insts[i].Len())
 	tx := p.newTx()
 	okAll := p.set(tx, a, opJmp8, bJump)
@@ -797,7 +841,7 @@ func (p *Planner) t3(i int, pt int64, x int) bool {
 	case okAll && n == 1:
 		_, okAll = p.lock(tx, i, a+1)
 	case okAll:
-		okAll = p.set(tx, a+1, byte(int8(pt-(a+2))), bJump) && p.fill(tx, a+2, a+n)
+		okAll = p.set(tx, a+1, byte(int8(pt-(a+2))), bJump) && (!fill || p.fill(tx, a+2, a+n))
 	}
 	if !okAll {
 		p.rollback(tx)

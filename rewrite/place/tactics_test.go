@@ -292,3 +292,71 @@ func TestNeverTwoPatchesOnSameBytes(t *testing.T) {
 	}
 	checkInvariants(t, p)
 }
+
+// TestShortJumps: with ShortJumps, a site whose 5-byte jump would
+// straddle an aligned 16-byte word gets a 2-byte jump to padding and
+// keeps the rest of its bytes (its patch is the two bytes); a site that
+// would not straddle, one at the word's last byte, or one with no
+// padding in reach keeps its B1.
+func TestShortJumps(t *testing.T) {
+	// 12 bytes of nops, then the site (a call) at byte 12 of its word.
+	lead := []string{"90/r", "90/r", "90/r", "90/r", "90/r", "90/r", "90/r", "90/r", "90/r", "90/r", "90/r", "90/r"}
+	pad := []string{"cc/p", "cc/p", "cc/p", "cc/p", "cc/p", "cc/p", "cc/p", "cc/p"}
+	tests := []struct {
+		name  string
+		insts []string
+		site  int
+		want  Tactic
+	}{
+		{"straddling, padding after", append(append(append([]string{}, lead...), "e8 00 00 00 00/r", "c3/r"), pad...), 12, TacticT3},
+		{"straddling, padding before", append(append(append([]string{"c3/r"}, pad...), lead[:3]...), "e8 00 00 00 00/r", "c3/r"), 12, TacticT3},
+		{"not straddling", append(append(append([]string{}, lead[:4]...), "e8 00 00 00 00/r", "c3/r"), pad...), 4, TacticB1},
+		{"last byte of the word", append(append(append([]string{}, lead...), "90/r", "90/r", "90/r", "e8 00 00 00 00/r", "c3/r"), pad...), 15, TacticB1},
+		{"no padding", append(append([]string{}, lead...), "e8 00 00 00 00/r", "c3/r"), 12, TacticB1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			insts := stream(t, codeBase, tc.insts...)
+			p := newPlanner(insts, wide...)
+			p.ShortJumps = true
+			got, err := p.Patch(tc.site)
+			if err != nil || got != tc.want {
+				t.Fatalf("Patch = %v, %v; want %v", got, err, tc.want)
+			}
+			in := insts[tc.site]
+			if in.Addr&15 != uint64(tc.site)&15 {
+				t.Fatalf("site at %#x: the test's layout is off", in.Addr)
+			}
+			var site []byte
+			for _, w := range p.Writes {
+				if w.Inst == tc.site {
+					site = w.Bytes
+				}
+			}
+			if site == nil {
+				t.Fatal("no write to the site")
+			}
+			changed := 0
+			for k := range site {
+				if site[k] != in.Bytes[k] {
+					changed = k + 1
+				}
+			}
+			if tc.want == TacticT3 && (site[0] != 0xeb || changed != 2) {
+				t.Errorf("site bytes % x: want a jmp rel8 and the rest as it was", site)
+			}
+			if tc.want == TacticT3 {
+				target := int64(in.Addr) + 2 + int64(int8(site[1]))
+				x := -1
+				for k := range insts {
+					if int64(insts[k].Addr) == target {
+						x = k
+					}
+				}
+				if x < 0 || insts[x].Flags&InstPadding == 0 {
+					t.Errorf("the short jump lands at %#x, not on padding", target)
+				}
+			}
+		})
+	}
+}
