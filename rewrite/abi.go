@@ -43,6 +43,10 @@ const (
 	patchAtStart    = runtime.PatchAtStart
 	patchSwitch     = runtime.PatchSwitch
 	patchSync       = runtime.PatchSync
+	patchRead       = runtime.PatchRead
+	patchReader     = runtime.PatchReader
+	readSize        = runtime.ReadStructSize
+	moduleReadsOff  = 368 // offsetof(struct stint_module, reads_vaddr)
 	gateWord1       = runtime.GateWord1
 	chunkReserved   = runtime.ChunkReserved
 	noPatch         = runtime.NoPatch

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"cmp"
 	"debug/elf"
 	"encoding/json"
 	"errors"
@@ -99,8 +100,11 @@ type Stats struct {
 	ChunkBytes  uint64             `json:"chunk_bytes"` // bytes of the stub area the chunks map (built at run time)
 	StubPages   int                `json:"stub_pages"`  // pages of the stub area that hold stubs: the memory the chunks cost
 	Deps        int                `json:"deps"`        // patch indices listed for chunks that fail to map
-	Switchable  int                `json:"switchable"`  // sites the off-switch may undo and redo (STINT_PATCH_SWITCH)
-	Notes       []string           `json:"notes,omitempty"`
+	Switchable  int                `json:"switchable"`  // patches the off-switch may undo and redo (STINT_PATCH_SWITCH)
+	// SwitchableRead counts the switchable patches that other patches'
+	// puns read (STINT_PATCH_READ: switched after their readers).
+	SwitchableRead int      `json:"switchable_read"`
+	Notes          []string `json:"notes,omitempty"`
 }
 
 // PatchedTotal returns the number of patched sites.
@@ -436,7 +440,7 @@ func (rw *rewriter) run() ([]byte, error) {
 		ok = append(ok, i)
 	}
 
-	p := &place.Planner{Insts: c.insts, Space: space, Near: rw.near}
+	p := &place.Planner{Insts: c.insts, Space: space, Near: rw.near, ShortJumps: !rw.opts.Every && !rw.opts.Context}
 	// The planner must know every site before the first patch, or a
 	// lower site's bytes may be locked by a higher site's pun.
 	if err := p.MarkSites(ok); err != nil {
@@ -527,20 +531,24 @@ type stubOut struct {
 	code []byte // jmp rel32
 }
 
+// patchRec is the record of one modified instruction's patch.
+type patchRec struct {
+	inst       int
+	addr       uint64
+	lo, hi     uint64 // modified byte range [lo, hi)
+	nprobes    int
+	restorable bool
+	switchable bool
+	sync       bool // switchable with the jmp-to-self + membarrier sequence
+	readee     bool // switchable, and other patches' puns read it (STINT_PATCH_READ)
+	reader     bool // its pun reads a switchable readee (STINT_PATCH_READER)
+}
+
 func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []bool) ([]byte, error) {
 	f, c := rw.f, rw.c
 	st := rw.st
 
 	// Patch records: one per modified instruction.
-	type patchRec struct {
-		inst       int
-		addr       uint64
-		lo, hi     uint64 // modified byte range [lo, hi)
-		nprobes    int
-		restorable bool
-		switchable bool
-		sync       bool // switchable with the jmp-to-self + membarrier sequence
-	}
 	modified := make([]*patchRec, len(c.insts))
 	var patchOrder []int
 	for _, w := range p.Writes {
@@ -586,23 +594,14 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		// Padding writes (neither site nor evicted) are never executed
 		// and need no restoring.
 		pr.restorable = !read[i] && (patched[i] || evicted[i])
-		// The off-switch (stint_abi.h) undoes and redoes a patch while
-		// threads run it: only a site's own patch that no other patch
-		// reads, and that one atomic store can write (its bytes in one
-		// aligned 8- or 16-byte word: a load base is page aligned, so
-		// the alignment holds at run time too). Not in --every or
-		// context mode, whose probes must always fire.
-		// A patch that straddles a word is switched with the
-		// jmp-to-self + membarrier sequence (STINT_PATCH_SYNC): it must
-		// start at its instruction's first byte (threads wait there),
-		// and its first two bytes must fit one aligned 16-byte word.
-		pr.switchable = pr.restorable && pr.nprobes > 0 && !rw.opts.Every && !rw.opts.Context
-		if pr.switchable && !oneWord(pr.lo, pr.hi-pr.lo) {
-			pr.sync = rw.opts.SwitchSync && pr.lo == c.insts[i].Addr && pr.hi-pr.lo >= 3 && pr.lo&15 != 15
-			pr.switchable = pr.sync
-		}
-		if pr.switchable {
+	}
+	pairs := rw.planSwitch(p, patchOrder, modified, patched, evicted, read)
+	for _, i := range patchOrder {
+		if pr := modified[i]; pr.switchable {
 			st.Switchable++
+			if pr.readee {
+				st.SwitchableRead++
+			}
 		}
 	}
 
@@ -674,7 +673,8 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	depsOff := stubsOff + uint64(len(stubs))*stubSize
 	traceEnds := rw.traceEnds()
 	traceEndsOff := alignUp(depsOff+uint64(ndeps)*4, 8)
-	rSize := alignUp(traceEndsOff+uint64(len(traceEnds))*4, pageSize)
+	readsOff := alignUp(traceEndsOff+uint64(len(traceEnds))*4, 8)
+	rSize := alignUp(readsOff+2*uint64(len(pairs))*readSize, pageSize)
 	st.Chunks = len(chunks)
 	st.ChunkBytes = layout.SrcSize
 	st.Deps = ndeps
@@ -792,6 +792,18 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	for k, e := range traceEnds {
 		le.PutUint32(rbuf[traceEndsOff+uint64(k)*4:], e)
 	}
+	// The pairs sorted by reader, then (the second half) by read.
+	for k, pr := range pairs {
+		le.PutUint32(rbuf[readsOff+uint64(k)*readSize:], pr.reader)
+		le.PutUint32(rbuf[readsOff+uint64(k)*readSize+4:], pr.read)
+	}
+	byRead := slices.Clone(pairs)
+	slices.SortFunc(byRead, func(a, b pairIdx) int { return cmp.Or(cmp.Compare(a.read, b.read), cmp.Compare(a.reader, b.reader)) })
+	for k, pr := range byRead {
+		b := rbuf[readsOff+uint64(len(pairs)+k)*readSize:]
+		le.PutUint32(b, pr.reader)
+		le.PutUint32(b[4:], pr.read)
+	}
 	dk := uint64(0)
 	for _, co := range chunks {
 		for _, d := range co.deps {
@@ -848,6 +860,10 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	le.PutUint64(m[moduleGateOff:], gateAt)
 	le.PutUint64(m[moduleTraceEndOff:], rVaddr+traceEndsOff)
 	le.PutUint32(m[moduleTraceEndOff+8:], uint32(len(traceEnds)))
+	if len(pairs) > 0 {
+		le.PutUint64(m[moduleReadsOff:], rVaddr+readsOff)
+		le.PutUint32(m[moduleReadsOff+8:], uint32(len(pairs)))
+	}
 	copy(m[probesAt-rwVaddr:], probes)
 	for k, i := range patchOrder {
 		pr := modified[i]
@@ -865,6 +881,12 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		}
 		if pr.sync {
 			b[9] |= patchSync
+		}
+		if pr.readee {
+			b[9] |= patchRead
+		}
+		if pr.reader {
+			b[9] |= patchReader
 		}
 		le.PutUint16(b[10:], uint16(pr.nprobes))
 		le.PutUint32(b[12:], uint32(pr.nprobes))

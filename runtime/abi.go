@@ -10,7 +10,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 5
+const ABIVersion = 6
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -73,6 +73,18 @@ const PatchSwitch uint8 = 0x4
 // word and is switched with the jmp-to-self + membarrier sequence.
 const PatchSync uint8 = 0x8
 
+// PatchRead is STINT_PATCH_READ: with PatchSwitch, other patches' puns
+// read the patch's bytes (Module.ReadsVaddr lists them); it is switched
+// off after its readers and on before them.
+const PatchRead uint8 = 0x10
+
+// PatchReader is STINT_PATCH_READER: the patch's pun reads bytes of
+// PatchRead patches.
+const PatchReader uint8 = 0x20
+
+// ReadStructSize is sizeof(struct stint_read).
+const ReadStructSize = 8
+
 // Gate words (the gate page): word 0 at offset 0, word 1 at GateWord1.
 const (
 	GateOpen   = 0
@@ -113,7 +125,7 @@ const (
 	BlobOffProbe      = 28
 	BlobOffModuleRel  = 32
 	BlobHeaderSize    = 40
-	ModuleStructSize  = 368
+	ModuleStructSize  = 384
 	ProbeStructSize   = 64
 	PatchStructSize   = 32
 	ChunkStructSize   = 40
@@ -168,6 +180,16 @@ type Module struct {
 	NTraceEnds     uint32
 	PadTE          uint32
 	GateVaddr      uint64 // the gate page: 4096 bytes; the first 8 are the gate word (0 = probes call the runtime)
+	ReadsVaddr     uint64 // [2*NReads]Read: (reader, read) pairs sorted by reader, then by read (ABI 6)
+	NReads         uint32
+	PadRd          uint32
+}
+
+// Read is struct stint_read: patch Reader's pun reads bytes patch Read
+// modified.
+type Read struct {
+	Reader uint32
+	Read   uint32
 }
 
 // Probe is struct stint_probe.

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "7abfddfc9599c259de67bb9be872c22ef76731b533072f4e6947c57348bb4575"
+const BlobSHA256 = "810ee63c574e1496ccafe2429e48d5def49a07f52f28b995c340f8f07eed3735"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -3,11 +3,13 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,13 +27,14 @@ type switchSite struct {
 	addr          uint64
 	orig, patched []byte
 	sync          bool // switched with threads parked on "jmp ." (STINT_PATCH_SYNC)
+	read          bool // other patches' puns read it (STINT_PATCH_READ)
 }
 
 // switchSites lists the STINT_PATCH_SWITCH patches of a rewritten file,
 // with the patched bytes as the file holds them.
 func switchSites(t *testing.T, path string) []switchSite {
 	t.Helper()
-	_, patches, err := Patched(path)
+	m, patches, err := Patched(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +48,10 @@ func switchSites(t *testing.T, path string) []switchSite {
 		if p.Flags&runtime.PatchSwitch == 0 {
 			continue
 		}
-		if p.Flags&runtime.PatchRestorable == 0 || p.NProbes == 0 || p.Len == 0 || p.Len > 16 {
+		read := p.Flags&runtime.PatchRead != 0
+		// A readee is not restorable (patch_done must leave it) and may
+		// be an evicted instruction, with no probe.
+		if read == (p.Flags&runtime.PatchRestorable != 0) || !read && p.NProbes == 0 || p.Len == 0 || p.Len > 16 {
 			t.Errorf("patch %#x: flags %#x, %d probes, %d bytes: not a switchable patch", p.Addr, p.Flags, p.NProbes, p.Len)
 			continue
 		}
@@ -57,9 +63,67 @@ func switchSites(t *testing.T, path string) []switchSite {
 		if err != nil || bytes.Equal(b, p.Orig[:p.Len]) {
 			t.Fatalf("patch %#x: patched bytes not in the file (%v)", p.Addr, err)
 		}
-		sites = append(sites, switchSite{p.Addr, append([]byte(nil), p.Orig[:p.Len]...), b, p.Flags&runtime.PatchSync != 0})
+		sites = append(sites, switchSite{p.Addr, append([]byte(nil), p.Orig[:p.Len]...), b, p.Flags&runtime.PatchSync != 0, read})
 	}
+	checkReads(t, path, m, patches)
 	return sites
+}
+
+// checkReads checks the module's (reader, read) table against the patch
+// flags: the pairs, sorted both ways, name exactly the switchable readees
+// and their readers, and every reader is switchable with one store (the
+// runtime switches readers off in a pass that cannot park threads).
+func checkReads(t *testing.T, path string, m *runtime.Module, patches []runtime.Patch) {
+	t.Helper()
+	if m.NReads == 0 {
+		for _, p := range patches {
+			if p.Flags&(runtime.PatchRead|runtime.PatchReader) != 0 {
+				t.Errorf("patch %#x: flags %#x, and no reads table", p.Addr, p.Flags)
+			}
+		}
+		return
+	}
+	_, reads, err := moduleTable[runtime.Read](path, func(m *runtime.Module) (uint64, uint32) { return m.ReadsVaddr, 2 * m.NReads })
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int(m.NReads)
+	byReader, byRead := reads[:n], reads[n:]
+	readers := map[uint32]bool{}
+	for k, r := range byReader {
+		if k > 0 && (r.Reader < byReader[k-1].Reader || r.Reader == byReader[k-1].Reader && r.Read <= byReader[k-1].Read) {
+			t.Fatalf("reads table not sorted by reader at %d", k)
+		}
+		if int(r.Reader) >= len(patches) || int(r.Read) >= len(patches) {
+			t.Fatalf("pair %d: patch index out of range", k)
+		}
+		rd, rr := patches[r.Reader], patches[r.Read]
+		if rr.Flags&runtime.PatchRead == 0 || rd.Flags&runtime.PatchReader == 0 || rd.Flags&runtime.PatchSwitch == 0 || rd.Flags&runtime.PatchSync != 0 {
+			t.Errorf("pair %d: reader %#x (flags %#x) of %#x (flags %#x)", k, rd.Addr, rd.Flags, rr.Addr, rr.Flags)
+		}
+		readers[r.Reader] = true
+	}
+	for k, r := range byRead {
+		if k > 0 && (r.Read < byRead[k-1].Read || r.Read == byRead[k-1].Read && r.Reader <= byRead[k-1].Reader) {
+			t.Fatalf("reads table not sorted by read at %d", k)
+		}
+	}
+	if fmt.Sprint(sortedPairs(byReader)) != fmt.Sprint(sortedPairs(byRead)) {
+		t.Errorf("the two halves of the reads table differ")
+	}
+	for i, p := range patches {
+		if p.Flags&runtime.PatchReader != 0 && !readers[uint32(i)] {
+			t.Errorf("patch %#x flagged STINT_PATCH_READER but in no pair", p.Addr)
+		}
+	}
+}
+
+func sortedPairs(rs []runtime.Read) []runtime.Read {
+	out := slices.Clone(rs)
+	slices.SortFunc(out, func(a, b runtime.Read) int {
+		return cmp.Or(cmp.Compare(a.Reader, b.Reader), cmp.Compare(a.Read, b.Read))
+	})
+	return out
 }
 
 // startTraced starts a rewritten program with env in the background and
@@ -98,6 +162,85 @@ func loadBase(pid int, path string) (uint64, error) {
 	return 0, fmt.Errorf("%s not mapped in %d", path, pid)
 }
 
+// switchSeen is what watchSwitching saw of each site.
+type switchSeen struct {
+	samples   int
+	seenOrig  []bool
+	reapplied []bool // seen original, then patched again
+}
+
+func (w *switchSeen) toggled() int {
+	n := 0
+	for _, r := range w.reapplied {
+		if r {
+			n++
+		}
+	}
+	return n
+}
+
+// watchSwitching reads the sites' bytes in the running program every few
+// ms through /proc/PID/mem until it exits (done), failing the test on
+// bytes that are neither the original nor the patch (nor "jmp ." at a
+// sync site mid-switch). path is the rewritten file as the process maps
+// it. A site whose probes have all recorded is restored for good
+// (patch_done), so "seen original" alone proves nothing: a switched site
+// is seen original and later patched again.
+func watchSwitching(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, done <-chan error, path string, sites []switchSite) *switchSeen {
+	t.Helper()
+	w := &switchSeen{seenOrig: make([]bool, len(sites)), reapplied: make([]bool, len(sites))}
+	var mem *os.File
+	var base uint64
+	lo, hi := ^uint64(0), uint64(0)
+	for _, s := range sites {
+		lo, hi = min(lo, s.addr), max(hi, s.addr+uint64(len(s.orig)))
+	}
+	if len(sites) == 0 {
+		lo = 0
+	}
+	text := make([]byte, hi-lo) // one read of every site's bytes
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%v, stderr %q", err, stderr.String())
+			}
+			return w
+		case <-time.After(3 * time.Millisecond):
+		}
+		if mem == nil {
+			b, err := loadBase(cmd.Process.Pid, path)
+			if err != nil {
+				continue // not mapped yet
+			}
+			if mem, err = os.Open(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid)); err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			base = b
+		}
+		if n, err := mem.ReadAt(text, int64(base+lo)); err != nil || n != len(text) {
+			continue // the process is leaving
+		}
+		for i, s := range sites {
+			buf := text[s.addr-lo:]
+			n := len(s.orig)
+			switch {
+			case bytes.Equal(buf[:n], s.orig):
+				w.seenOrig[i] = true
+			case bytes.Equal(buf[:n], s.patched):
+				w.reapplied[i] = w.reapplied[i] || w.seenOrig[i]
+			case s.sync && buf[0] == 0xeb && buf[1] == 0xfe:
+				// mid-switch: threads wait on "jmp ." while the rest of
+				// the instruction is written
+			default:
+				t.Errorf("site %#x: bytes % x are neither the original % x nor the patch % x", s.addr, buf[:n], s.orig, s.patched)
+			}
+		}
+		w.samples++
+	}
+}
+
 // TestOffSwitch: the spin fixture, rewritten with the default (branch)
 // tool and a 10% budget, runs while the test reads its code through
 // /proc/PID/mem. The off-switch must be seen at work on the running
@@ -129,67 +272,13 @@ func TestOffSwitch(t *testing.T) {
 	t.Run("switching", func(t *testing.T) {
 		traces := filepath.Join(dir, "traces")
 		cmd, stdout, stderr, done := startTraced(t, out, args, append(traceEnv(traces), "STINT_WINDOW=50%"))
-		// A site whose probes have all recorded is restored for good
-		// (patch_done), so "seen original" alone proves nothing: a
-		// switched site is seen original and later patched again.
-		seenOrig := make([]bool, len(sites))
-		reapplied := make([]bool, len(sites))
-		samples := 0
-		var mem *os.File
-		var base uint64
-	sample:
-		for {
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("%v, stderr %q", err, stderr.String())
-				}
-				break sample
-			case <-time.After(3 * time.Millisecond):
-			}
-			if mem == nil {
-				b, err := loadBase(cmd.Process.Pid, out)
-				if err != nil {
-					continue // not mapped yet
-				}
-				if mem, err = os.Open(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid)); err != nil {
-					t.Fatal(err)
-				}
-				defer mem.Close()
-				base = b
-			}
-			buf := make([]byte, 16)
-			for i, s := range sites {
-				n, err := mem.ReadAt(buf[:len(s.orig)], int64(base+s.addr))
-				if err != nil || n != len(s.orig) {
-					continue // the process is leaving
-				}
-				switch {
-				case bytes.Equal(buf[:n], s.orig):
-					seenOrig[i] = true
-				case bytes.Equal(buf[:n], s.patched):
-					reapplied[i] = reapplied[i] || seenOrig[i]
-				case s.sync && buf[0] == 0xeb && buf[1] == 0xfe:
-					// mid-switch: threads wait on "jmp ." while the
-					// rest of the instruction is written
-				default:
-					t.Errorf("site %#x: bytes % x are neither the original % x nor the patch % x", s.addr, buf[:n], s.orig, s.patched)
-				}
-			}
-			samples++
-		}
+		seen := watchSwitching(t, cmd, stderr, done, out, sites)
 		if !bytes.Equal(stdout.Bytes(), nOut) {
 			t.Fatalf("stdout differs from native: %q vs %q", stdout.String(), nOut)
 		}
-		toggled := 0
-		for i := range sites {
-			if reapplied[i] {
-				toggled++
-			}
-		}
-		t.Logf("%d samples; %d of %d switchable sites seen switched off, then patched again", samples, toggled, len(sites))
-		if toggled == 0 {
-			t.Errorf("no site was seen switched off and then patched again in %d samples", samples)
+		t.Logf("%d samples; %d of %d switchable sites seen switched off, then patched again", seen.samples, seen.toggled(), len(sites))
+		if seen.toggled() == 0 {
+			t.Errorf("no site was seen switched off and then patched again in %d samples", seen.samples)
 		}
 
 		trs := readTraces(t, traces)
@@ -197,17 +286,25 @@ func TestOffSwitch(t *testing.T) {
 			t.Fatalf("%d traces, want 1", len(trs))
 		}
 		ps := formats.Periods(trs[0].Events)
-		var ons, offs uint64
-		for _, p := range ps {
+		// Sites switching themselves off after the budget is spent are
+		// charged to the next period (budget.c, sw_closed_call), so a
+		// period's used time may fall short of its own switching time;
+		// over the run, all switching but the last period's is charged.
+		var ons, offs, used, sw uint64
+		for k, p := range ps {
 			if !p.HasSwitch || !p.HasBudget {
 				t.Errorf("period %d: budget row %v, switch row %v", p.Index, p.HasBudget, p.HasSwitch)
 				continue
 			}
-			if p.Used < p.SwitchNS {
-				t.Errorf("period %d: used %d ns, less than its switching time %d ns", p.Index, p.Used, p.SwitchNS)
-			}
 			ons += p.SwitchedOn
 			offs += p.SwitchedOff
+			used += p.Used
+			if k < len(ps)-1 {
+				sw += p.SwitchNS
+			}
+		}
+		if used < sw {
+			t.Errorf("over %d periods: used %d ns, less than the switching time %d ns", len(ps), used, sw)
 		}
 		if ons == 0 || offs == 0 {
 			t.Errorf("over %d periods: %d sites switched on, %d off; want both", len(ps), ons, offs)
@@ -265,4 +362,70 @@ func TestOffSwitch(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSwitchReadees: patches that other patches' puns read (E9Patch's
+// neighbours and the instructions evicted for them) are switched too,
+// readers first. libsqlite3, rewritten with a 2 ms period so that the
+// sqlite3 workload sees hundreds of switches, must print what native
+// does, with and without sync sites; its readees must be seen switched
+// off and patched again in the running program, and a reader is never
+// re-applied over a readee that is off (the bytes are checked as they
+// are read: a reader's pun over an original readee would be neither).
+func TestSwitchReadees(t *testing.T) {
+	lib := filepath.Join(libdir, "libsqlite3.so.0")
+	need(t, lib, "/usr/bin/sqlite3")
+	if testing.Short() {
+		t.Skip("runs the sqlite3 workload (skipped under -short)")
+	}
+	sql, err := os.ReadFile("../../benchmarks/workloads/sqlite.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql = bytes.Replace(sql, []byte("x < 200000"), []byte("x < 100000"), 1)
+	native := run(t, sql, nil, "/usr/bin/sqlite3", ":memory:")
+	for _, sync := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
+			dir := t.TempDir()
+			out, st := rewritten(t, lib, dir, rewrite.Options{Budget: "20%", Period: "50ms", Window: "50%", SwitchSync: sync})
+			if st.SwitchableRead == 0 {
+				t.Fatalf("no switchable readee among %d switchable patches", st.Switchable)
+			}
+			sites := switchSites(t, out)
+			var reads []switchSite
+			for _, s := range sites {
+				if s.read {
+					reads = append(reads, s)
+				}
+			}
+			if len(reads) != st.SwitchableRead {
+				t.Fatalf("%d patches flagged STINT_PATCH_READ, stats say %d", len(reads), st.SwitchableRead)
+			}
+			traces := filepath.Join(dir, "traces")
+			cmd := exec.Command("/usr/bin/sqlite3", ":memory:")
+			cmd.Env = append(traceEnv(traces), "LD_LIBRARY_PATH="+dir)
+			cmd.Stdin = bytes.NewReader(sql)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			seen := watchSwitching(t, cmd, &stderr, done, out, reads)
+			if !bytes.Equal(stdout.Bytes(), native) || stderr.Len() > 0 {
+				t.Fatalf("output differs from native (%d vs %d bytes), stderr %q", stdout.Len(), len(native), clip(stderr.Bytes()))
+			}
+			off := 0
+			for _, o := range seen.seenOrig {
+				if o {
+					off++
+				}
+			}
+			t.Logf("%d samples; %d of %d readees seen switched off, %d of them then patched again", seen.samples, off, len(reads), seen.toggled())
+			if seen.toggled() == 0 {
+				t.Errorf("no readee was seen switched off and then patched again in %d samples", seen.samples)
+			}
+		})
+	}
 }

@@ -24,7 +24,7 @@
 #define STINT_U64(x) x##ULL
 #endif
 
-#define STINT_ABI_VERSION 5
+#define STINT_ABI_VERSION 6
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -82,6 +82,11 @@
 #define STINT_PATCH_SYNC       0x8 /* with STINT_PATCH_SWITCH: the bytes straddle a word, so the runtime switches
                                     * the patch with the jmp-to-self + membarrier(SYNC_CORE) sequence, in batches
                                     * (AT_START, at least 3 bytes, its first two in one aligned 16-byte word) */
+#define STINT_PATCH_READ       0x10 /* with STINT_PATCH_SWITCH (ABI 6): other patches' puns read this patch's bytes
+                                     * (struct stint_module.reads_vaddr lists them); the period thread switches it
+                                     * off only after its readers and on before them */
+#define STINT_PATCH_READER     0x20 /* this patch's pun reads bytes of STINT_PATCH_READ patches: switched on only
+                                     * while they are on */
 
 /* struct stint_chunk.flags */
 #define STINT_CHUNK_RESERVED 0x1 /* lies inside a PROT_NONE PT_LOAD the loader reserved: map with MAP_FIXED */
@@ -168,7 +173,18 @@ struct stint_module {
 	uint32_t ntrace_ends;    /* 352 */
 	uint32_t pad_te;         /* 356 */
 	uint64_t gate_vaddr;     /* 360: link vaddr of the gate page (4096 bytes, page aligned, zero in the file) */
-};                           /* 368 */
+	uint64_t reads_vaddr;    /* 368: struct stint_read[2 * nreads] (ABI 6): the (reader, read) pairs of switchable
+	                          *      patches sorted by reader, then the same pairs sorted by read */
+	uint32_t nreads;         /* 376 */
+	uint32_t pad_rd;         /* 380 */
+};                           /* 384 */
+
+/* A pun's dependency between two switchable patches (ABI 6): patch
+ * `reader`'s jump reads bytes that patch `read` modified. */
+struct stint_read {
+	uint32_t reader;
+	uint32_t read;
+};
 
 /*
  * The gate page. Every probe call in a trampoline first loads the gate
@@ -197,6 +213,16 @@ struct stint_module {
  * sites: it steps over, as word 0 does) or STINT_GATE_SWITCH: a site that
  * still jumps to its trampoline calls the runtime, which restores the
  * site's original bytes, so the next execution runs the original code.
+ *
+ * ABI 6: a patch whose bytes other patches' puns read (STINT_PATCH_READ:
+ * an E9Patch B2/P/T1/T2 neighbour, or an instruction evicted for one) is
+ * switchable too when all its readers are. A thread only ever reaches
+ * such bytes at an instruction's first byte or through a reader's jump,
+ * so with the readers' original bytes back and every core serialised
+ * (membarrier SYNC_CORE) nothing can decode the old pun any more: the
+ * runtime's period thread switches readers off before what they read,
+ * and what they read on before them. (T3 neighbours are never switchable:
+ * a thread may rest on the landing pad inside them.)
  */
 
 /*

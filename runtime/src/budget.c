@@ -293,8 +293,9 @@ static void sw_request(struct stint_global *g, uint32_t what)
  * came for). A new event after the window means code not seen before is
  * running, which is when a ret or an indirect branch meets new
  * destinations (a new caller, a new case): the first one in a period
- * asks the period thread to switch the open-ended sites back on until
- * the next window closes (the rearm), and meanwhile open-ended sites
+ * asks the period thread to switch the open-ended sites back on for as
+ * long as a window lasts (the rearm, once a period: the time sites are
+ * on stays within two windows a period), and meanwhile open-ended sites
  * stay on after recording. An open-ended site that keeps calling without
  * recording (SW_MISS_MAX, switch.c) is switched off for the period.
  */
@@ -304,7 +305,7 @@ static void sw_after_record(struct stint_global *g, struct stint_module *m, cons
 	int open = !(p->flags & STINT_PF_DIRECT);
 	int rearmed = __atomic_load_n(&g->sw_rearmed, __ATOMIC_ACQUIRE);
 	int saturated = open && sw_missed(g, m, p, recorded);
-	if (sw_call(g, m, p, saturated || (over && !(open && rearmed)), 0))
+	if (sw_call(g, m, p, saturated || (over && !(open && rearmed == SW_REARM_ON)), 0))
 		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED);
 	uint32_t z = 0;
 	if (over && recorded && !rearmed &&
@@ -365,6 +366,11 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
 	uint64_t n = sw_batch(g, on, flags);
 	uint64_t d = rdtsc() - t0;
 	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
+	/* sites waiting in SW_PEND got there by running after the budget
+	 * was spent, as the sites of sw_closed_call do: their cost is the
+	 * next period's debt */
+	if (flags & SWB_PEND_ONLY)
+		__atomic_fetch_add(&g->sw_lazy_tsc, d, __ATOMIC_RELAXED);
 	if (charge) {
 		__atomic_fetch_add(&g->sw_charged_tsc, d, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&g->used_tsc, d, __ATOMIC_RELAXED);
@@ -390,6 +396,18 @@ static void sw_rearm(struct stint_global *g)
 {
 	if (sw_timed(g, 1, SWB_OPEN_ONLY, 1))
 		g->sw_is_on = 1;
+	uint64_t win = g->sw_window_ns ? g->sw_window_ns : g->budget_ns;
+	g->sw_rearm_end = now_ns(S_CLOCK_MONOTONIC) + win;
+}
+
+/* The period thread: the rearm's time is over; the sites go off as at
+ * the window's end. */
+static void sw_rearm_over(struct stint_global *g)
+{
+	g->sw_rearm_end = 0;
+	__atomic_store_n(&g->sw_rearmed, SW_REARM_DONE, __ATOMIC_RELEASE);
+	if (g->sw_is_on && !__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
+		sw_all_off(g, 1);
 }
 
 /*
@@ -603,7 +621,8 @@ static void qos_next(struct stint_global *g, uint64_t now_mono)
  * early by what switching the sites now on would cost (their number
  * times the measured cost per site). When switching the listed sites
  * on and off would take more than half the budget they stay off for the
- * period: the budget goes to probes that are still patched.
+ * period: the budget goes to probes that are still patched (how many
+ * there are is guessed from the last switch-on).
  */
 static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint64_t now_tsc, int last)
 {
@@ -621,7 +640,8 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 			sw_all_off(g, 0);
 		return;
 	}
-	__atomic_store_n(&g->sw_rearmed, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->sw_rearmed, SW_REARM_NONE, __ATOMIC_RELEASE);
+	g->sw_rearm_end = 0;
 	if (g->sw_on && !last && __atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&g->sw_window_over, 0, __ATOMIC_RELEASE);
 		if (!was_closed)
@@ -633,10 +653,18 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	}
 	if (!g->sw_on || last)
 		return;
+	/* what the last switch-on took (at first every listed site); when it
+	 * is too much, halve the guess each period, so that a later period,
+	 * when more sites have recorded all they had to, tries again */
 	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
-	if (2 * __atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED) * g->sw_site_tsc > budget / 2)
+	uint64_t guess = g->sw_last_on ? g->sw_last_on : __atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED);
+	if (2 * guess * g->sw_site_tsc > budget / 2) {
+		g->sw_last_on = guess / 2 ? guess / 2 : 1;
 		return;
-	sw_timed(g, 1, 0, 1);
+	}
+	g->sw_last_on = sw_timed(g, 1, 0, 1);
+	if (!g->sw_last_on)
+		g->sw_last_on = 1;
 	g->sw_is_on = 1;
 }
 
@@ -762,6 +790,9 @@ static int wait_req(struct stint_global *g, uint64_t mono_ns)
 	}
 }
 
+/* The shortest time between two batches of SW_PEND sites. */
+#define SW_PEND_GAP_NS 1000000ULL
+
 /*
  * Wait until mono_ns (the period's end): close the window when it ends
  * and switch the listed sites off whenever a probe closes the gate
@@ -777,16 +808,40 @@ static void wait_period(struct stint_global *g, uint64_t mono_ns)
 	uint64_t win_end = g->period_mono0 + win;
 	for (;;) {
 		int over = __atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE) || win_end >= mono_ns;
-		int req = wait_req(g, over ? mono_ns : win_end);
+		uint64_t rearm_end = g->sw_rearm_end && g->sw_rearm_end < mono_ns ? g->sw_rearm_end : 0;
+		int req = wait_req(g, !over ? win_end : rearm_end ? rearm_end : mono_ns);
+		if (!req && over && rearm_end) {
+			if (lock_bounded(&g->period_lock)) {
+				if (!__atomic_load_n(&g->run_ended, __ATOMIC_ACQUIRE))
+					sw_rearm_over(g);
+				unlock(&g->period_lock);
+			}
+			continue;
+		}
 		if (!req && over)
 			return;
 		if (!lock_bounded(&g->period_lock))
 			continue;
 		uint32_t what = __atomic_exchange_n(&g->sw_req, 0, __ATOMIC_ACQ_REL);
 		int closed = __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE);
+		if (what == SW_REQ_SYNC) {
+			/* Sites reach SW_PEND one by one as they first run after the
+			 * gate closed, thousands in a row in a large program: gather
+			 * them for SW_PEND_GAP_NS (they call in meanwhile, cheaply)
+			 * rather than run a batch per site. */
+			uint64_t now = now_ns(S_CLOCK_MONOTONIC);
+			if (now < g->sw_pend_mono + SW_PEND_GAP_NS && now + SW_PEND_GAP_NS < mono_ns) {
+				__atomic_fetch_or(&g->sw_req, what, __ATOMIC_ACQ_REL);
+				unlock(&g->period_lock);
+				sleep_until(g->sw_pend_mono + SW_PEND_GAP_NS);
+				continue;
+			}
+		}
 		if (!__atomic_load_n(&g->run_ended, __ATOMIC_ACQUIRE)) {
-			if (what & SW_REQ_SYNC)
+			if (what & SW_REQ_SYNC) {
 				sw_timed(g, 0, SWB_PEND_ONLY, 0); /* switch.c's SW_PEND sites */
+				g->sw_pend_mono = now_ns(S_CLOCK_MONOTONIC);
+			}
 			if (!req && !closed)
 				window_close(g);
 			else if (!req)

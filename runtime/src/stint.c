@@ -350,13 +350,16 @@ struct stint_global {
 	uint32_t sw_req;             /* futex, SW_REQ_*: work for the period thread (budget.c) */
 	uint32_t sw_is_on;           /* the last batch switched on */
 	uint32_t sw_window_over;     /* this period's window is over: calling sites switch off */
-	uint32_t sw_rearmed;         /* new code ran after the window: open-ended sites are back on */
+	uint32_t sw_rearmed;         /* SW_REARM_*: new code ran after the window: open-ended sites are back on */
 	uint32_t pad10;
 	uint64_t sw_window_ns;       /* how long listed sites stay on per period (0: the budget) */
 	uint64_t sw_tsc;             /* switching cost this period (batches and closed calls) */
 	uint64_t sw_charged_tsc;     /* the part of sw_tsc already in used_tsc (switching on) */
 	uint64_t sw_lazy_tsc;        /* the part of sw_tsc spent by sites switching themselves off */
 	uint64_t sw_debt_tsc;        /* last period's sw_lazy_tsc: charged at this period's start */
+	uint64_t sw_pend_mono;       /* when the last batch of SW_PEND sites ended (CLOCK_MONOTONIC ns) */
+	uint64_t sw_rearm_end;       /* when this period's rearm ends (CLOCK_MONOTONIC ns), 0 = none running */
+	uint64_t sw_last_on;         /* sites the last period-start switch-on changed (0 = none yet) */
 	uint64_t sw_site_tsc;        /* what switching one site costs (moving average) */
 	uint64_t sw_listed;          /* sites listed (switch.c), all modules */
 	uint64_t sw_listed_on;       /* listed sites now switched on (about: for the reserve) */

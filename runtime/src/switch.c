@@ -28,6 +28,16 @@
  * restore a listed site concurrently; a re-apply that races with it at
  * worst leaves a jump to a trampoline whose arms go straight to the
  * destinations, which the next switch-off removes for good.
+ *
+ * Readees (STINT_PATCH_READ, ABI 6): a patch whose bytes other patches'
+ * puns read is written only by the period thread, in passes: switching
+ * off, it first makes sure every reader holds its original bytes (it
+ * switches listed readers off and lists and switches off readers never
+ * seen), serialises every core, then restores the readee; switching on,
+ * it re-applies readees before their readers, and a reader whose readee
+ * is off stays off. Chains (a readee that reads another) take one pass
+ * per link. A readee is listed when its own probe calls or when one of
+ * its readers is listed (an evicted instruction has no probe).
  */
 
 #define SW_COLD 0 /* not listed: the rewriter's patch is in place */
@@ -35,7 +45,9 @@
 #define SW_OFF  2 /* listed, original bytes */
 #define SW_BUSY 3 /* being changed */
 #define SW_DEAD 4 /* listed, original bytes, never again (all probes recorded) */
-#define SW_PEND 5 /* listed, patched, to be switched off by the period thread (STINT_PATCH_SYNC) */
+#define SW_PEND 5 /* listed, patched, to be switched off by the period thread (STINT_PATCH_SYNC, _READ) */
+#define SW_SYNC 6 /* the period thread is writing it with threads parked (sw_sync_finish) */
+#define SW_NEXT 7 /* the period thread will write it after the next membarrier (sw_readees) */
 
 struct sw_entry {
 	uint64_t addr;    /* run-time address of the first patched byte */
@@ -44,6 +56,9 @@ struct sw_entry {
 	uint8_t ready;    /* set last: the entry is complete */
 	uint8_t open;     /* an open-ended site (ret, indirect, syscall): any run may bring a new outcome */
 	uint8_t sync;     /* STINT_PATCH_SYNC: switched in batches with threads parked (sw_batch) */
+	uint8_t read;     /* STINT_PATCH_READ: other patches read it (sw_readees) */
+	uint8_t reader;   /* STINT_PATCH_READER: on only while what it reads is on */
+	uint8_t pad[6];
 	uint8_t code[16]; /* the patched bytes */
 };
 
@@ -53,6 +68,14 @@ struct sw_mod {
 	uint8_t *state;         /* SW_* per patch index */
 	uint8_t *misses;        /* per patch index: calls this period that recorded nothing */
 	uint8_t *fresh;         /* per patch index: listed while the gate was closed, not called since with it open */
+	uint32_t *few;          /* entry indices + 1 of the sync and readee entries, which the period thread's
+	                         * passes visit (0 = a slot not filled yet) */
+	uint32_t nfew, capfew;
+	uint64_t *pend;         /* bit per patch index: gone to SW_PEND since the period thread last looked */
+	uint32_t *eidx;         /* per patch index: its entry's index + 1 (0 = not listed) */
+	uint32_t *work;         /* period thread: the SW_PEND readees of the batch at hand (entry indices) */
+	uint32_t *parked;       /* period thread: the entries parked on "jmp ." by the batch at hand */
+	uint32_t nwork, nparked;
 	struct sw_entry e[];
 };
 
@@ -68,13 +91,17 @@ struct sw_mod {
 static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 {
 	const struct stint_patch *pt = (const void *)(base + m->patches_vaddr);
-	uint32_t n = 0;
+	uint32_t n = 0, nfew = 0;
 	for (uint32_t i = 0; i < m->npatches; i++)
-		if ((pt[i].flags & STINT_PATCH_SWITCH) && pt[i].len && pt[i].len <= 16)
+		if ((pt[i].flags & STINT_PATCH_SWITCH) && pt[i].len && pt[i].len <= 16) {
 			n++;
+			nfew += (pt[i].flags & (STINT_PATCH_SYNC | STINT_PATCH_READ)) != 0;
+		}
 	if (!n)
 		return 0;
-	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + 3 * (uint64_t)m->npatches;
+	uint64_t words = ((uint64_t)m->npatches + 63) / 64;
+	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + 8 * words + 12 * (uint64_t)nfew +
+			7 * (uint64_t)m->npatches;
 	size = (size + 4095) & ~(uint64_t)4095;
 	long a = sys_mmap(0, size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 	if (sys_failed(a))
@@ -82,7 +109,13 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 	struct sw_mod *s = (struct sw_mod *)a;
 	s->map_size = size;
 	s->cap = n;
-	s->state = (uint8_t *)&s->e[n];
+	s->pend = (uint64_t *)&s->e[n];
+	s->few = (uint32_t *)&s->pend[words];
+	s->capfew = nfew;
+	s->work = &s->few[nfew];
+	s->parked = &s->work[nfew];
+	s->eidx = &s->parked[nfew];
+	s->state = (uint8_t *)&s->eidx[m->npatches];
 	s->misses = s->state + m->npatches;
 	s->fresh = s->misses + m->npatches;
 	/* The first store to a text page copies it (a private file mapping):
@@ -117,6 +150,11 @@ static void sw_request(struct stint_global *g, uint32_t what);
 #define SW_REQ_REARM 2 /* new code ran after the window: switch open-ended sites back on */
 #define SW_REQ_SYNC  4 /* sites wait in SW_PEND: switch them off */
 
+/* g->sw_rearmed: this period's rearm (budget.c, sw_after_record) */
+#define SW_REARM_NONE 0
+#define SW_REARM_ON   1 /* open-ended sites are back on after the window */
+#define SW_REARM_DONE 2 /* it ran its time: no other this period */
+
 /* The list of the module that patch idx of m belongs to, 0 if it has
  * none (or idx is not one of its patches). */
 static struct sw_mod *sw_of(struct stint_global *g, const struct stint_module *m, uint32_t idx)
@@ -142,6 +180,118 @@ static void sw_write(const struct stint_patch *pt, const struct sw_entry *e, int
 	stint_restore_atomic(e->addr, on ? e->code : pt->orig, e->len);
 }
 
+/* The pairs in which patch idx of m is the reader (by_read = 0) or the
+ * read patch (by_read = 1), *n of them (struct stint_read, ABI 6). */
+static const struct stint_read *sw_pairs(const struct stint_module *m, uint32_t idx, int by_read, uint32_t *n)
+{
+	*n = 0;
+	if (!m->nreads || !m->reads_vaddr)
+		return 0;
+	const struct stint_read *rd = (const struct stint_read *)(m->base + m->reads_vaddr) + (by_read ? m->nreads : 0);
+	uint32_t lo = 0, hi = m->nreads;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if ((by_read ? rd[mid].read : rd[mid].reader) < idx)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	uint32_t k = lo;
+	while (k < m->nreads && (by_read ? rd[k].read : rd[k].reader) == idx)
+		k++;
+	*n = k - lo;
+	return rd + lo;
+}
+
+/* Whether patch idx of m holds its original bytes now. */
+static int sw_is_orig(const struct stint_module *m, uint32_t idx)
+{
+	const struct stint_patch *pt = (const struct stint_patch *)(m->base + m->patches_vaddr) + idx;
+	const volatile uint8_t *b = (const volatile uint8_t *)(m->base + pt->addr);
+	for (uint32_t j = 0; j < pt->len; j++)
+		if (b[j] != pt->orig[j])
+			return 0;
+	return 1;
+}
+
+/* Patch idx went to SW_PEND: note it for the period thread's next
+ * batch of waiting sites (sw_batch, SWB_PEND_ONLY). */
+static void sw_pend_mark(struct sw_mod *s, uint32_t idx)
+{
+	__atomic_fetch_or(&s->pend[idx / 64], 1ULL << (idx % 64), __ATOMIC_RELEASE);
+}
+
+/*
+ * List patch idx of m (state SW_COLD, its rewriter's patch in place):
+ * take its state to SW_BUSY and fill an entry with its patched bytes.
+ * The caller stores the state the site is left in. 0 if another thread
+ * took it first (or the list is full, which cannot happen).
+ */
+static struct sw_entry *sw_add(struct stint_global *g, struct stint_module *m, struct sw_mod *s, uint32_t idx, int open, int fresh)
+{
+	uint8_t st = SW_COLD;
+	if (!__atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return 0;
+	uint32_t k = __atomic_fetch_add(&s->n, 1, __ATOMIC_ACQ_REL);
+	if (k >= s->cap) {
+		__atomic_store_n(&s->state[idx], SW_DEAD, __ATOMIC_RELEASE); /* leave it patched */
+		return 0;
+	}
+	const struct stint_patch *pt = (const struct stint_patch *)(m->base + m->patches_vaddr) + idx;
+	struct sw_entry *e = &s->e[k];
+	__atomic_store_n(&s->eidx[idx], k + 1, __ATOMIC_RELEASE);
+	e->addr = m->base + pt->addr;
+	e->idx = idx;
+	e->len = pt->len;
+	e->open = open;
+	e->sync = (pt->flags & STINT_PATCH_SYNC) != 0;
+	e->read = (pt->flags & STINT_PATCH_READ) != 0;
+	e->reader = (pt->flags & STINT_PATCH_READER) != 0;
+	if (fresh)
+		s->fresh[idx] = 1;
+	s_memcpy(e->code, (const void *)e->addr, pt->len);
+	if (e->sync || e->read) {
+		uint32_t f = __atomic_fetch_add(&s->nfew, 1, __ATOMIC_ACQ_REL);
+		if (f < s->capfew)
+			__atomic_store_n(&s->few[f], k + 1, __ATOMIC_RELEASE);
+	}
+	__atomic_fetch_add(&g->sw_listed, 1, __ATOMIC_RELAXED);
+	return e;
+}
+
+/* Reader idx of m was listed or switched off (off): list the readees it
+ * reads, and when it is off ask the period thread to switch them off. */
+static void sw_readees_of(struct stint_global *g, struct stint_module *m, struct sw_mod *s, uint32_t idx, int off)
+{
+	uint32_t n;
+	const struct stint_read *rd = sw_pairs(m, idx, 0, &n);
+	int ask = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t r = rd[k].read;
+		if (r >= m->npatches)
+			continue;
+		struct sw_entry *e = sw_add(g, m, s, r, 0, 0);
+		if (e) {
+			__atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
+			__atomic_store_n(&s->state[r], off ? SW_PEND : SW_ON, __ATOMIC_RELEASE);
+			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
+			if (off)
+				sw_pend_mark(s, r);
+			else
+				__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE);
+			ask |= off;
+			continue;
+		}
+		uint8_t st = SW_ON;
+		if (off && __atomic_compare_exchange_n(&s->state[r], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			sw_pend_mark(s, r);
+			ask = 1;
+		}
+	}
+	if (ask)
+		sw_request(g, SW_REQ_SYNC);
+}
+
 /*
  * A runtime call from probe p of a switchable site: list the site if it
  * is not listed yet and, when closed, restore its original bytes.
@@ -150,6 +300,8 @@ static void sw_write(const struct stint_patch *pt, const struct sw_entry *e, int
  * keeps it on after the window until it has been called with the gate
  * open, so that its first execution while probes are on is recorded as
  * if it had never been switched. Returns 1 if it restored the bytes.
+ * Sites the period thread must write (STINT_PATCH_SYNC, _READ) are left
+ * to it in SW_PEND.
  */
 static int sw_call(struct stint_global *g, struct stint_module *m, const struct stint_probe *p, int closed, int closed_gate)
 {
@@ -163,66 +315,57 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 		return 0;
 	if (!closed_gate && s->fresh[idx])
 		s->fresh[idx] = 0; /* called with the gate open: an ordinary listed site now */
+	int deferred = (pt->flags & (STINT_PATCH_SYNC | STINT_PATCH_READ)) != 0;
+	int read = (pt->flags & STINT_PATCH_READ) != 0;
+	int off = 0, changed = 0;
 	uint8_t st = __atomic_load_n(&s->state[idx], __ATOMIC_ACQUIRE);
 	if (st == SW_COLD) {
-		if (!__atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		struct sw_entry *e = sw_add(g, m, s, idx, !(p->flags & STINT_PF_DIRECT), closed_gate);
+		if (!e)
 			return 0;
-		uint32_t k = __atomic_fetch_add(&s->n, 1, __ATOMIC_ACQ_REL);
-		if (k >= s->cap) {
-			/* cannot happen (one entry per patch): leave it patched */
-			__atomic_store_n(&s->state[idx], SW_DEAD, __ATOMIC_RELEASE);
-			return 0;
-		}
-		struct sw_entry *e = &s->e[k];
-		e->addr = base + pt->addr;
-		e->idx = idx;
-		e->len = pt->len;
-		e->open = !(p->flags & STINT_PF_DIRECT);
-		e->sync = (pt->flags & STINT_PATCH_SYNC) != 0;
-		if (closed_gate)
-			s->fresh[idx] = 1;
-		s_memcpy(e->code, (const void *)e->addr, pt->len);
+		changed = 1;
 		/* patch_done lowers remaining before it restores: if it is 0
-		 * now, the copy may hold original bytes; never re-apply it */
-		int dead = __atomic_load_n(&((struct stint_patch *)pt)->remaining, __ATOMIC_ACQUIRE) == 0;
+		 * now, the copy may hold original bytes; never re-apply it (a
+		 * readee stays: its readers may need it) */
+		int dead = !read && __atomic_load_n(&((struct stint_patch *)pt)->remaining, __ATOMIC_ACQUIRE) == 0;
 		__atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
 		if (dead && e->sync) {
 			/* patch_done restored it (or cannot, and it stays patched) */
 			__atomic_store_n(&s->state[idx], SW_DEAD, __ATOMIC_RELEASE);
-			__atomic_fetch_add(&g->sw_listed, 1, __ATOMIC_RELAXED);
 			return 0;
 		}
-		if (closed && e->sync) {
+		if (closed && deferred) {
 			/* cannot be written here: the period thread will (sw_batch) */
 			__atomic_store_n(&s->state[idx], SW_PEND, __ATOMIC_RELEASE);
-			__atomic_fetch_add(&g->sw_listed, 1, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
+			sw_pend_mark(s, idx);
 			sw_request(g, SW_REQ_SYNC);
 			return 0;
 		}
-		if (dead || closed)
+		off = dead || closed;
+		if (off)
 			sw_write(pt, e, 0);
 		__atomic_store_n(&s->state[idx], dead ? SW_DEAD : closed ? SW_OFF : SW_ON, __ATOMIC_RELEASE);
-		__atomic_fetch_add(&g->sw_listed, 1, __ATOMIC_RELAXED);
-		if (!dead && !closed) {
+		if (!off) {
 			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
 		}
-		return dead || closed;
-	}
-	if (st == SW_ON && closed && (pt->flags & STINT_PATCH_SYNC)) {
-		if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+	} else if (st == SW_ON && closed && deferred) {
+		if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			sw_pend_mark(s, idx);
 			sw_request(g, SW_REQ_SYNC);
+		}
 		return 0;
-	}
-	if (st == SW_ON && closed &&
-	    __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+	} else if (st == SW_ON && closed &&
+		   __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		stint_restore_atomic(base + pt->addr, pt->orig, pt->len);
 		__atomic_store_n(&s->state[idx], SW_OFF, __ATOMIC_RELEASE);
 		sw_count_on(g, -1);
-		return 1;
+		off = changed = 1;
 	}
-	return 0;
+	if (changed && (pt->flags & STINT_PATCH_READER))
+		sw_readees_of(g, m, s, idx, off);
+	return off;
 }
 
 /*
@@ -247,15 +390,16 @@ static int sw_missed(struct stint_global *g, struct stint_module *m, const struc
 	return v >= SW_MISS_MAX;
 }
 
-/* Module i's list (0 if it has none), its patch table and the number of
- * entries taken so far. */
-static struct sw_mod *sw_list(struct stint_global *g, uint32_t i, const struct stint_patch **pts, uint32_t *n)
+/* Module i's list (0 if it has none), its module, its patch table and
+ * the number of entries taken so far. */
+static struct sw_mod *sw_list(struct stint_global *g, uint32_t i, const struct stint_module **mp, const struct stint_patch **pts, uint32_t *n)
 {
 	struct gmodule *gm = &g->modules[i];
 	struct sw_mod *s = (struct sw_mod *)__atomic_load_n(&gm->sw, __ATOMIC_ACQUIRE);
 	if (!s || !gm->smod)
 		return 0;
 	const struct stint_module *m = (const struct stint_module *)gm->smod;
+	*mp = m;
 	*pts = (const void *)(m->base + m->patches_vaddr);
 	*n = __atomic_load_n(&s->n, __ATOMIC_ACQUIRE);
 	if (*n > s->cap)
@@ -263,34 +407,55 @@ static struct sw_mod *sw_list(struct stint_global *g, uint32_t i, const struct s
 	return s;
 }
 
+/* The k-th of module list s's sync and readee entries, 0 if not filled
+ * yet; *n is how many there are. */
+static struct sw_entry *sw_few(struct sw_mod *s, uint32_t k)
+{
+	uint32_t v = __atomic_load_n(&s->few[k], __ATOMIC_ACQUIRE);
+	if (!v || v > s->cap)
+		return 0;
+	struct sw_entry *e = &s->e[v - 1];
+	return __atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) ? e : 0;
+}
+
+static uint32_t sw_nfew(const struct sw_mod *s)
+{
+	uint32_t n = __atomic_load_n(&s->nfew, __ATOMIC_ACQUIRE);
+	return n < s->capfew ? n : s->capfew;
+}
+
 #define SWB_OPEN_ONLY  1 /* only open-ended sites */
 #define SWB_KEEP_FRESH 2 /* not the fresh ones */
 #define SWB_PEND_ONLY  4 /* (off) only sites waiting in SW_PEND */
 
+static void sync_core(void)
+{
+	sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0);
+}
+
 /*
  * The second half of a batch for STINT_PATCH_SYNC sites: their first two
  * bytes are "jmp ." now (written in the first pass, so arriving threads
- * wait there), and no single store can write the rest. Serialise every
- * core (membarrier SYNC_CORE: no thread still runs the old bytes), write
- * the bytes after the first two, serialise again, write the first two
- * (releasing the waiters), serialise once more. The period thread blocks
- * all signals, so it never waits for itself.
+ * wait there; their state is SW_SYNC), and no single store can write the
+ * rest. Serialise every core (membarrier SYNC_CORE: no thread still runs
+ * the old bytes), write the bytes after the first two, serialise again,
+ * write the first two (releasing the waiters), serialise once more. The
+ * period thread blocks all signals, so it never waits for itself.
  */
 static void sw_sync_finish(struct stint_global *g, int on)
 {
-	sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0);
+	sync_core();
 	for (int pass = 0; pass < 2; pass++) {
 		uint32_t nm = modules_n(g);
 		for (uint32_t i = 0; i < nm; i++) {
+			const struct stint_module *m;
 			const struct stint_patch *pts;
 			uint32_t n;
-			struct sw_mod *s = sw_list(g, i, &pts, &n);
+			struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
 			if (!s)
 				continue;
-			for (uint32_t k = 0; k < n; k++) {
-				struct sw_entry *e = &s->e[k];
-				if (!e->sync || __atomic_load_n(&s->state[e->idx], __ATOMIC_ACQUIRE) != SW_BUSY)
-					continue;
+			for (uint32_t k = 0; k < s->nparked; k++) {
+				struct sw_entry *e = &s->e[s->parked[k]];
 				const uint8_t *to = on ? e->code : pts[e->idx].orig;
 				if (pass == 0) {
 					for (uint32_t j = 2; j < e->len; j++)
@@ -302,39 +467,302 @@ static void sw_sync_finish(struct stint_global *g, int on)
 					__atomic_store_n(&s->state[e->idx], on ? SW_ON : SW_OFF, __ATOMIC_RELEASE);
 				}
 			}
+			if (pass == 1)
+				s->nparked = 0;
 		}
-		sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0);
+		sync_core();
 	}
+}
+
+/* Write entry e's bytes (on: the patch, else the original) now, or for a
+ * STINT_PATCH_SYNC one start the sequence (sw_sync_finish ends it).
+ * Returns 1 for a started sequence. The state must be one only the
+ * period thread moves (SW_BUSY or SW_NEXT). */
+static int sw_put(struct sw_mod *s, struct sw_entry *e, const struct stint_patch *pt, int on)
+{
+	static const uint8_t spin[2] = {0xeb, 0xfe};
+	if (e->sync && s->nparked < s->capfew) {
+		stint_restore_atomic(e->addr, spin, 2);
+		__atomic_store_n(&s->state[e->idx], SW_SYNC, __ATOMIC_RELEASE);
+		s->parked[s->nparked++] = (uint32_t)(e - s->e);
+		return 1;
+	}
+	if (e->sync) {
+		/* cannot happen (one slot per sync patch): leave it as it was */
+		__atomic_store_n(&s->state[e->idx], on ? SW_OFF : SW_ON, __ATOMIC_RELEASE);
+		return 0;
+	}
+	sw_write(pt, e, on);
+	if (on)
+		s->misses[e->idx] = 0;
+	__atomic_store_n(&s->state[e->idx], on ? SW_ON : SW_OFF, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Whether every readee that patch idx of m reads is patched now. */
+static int sw_readees_on(const struct stint_module *m, uint32_t idx)
+{
+	uint32_t n;
+	const struct stint_read *rd = sw_pairs(m, idx, 0, &n);
+	for (uint32_t k = 0; k < n; k++)
+		if (rd[k].read < m->npatches && sw_is_orig(m, rd[k].read))
+			return 0;
+	return 1;
+}
+
+/* Whether readee idx of m is worth re-applying: it or a reader still
+ * has a probe to record. */
+static int sw_needed(const struct stint_module *m, const struct stint_patch *pts, uint32_t idx)
+{
+	if (__atomic_load_n(&pts[idx].remaining, __ATOMIC_ACQUIRE))
+		return 1;
+	uint32_t n;
+	const struct stint_read *rd = sw_pairs(m, idx, 1, &n);
+	for (uint32_t k = 0; k < n; k++)
+		if (rd[k].reader < m->npatches && __atomic_load_n(&pts[rd[k].reader].remaining, __ATOMIC_ACQUIRE))
+			return 1;
+	return 0;
+}
+
+/*
+ * Switching readee idx off: make sure each of its readers holds its
+ * original bytes. Listed readers on are switched off, readers never
+ * listed are listed (fresh, as if they had switched themselves off) and
+ * switched off; a reader that is itself a readee waits for its own pass.
+ * Returns 1 if every reader is off now; *forced counts the readers this
+ * switched off.
+ */
+static int sw_readers_off(struct stint_global *g, const struct stint_module *m, struct sw_mod *s, uint32_t idx, int flags, uint64_t *forced)
+{
+	uint32_t n;
+	const struct stint_read *rd = sw_pairs(m, idx, 1, &n);
+	const struct stint_patch *pts = (const struct stint_patch *)(m->base + m->patches_vaddr);
+	int all = 1;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t r = rd[k].reader;
+		if (r >= m->npatches || sw_is_orig(m, r))
+			continue;
+		all = 0;
+		const struct stint_patch *pt = &pts[r];
+		if ((flags & SWB_KEEP_FRESH) && s->fresh[r])
+			return 0; /* kept on, and so is what it reads */
+		if ((pt->flags & (STINT_PATCH_READ | STINT_PATCH_SYNC)) || !(pt->flags & STINT_PATCH_SWITCH))
+			continue; /* its own pass (the rewriter never lets a sync patch read a readee) */
+		uint8_t st = __atomic_load_n(&s->state[r], __ATOMIC_ACQUIRE);
+		if (st == SW_COLD) {
+			struct sw_entry *e = sw_add(g, (struct stint_module *)m, s, r, 0, 1);
+			if (!e)
+				continue;
+			__atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
+			sw_write(pt, e, 0);
+			__atomic_store_n(&s->state[r], SW_OFF, __ATOMIC_RELEASE);
+			(*forced)++;
+		} else if ((st == SW_ON || st == SW_PEND) &&
+			   __atomic_compare_exchange_n(&s->state[r], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			stint_restore_atomic(m->base + pt->addr, pt->orig, pt->len);
+			__atomic_store_n(&s->state[r], SW_OFF, __ATOMIC_RELEASE);
+			(*forced)++;
+		}
+	}
+	if (all)
+		return 1;
+	for (uint32_t k = 0; k < n; k++)
+		if (rd[k].reader < m->npatches && !sw_is_orig(m, rd[k].reader))
+			return 0;
+	return 1;
+}
+
+/* The entries a readees' pass visits: the batch's SW_PEND readees (pend)
+ * or every sync and readee entry. */
+static uint32_t sw_nvisit(const struct sw_mod *s, int pend)
+{
+	return pend ? s->nwork : sw_nfew(s);
+}
+
+static struct sw_entry *sw_visit(struct sw_mod *s, int pend, uint32_t k)
+{
+	return pend ? &s->e[s->work[k]] : sw_few(s, k);
+}
+
+/*
+ * A batch of sites waiting in SW_PEND (their bits in the modules' pend
+ * maps): start the sequence for the sync ones (sw_put) and put the
+ * readees on the modules' work lists for sw_readees. Returns the sites
+ * parked; *changed counts them.
+ */
+static uint64_t sw_drain(struct stint_global *g, uint64_t *changed)
+{
+	uint64_t nsync = 0;
+	uint32_t nm = modules_n(g);
+	for (uint32_t i = 0; i < nm; i++) {
+		const struct stint_module *m;
+		const struct stint_patch *pts;
+		uint32_t n;
+		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
+		if (!s)
+			continue;
+		s->nwork = 0;
+		uint32_t words = (m->npatches + 63) / 64;
+		for (uint32_t w = 0; w < words; w++) {
+			if (!__atomic_load_n(&s->pend[w], __ATOMIC_RELAXED))
+				continue;
+			uint64_t v = __atomic_exchange_n(&s->pend[w], 0, __ATOMIC_ACQ_REL);
+			while (v) {
+				uint32_t idx = w * 64 + (uint32_t)__builtin_ctzll(v);
+				v &= v - 1;
+				uint32_t k = __atomic_load_n(&s->eidx[idx], __ATOMIC_ACQUIRE);
+				if (!k || k > n)
+					continue;
+				struct sw_entry *e = &s->e[k - 1];
+				uint8_t st = SW_PEND;
+				if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) || __atomic_load_n(&s->state[idx], __ATOMIC_ACQUIRE) != st)
+					continue;
+				if (e->read) {
+					if (s->nwork < s->capfew)
+						s->work[s->nwork++] = k - 1;
+				} else if (e->sync && g->sync_core &&
+					   __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+					nsync += sw_put(s, e, &pts[idx], 0);
+					(*changed)++;
+				}
+			}
+		}
+	}
+	return nsync;
+}
+
+/* After a batch of waiting sites: readees that had to stay in SW_PEND (a
+ * reader could not be switched yet) wait for the next one. */
+static void sw_requeue(struct stint_global *g)
+{
+	uint32_t nm = modules_n(g);
+	for (uint32_t i = 0; i < nm; i++) {
+		const struct stint_module *m;
+		const struct stint_patch *pts;
+		uint32_t n;
+		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
+		if (!s)
+			continue;
+		for (uint32_t k = 0; k < s->nwork; k++) {
+			struct sw_entry *e = &s->e[s->work[k]];
+			if (__atomic_load_n(&s->state[e->idx], __ATOMIC_ACQUIRE) == SW_PEND)
+				sw_pend_mark(s, e->idx);
+		}
+		s->nwork = 0;
+	}
+}
+
+/*
+ * The readees' passes of a batch (see the top of the file): on, re-apply
+ * listed readees (those a reader still needs) whose own readees are on;
+ * off, switch off listed readees whose readers are all off, switching
+ * readers off first. Each pass decides (state SW_NEXT), serialises every
+ * core, then writes; a chain takes a pass per link. Returns the readees
+ * changed; *forced counts readers switched off on the way.
+ */
+static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *forced)
+{
+	uint64_t changed = 0;
+	int pend = (flags & SWB_PEND_ONLY) != 0;
+	if (!g->sync_core)
+		return 0; /* nothing can serialise the cores: readees stay patched */
+	for (int pass = 0; pass < 8; pass++) {
+		uint64_t marked = 0, nsync = 0;
+		uint32_t nm = modules_n(g);
+		for (uint32_t i = 0; i < nm; i++) {
+			const struct stint_module *m;
+			const struct stint_patch *pts;
+			uint32_t n;
+			struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
+			if (!s || !m->nreads)
+				continue;
+			uint32_t nv = sw_nvisit(s, pend);
+			for (uint32_t k = 0; k < nv; k++) {
+				struct sw_entry *e = sw_visit(s, pend, k);
+				if (!e || !e->read)
+					continue;
+				uint8_t *sp = &s->state[e->idx];
+				uint8_t st = __atomic_load_n(sp, __ATOMIC_ACQUIRE);
+				if (on) {
+					if (st != SW_OFF || (e->reader && !sw_readees_on(m, e->idx)))
+						continue;
+					if (!sw_needed(m, pts, e->idx)) {
+						__atomic_compare_exchange_n(sp, &st, SW_DEAD, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+						continue;
+					}
+				} else {
+					if ((flags & SWB_PEND_ONLY) ? st != SW_PEND : st != SW_ON && st != SW_PEND)
+						continue;
+					if (((flags & SWB_KEEP_FRESH) && s->fresh[e->idx]) || !sw_readers_off(g, m, s, e->idx, flags, forced))
+						continue;
+				}
+				if (__atomic_compare_exchange_n(sp, &st, SW_NEXT, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+					marked++;
+			}
+		}
+		if (!marked)
+			break;
+		/* what the readers' old bytes read is no longer decoded anywhere
+		 * (off); what the readees' new bytes do is seen before any
+		 * reader is re-applied (on) */
+		sync_core();
+		for (uint32_t i = 0; i < nm; i++) {
+			const struct stint_module *m;
+			const struct stint_patch *pts;
+			uint32_t n;
+			struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
+			if (!s || !m->nreads)
+				continue;
+			uint32_t nv = sw_nvisit(s, pend);
+			for (uint32_t k = 0; k < nv; k++) {
+				struct sw_entry *e = sw_visit(s, pend, k);
+				if (e && e->read && __atomic_load_n(&s->state[e->idx], __ATOMIC_ACQUIRE) == SW_NEXT) {
+					nsync += sw_put(s, e, &pts[e->idx], on);
+					changed++;
+				}
+			}
+		}
+		if (nsync)
+			sw_sync_finish(g, on);
+		else if (on)
+			sync_core(); /* readers (or the next link) go on after this */
+	}
+	return changed;
 }
 
 /*
  * Switch every listed site of every module on (re-apply the patch where
  * a probe still has something to record) or off (original bytes); flags
- * (SWB_*) narrow it.
+ * (SWB_*) narrow it. Readees are switched after their readers (off) or
+ * before them (on): sw_readees.
  * Returns the number of sites changed. The period thread's work.
  */
 static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 {
-	uint64_t changed = 0, nsync = 0;
+	uint64_t changed = 0, nsync = 0, forced = 0;
 	int open_only = flags & SWB_OPEN_ONLY, keep_fresh = flags & SWB_KEEP_FRESH, pend_only = flags & SWB_PEND_ONLY;
-	static const uint8_t spin[2] = {0xeb, 0xfe};
 	uint64_t all = ~0ULL, old = 0;
 	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
-	uint32_t nm = modules_n(g);
+	if (on && !open_only)
+		changed += sw_readees(g, 1, flags, &forced);
+	uint32_t nm = pend_only ? 0 : modules_n(g);
+	if (pend_only)
+		nsync = sw_drain(g, &changed);
 	for (uint32_t i = 0; i < nm; i++) {
+		const struct stint_module *m;
 		const struct stint_patch *pts;
 		uint32_t n;
-		struct sw_mod *s = sw_list(g, i, &pts, &n);
+		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
 		if (!s)
 			continue;
 		for (uint32_t k = 0; k < n; k++) {
 			struct sw_entry *e = &s->e[k];
-			if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) || (open_only && !e->open) ||
+			if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) || e->read || (open_only && !e->open) ||
 			    (keep_fresh && s->fresh[e->idx]))
 				continue;
 			uint8_t *sp = &s->state[e->idx];
 			uint8_t st = __atomic_load_n(sp, __ATOMIC_ACQUIRE);
-			if (on ? st != SW_OFF : pend_only ? st != SW_PEND : st != SW_ON && st != SW_PEND)
+			if (on ? st != SW_OFF : st != SW_ON && st != SW_PEND)
 				continue;
 			if (e->sync && !g->sync_core)
 				continue;
@@ -343,26 +771,23 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 				__atomic_compare_exchange_n(sp, &st, SW_DEAD, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 				continue;
 			}
+			if (on && e->reader && !sw_readees_on(m, e->idx))
+				continue; /* what it reads is off: it stays off */
 			if (!__atomic_compare_exchange_n(sp, &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				continue;
 			changed++;
-			if (e->sync) {
-				/* first pass of the sequence; sw_sync_finish ends it */
-				stint_restore_atomic(e->addr, spin, 2);
-				nsync++;
-				continue;
-			}
-			sw_write(pt, e, on);
-			if (on)
-				s->misses[e->idx] = 0;
-			__atomic_store_n(sp, on ? SW_ON : SW_OFF, __ATOMIC_RELEASE);
+			nsync += sw_put(s, e, pt, on);
 		}
 	}
 	if (nsync)
 		sw_sync_finish(g, on);
+	if (!on)
+		changed += sw_readees(g, 0, flags, &forced);
+	if (pend_only)
+		sw_requeue(g);
 	if (!sys_failed(masked))
 		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
-	return changed;
+	return changed + forced;
 }
 
 /* Whether the off-switch owns patch idx of m now (listed): patch_done

@@ -1,0 +1,79 @@
+package rewrite
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stint-project/stint/rewrite/place"
+)
+
+// TestPlanSwitch checks which patches the off-switch may switch, on a
+// hand-made planner result. Instructions 0..9 start 16 bytes apart at
+// 0x1000 (each patch within one word, but 8, which takes bytes 12..16 of
+// its word); sites have a probe, evicted instructions none.
+func TestPlanSwitch(t *testing.T) {
+	const n = 10
+	insts := make([]place.Inst, n)
+	for i := range insts {
+		insts[i] = place.Inst{Addr: 0x1000 + 16*uint64(i), Bytes: []byte{0x74, 0, 0, 0}}
+	}
+	insts[8] = place.Inst{Addr: 0x1000 + 16*8 + 12, Bytes: []byte{0xe8, 0, 0, 0, 0}} // bytes 12..16 of its word
+	// 1 reads 2 (a B2 pun); 3 (a T3 site) lands in 4; 5 reads 6, which
+	// reads 7 (a chain); 8 straddles a word and reads 9.
+	reads := [][2]int{{1, 2}, {3, 4}, {5, 6}, {6, 7}, {8, 9}}
+	tactics := make([]place.Tactic, n)
+	for i := range tactics {
+		tactics[i] = place.TacticB2
+	}
+	tactics[3] = place.TacticT3
+	patched := make([]bool, n)
+	evicted := make([]bool, n)
+	read := make([]bool, n)
+	for i := range patched {
+		patched[i] = true
+	}
+	evicted[2], patched[2] = true, false // an evicted instruction: no probe
+	for _, r := range reads {
+		read[r[1]] = true
+	}
+	for _, sync := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
+			rw := &rewriter{opts: Options{SwitchSync: sync}, c: &code{insts: insts}}
+			modified := make([]*patchRec, n)
+			var order []int
+			for i := range insts {
+				a := insts[i].Addr
+				pr := &patchRec{inst: i, lo: a, hi: a + uint64(len(insts[i].Bytes)), restorable: !read[i]}
+				if patched[i] {
+					pr.nprobes = 1
+				}
+				modified[i] = pr
+				order = append(order, i)
+			}
+			p := &place.Planner{Insts: insts, Reads: reads, Tactics: tactics}
+			pairs := rw.planSwitch(p, order, modified, patched, evicted, read)
+			want := map[int]bool{0: true, 1: true, 2: true, 3: true, 5: true, 6: true, 7: true, 8: sync}
+			for i, pr := range modified {
+				if pr.switchable != want[i] {
+					t.Errorf("patch %d: switchable %v, want %v", i, pr.switchable, want[i])
+				}
+			}
+			// 2 (evicted, read by a B2 pun) and the chain 6, 7 are readees;
+			// 4 (a T3 landing pad) is not, nor 9 (its reader is switched
+			// with threads parked, or not at all).
+			for i, w := range map[int]bool{2: true, 4: false, 6: true, 7: true, 9: false} {
+				if modified[i].readee != w {
+					t.Errorf("patch %d: readee %v, want %v", i, modified[i].readee, w)
+				}
+			}
+			if have, wantPairs := fmt.Sprint(pairs), "[{1 2} {5 6} {6 7}]"; have != wantPairs {
+				t.Errorf("pairs %s, want %s", have, wantPairs)
+			}
+			for i, w := range map[int]bool{1: true, 5: true, 6: true, 3: false, 8: false} {
+				if modified[i].reader != w {
+					t.Errorf("patch %d: reader %v, want %v", i, modified[i].reader, w)
+				}
+			}
+		})
+	}
+}
