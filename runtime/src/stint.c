@@ -361,6 +361,9 @@ struct stint_global {
 	uint64_t sw_rearm_end;       /* when this period's rearm ends (CLOCK_MONOTONIC ns), 0 = none running */
 	uint64_t sw_last_on;         /* sites the last period-start switch-on changed (0 = none yet) */
 	uint64_t sw_site_tsc;        /* what switching one site costs (moving average) */
+	uint64_t sw_sync_tsc;        /* what one membarrier(SYNC_CORE) costs (measured at start) */
+	uint32_t sw_epoch;           /* switch.c, sw_barrier: the current barrier epoch */
+	uint32_t sw_synced;          /* epochs below this have been ended by a barrier */
 	uint64_t sw_listed;          /* sites listed (switch.c), all modules */
 	uint64_t sw_listed_on;       /* listed sites now switched on (about: for the reserve) */
 
@@ -1546,6 +1549,7 @@ static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *or
 }
 
 static int sw_owns(struct stint_module *m, uint32_t idx);
+static void sw_done_stamp(struct stint_module *m, uint32_t idx);
 
 static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 {
@@ -1559,6 +1563,8 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
 	if (pt->flags & STINT_PATCH_RESTORABLE) {
 		if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len) && (pt->flags & STINT_PATCH_AT_START))
 			restore_sync(G(), base + pt->addr, pt->orig, pt->len);
+		if (pt->flags & STINT_PATCH_READER)
+			sw_done_stamp(m, idx);
 	}
 }
 

@@ -58,7 +58,9 @@ struct sw_entry {
 	uint8_t sync;     /* STINT_PATCH_SYNC: switched in batches with threads parked (sw_batch) */
 	uint8_t read;     /* STINT_PATCH_READ: other patches read it (sw_readees) */
 	uint8_t reader;   /* STINT_PATCH_READER: on only while what it reads is on */
-	uint8_t pad[6];
+	uint16_t nr, nd;  /* its pairs as the reader, as the read patch (struct stint_read) */
+	uint8_t pad[2];
+	uint32_t r0, d0;  /* where they start in the table's two halves */
 	uint8_t code[16]; /* the patched bytes */
 };
 
@@ -73,6 +75,7 @@ struct sw_mod {
 	uint32_t nfew, capfew;
 	uint64_t *pend;         /* bit per patch index: gone to SW_PEND since the period thread last looked */
 	uint32_t *eidx;         /* per patch index: its entry's index + 1 (0 = not listed) */
+	uint32_t *offep;        /* per reader patch: g->sw_epoch when it last got its original bytes */
 	uint32_t *work;         /* period thread: the SW_PEND readees of the batch at hand (entry indices) */
 	uint32_t *parked;       /* period thread: the entries parked on "jmp ." by the batch at hand */
 	uint32_t nwork, nparked;
@@ -101,7 +104,7 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 		return 0;
 	uint64_t words = ((uint64_t)m->npatches + 63) / 64;
 	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + 8 * words + 12 * (uint64_t)nfew +
-			7 * (uint64_t)m->npatches;
+			11 * (uint64_t)m->npatches;
 	size = (size + 4095) & ~(uint64_t)4095;
 	long a = sys_mmap(0, size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 	if (sys_failed(a))
@@ -115,7 +118,8 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 	s->work = &s->few[nfew];
 	s->parked = &s->work[nfew];
 	s->eidx = &s->parked[nfew];
-	s->state = (uint8_t *)&s->eidx[m->npatches];
+	s->offep = &s->eidx[m->npatches];
+	s->state = (uint8_t *)&s->offep[m->npatches];
 	s->misses = s->state + m->npatches;
 	s->fresh = s->misses + m->npatches;
 	/* The first store to a text page copies it (a private file mapping):
@@ -214,6 +218,14 @@ static int sw_is_orig(const struct stint_module *m, uint32_t idx)
 	return 1;
 }
 
+/* Reader patch idx (STINT_PATCH_READER) has its original bytes now,
+ * written with a locked store (a full fence): stamp the epoch. */
+static void sw_stamp(struct stint_global *g, struct sw_mod *s, const struct stint_patch *pt, uint32_t idx)
+{
+	if (pt->flags & STINT_PATCH_READER)
+		__atomic_store_n(&s->offep[idx], __atomic_load_n(&g->sw_epoch, __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+}
+
 /* Patch idx went to SW_PEND: note it for the period thread's next
  * batch of waiting sites (sw_batch, SWB_PEND_ONLY). */
 static void sw_pend_mark(struct sw_mod *s, uint32_t idx)
@@ -247,6 +259,17 @@ static struct sw_entry *sw_add(struct stint_global *g, struct stint_module *m, s
 	e->sync = (pt->flags & STINT_PATCH_SYNC) != 0;
 	e->read = (pt->flags & STINT_PATCH_READ) != 0;
 	e->reader = (pt->flags & STINT_PATCH_READER) != 0;
+	e->nr = e->nd = 0;
+	if (e->read || e->reader) {
+		/* looked up once: the batches walk them often */
+		const struct stint_read *base_rd = (const struct stint_read *)(m->base + m->reads_vaddr);
+		uint32_t nr, nd;
+		const struct stint_read *r = sw_pairs(m, idx, 0, &nr), *d = sw_pairs(m, idx, 1, &nd);
+		e->nr = nr > 0xffff ? 0xffff : (uint16_t)nr;
+		e->nd = nd > 0xffff ? 0xffff : (uint16_t)nd;
+		e->r0 = r ? (uint32_t)(r - base_rd) : 0;
+		e->d0 = d ? (uint32_t)(d - base_rd) : 0;
+	}
 	if (fresh)
 		s->fresh[idx] = 1;
 	s_memcpy(e->code, (const void *)e->addr, pt->len);
@@ -343,8 +366,10 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 			return 0;
 		}
 		off = dead || closed;
-		if (off)
+		if (off) {
 			sw_write(pt, e, 0);
+			sw_stamp(g, s, pt, idx);
+		}
 		__atomic_store_n(&s->state[idx], dead ? SW_DEAD : closed ? SW_OFF : SW_ON, __ATOMIC_RELEASE);
 		if (!off) {
 			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
@@ -359,6 +384,7 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 	} else if (st == SW_ON && closed &&
 		   __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		stint_restore_atomic(base + pt->addr, pt->orig, pt->len);
+		sw_stamp(g, s, pt, idx);
 		__atomic_store_n(&s->state[idx], SW_OFF, __ATOMIC_RELEASE);
 		sw_count_on(g, -1);
 		off = changed = 1;
@@ -434,6 +460,22 @@ static void sync_core(void)
 }
 
 /*
+ * The period thread's membarrier, counted in epochs: a reader that gets
+ * its original bytes is stamped with the epoch then current (sw_stamp,
+ * after its locked store), and a barrier ends the epoch it starts in, so
+ * once a reader's stamp is below g->sw_synced no core still decodes its
+ * old pun. A readee whose readers are all that old needs no barrier of its
+ * own, which spares most batches one: IPIs cost tens of us here, and
+ * milliseconds when the host has taken the target's vCPU away.
+ */
+static void sw_barrier(struct stint_global *g)
+{
+	uint32_t e = __atomic_fetch_add(&g->sw_epoch, 1, __ATOMIC_ACQ_REL);
+	sync_core();
+	__atomic_store_n(&g->sw_synced, e + 1, __ATOMIC_RELEASE);
+}
+
+/*
  * The second half of a batch for STINT_PATCH_SYNC sites: their first two
  * bytes are "jmp ." now (written in the first pass, so arriving threads
  * wait there; their state is SW_SYNC), and no single store can write the
@@ -444,7 +486,7 @@ static void sync_core(void)
  */
 static void sw_sync_finish(struct stint_global *g, int on)
 {
-	sync_core();
+	sw_barrier(g);
 	for (int pass = 0; pass < 2; pass++) {
 		uint32_t nm = modules_n(g);
 		for (uint32_t i = 0; i < nm; i++) {
@@ -470,7 +512,7 @@ static void sw_sync_finish(struct stint_global *g, int on)
 			if (pass == 1)
 				s->nparked = 0;
 		}
-		sync_core();
+		sw_barrier(g);
 	}
 }
 
@@ -495,29 +537,51 @@ static int sw_put(struct sw_mod *s, struct sw_entry *e, const struct stint_patch
 	sw_write(pt, e, on);
 	if (on)
 		s->misses[e->idx] = 0;
+	else
+		sw_stamp(G(), s, pt, e->idx);
 	__atomic_store_n(&s->state[e->idx], on ? SW_ON : SW_OFF, __ATOMIC_RELEASE);
 	return 0;
 }
 
-/* Whether every readee that patch idx of m reads is patched now. */
-static int sw_readees_on(const struct stint_module *m, uint32_t idx)
+/* Entry e's pairs as the reader (by_read = 0) or as the read patch. */
+static const struct stint_read *sw_epairs(const struct stint_module *m, const struct sw_entry *e, int by_read, uint32_t *n)
+{
+	*n = by_read ? e->nd : e->nr;
+	return (const struct stint_read *)(m->base + m->reads_vaddr) + (by_read ? e->d0 : e->r0);
+}
+
+/* Whether listed patch r holds its original bytes, from its state: off
+ * or dead, or never listed (a reader's patch_done may have restored it). */
+static int sw_orig_now(const struct stint_module *m, struct sw_mod *s, uint32_t r)
+{
+	uint8_t st = __atomic_load_n(&s->state[r], __ATOMIC_ACQUIRE);
+	return st == SW_OFF || st == SW_DEAD || (st == SW_COLD && sw_is_orig(m, r));
+}
+
+/* Whether every readee that entry e reads is patched now. (A readee's
+ * own patch_done never restores it, so its state says.) */
+static int sw_readees_on(const struct stint_module *m, struct sw_mod *s, const struct sw_entry *e)
 {
 	uint32_t n;
-	const struct stint_read *rd = sw_pairs(m, idx, 0, &n);
-	for (uint32_t k = 0; k < n; k++)
-		if (rd[k].read < m->npatches && sw_is_orig(m, rd[k].read))
+	const struct stint_read *rd = sw_epairs(m, e, 0, &n);
+	for (uint32_t k = 0; k < n; k++) {
+		if (rd[k].read >= m->npatches)
+			continue;
+		uint8_t st = __atomic_load_n(&s->state[rd[k].read], __ATOMIC_ACQUIRE);
+		if (st == SW_OFF || st == SW_DEAD)
 			return 0;
+	}
 	return 1;
 }
 
-/* Whether readee idx of m is worth re-applying: it or a reader still
- * has a probe to record. */
-static int sw_needed(const struct stint_module *m, const struct stint_patch *pts, uint32_t idx)
+/* Whether readee e is worth re-applying: it or a reader still has a
+ * probe to record. */
+static int sw_needed(const struct stint_module *m, const struct stint_patch *pts, const struct sw_entry *e)
 {
-	if (__atomic_load_n(&pts[idx].remaining, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&pts[e->idx].remaining, __ATOMIC_ACQUIRE))
 		return 1;
 	uint32_t n;
-	const struct stint_read *rd = sw_pairs(m, idx, 1, &n);
+	const struct stint_read *rd = sw_epairs(m, e, 1, &n);
 	for (uint32_t k = 0; k < n; k++)
 		if (rd[k].reader < m->npatches && __atomic_load_n(&pts[rd[k].reader].remaining, __ATOMIC_ACQUIRE))
 			return 1;
@@ -529,18 +593,20 @@ static int sw_needed(const struct stint_module *m, const struct stint_patch *pts
  * original bytes. Listed readers on are switched off, readers never
  * listed are listed (fresh, as if they had switched themselves off) and
  * switched off; a reader that is itself a readee waits for its own pass.
- * Returns 1 if every reader is off now; *forced counts the readers this
+ * Returns 0 if a reader is still on, 1 if every reader is off but one
+ * only since the last barrier (sw_barrier), 2 if a barrier has passed
+ * since the last got its original bytes; *forced counts the readers this
  * switched off.
  */
-static int sw_readers_off(struct stint_global *g, const struct stint_module *m, struct sw_mod *s, uint32_t idx, int flags, uint64_t *forced)
+static int sw_readers_off(struct stint_global *g, const struct stint_module *m, struct sw_mod *s, const struct sw_entry *re, int flags, uint64_t *forced)
 {
 	uint32_t n;
-	const struct stint_read *rd = sw_pairs(m, idx, 1, &n);
+	const struct stint_read *rd = sw_epairs(m, re, 1, &n);
 	const struct stint_patch *pts = (const struct stint_patch *)(m->base + m->patches_vaddr);
 	int all = 1;
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t r = rd[k].reader;
-		if (r >= m->npatches || sw_is_orig(m, r))
+		if (r >= m->npatches || sw_orig_now(m, s, r))
 			continue;
 		all = 0;
 		const struct stint_patch *pt = &pts[r];
@@ -555,21 +621,28 @@ static int sw_readers_off(struct stint_global *g, const struct stint_module *m, 
 				continue;
 			__atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
 			sw_write(pt, e, 0);
+			sw_stamp(g, s, pt, r);
 			__atomic_store_n(&s->state[r], SW_OFF, __ATOMIC_RELEASE);
 			(*forced)++;
 		} else if ((st == SW_ON || st == SW_PEND) &&
 			   __atomic_compare_exchange_n(&s->state[r], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			stint_restore_atomic(m->base + pt->addr, pt->orig, pt->len);
+			sw_stamp(g, s, pt, r);
 			__atomic_store_n(&s->state[r], SW_OFF, __ATOMIC_RELEASE);
 			(*forced)++;
 		}
 	}
-	if (all)
-		return 1;
-	for (uint32_t k = 0; k < n; k++)
-		if (rd[k].reader < m->npatches && !sw_is_orig(m, rd[k].reader))
+	uint32_t synced = __atomic_load_n(&g->sw_synced, __ATOMIC_ACQUIRE);
+	int covered = 1;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t r = rd[k].reader;
+		if (r >= m->npatches)
+			continue;
+		if (!all && !sw_orig_now(m, s, r))
 			return 0;
-	return 1;
+		covered &= __atomic_load_n(&s->offep[r], __ATOMIC_ACQUIRE) < synced;
+	}
+	return covered ? 2 : 1;
 }
 
 /* The entries a readees' pass visits: the batch's SW_PEND readees (pend)
@@ -668,6 +741,7 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
 		return 0; /* nothing can serialise the cores: readees stay patched */
 	for (int pass = 0; pass < 8; pass++) {
 		uint64_t marked = 0, nsync = 0;
+		int barrier = 0;
 		uint32_t nm = modules_n(g);
 		for (uint32_t i = 0; i < nm; i++) {
 			const struct stint_module *m;
@@ -684,17 +758,21 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
 				uint8_t *sp = &s->state[e->idx];
 				uint8_t st = __atomic_load_n(sp, __ATOMIC_ACQUIRE);
 				if (on) {
-					if (st != SW_OFF || (e->reader && !sw_readees_on(m, e->idx)))
+					if (st != SW_OFF || (e->reader && !sw_readees_on(m, s, e)))
 						continue;
-					if (!sw_needed(m, pts, e->idx)) {
+					if (!sw_needed(m, pts, e)) {
 						__atomic_compare_exchange_n(sp, &st, SW_DEAD, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 						continue;
 					}
 				} else {
 					if ((flags & SWB_PEND_ONLY) ? st != SW_PEND : st != SW_ON && st != SW_PEND)
 						continue;
-					if (((flags & SWB_KEEP_FRESH) && s->fresh[e->idx]) || !sw_readers_off(g, m, s, e->idx, flags, forced))
+					if ((flags & SWB_KEEP_FRESH) && s->fresh[e->idx])
 						continue;
+					int r = sw_readers_off(g, m, s, e, flags, forced);
+					if (!r)
+						continue;
+					barrier |= r == 1;
 				}
 				if (__atomic_compare_exchange_n(sp, &st, SW_NEXT, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 					marked++;
@@ -702,10 +780,10 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
 		}
 		if (!marked)
 			break;
-		/* what the readers' old bytes read is no longer decoded anywhere
-		 * (off); what the readees' new bytes do is seen before any
-		 * reader is re-applied (on) */
-		sync_core();
+		/* off: what the readers' old bytes read is no longer decoded
+		 * anywhere (unless a barrier has passed since they changed) */
+		if (barrier)
+			sw_barrier(g);
 		for (uint32_t i = 0; i < nm; i++) {
 			const struct stint_module *m;
 			const struct stint_patch *pts;
@@ -725,9 +803,58 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
 		if (nsync)
 			sw_sync_finish(g, on);
 		else if (on)
-			sync_core(); /* readers (or the next link) go on after this */
+			sw_barrier(g); /* the readees' new bytes are seen before a reader (or the next link) goes on */
 	}
 	return changed;
+}
+
+/*
+ * A switch-off (the window's end, or the budget spent): the readees on
+ * go to SW_PEND, for a batch of waiting sites to switch off after their
+ * readers. Their passes serialise every core, which costs much more than
+ * the stores (IPIs; far more on a VM), so they are left out of the batch
+ * the budget reserves for and come as the sites that run after the
+ * budget is spent do: their cost is the next period's debt. At the
+ * window's end (SWB_KEEP_FRESH) a readee stays on while a reader is
+ * kept on.
+ */
+static void sw_readees_defer(struct stint_global *g, int flags)
+{
+	int any = 0;
+	uint32_t nm = modules_n(g);
+	for (uint32_t i = 0; i < nm; i++) {
+		const struct stint_module *m;
+		const struct stint_patch *pts;
+		uint32_t n;
+		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
+		if (!s || !m->nreads)
+			continue;
+		uint32_t nf = sw_nfew(s);
+		for (uint32_t k = 0; k < nf; k++) {
+			struct sw_entry *e = sw_few(s, k);
+			if (!e || !e->read)
+				continue;
+			uint8_t *sp = &s->state[e->idx];
+			uint8_t st = SW_ON;
+			if (__atomic_load_n(sp, __ATOMIC_ACQUIRE) != st)
+				continue;
+			if (flags & SWB_KEEP_FRESH) {
+				int kept = s->fresh[e->idx];
+				uint32_t nd;
+				const struct stint_read *rd = sw_epairs(m, e, 1, &nd);
+				for (uint32_t j = 0; j < nd && !kept; j++)
+					kept = rd[j].reader < m->npatches && s->fresh[rd[j].reader];
+				if (kept)
+					continue;
+			}
+			if (__atomic_compare_exchange_n(sp, &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				sw_pend_mark(s, e->idx);
+				any = 1;
+			}
+		}
+	}
+	if (any)
+		sw_request(g, SW_REQ_SYNC);
 }
 
 /*
@@ -771,7 +898,7 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 				__atomic_compare_exchange_n(sp, &st, SW_DEAD, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 				continue;
 			}
-			if (on && e->reader && !sw_readees_on(m, e->idx))
+			if (on && e->reader && !sw_readees_on(m, s, e))
 				continue; /* what it reads is off: it stays off */
 			if (!__atomic_compare_exchange_n(sp, &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				continue;
@@ -781,13 +908,24 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 	}
 	if (nsync)
 		sw_sync_finish(g, on);
-	if (!on)
+	if (pend_only)
 		changed += sw_readees(g, 0, flags, &forced);
+	else if (!on)
+		sw_readees_defer(g, flags);
 	if (pend_only)
 		sw_requeue(g);
 	if (!sys_failed(masked))
 		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
 	return changed + forced;
+}
+
+/* patch_done restored reader patch idx of m for good: stamp it. */
+static void sw_done_stamp(struct stint_module *m, uint32_t idx)
+{
+	struct stint_global *g = G();
+	struct sw_mod *s = g->sw_on ? sw_of(g, m, idx) : 0;
+	if (s)
+		sw_stamp(g, s, (const struct stint_patch *)(m->base + m->patches_vaddr) + idx, idx);
 }
 
 /* Whether the off-switch owns patch idx of m now (listed): patch_done

@@ -54,6 +54,7 @@
 
 #define S_CLOCK_REALTIME 0
 #define S_CLOCK_MONOTONIC 1
+#define S_CLOCK_THREAD_CPUTIME_ID 3
 
 #define S_AT_NULL 0
 #define S_AT_SYSINFO_EHDR 33
