@@ -315,8 +315,10 @@ func TestSkipCovered(t *testing.T) {
 	} else if len(missing) > 0 {
 		t.Logf("sites %#x not covered and not patched: the planner failed them (%d more failures than without --skip-covered)", missing, extra)
 	}
+	// A site the first rewrite could not patch (so nothing logged it)
+	// may be patched now that covered neighbours are left alone.
 	for s := range have {
-		if !want[s] {
+		if !want[s] && sites[s] {
 			t.Errorf("site %#x is covered but still patched", s)
 		}
 	}
