@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "ff54761f06e51b77fc34877047ef7a639731b24d908d1836a138f5df6da2fb36"
+const BlobSHA256 = "d3eb8a2f82034db80db95284e4065590cea21ebabef00ea929d5d9dab62cabcd"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

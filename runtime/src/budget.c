@@ -326,7 +326,10 @@ static void sw_closed_call(struct stint_global *g, struct stint_module *m, const
 {
 	uint64_t t0 = rdtsc();
 	int off = sw_call(g, m, p, 1, 1);
-	uint64_t d = rdtsc() - t0 + g->call_overhead_tsc;
+	uint64_t d = rdtsc() - t0;
+	if (d > g->charge_cap_tsc)
+		d = g->charge_cap_tsc; /* longer: the thread was descheduled (a store or two and a list entry) */
+	d += g->call_overhead_tsc;
 	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&g->sw_lazy_tsc, d, __ATOMIC_RELAXED);
 	if (off)
@@ -374,11 +377,16 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
 	if (c < d)
 		d = c;
 	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
-	/* sites waiting in SW_PEND got there by running after the budget
-	 * was spent, as the sites of sw_closed_call do: their cost is the
-	 * next period's debt */
-	if (flags & SWB_PEND_ONLY)
+	/* Sites waiting in SW_PEND got there by running after the budget
+	 * was spent or the window ended, as the sites of sw_closed_call do,
+	 * and a window's end (or a rearm's) comes when the budget has
+	 * decided nothing: their cost is the next period's debt, so that it
+	 * neither closes this period's gate early (the first run of new code
+	 * is what the budget is for) nor lands after its end. */
+	if (flags & (SWB_PEND_ONLY | SWB_KEEP_FRESH)) {
 		__atomic_fetch_add(&g->sw_lazy_tsc, d, __ATOMIC_RELAXED);
+		charge = 0;
+	}
 	if (charge) {
 		__atomic_fetch_add(&g->sw_charged_tsc, d, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&g->used_tsc, d, __ATOMIC_RELAXED);
@@ -391,10 +399,12 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
 }
 
 /* The period thread: switch every listed site off (at the window's end
- * not the fresh ones: see sw_call). */
+ * not the fresh ones: see sw_call). When the budget is spent this was
+ * reserved for and is charged as it runs; at a window's end it is the
+ * next period's debt (sw_timed). */
 static void sw_all_off(struct stint_global *g, int window)
 {
-	sw_timed(g, 0, window ? SWB_KEEP_FRESH : 0, 0);
+	sw_timed(g, 0, window ? SWB_KEEP_FRESH : 0, 1);
 	g->sw_is_on = 0;
 }
 
@@ -402,6 +412,14 @@ static void sw_all_off(struct stint_global *g, int window)
  * rearm, see sw_after_record), charged to the budget as it runs. */
 static void sw_rearm(struct stint_global *g)
 {
+	/* not when switching the open-ended sites on and off again would
+	 * take the budget past its end (charged as it runs, it would be an
+	 * overshoot) */
+	uint64_t cost = 2 * __atomic_load_n(&g->sw_listed_open, __ATOMIC_RELAXED) * g->sw_site_tsc + 3 * g->sw_sync_tsc;
+	if (__atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED) + cost + g->charge_cap_tsc > __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&g->sw_rearmed, SW_REARM_DONE, __ATOMIC_RELEASE);
+		return;
+	}
 	if (sw_timed(g, 1, SWB_OPEN_ONLY, 1))
 		g->sw_is_on = 1;
 	uint64_t win = g->sw_window_ns ? g->sw_window_ns : g->budget_ns;
@@ -409,11 +427,11 @@ static void sw_rearm(struct stint_global *g)
 }
 
 /* The period thread: the rearm's time is over; the sites go off as at
- * the window's end. */
+ * the window's end, and new code may ask for another. */
 static void sw_rearm_over(struct stint_global *g)
 {
 	g->sw_rearm_end = 0;
-	__atomic_store_n(&g->sw_rearmed, SW_REARM_DONE, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->sw_rearmed, SW_REARM_NONE, __ATOMIC_RELEASE);
 	if (g->sw_is_on && !__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
 		sw_all_off(g, 1);
 }
@@ -637,7 +655,8 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 {
 	g->sw_charged_tsc = 0;
 	if (g->sw_debt_tsc && !last) {
-		/* last period's sites switching themselves off (sw_closed_call) */
+		/* last period's switching after its budget was spent (sites
+		 * switching themselves off, batches of waiting sites) */
 		__atomic_fetch_add(&g->used_tsc, g->sw_debt_tsc, __ATOMIC_RELAXED);
 		g->sw_debt_tsc = 0;
 	}

@@ -360,6 +360,7 @@ struct stint_global {
 	uint64_t sw_pend_mono;       /* when the last batch of SW_PEND sites ended (CLOCK_MONOTONIC ns) */
 	uint64_t sw_rearm_end;       /* when this period's rearm ends (CLOCK_MONOTONIC ns), 0 = none running */
 	uint64_t sw_last_on;         /* sites the last period-start switch-on changed (0 = none yet) */
+	uint64_t sw_listed_open;     /* listed open-ended sites (what a rearm switches) */
 	uint64_t sw_site_tsc;        /* what switching one site costs (moving average) */
 	uint64_t sw_sync_tsc;        /* what one membarrier(SYNC_CORE) costs (measured at start) */
 	uint32_t sw_epoch;           /* switch.c, sw_barrier: the current barrier epoch */

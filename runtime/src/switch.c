@@ -157,7 +157,7 @@ static void sw_request(struct stint_global *g, uint32_t what);
 /* g->sw_rearmed: this period's rearm (budget.c, sw_after_record) */
 #define SW_REARM_NONE 0
 #define SW_REARM_ON   1 /* open-ended sites are back on after the window */
-#define SW_REARM_DONE 2 /* it ran its time: no other this period */
+#define SW_REARM_DONE 2 /* the budget cannot pay for one: no other this period */
 
 /* The list of the module that patch idx of m belongs to, 0 if it has
  * none (or idx is not one of its patches). */
@@ -272,6 +272,8 @@ static struct sw_entry *sw_add(struct stint_global *g, struct stint_module *m, s
 	}
 	if (fresh)
 		s->fresh[idx] = 1;
+	if (open)
+		__atomic_fetch_add(&g->sw_listed_open, 1, __ATOMIC_RELAXED);
 	s_memcpy(e->code, (const void *)e->addr, pt->len);
 	if (e->sync || e->read) {
 		uint32_t f = __atomic_fetch_add(&s->nfew, 1, __ATOMIC_ACQ_REL);
