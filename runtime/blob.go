@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "d3eb8a2f82034db80db95284e4065590cea21ebabef00ea929d5d9dab62cabcd"
+const BlobSHA256 = "d2284dda15d2c28975081fa24410fe9c78366faffaf767d89f718c323b98dddd"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -1248,6 +1248,10 @@ static void fork_child_reopen(struct stint_global *g)
 	g->map = 0;
 	g->fd = -1;
 	g->pid = (int32_t)sys_call0(SYS_getpid);
+	/* the child's own registration for membarrier(SYNC_CORE), which the
+	 * off-switch's readees and sync sites rely on (switch.c) */
+	if (g->sync_core)
+		g->sync_core = !sys_failed(sys_call3(SYS_membarrier, MEMBARRIER_REGISTER_SYNC_CORE, 0, 0));
 	if (was) {
 		const char *what = "";
 		long r = trace_open(g, &what);
@@ -1509,10 +1513,6 @@ static void restore_all(struct stint_module *m, uint64_t base)
 		if (pt[i].len <= 16)
 			s_memcpy((void *)(base + pt[i].addr), pt[i].orig, pt[i].len);
 }
-
-#define SYS_membarrier 324
-#define MEMBARRIER_SYNC_CORE 32
-#define MEMBARRIER_REGISTER_SYNC_CORE 64
 
 /*
  * Restore a patch whose bytes straddle an aligned 16-byte word, so no
