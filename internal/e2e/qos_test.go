@@ -76,7 +76,7 @@ func testQoSController(t *testing.T, flags, tuning uint32, thr, max, good, bad f
 	}
 	defer page.Close()
 	traces := filepath.Join(dir, "traces")
-	_, stdout, stderr, done := startTraced(t, out, args, append(traceEnv(traces), rt.QoSEnv+"="+filepath.Join(dir, "qos")))
+	_, stdout, stderr, done := startTraced(t, out, args, append(traceEnv(traces), rt.QoSEnv+"="+filepath.Join(dir, "qos")), nil)
 	// The phases, in time since start: nothing published, good metric,
 	// bad metric, another good one, then the source fails.
 	start := time.Now()

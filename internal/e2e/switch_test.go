@@ -126,13 +126,16 @@ func sortedPairs(rs []runtime.Read) []runtime.Read {
 	return out
 }
 
-// startTraced starts a rewritten program with env in the background and
-// returns it, its output buffers and a channel that gets cmd.Wait's
-// result; read the buffers only after that.
-func startTraced(t *testing.T, bin string, args, env []string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer, <-chan error) {
+// startTraced starts a rewritten program with env (and stdin, if not
+// nil) in the background and returns it, its output buffers and a
+// channel that gets cmd.Wait's result; read the buffers only after that.
+func startTraced(t *testing.T, bin string, args, env []string, stdin []byte) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer, <-chan error) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -271,7 +274,7 @@ func TestOffSwitch(t *testing.T) {
 
 	t.Run("switching", func(t *testing.T) {
 		traces := filepath.Join(dir, "traces")
-		cmd, stdout, stderr, done := startTraced(t, out, args, append(traceEnv(traces), "STINT_WINDOW=50%"))
+		cmd, stdout, stderr, done := startTraced(t, out, args, append(traceEnv(traces), "STINT_WINDOW=50%"), nil)
 		seen := watchSwitching(t, cmd, stderr, done, out, sites)
 		if !bytes.Equal(stdout.Bytes(), nOut) {
 			t.Fatalf("stdout differs from native: %q vs %q", stdout.String(), nOut)
@@ -402,17 +405,8 @@ func TestSwitchReadees(t *testing.T) {
 				t.Fatalf("%d patches flagged STINT_PATCH_READ, stats say %d", len(reads), st.SwitchableRead)
 			}
 			traces := filepath.Join(dir, "traces")
-			cmd := exec.Command("/usr/bin/sqlite3", ":memory:")
-			cmd.Env = append(traceEnv(traces), "LD_LIBRARY_PATH="+dir)
-			cmd.Stdin = bytes.NewReader(sql)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			seen := watchSwitching(t, cmd, &stderr, done, out, reads)
+			cmd, stdout, stderr, done := startTraced(t, "/usr/bin/sqlite3", []string{":memory:"}, append(traceEnv(traces), "LD_LIBRARY_PATH="+dir), sql)
+			seen := watchSwitching(t, cmd, stderr, done, out, reads)
 			if !bytes.Equal(stdout.Bytes(), native) || stderr.Len() > 0 {
 				t.Fatalf("output differs from native (%d vs %d bytes), stderr %q", stdout.Len(), len(native), clip(stderr.Bytes()))
 			}
