@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "d2284dda15d2c28975081fa24410fe9c78366faffaf767d89f718c323b98dddd"
+const BlobSHA256 = "5d6e2ceb6c3bc0a44369f83d2b27054a7b59206c148a455c0a20e713945d076f"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -405,7 +405,11 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
 static void sw_all_off(struct stint_global *g, int window)
 {
 	sw_timed(g, 0, window ? SWB_KEEP_FRESH : 0, 1);
-	g->sw_is_on = 0;
+	/* At a window's end fresh sites stay on, and one whose logged
+	 * outcome goes straight through its arm never calls to switch
+	 * itself off: the next spent or zero budget must still see them. */
+	if (!window)
+		g->sw_is_on = 0;
 }
 
 /* The period thread: switch the open-ended listed sites back on (the
