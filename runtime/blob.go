@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "5d6e2ceb6c3bc0a44369f83d2b27054a7b59206c148a455c0a20e713945d076f"
+const BlobSHA256 = "b556be31b0a06f7d4983e418aa7233a7307b222529dd2d8236b9bb6b55ab1dd4"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -467,9 +467,9 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 	/* keep what switching the listed sites off will cost, with a
 	 * margin: the per-site cost is an average (and a guess until the
 	 * first batch is measured), and a batch has a fixed cost besides */
-	if (g->sw_is_on)
-		used += __atomic_load_n(&g->sw_listed_on, __ATOMIC_RELAXED) * g->sw_site_tsc * 5 / 4 + g->charge_cap_tsc +
-			3 * g->sw_sync_tsc; /* the readees' passes serialise the cores */
+	uint64_t on = g->sw_is_on ? __atomic_load_n(&g->sw_listed_on, __ATOMIC_RELAXED) : 0;
+	if (on)
+		used += on * g->sw_site_tsc * 5 / 4 + g->charge_cap_tsc + 3 * g->sw_sync_tsc;
 	if (used >= __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED)) {
 		uint32_t z = 0;
 		if (__atomic_compare_exchange_n(&g->gate_closed, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
