@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/formats/redlog"
 	"github.com/stint-project/stint/internal/fixtures"
 	"github.com/stint-project/stint/rewrite"
+	"github.com/stint-project/stint/runtime"
 )
 
 // eventKeys returns the distinct events of the traces in dir, keyed
@@ -411,4 +414,111 @@ func TestStaticExitHook(t *testing.T) {
 			t.Errorf("trace ended with %v", tr.End)
 		}
 	}
+}
+
+// TestLogWatchedSites: a site whose one outcome an earlier run logged and
+// whose other is still to come stays patched in a logged run. The spin
+// fixture's "watch" mode has two such branches: hot() runs a million
+// times a round, cold() once a round. A first run without a budget logs
+// one outcome of each; a second run, with a 1 µs window so that
+// practically all of it lies outside the windows, must record cold()'s
+// other outcome when it comes in round N/4 (a rarely run site is watched
+// all along), and must be seen with hot()'s original bytes in place (a
+// site the program keeps running is switched off outside the windows
+// like any listed site, not kept on for its other outcome at the price
+// of a detour on every run). Output equals native in both runs.
+func TestLogWatchedSites(t *testing.T) {
+	bin := buildSpin(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "spin.log")
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "20ms", Log: logPath})
+
+	// the jcc of each function, and its patch
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.Symbols()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, probes, err := Probed(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, patches, err := Patched(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jccOf := func(name string) (src uint64, patch runtime.Patch) {
+		for _, s := range syms {
+			if s.Name != name || elf.ST_TYPE(s.Info) != elf.STT_FUNC {
+				continue
+			}
+			for _, p := range probes {
+				if p.Kind == uint8(formats.KindJccTaken) && p.Src >= s.Value && p.Src < s.Value+s.Size && int(p.Patch) < len(patches) {
+					return p.Src, patches[p.Patch]
+				}
+			}
+		}
+		t.Fatalf("no probed jcc in %s", name)
+		return 0, runtime.Patch{}
+	}
+	hotSrc, hotPatch := jccOf("hot")
+	coldSrc, _ := jccOf("cold")
+	var hotSite []switchSite
+	for _, s := range switchSites(t, out) {
+		if s.addr == hotPatch.Addr {
+			hotSite = append(hotSite, s)
+		}
+	}
+	if len(hotSite) != 1 {
+		t.Fatalf("hot()'s jcc at %#x (patch %#x+%d, flags %#x) is not switchable: the fixture's layout changed", hotSrc, hotPatch.Addr, hotPatch.Len, hotPatch.Flags)
+	}
+
+	native := func(mode string) []byte {
+		o, _, _, err := fixtures.Run(bin, []string{"40", mode}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	first := filepath.Join(dir, "first")
+	o, e, code, err := fixtures.Run(out, []string{"40", "watch"}, append(traceEnv(first), "STINT_BUDGET=none"))
+	if want := native("watch"); err != nil || code != 0 || !bytes.Equal(o, want) {
+		t.Fatalf("first run: exit %d, %v, stderr %q, stdout %q, want %q", code, err, e, o, want)
+	}
+	firstEv := eventKeys(t, first)
+	for _, src := range []uint64{hotSrc, coldSrc} {
+		n := 0
+		for k := range firstEv {
+			if k.Src == src && (k.Kind == uint8(formats.KindJccTaken) || k.Kind == uint8(formats.KindJccNotTaken)) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("first run: the jcc at %#x has %d outcomes, want 1", src, n)
+		}
+	}
+
+	second := filepath.Join(dir, "second")
+	cmd, stdout, stderr, done := startTraced(t, out, []string{"40", "watch-rare"}, append(traceEnv(second), "STINT_WINDOW=1us"), nil)
+	seen := watchSwitching(t, cmd, stderr, done, out, hotSite)
+	if want := native("watch-rare"); !bytes.Equal(stdout.Bytes(), want) {
+		t.Fatalf("second run: stdout %q, want %q", stdout.String(), want)
+	}
+	if !seen.seenOrig[0] {
+		t.Errorf("hot()'s jcc at %#x was patched in all %d samples of the logged run: its detour cost every run outside the windows", hotSrc, seen.samples)
+	}
+	got := false
+	for k := range eventKeys(t, second) {
+		if k.Src == coldSrc && k.Kind == uint8(formats.KindJccTaken) {
+			got = true
+		}
+	}
+	if !got {
+		t.Errorf("the logged run did not record cold()'s new outcome (jcc-taken at %#x)", coldSrc)
+	}
+	t.Logf("%d samples of hot()'s jcc, seen original: %v", seen.samples, seen.seenOrig[0])
 }

@@ -301,6 +301,10 @@ static void sw_request(struct stint_global *g, uint32_t what)
  */
 static void sw_after_record(struct stint_global *g, struct stint_module *m, const struct stint_probe *p, int recorded)
 {
+	if (UNLIKELY(__atomic_load_n(&p->state, __ATOMIC_RELAXED) == PROBE_WATCHED)) {
+		sw_watched(g, m, (struct stint_probe *)p);
+		return;
+	}
 	int over = __atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE);
 	int open = !(p->flags & STINT_PF_DIRECT);
 	int rearmed = __atomic_load_n(&g->sw_rearmed, __ATOMIC_ACQUIRE);

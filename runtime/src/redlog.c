@@ -368,17 +368,24 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 		logkey(bid, p->src, p->kind, bid, p->dst, &k0, &k1);
 		if (!logset_has(g, k0, k1))
 			continue;
+		/* A switchable site with an outcome left keeps its patch. It is
+		 * listed for the off-switch here (switch.c) as fresh: windows
+		 * leave it on (its other outcome is what this run is for), a
+		 * spent or zero budget switches it off. Its logged arm keeps
+		 * calling the runtime for a while (sw_watched): a site the
+		 * program keeps running becomes an ordinary listed site. */
+		const struct stint_patch *pt = p->patch < m->npatches ? (const struct stint_patch *)(base + m->patches_vaddr) + p->patch : 0;
+		int watch = g->sw_on && pt && (pt->flags & STINT_PATCH_SWITCH) && pt->remaining > 1;
 		p->state = 1;
-		retarget(base, p);
+		if (!watch)
+			retarget(base, p);
 		patch_done(m, base, p->patch);
-		/* A site with an outcome left keeps its patch, and its logged
-		 * outcome now goes straight through: it may never call the
-		 * runtime, so list it for the off-switch here (switch.c), as
-		 * fresh: windows leave it on (its other outcome is what this
-		 * run is for), a spent or zero budget switches it off. */
-		if (g->sw_on && p->patch < m->npatches &&
-		    ((struct stint_patch *)(base + m->patches_vaddr))[p->patch].remaining)
+		if (watch) {
+			p->state = PROBE_WATCHED;
 			sw_call(g, m, p, 0, 1);
+		} else if (g->sw_on && pt && pt->remaining) {
+			sw_call(g, m, p, 0, 1);
+		}
 	}
 }
 

@@ -88,6 +88,13 @@ struct sw_mod {
  * costs a runtime call (sqlite's VDBE dispatch made 200k a period). */
 #define SW_MISS_MAX 64
 
+/* A probe whose outcome an earlier run logged, at a site with an outcome
+ * still to record (redlog.c, log_load_module), keeps calling the runtime
+ * for this many runs of its logged outcome before its arm goes straight
+ * through (sw_watched). */
+#define SW_WATCH_MAX 16
+#define PROBE_WATCHED 2 /* stint_probe.state: logged, arm still calls (count in pad0[0]) */
+
 /* Set up a module's list (module init). 0 if the module has no switchable
  * patch or the memory cannot be had; its sites then step over their
  * probes while the gate is closed, as before ABI 5. */
@@ -416,6 +423,39 @@ static int sw_missed(struct stint_global *g, struct stint_module *m, const struc
 	if (v < 255)
 		*c = ++v;
 	return v >= SW_MISS_MAX;
+}
+
+/*
+ * A call from a watched probe (PROBE_WATCHED): a site the log half-retired
+ * at load whose logged outcome ran again. The site is listed fresh, so
+ * windows leave it on: its other outcome, if it ever comes, is what this
+ * run is for. That is cheap for a site that rarely runs and costly for
+ * one the program keeps running (its detour on every run, outside the
+ * windows too: sqlite3's logged runs spent 12% of their samples in such
+ * trampolines). So the logged arm keeps calling for its first
+ * SW_WATCH_MAX runs; a site that gets there is ordinary from then on:
+ * its arm goes straight through, the window's end switches it off (now,
+ * if the window is over), and its other outcome is left to the windows.
+ */
+static void sw_watched(struct stint_global *g, struct stint_module *m, struct stint_probe *p)
+{
+	uint8_t *c = &p->pad0[0];
+	uint8_t v = *c; /* racy counts are fine: a heuristic */
+	if (v < 255)
+		*c = ++v;
+	if (v < SW_WATCH_MAX)
+		return;
+	uint8_t w = PROBE_WATCHED;
+	if (!__atomic_compare_exchange_n(&p->state, &w, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	retarget(m->base, p);
+	struct sw_mod *s = sw_of(g, m, p->patch);
+	if (!s)
+		return;
+	s->fresh[p->patch] = 0;
+	if (__atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE) &&
+	    __atomic_load_n(&g->sw_rearmed, __ATOMIC_ACQUIRE) != SW_REARM_ON && sw_call(g, m, p, 1, 0))
+		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED);
 }
 
 /* Module i's list (0 if it has none), its module, its patch table and
