@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "ea879f4a47ecc49e407d6f30eaa6e65bd485a050b9fb69c313b5f23c30a271a3"
+const BlobSHA256 = "a82fd15442ea12a6a29fc850d3c185d3de86b06bbf047cdf9efb14cb12527b55"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -3,6 +3,8 @@ package e2e
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -521,4 +523,156 @@ func TestLogWatchedSites(t *testing.T) {
 		t.Errorf("the logged run did not record cold()'s new outcome (jcc-taken at %#x)", coldSrc)
 	}
 	t.Logf("%d samples of hot()'s jcc, seen original: %v", seen.samples, seen.seenOrig[0])
+}
+
+// TestLogRestoresAtLoad: a patch whose outcomes are all in the log has
+// nothing left to record, so the runtime gives it its original bytes
+// when the module loads (nothing of it runs yet, so plain stores do,
+// even for a patch that straddles a word), and so is a readee whose own
+// outcomes are logged once every patch that reads it has its original
+// bytes. libsqlite3, rewritten with a budget (switchable patches and
+// readees), runs a small workload without a budget, which logs every
+// outcome it reaches; a second sqlite3 is then read through
+// /proc/PID/mem after start-up, while it waits for input.
+func TestLogRestoresAtLoad(t *testing.T) {
+	lib := filepath.Join(libdir, "libsqlite3.so.0")
+	need(t, lib, "/usr/bin/sqlite3")
+	sql, err := os.ReadFile("../../benchmarks/workloads/sqlite.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql = bytes.Replace(sql, []byte("x < 200000"), []byte("x < 2000"), 1)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "sqlite.log")
+	out, _ := rewritten(t, lib, dir, rewrite.Options{Budget: "10%", Period: "100ms", Log: logPath})
+	env := func(traces string, more ...string) []string {
+		return append(append(traceEnv(traces), "LD_LIBRARY_PATH="+dir), more...)
+	}
+	first := filepath.Join(dir, "first")
+	run(t, sql, env(first, "STINT_BUDGET=none"), "/usr/bin/sqlite3", ":memory:")
+	logged := eventKeys(t, first)
+
+	_, probes, err := Probed(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, patches, err := Patched(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, reads, err := moduleTable[runtime.Read](out, func(m *runtime.Module) (uint64, uint32) { return m.ReadsVaddr, 2 * m.NReads })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// done[i]: every probe of patch i has its outcome in the log
+	done := make([]bool, len(patches))
+	for i := range done {
+		done[i] = true
+	}
+	mod := filepath.Base(out)
+	for _, p := range probes {
+		if int(p.Patch) >= len(patches) {
+			continue
+		}
+		if p.Flags&runtime.PFDirect == 0 || !logged[edge{Kind: p.Kind, Src: p.Src, DstMod: mod, Dst: p.Dst}] {
+			done[p.Patch] = false
+		}
+	}
+	// want[i]: the runtime must have restored patch i at load
+	want := make([]bool, len(patches))
+	nStraddle := 0
+	for i, p := range patches {
+		if p.NProbes > 0 && done[i] && p.Flags&runtime.PatchRestorable != 0 {
+			want[i] = true
+			if p.Addr&^15 != (p.Addr+uint64(p.Len)-1)&^15 {
+				nStraddle++
+			}
+		}
+	}
+	nRead := 0
+	for pass := 0; pass < 4; pass++ {
+		readers := map[uint32][]uint32{}
+		for _, r := range reads[len(reads)/2:] {
+			readers[r.Read] = append(readers[r.Read], r.Reader)
+		}
+		for i, p := range patches {
+			if want[i] || p.Flags&runtime.PatchRead == 0 || !done[i] || len(readers[uint32(i)]) == 0 {
+				continue
+			}
+			free := true
+			for _, r := range readers[uint32(i)] {
+				free = free && int(r) < len(want) && want[r]
+			}
+			if free {
+				want[i] = true
+				nRead++
+			}
+		}
+	}
+	if nStraddle == 0 || nRead == 0 {
+		t.Fatalf("the first run left %d straddling patches and %d readees to restore at load: this test would not exercise them", nStraddle, nRead)
+	}
+
+	second := filepath.Join(dir, "second")
+	cmd := exec.Command("/usr/bin/sqlite3", ":memory:")
+	cmd.Env = env(second)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	if _, err := stdin.Write([]byte(".print ready\n")); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 6)
+	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "ready\n" {
+		t.Fatalf("sqlite3 said %q (%v), stderr %q", line, err, stderr.String())
+	}
+	base, err := loadBase(cmd.Process.Pid, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	bad := 0
+	for i, p := range patches {
+		if !want[i] {
+			continue
+		}
+		b := make([]byte, p.Len)
+		if _, err := mem.ReadAt(b, int64(base+p.Addr)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, p.Orig[:p.Len]) {
+			if bad++; bad <= 10 {
+				t.Errorf("patch %#x+%d (flags %#x): % x, want its original % x", p.Addr, p.Len, p.Flags, b, p.Orig[:p.Len])
+			}
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sqlite3: %v, stderr %q", err, stderr.String())
+	}
+	n := 0
+	for _, w := range want {
+		if w {
+			n++
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d patches with all outcomes logged kept their patch", bad, n)
+	}
+	t.Logf("%d patches restored at load, %d of them straddling a word, %d readees", n, nStraddle, nRead)
 }

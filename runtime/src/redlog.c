@@ -353,13 +353,18 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 	g->log_on = 1;
 }
 
-/* Retire the direct probes of module m whose outcomes are in the log. */
+/*
+ * Retire the direct probes of module m whose outcomes are in the log
+ * (its initialisation: nothing of it runs yet, so patches are restored
+ * with plain stores, patch_done's alone).
+ */
 static void log_load_module(struct stint_global *g, struct stint_module *m, uint64_t base)
 {
 	if (!g->logset_n || !m->build_id_len)
 		return;
 	uint64_t bid = fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len);
 	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
+	struct stint_patch *pts = (struct stint_patch *)(base + m->patches_vaddr);
 	for (uint32_t i = 0; i < m->nprobes; i++) {
 		struct stint_probe *p = &pr[i];
 		if (!(p->flags & STINT_PF_DIRECT))
@@ -368,25 +373,29 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 		logkey(bid, p->src, p->kind, bid, p->dst, &k0, &k1);
 		if (!logset_has(g, k0, k1))
 			continue;
-		/* A switchable site with an outcome left keeps its patch. It is
-		 * listed for the off-switch here (switch.c) as fresh: windows
-		 * leave it on (its other outcome is what this run is for), a
-		 * spent or zero budget switches it off. Its logged arm keeps
-		 * calling the runtime for a while (sw_watched): a site the
-		 * program keeps running becomes an ordinary listed site. */
-		const struct stint_patch *pt = p->patch < m->npatches ? (const struct stint_patch *)(base + m->patches_vaddr) + p->patch : 0;
-		int watch = g->sw_on && pt && (pt->flags & STINT_PATCH_SWITCH) && pt->remaining > 1;
 		p->state = 1;
-		if (!watch)
-			retarget(base, p);
-		patch_done(m, base, p->patch);
-		if (watch) {
+		patch_done(m, base, p->patch, 1);
+	}
+	/* Then, with every logged outcome counted: a switchable site with an
+	 * outcome left keeps its patch. It is listed for the off-switch here
+	 * (switch.c) as fresh: windows leave it on (its other outcome is what
+	 * this run is for), a spent or zero budget switches it off. Its
+	 * logged arm keeps calling the runtime for a while (sw_watched): a
+	 * site the program keeps running becomes an ordinary listed site.
+	 * Any other logged arm goes straight through. */
+	for (uint32_t i = 0; i < m->nprobes; i++) {
+		struct stint_probe *p = &pr[i];
+		if (!(p->flags & STINT_PF_DIRECT) || p->state != 1)
+			continue;
+		const struct stint_patch *pt = p->patch < m->npatches ? &pts[p->patch] : 0;
+		if (g->sw_on && pt && pt->remaining && (pt->flags & STINT_PATCH_SWITCH)) {
 			p->state = PROBE_WATCHED;
 			sw_call(g, m, p, 0, 1);
-		} else if (g->sw_on && pt && pt->remaining) {
-			sw_call(g, m, p, 0, 1);
+		} else {
+			retarget(base, p);
 		}
 	}
+	log_restore_readees(g, m, base);
 }
 
 static uint64_t module_bid(struct stint_global *g, uint16_t id)

@@ -1552,17 +1552,34 @@ static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *or
 static int sw_owns(struct stint_module *m, uint32_t idx);
 static void sw_done_stamp(struct stint_module *m, uint32_t idx);
 
-static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx)
+/*
+ * Write a patch's original bytes while no thread can run the module's
+ * code: during its initialisation, before anything of it has run (a
+ * library that dlopen has not returned yet is no different). Plain
+ * stores, so a patch that straddles a word costs no membarrier there.
+ */
+static void restore_alone(uint64_t base, const struct stint_patch *pt)
+{
+	volatile uint8_t *d = (volatile uint8_t *)(base + pt->addr);
+	for (uint32_t i = 0; i < pt->len && i < sizeof pt->orig; i++)
+		d[i] = pt->orig[i];
+}
+
+/* Probe of patch idx recorded; restore the patch when it was the last.
+ * alone: the module's initialisation (restore_alone). */
+static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int alone)
 {
 	if (idx == STINT_NO_PATCH || idx >= m->npatches)
 		return;
 	struct stint_patch *pt = (struct stint_patch *)(base + m->patches_vaddr) + idx;
 	if (__atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
-	if ((pt->flags & STINT_PATCH_SYNC) && sw_owns(m, idx))
+	if (!alone && (pt->flags & STINT_PATCH_SYNC) && sw_owns(m, idx))
 		return; /* the off-switch restores it (switch.c) */
 	if (pt->flags & STINT_PATCH_RESTORABLE) {
-		if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len) && (pt->flags & STINT_PATCH_AT_START))
+		if (alone)
+			restore_alone(base, pt);
+		else if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len) && (pt->flags & STINT_PATCH_AT_START))
 			restore_sync(G(), base + pt->addr, pt->orig, pt->len);
 		if (pt->flags & STINT_PATCH_READER)
 			sw_done_stamp(m, idx);
@@ -1648,7 +1665,7 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		emit(&rw);
 		if (!every && (rs & RS_PATCHING)) {
 			retarget(base, p);
-			patch_done(m, base, p->patch);
+			patch_done(m, base, p->patch, 0);
 		}
 		log_note(g, m, p, p->dst, (uint16_t)m->module_id);
 		return 1;

@@ -458,6 +458,45 @@ static void sw_watched(struct stint_global *g, struct stint_module *m, struct st
 		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED);
 }
 
+/*
+ * At load, after the log retired probes (redlog.c): a readee whose own
+ * probes have all recorded (an evicted instruction has none) and whose
+ * readers all hold their original bytes serves nobody. It would stay
+ * patched for good, never listed (nothing of it calls the runtime), and
+ * cost its detour on every run: restore it with plain stores (alone, as
+ * patch_done at load) and mark it dead for the off-switch. A readee that
+ * is a reader itself may free its own readees: a pass per link of a
+ * chain (the rewriter makes them at most four long).
+ */
+static void log_restore_readees(struct stint_global *g, struct stint_module *m, uint64_t base)
+{
+	const struct stint_patch *pts = (const struct stint_patch *)(base + m->patches_vaddr);
+	struct sw_mod *s = sw_of(g, m, 0);
+	for (int pass = 0; pass < 4; pass++) {
+		int changed = 0;
+		for (uint32_t i = 0; i < m->npatches; i++) {
+			const struct stint_patch *pt = &pts[i];
+			if (!(pt->flags & STINT_PATCH_READ) || pt->remaining || sw_is_orig(m, i))
+				continue;
+			if (s && __atomic_load_n(&s->state[i], __ATOMIC_ACQUIRE) != SW_COLD)
+				continue;
+			uint32_t n;
+			const struct stint_read *rd = sw_pairs(m, i, 1, &n);
+			int free = n > 0;
+			for (uint32_t k = 0; k < n && free; k++)
+				free = rd[k].reader < m->npatches && sw_is_orig(m, rd[k].reader);
+			if (!free)
+				continue;
+			restore_alone(base, pt);
+			if (s)
+				__atomic_store_n(&s->state[i], SW_DEAD, __ATOMIC_RELEASE);
+			changed = 1;
+		}
+		if (!changed)
+			break;
+	}
+}
+
 /* Module i's list (0 if it has none), its module, its patch table and
  * the number of entries taken so far. */
 static struct sw_mod *sw_list(struct stint_global *g, uint32_t i, const struct stint_module **mp, const struct stint_patch **pts, uint32_t *n)
