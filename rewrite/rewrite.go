@@ -45,7 +45,9 @@ type Options struct {
 	// runtime's STINT_WINDOW overrides it. See docs/DESIGN.md §8.
 	Window string
 	// SwitchSync lets the off-switch undo patches that straddle a word
-	// too (STINT_PATCH_SYNC): the runtime's thread parks the program's
+	// too (STINT_PATCH_SYNC). While the program has one thread, that
+	// thread writes them itself at its next runtime call (no other thread
+	// can run them); with more, the runtime's thread parks the program's
 	// threads on "jmp ." at those sites while it writes them, so a
 	// descheduled runtime thread stalls the program (90 ms seen on a
 	// loaded 2-core machine). Off by default.

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "a82fd15442ea12a6a29fc850d3c185d3de86b06bbf047cdf9efb14cb12527b55"
+const BlobSHA256 = "2b976ee5e63ffa6da4951ea85060e5d855139f9ecc547d43bb753e214acde253"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -168,6 +168,7 @@ func loadBase(pid int, path string) (uint64, error) {
 // switchSeen is what watchSwitching saw of each site.
 type switchSeen struct {
 	samples   int
+	parked    int // sync sites seen as "jmp ." (mid-switch, threads parked)
 	seenOrig  []bool
 	reapplied []bool // seen original, then patched again
 }
@@ -236,6 +237,7 @@ func watchSwitching(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, done <-ch
 			case s.sync && buf[0] == 0xeb && buf[1] == 0xfe:
 				// mid-switch: threads wait on "jmp ." while the rest of
 				// the instruction is written
+				w.parked++
 			default:
 				t.Errorf("site %#x: bytes % x are neither the original % x nor the patch % x", s.addr, buf[:n], s.orig, s.patched)
 			}
@@ -349,6 +351,49 @@ func TestOffSwitch(t *testing.T) {
 		}
 		if ons == 0 {
 			t.Errorf("no site was switched on in 8 runs: the threads ran no switching")
+		}
+	})
+
+	// One thread and --switch-sync: the sites that straddle a word are
+	// the program thread's to write (self mode), at its runtime calls,
+	// with plain stores: they must be seen switched off and on again, and
+	// never parked on "jmp .". STINT_SWITCH_SELF=0 parks them instead.
+	t.Run("self", func(t *testing.T) {
+		selfDir := t.TempDir()
+		st1, _ := rewritten(t, bin, selfDir, rewrite.Options{Budget: "10%", Period: "20ms", SwitchSync: true})
+		all := switchSites(t, st1)
+		var syncIdx []int
+		for i, s := range all {
+			if s.sync {
+				syncIdx = append(syncIdx, i)
+			}
+		}
+		if len(syncIdx) == 0 {
+			t.Fatal("the fixture has no STINT_PATCH_SYNC site: this test would not exercise them")
+		}
+		for _, park := range []bool{false, true} {
+			env := append(traceEnv(filepath.Join(selfDir, fmt.Sprint("traces", park))), "STINT_WINDOW=50%")
+			if park {
+				env = append(env, "STINT_SWITCH_SELF=0")
+			}
+			cmd, stdout, stderr, done := startTraced(t, st1, args, env, nil)
+			seen := watchSwitching(t, cmd, stderr, done, st1, all)
+			if !bytes.Equal(stdout.Bytes(), nOut) {
+				t.Fatalf("park %v: stdout differs from native: %q vs %q", park, stdout.String(), nOut)
+			}
+			n := 0
+			for _, i := range syncIdx {
+				if seen.reapplied[i] {
+					n++
+				}
+			}
+			t.Logf("park %v: %d samples; %d of %d sync sites seen switched off, then patched again; %d seen parked", park, seen.samples, n, len(syncIdx), seen.parked)
+			if !park && n == 0 {
+				t.Errorf("no sync site was seen switched off and then patched again in %d samples", seen.samples)
+			}
+			if !park && seen.parked > 0 {
+				t.Errorf("%d samples saw a sync site parked on \"jmp .\" in a program with one thread", seen.parked)
+			}
 		}
 	})
 

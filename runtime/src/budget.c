@@ -243,6 +243,9 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	 * measuring what it saves). */
 	const char *sw = env_get(envp, "STINT_SWITCH");
 	g->sw_on = !(sw && sw[0] == '0' && !sw[1]);
+	/* Self mode (switch.c) unless STINT_SWITCH_SELF=0. */
+	const char *self = env_get(envp, "STINT_SWITCH_SELF");
+	g->sw_self_ok = !(self && self[0] == '0' && !self[1]);
 	size_t wn = 0;
 	const char *w = setting(envp, "STINT_WINDOW", opts, "window", &wn);
 	if (w && wn && !(wn == 4 && s_strncmp(w, "none", 4) == 0)) {

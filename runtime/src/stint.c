@@ -360,6 +360,14 @@ struct stint_global {
 	uint64_t sw_pend_mono;       /* when the last batch of SW_PEND sites ended (CLOCK_MONOTONIC ns) */
 	uint64_t sw_rearm_end;       /* when this period's rearm ends (CLOCK_MONOTONIC ns), 0 = none running */
 	uint64_t sw_last_on;         /* sites the last period-start switch-on changed (0 = none yet) */
+	/* self mode (switch.c, sw_self_batch): the program's only thread writes the sync sites */
+	uint32_t sw_self_ok;         /* allowed (STINT_SWITCH_SELF, default on) */
+	uint32_t sw_self;            /* the period thread's last batch found the program single-threaded */
+	uint32_t sw_self_gen;        /* bumped by the period thread: sync sites to be set to sw_self_on */
+	uint32_t sw_self_done;       /* the generation the last self batch carried out */
+	uint32_t sw_self_on;         /* the state the sync sites should have */
+	uint32_t sw_self_keep_fresh; /* ... except fresh ones, which stay on */
+	uint32_t sw_self_lock;       /* held while the sync sites are written, by either thread */
 	uint64_t sw_listed_open;     /* listed open-ended sites (what a rearm switches) */
 	uint64_t sw_site_tsc;        /* what switching one site costs (moving average) */
 	uint64_t sw_sync_tsc;        /* what one membarrier(SYNC_CORE) costs (measured at start) */
@@ -1738,6 +1746,9 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 	}
 	if (UNLIKELY(__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1))
 		fork_child_reopen(g); /* a child: it starts its own periods */
+	if (UNLIKELY(__atomic_load_n(&g->sw_self_gen, __ATOMIC_RELAXED) != __atomic_load_n(&g->sw_self_done, __ATOMIC_RELAXED)) &&
+	    (rs & RS_PATCHING))
+		sw_self_batch(g); /* the sync sites are this thread's to write (switch.c) */
 	if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE)) {
 		/* a switchable site while the gate is closed (gate word 1), or
 		 * a race with the gate closing; a context module's gate never
@@ -1989,8 +2000,10 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	m->module_id = id;
 	g->modules[id].bidhash = m->build_id_len ? fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len) : 0;
 	g->modules[id].smod = (uint64_t)m;
-	if (g->sw_on && patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT)))
+	if (g->sw_on && patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT))) {
+		sw_note_thunks(m, base);
 		__atomic_store_n(&g->modules[id].sw, sw_module_new(m, base), __ATOMIC_RELEASE);
+	}
 	__atomic_store_n(&g->modules[id].gate, gate, __ATOMIC_RELEASE);
 	if (gate && !(m->flags & STINT_MF_CONTEXT) && __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n((uint64_t *)gate, STINT_GATE_CLOSED, __ATOMIC_RELEASE);

@@ -59,7 +59,9 @@ struct sw_entry {
 	uint8_t read;     /* STINT_PATCH_READ: other patches read it (sw_readees) */
 	uint8_t reader;   /* STINT_PATCH_READER: on only while what it reads is on */
 	uint16_t nr, nd;  /* its pairs as the reader, as the read patch (struct stint_read) */
-	uint8_t pad[2];
+	uint8_t np;       /* its probes: np from index p0 (0 if not known: listed by a reader or readee) */
+	uint8_t pad;
+	uint32_t p0;
 	uint32_t r0, d0;  /* where they start in the table's two halves */
 	uint8_t code[16]; /* the patched bytes */
 };
@@ -74,6 +76,10 @@ struct sw_mod {
 	                         * passes visit (0 = a slot not filled yet) */
 	uint32_t nfew, capfew;
 	uint64_t *pend;         /* bit per patch index: gone to SW_PEND since the period thread last looked */
+	uint64_t *bell;         /* per probe: a recorded arm of a sync site sent back to its thunk so that
+	                         * the site calls once more: the period thread's doorbell (self mode) */
+	uint64_t *muted;        /* per probe: an unrecorded arm of a sync site sent straight through while
+	                         * the site waits for a self batch (sw_mute); back at the period's start */
 	uint32_t *eidx;         /* per patch index: its entry's index + 1 (0 = not listed) */
 	uint32_t *offep;        /* per reader patch: g->sw_epoch when it last got its original bytes */
 	uint32_t *work;         /* period thread: the SW_PEND readees of the batch at hand (entry indices) */
@@ -109,8 +115,8 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 		}
 	if (!n)
 		return 0;
-	uint64_t words = ((uint64_t)m->npatches + 63) / 64;
-	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + 8 * words + 12 * (uint64_t)nfew +
+	uint64_t words = ((uint64_t)m->npatches + 63) / 64, pwords = ((uint64_t)m->nprobes + 63) / 64;
+	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + 8 * (words + 2 * pwords) + 12 * (uint64_t)nfew +
 			11 * (uint64_t)m->npatches;
 	size = (size + 4095) & ~(uint64_t)4095;
 	long a = sys_mmap(0, size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
@@ -120,7 +126,9 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 	s->map_size = size;
 	s->cap = n;
 	s->pend = (uint64_t *)&s->e[n];
-	s->few = (uint32_t *)&s->pend[words];
+	s->bell = &s->pend[words];
+	s->muted = &s->bell[pwords];
+	s->few = (uint32_t *)&s->muted[pwords];
 	s->capfew = nfew;
 	s->work = &s->few[nfew];
 	s->parked = &s->work[nfew];
@@ -246,7 +254,8 @@ static void sw_pend_mark(struct sw_mod *s, uint32_t idx)
  * The caller stores the state the site is left in. 0 if another thread
  * took it first (or the list is full, which cannot happen).
  */
-static struct sw_entry *sw_add(struct stint_global *g, struct stint_module *m, struct sw_mod *s, uint32_t idx, int open, int fresh)
+static struct sw_entry *sw_add(struct stint_global *g, struct stint_module *m, struct sw_mod *s, uint32_t idx, int open, int fresh,
+				const struct stint_probe *p)
 {
 	uint8_t st = SW_COLD;
 	if (!__atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -267,6 +276,19 @@ static struct sw_entry *sw_add(struct stint_global *g, struct stint_module *m, s
 	e->read = (pt->flags & STINT_PATCH_READ) != 0;
 	e->reader = (pt->flags & STINT_PATCH_READER) != 0;
 	e->nr = e->nd = 0;
+	e->np = 0;
+	e->p0 = 0;
+	if (p) {
+		/* the site's probes are adjacent in the table (a jcc has two) */
+		const struct stint_probe *pr = (const struct stint_probe *)(m->base + m->probes_vaddr);
+		uint32_t a = (uint32_t)(p - pr), b = a + 1;
+		while (a > 0 && pr[a - 1].patch == idx)
+			a--;
+		while (b < m->nprobes && pr[b].patch == idx && b - a < 255)
+			b++;
+		e->p0 = a;
+		e->np = (uint8_t)(b - a);
+	}
 	if (e->read || e->reader) {
 		/* looked up once: the batches walk them often */
 		const struct stint_read *base_rd = (const struct stint_read *)(m->base + m->reads_vaddr);
@@ -302,7 +324,7 @@ static void sw_readees_of(struct stint_global *g, struct stint_module *m, struct
 		uint32_t r = rd[k].read;
 		if (r >= m->npatches)
 			continue;
-		struct sw_entry *e = sw_add(g, m, s, r, 0, 0);
+		struct sw_entry *e = sw_add(g, m, s, r, 0, 0, 0);
 		if (e) {
 			__atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
 			__atomic_store_n(&s->state[r], off ? SW_PEND : SW_ON, __ATOMIC_RELEASE);
@@ -323,6 +345,13 @@ static void sw_readees_of(struct stint_global *g, struct stint_module *m, struct
 	if (ask)
 		sw_request(g, SW_REQ_SYNC);
 }
+
+static void sw_self_batch(struct stint_global *g);
+static void sw_sync_closed(struct stint_global *g, struct stint_module *m, struct sw_mod *s, const struct stint_probe *p, uint32_t idx);
+static void sw_mute(struct stint_module *m, struct sw_mod *s, struct stint_probe *p);
+static void sw_bell(struct stint_global *g);
+static void sw_unbell(struct stint_global *g);
+static inline uint64_t rdtsc(void);
 
 /*
  * A runtime call from probe p of a switchable site: list the site if it
@@ -352,7 +381,7 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 	int off = 0, changed = 0;
 	uint8_t st = __atomic_load_n(&s->state[idx], __ATOMIC_ACQUIRE);
 	if (st == SW_COLD) {
-		struct sw_entry *e = sw_add(g, m, s, idx, !(p->flags & STINT_PF_DIRECT), closed_gate);
+		struct sw_entry *e = sw_add(g, m, s, idx, !(p->flags & STINT_PF_DIRECT), closed_gate, p);
 		if (!e)
 			return 0;
 		changed = 1;
@@ -364,6 +393,13 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 		if (dead && e->sync) {
 			/* patch_done restored it (or cannot, and it stays patched) */
 			__atomic_store_n(&s->state[idx], SW_DEAD, __ATOMIC_RELEASE);
+			return 0;
+		}
+		if (closed && deferred && e->sync && !read && __atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE)) {
+			/* the program thread's to write (self mode) */
+			__atomic_store_n(&s->state[idx], SW_ON, __ATOMIC_RELEASE);
+			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
+			sw_sync_closed(g, m, s, p, idx);
 			return 0;
 		}
 		if (closed && deferred) {
@@ -384,6 +420,10 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
 		}
+	} else if (st == SW_ON && closed && deferred && !read && (pt->flags & STINT_PATCH_SYNC) &&
+		   __atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE)) {
+		sw_sync_closed(g, m, s, p, idx);
+		return 0;
 	} else if (st == SW_ON && closed && deferred) {
 		if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			sw_pend_mark(s, idx);
@@ -530,6 +570,350 @@ static uint32_t sw_nfew(const struct sw_mod *s)
 	uint32_t n = __atomic_load_n(&s->nfew, __ATOMIC_ACQUIRE);
 	return n < s->capfew ? n : s->capfew;
 }
+
+/* Module init: note the thunk of each direct probe of a sync patch (its
+ * arm's first target) in its cache field, which a direct probe does not
+ * use otherwise: the doorbell (sw_bell) and sw_mute send arms back there. */
+static void sw_note_thunks(struct stint_module *m, uint64_t base)
+{
+	const struct stint_patch *pts = (const struct stint_patch *)(base + m->patches_vaddr);
+	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
+	for (uint32_t i = 0; i < m->nprobes; i++) {
+		struct stint_probe *p = &pr[i];
+		if (!(p->flags & STINT_PF_DIRECT) || !p->arm || p->patch >= m->npatches || !(pts[p->patch].flags & STINT_PATCH_SYNC))
+			continue;
+		uint64_t a = base + p->arm;
+		p->cache = a + 4 + (uint64_t)(int64_t)*(const int32_t *)a;
+	}
+}
+
+/*
+ * Self mode. A patch that straddles a word (STINT_PATCH_SYNC) cannot be
+ * written with one store while another thread may run it: the period
+ * thread parks arriving threads on "jmp ." meanwhile (sw_put), and a
+ * descheduled period thread, or a vCPU the host takes away during the
+ * membarriers, then holds the program for as long (50-90 ms seen on this
+ * VM). But most programs we trace have one thread (sqlite3, gzip, each
+ * nginx or postgres worker), and a thread that writes code it alone can
+ * run needs neither: x86 keeps a core's own stores to code coherent with
+ * what it fetches next. So while the program has one thread, the period
+ * thread leaves the sync sites alone and says what they should be
+ * (sw_self_gen, sw_self_on); the program's thread sets them at its next
+ * runtime call, with plain stores and its signals blocked (no handler of
+ * the program may run half-written code). Nothing but that thread can
+ * start another program thread, and it is busy here: the count read at
+ * the start holds until the end. With more threads the period thread
+ * goes back to parking.
+ */
+
+/* Whether the program has one thread: the process's thread count (from
+ * /proc/self/stat) is at most that thread and the period thread. */
+static int sw_alone(struct stint_global *g)
+{
+	char buf[512];
+	long n = read_small("/proc/self/stat", buf, sizeof buf);
+	if (n <= 0)
+		return 0;
+	long i = n - 1;
+	while (i > 0 && buf[i] != ')')
+		i--; /* the command name may hold spaces and parentheses */
+	if (i <= 0)
+		return 0;
+	uint64_t v = 0;
+	int field = 2, digits = 0;
+	for (long j = i + 1; j < n && field <= 20; j++) {
+		if (buf[j] == ' ') {
+			field++;
+		} else if (field == 20) {
+			if (buf[j] < '0' || buf[j] > '9')
+				return 0;
+			v = v * 10 + (uint64_t)(buf[j] - '0');
+			digits++;
+		}
+	}
+	uint64_t runtime = __atomic_load_n(&g->period_thread, __ATOMIC_ACQUIRE) ? 1 : 0;
+	return digits && v >= 1 && v <= 1 + runtime;
+}
+
+/* Write patch bytes no other thread can be running (self mode). */
+static void sw_write_alone(uint64_t addr, const uint8_t *b, uint32_t len)
+{
+	/* whole aligned 8-byte words: each store to code a core runs costs it
+	 * a pipeline flush, so as few as the patch spans (two, mostly); by
+	 * compare-and-swap, since the period thread may be writing a
+	 * neighbouring one-store patch in the same word */
+	uint64_t w = addr & ~(uint64_t)7, end = addr + len;
+	for (; w < end; w += 8) {
+		uint64_t o = __atomic_load_n((uint64_t *)w, __ATOMIC_ACQUIRE), v;
+		do {
+			v = o;
+			for (uint32_t j = 0; j < 8; j++)
+				if (w + j >= addr && w + j < end)
+					((uint8_t *)&v)[j] = b[w + j - addr];
+		} while (v != o && !__atomic_compare_exchange_n((uint64_t *)w, &o, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	}
+}
+
+/*
+ * The program's thread, at a runtime call: set the sync sites to the
+ * state the period thread last asked for (sw_self_gen), if the program
+ * still has one thread; else hand them back to the period thread (the
+ * ones to go off wait in SW_PEND, when it may park threads). Its time is
+ * switching time, charged to the next period like a closed call's.
+ */
+static void sw_self_batch(struct stint_global *g)
+{
+	uint32_t gen = __atomic_load_n(&g->sw_self_gen, __ATOMIC_ACQUIRE);
+	if (gen == __atomic_load_n(&g->sw_self_done, __ATOMIC_ACQUIRE) || !try_lock(&g->sw_self_lock))
+		return;
+	uint64_t t0 = rdtsc();
+	int on = (int)__atomic_load_n(&g->sw_self_on, __ATOMIC_ACQUIRE);
+	int keep_fresh = (int)__atomic_load_n(&g->sw_self_keep_fresh, __ATOMIC_ACQUIRE);
+	uint64_t all = ~0ULL, old = 0;
+	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
+	int alone = __atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE) && sw_alone(g);
+	sw_unbell(g);
+	uint64_t changed = 0;
+	int ask = 0;
+	if (!alone)
+		__atomic_store_n(&g->sw_self, 0, __ATOMIC_RELEASE);
+	uint32_t nm = modules_n(g);
+	for (uint32_t i = 0; i < nm; i++) {
+		const struct stint_module *m;
+		const struct stint_patch *pts;
+		uint32_t n;
+		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
+		if (!s)
+			continue;
+		uint32_t nf = sw_nfew(s);
+		for (uint32_t k = 0; k < nf; k++) {
+			struct sw_entry *e = sw_few(s, k);
+			if (!e || !e->sync || e->read)
+				continue;
+			uint8_t *sp = &s->state[e->idx];
+			uint8_t st = __atomic_load_n(sp, __ATOMIC_ACQUIRE);
+			const struct stint_patch *pt = &pts[e->idx];
+			if (!alone) {
+				/* the period thread's now: what waits for off must be in
+				 * its bitmap (a batch may have taken the bit meanwhile) */
+				if (st == SW_PEND ||
+				    (!on && st == SW_ON && !(keep_fresh && s->fresh[e->idx]) &&
+				     __atomic_compare_exchange_n(sp, &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))) {
+					sw_pend_mark(s, e->idx);
+					ask = 1;
+				}
+				continue;
+			}
+			if (on) {
+				if (st != SW_OFF)
+					continue;
+				if (__atomic_load_n(&pt->remaining, __ATOMIC_ACQUIRE) == 0) {
+					__atomic_store_n(sp, SW_DEAD, __ATOMIC_RELEASE);
+					continue;
+				}
+				sw_write_alone(e->addr, e->code, e->len);
+				s->misses[e->idx] = 0;
+				__atomic_store_n(sp, SW_ON, __ATOMIC_RELEASE);
+			} else {
+				if ((st != SW_ON && st != SW_PEND) || (keep_fresh && s->fresh[e->idx]))
+					continue;
+				sw_write_alone(e->addr, pt->orig, e->len);
+				__atomic_store_n(sp, SW_OFF, __ATOMIC_RELEASE);
+			}
+			changed++;
+		}
+	}
+	__atomic_store_n(&g->sw_self_done, gen, __ATOMIC_RELEASE);
+	unlock(&g->sw_self_lock);
+	if (!sys_failed(masked))
+		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
+	if (ask)
+		sw_request(g, SW_REQ_SYNC);
+	uint64_t d = rdtsc() - t0;
+	if (d > g->charge_cap_tsc)
+		d = g->charge_cap_tsc; /* longer: descheduled (stores and a small read) */
+	d += g->call_overhead_tsc;
+	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g->sw_lazy_tsc, d, __ATOMIC_RELAXED);
+	__atomic_fetch_add(on ? &g->sw_ons : &g->sw_offs, changed, __ATOMIC_RELAXED);
+	sw_count_on(g, on ? (int64_t)changed : -(int64_t)changed);
+	if (on && changed)
+		__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * Who writes the sync sites (at the start of each of the period thread's
+ * batches): the program's thread while it is the only one (SW_MODE_SELF),
+ * else the period thread, parking threads (SW_MODE_PARK). SW_MODE_BUSY:
+ * a self batch holds the lock, and the sync sites are left alone this
+ * time.
+ */
+#define SW_MODE_PARK 0
+#define SW_MODE_SELF 1
+#define SW_MODE_BUSY 2
+static int sw_self_begin(struct stint_global *g, int recheck)
+{
+	int self = g->sw_self_ok && g->sync_core &&
+		   (recheck ? sw_alone(g) : (int)__atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE));
+	__atomic_store_n(&g->sw_self, (uint32_t)self, __ATOMIC_RELEASE);
+	if (self)
+		return SW_MODE_SELF;
+	if (!lock_bounded(&g->sw_self_lock))
+		return SW_MODE_BUSY;
+	return SW_MODE_PARK;
+}
+
+/* ... and at its end: ask the program thread for the sync sites' state. */
+static void sw_self_end(struct stint_global *g, int mode, int on, int keep_fresh, int ask)
+{
+	if (mode == SW_MODE_PARK)
+		unlock(&g->sw_self_lock);
+	if (mode != SW_MODE_SELF || !ask)
+		return;
+	__atomic_store_n(&g->sw_self_on, (uint32_t)on, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->sw_self_keep_fresh, (uint32_t)keep_fresh, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&g->sw_self_gen, 1, __ATOMIC_ACQ_REL);
+	if (!on)
+		sw_bell(g);
+}
+
+/* Self mode: probe p of a sync site called while its site should be off,
+ * which the program's thread does at its next self batch. Until then send
+ * the probe's arm straight through (as if recorded), so that a hot site
+ * does not call on every run; the period's start sends it back to its
+ * thunk (sw_unmute). */
+static void sw_mute(struct stint_module *m, struct sw_mod *s, struct stint_probe *p)
+{
+	if (!p->arm || !p->arm_to || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 0)
+		return;
+	uint64_t a = m->base + p->arm;
+	if ((a & 63) > 60)
+		return;
+	uint32_t i = (uint32_t)(p - (struct stint_probe *)(m->base + m->probes_vaddr));
+	if (i >= m->nprobes)
+		return;
+	if (!p->cache)
+		p->cache = a + 4 + (uint64_t)(int64_t)__atomic_load_n((int32_t *)a, __ATOMIC_ACQUIRE); /* the thunk */
+	__atomic_fetch_or(&s->muted[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
+	retarget(m->base, p);
+}
+
+/*
+ * The doorbell (self mode). The period thread cannot write the sync
+ * sites, and the program's thread only sets them at a runtime call,
+ * which a program that runs code it has recorded makes rarely: a sync
+ * site on at a window's end would stay on for the period. So with the
+ * request to switch them off, the period thread sends the recorded arms
+ * of the sync sites that are on back to their thunks (a 4-byte store,
+ * like retarget): the first of them that runs calls the runtime, whose
+ * self batch switches them all off and sends those arms straight again.
+ */
+static void sw_bell(struct stint_global *g)
+{
+	uint32_t nm = modules_n(g);
+	for (uint32_t i = 0; i < nm; i++) {
+		const struct stint_module *m;
+		const struct stint_patch *pts;
+		uint32_t n;
+		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
+		if (!s)
+			continue;
+		struct stint_probe *pr = (struct stint_probe *)(m->base + m->probes_vaddr);
+		uint32_t nf = sw_nfew(s);
+		for (uint32_t k = 0; k < nf; k++) {
+			struct sw_entry *e = sw_few(s, k);
+			if (!e || !e->sync || e->read || __atomic_load_n(&s->state[e->idx], __ATOMIC_ACQUIRE) != SW_ON)
+				continue;
+			for (uint32_t j = e->p0; j < e->p0 + e->np && j < m->nprobes; j++) {
+				struct stint_probe *p = &pr[j];
+				if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 1 || !p->cache || !p->arm)
+					continue;
+				uint64_t a = m->base + p->arm;
+				if ((a & 63) > 60)
+					continue;
+				__atomic_fetch_or(&s->bell[j / 64], 1ULL << (j % 64), __ATOMIC_RELEASE);
+				__atomic_store_n((int32_t *)a, (int32_t)(p->cache - (a + 4)), __ATOMIC_RELEASE);
+			}
+		}
+	}
+}
+
+/* The self batch: belled arms go straight again (retarget). */
+static void sw_unbell(struct stint_global *g)
+{
+	uint32_t nm = modules_n(g);
+	for (uint32_t i = 0; i < nm; i++) {
+		const struct stint_module *m;
+		const struct stint_patch *pts;
+		uint32_t n;
+		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
+		if (!s)
+			continue;
+		struct stint_probe *pr = (struct stint_probe *)(m->base + m->probes_vaddr);
+		uint32_t words = (m->nprobes + 63) / 64;
+		for (uint32_t w = 0; w < words; w++) {
+			if (!__atomic_load_n(&s->bell[w], __ATOMIC_RELAXED))
+				continue;
+			uint64_t v = __atomic_exchange_n(&s->bell[w], 0, __ATOMIC_ACQ_REL);
+			while (v) {
+				struct stint_probe *p = &pr[w * 64 + (uint32_t)__builtin_ctzll(v)];
+				v &= v - 1;
+				if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == 1)
+					retarget(m->base, p);
+			}
+		}
+	}
+}
+
+/*
+ * Self mode: a sync site called while it should be off. Its calling arm
+ * goes straight through until the period's start (sw_mute); the site
+ * waits in SW_PEND, and the period thread's next batch of waiting sites
+ * (at most one a ms) asks the program's thread to switch it off
+ * (sw_self_end, whose doorbell makes that soon). A self batch per such
+ * call would read the thread count each time: thousands of times a
+ * period when a logged run's watched sites turn ordinary.
+ */
+static void sw_sync_closed(struct stint_global *g, struct stint_module *m, struct sw_mod *s, const struct stint_probe *p, uint32_t idx)
+{
+	sw_mute(m, s, (struct stint_probe *)p);
+	uint8_t st = SW_ON;
+	if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		sw_pend_mark(s, idx);
+		sw_request(g, SW_REQ_SYNC);
+	}
+}
+
+/* The period's start: muted arms call again (their thunk, p->cache). */
+static void sw_unmute(struct stint_global *g)
+{
+	uint32_t nm = modules_n(g);
+	for (uint32_t i = 0; i < nm; i++) {
+		const struct stint_module *m;
+		const struct stint_patch *pts;
+		uint32_t n;
+		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
+		if (!s)
+			continue;
+		struct stint_probe *pr = (struct stint_probe *)(m->base + m->probes_vaddr);
+		uint32_t words = (m->nprobes + 63) / 64;
+		for (uint32_t w = 0; w < words; w++) {
+			if (!__atomic_load_n(&s->muted[w], __ATOMIC_RELAXED))
+				continue;
+			uint64_t v = __atomic_exchange_n(&s->muted[w], 0, __ATOMIC_ACQ_REL);
+			while (v) {
+				struct stint_probe *p = &pr[w * 64 + (uint32_t)__builtin_ctzll(v)];
+				v &= v - 1;
+				if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) || !p->cache)
+					continue; /* recorded since: its arm stays straight */
+				uint64_t a = m->base + p->arm;
+				__atomic_store_n((int32_t *)a, (int32_t)(p->cache - (a + 4)), __ATOMIC_RELEASE);
+			}
+		}
+	}
+}
+
+
 
 #define SWB_OPEN_ONLY  1 /* only open-ended sites */
 #define SWB_KEEP_FRESH 2 /* not the fresh ones */
@@ -697,7 +1081,7 @@ static int sw_readers_off(struct stint_global *g, const struct stint_module *m, 
 			continue; /* its own pass (the rewriter never lets a sync patch read a readee) */
 		uint8_t st = __atomic_load_n(&s->state[r], __ATOMIC_ACQUIRE);
 		if (st == SW_COLD) {
-			struct sw_entry *e = sw_add(g, (struct stint_module *)m, s, r, 0, 1);
+			struct sw_entry *e = sw_add(g, (struct stint_module *)m, s, r, 0, 1, 0);
 			if (!e)
 				continue;
 			__atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
@@ -744,7 +1128,7 @@ static struct sw_entry *sw_visit(struct sw_mod *s, int pend, uint32_t k)
  * readees on the modules' work lists for sw_readees. Returns the sites
  * parked; *changed counts them.
  */
-static uint64_t sw_drain(struct stint_global *g, uint64_t *changed)
+static uint64_t sw_drain(struct stint_global *g, uint64_t *changed, int self, int *selfpend)
 {
 	uint64_t nsync = 0;
 	uint32_t nm = modules_n(g);
@@ -774,7 +1158,9 @@ static uint64_t sw_drain(struct stint_global *g, uint64_t *changed)
 				if (e->read) {
 					if (s->nwork < s->capfew)
 						s->work[s->nwork++] = k - 1;
-				} else if (e->sync && g->sync_core &&
+				} else if (e->sync && self == SW_MODE_SELF) {
+					*selfpend = 1; /* the program thread's (sw_self_batch) */
+				} else if (e->sync && g->sync_core && self == SW_MODE_PARK &&
 					   __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 					nsync += sw_put(s, e, &pts[idx], 0);
 					(*changed)++;
@@ -951,11 +1337,14 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 	int open_only = flags & SWB_OPEN_ONLY, keep_fresh = flags & SWB_KEEP_FRESH, pend_only = flags & SWB_PEND_ONLY;
 	uint64_t all = ~0ULL, old = 0;
 	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
+	int self = sw_self_begin(g, !pend_only && !open_only), selfpend = 0;
+	if (on && !open_only && !pend_only)
+		sw_unmute(g);
 	if (on && !open_only)
 		changed += sw_readees(g, 1, flags, &forced);
 	uint32_t nm = pend_only ? 0 : modules_n(g);
 	if (pend_only)
-		nsync = sw_drain(g, &changed);
+		nsync = sw_drain(g, &changed, self, &selfpend);
 	for (uint32_t i = 0; i < nm; i++) {
 		const struct stint_module *m;
 		const struct stint_patch *pts;
@@ -972,8 +1361,8 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 			uint8_t st = __atomic_load_n(sp, __ATOMIC_ACQUIRE);
 			if (on ? st != SW_OFF : st != SW_ON && st != SW_PEND)
 				continue;
-			if (e->sync && !g->sync_core)
-				continue;
+			if (e->sync && (!g->sync_core || self != SW_MODE_PARK))
+				continue; /* no membarrier, or not the period thread's to write (sw_self_begin) */
 			const struct stint_patch *pt = &pts[e->idx];
 			if (on && __atomic_load_n(&pt->remaining, __ATOMIC_ACQUIRE) == 0) {
 				__atomic_compare_exchange_n(sp, &st, SW_DEAD, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
@@ -989,6 +1378,7 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 	}
 	if (nsync)
 		sw_sync_finish(g, on);
+	sw_self_end(g, self, on && !pend_only, keep_fresh && !pend_only, (!pend_only && !open_only) || selfpend);
 	if (pend_only)
 		changed += sw_readees(g, 0, flags, &forced);
 	else if (!on)
