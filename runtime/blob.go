@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "2b976ee5e63ffa6da4951ea85060e5d855139f9ecc547d43bb753e214acde253"
+const BlobSHA256 = "27e3abb3064de0edb5deff9746c2e1a0ee575b2973d987962519912d8b5799c0"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -424,8 +424,10 @@ func TestStaticExitHook(t *testing.T) {
 // times a round, cold() once a round. A first run without a budget logs
 // one outcome of each; a second run, with a 1 µs window so that
 // practically all of it lies outside the windows, must record cold()'s
-// other outcome when it comes in round N/4 (a rarely run site is watched
-// all along), and must be seen with hot()'s original bytes in place (a
+// other outcome when it comes in round 3N/4, after cold() has run more
+// than SW_WATCH_MAX times (a site that runs rarely stays on, with its
+// arm watched again each period), and must be seen with hot()'s original
+// bytes in place (a
 // site the program keeps running is switched off outside the windows
 // like any listed site, not kept on for its other outcome at the price
 // of a detour on every run). Output equals native in both runs.

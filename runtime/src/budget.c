@@ -238,6 +238,7 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	g->tsc_hz = 3000000000ULL; /* until the period thread calibrates */
 	g->budget_tsc = ns_to_tsc(g, budget);
 	g->charge_cap_tsc = ns_to_tsc(g, CHARGE_CAP_NS);
+	g->watch_cool_tsc = ns_to_tsc(g, SW_WATCH_COOL_NS);
 	g->budget_on = 1;
 	/* The off-switch (switch.c) is on unless STINT_SWITCH=0 (for
 	 * measuring what it saves). */

@@ -360,6 +360,7 @@ struct stint_global {
 	uint64_t sw_pend_mono;       /* when the last batch of SW_PEND sites ended (CLOCK_MONOTONIC ns) */
 	uint64_t sw_rearm_end;       /* when this period's rearm ends (CLOCK_MONOTONIC ns), 0 = none running */
 	uint64_t sw_last_on;         /* sites the last period-start switch-on changed (0 = none yet) */
+	uint64_t watch_cool_tsc;     /* SW_WATCH_COOL_NS in TSC ticks (switch.c, sw_watched) */
 	/* self mode (switch.c, sw_self_batch): the program's only thread writes the sync sites */
 	uint32_t sw_self_ok;         /* allowed (STINT_SWITCH_SELF, default on) */
 	uint32_t sw_self;            /* the period thread's last batch found the program single-threaded */

@@ -78,6 +78,8 @@ struct sw_mod {
 	uint64_t *pend;         /* bit per patch index: gone to SW_PEND since the period thread last looked */
 	uint64_t *bell;         /* per probe: a recorded arm of a sync site sent back to its thunk so that
 	                         * the site calls once more: the period thread's doorbell (self mode) */
+	uint64_t *cool;         /* per probe: a watched probe whose site runs rarely, its arm straight for the
+	                         * rest of the period; watched again at the next one's start (sw_rewatch) */
 	uint64_t *muted;        /* per probe: an unrecorded arm of a sync site sent straight through while
 	                         * the site waits for a self batch (sw_mute); back at the period's start */
 	uint32_t *eidx;         /* per patch index: its entry's index + 1 (0 = not listed) */
@@ -99,6 +101,12 @@ struct sw_mod {
  * for this many runs of its logged outcome before its arm goes straight
  * through (sw_watched). */
 #define SW_WATCH_MAX 16
+/* ... and if those took at least this long, the site runs rarely enough
+ * for its detour to cost next to nothing (under 1,600 runs a second): it
+ * stays fresh, on after the windows, for its other outcome, with its arm
+ * straight until the next period, which watches it again (a site cool at
+ * start-up may run hot later). */
+#define SW_WATCH_COOL_NS 10000000ULL
 #define PROBE_WATCHED 2 /* stint_probe.state: logged, arm still calls (count in pad0[0]) */
 
 /* Set up a module's list (module init). 0 if the module has no switchable
@@ -116,7 +124,7 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 	if (!n)
 		return 0;
 	uint64_t words = ((uint64_t)m->npatches + 63) / 64, pwords = ((uint64_t)m->nprobes + 63) / 64;
-	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + 8 * (words + 2 * pwords) + 12 * (uint64_t)nfew +
+	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + 8 * (words + 3 * pwords) + 12 * (uint64_t)nfew +
 			11 * (uint64_t)m->npatches;
 	size = (size + 4095) & ~(uint64_t)4095;
 	long a = sys_mmap(0, size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
@@ -127,7 +135,8 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 	s->cap = n;
 	s->pend = (uint64_t *)&s->e[n];
 	s->bell = &s->pend[words];
-	s->muted = &s->bell[pwords];
+	s->cool = &s->bell[pwords];
+	s->muted = &s->cool[pwords];
 	s->few = (uint32_t *)&s->muted[pwords];
 	s->capfew = nfew;
 	s->work = &s->few[nfew];
@@ -473,9 +482,11 @@ static int sw_missed(struct stint_global *g, struct stint_module *m, const struc
  * one the program keeps running (its detour on every run, outside the
  * windows too: sqlite3's logged runs spent 12% of their samples in such
  * trampolines). So the logged arm keeps calling for its first
- * SW_WATCH_MAX runs; a site that gets there is ordinary from then on:
- * its arm goes straight through, the window's end switches it off (now,
- * if the window is over), and its other outcome is left to the windows.
+ * SW_WATCH_MAX runs; a site that gets there quickly (the program keeps
+ * running it) is ordinary from then on: its arm goes straight through,
+ * the window's end switches it off (now, if the window is over), and its
+ * other outcome is left to the windows. One that took SW_WATCH_COOL_NS
+ * or more stays fresh with its arm straight: cheap to keep on.
  */
 static void sw_watched(struct stint_global *g, struct stint_module *m, struct stint_probe *p)
 {
@@ -483,6 +494,8 @@ static void sw_watched(struct stint_global *g, struct stint_module *m, struct st
 	uint8_t v = *c; /* racy counts are fine: a heuristic */
 	if (v < 255)
 		*c = ++v;
+	if (v == 1)
+		p->cache2 = rdtsc(); /* a direct probe's cache2 is free */
 	if (v < SW_WATCH_MAX)
 		return;
 	uint8_t w = PROBE_WATCHED;
@@ -492,6 +505,12 @@ static void sw_watched(struct stint_global *g, struct stint_module *m, struct st
 	struct sw_mod *s = sw_of(g, m, p->patch);
 	if (!s)
 		return;
+	uint32_t i = (uint32_t)(p - (struct stint_probe *)(m->base + m->probes_vaddr));
+	if (rdtsc() - p->cache2 >= g->watch_cool_tsc && p->cache && i < m->nprobes) {
+		/* cool: stays fresh, its arm straight until sw_rewatch */
+		__atomic_fetch_or(&s->cool[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
+		return;
+	}
 	s->fresh[p->patch] = 0;
 	if (__atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE) &&
 	    __atomic_load_n(&g->sw_rearmed, __ATOMIC_ACQUIRE) != SW_REARM_ON && sw_call(g, m, p, 1, 0))
@@ -881,6 +900,41 @@ static void sw_sync_closed(struct stint_global *g, struct stint_module *m, struc
 	if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		sw_pend_mark(s, idx);
 		sw_request(g, SW_REQ_SYNC);
+	}
+}
+
+/* The period's start: cool watched probes are watched again (their arm
+ * back to the thunk, p->cache, noted at load), if their site is still
+ * fresh. */
+static void sw_rewatch(struct stint_global *g)
+{
+	uint32_t nm = modules_n(g);
+	for (uint32_t i = 0; i < nm; i++) {
+		const struct stint_module *m;
+		const struct stint_patch *pts;
+		uint32_t n;
+		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
+		if (!s)
+			continue;
+		struct stint_probe *pr = (struct stint_probe *)(m->base + m->probes_vaddr);
+		uint32_t words = (m->nprobes + 63) / 64;
+		for (uint32_t w = 0; w < words; w++) {
+			if (!__atomic_load_n(&s->cool[w], __ATOMIC_RELAXED))
+				continue;
+			uint64_t v = __atomic_exchange_n(&s->cool[w], 0, __ATOMIC_ACQ_REL);
+			while (v) {
+				struct stint_probe *p = &pr[w * 64 + (uint32_t)__builtin_ctzll(v)];
+				v &= v - 1;
+				uint8_t one = 1;
+				if (!s->fresh[p->patch] || !p->cache || !p->arm)
+					continue;
+				p->pad0[0] = 0;
+				if (!__atomic_compare_exchange_n(&p->state, &one, PROBE_WATCHED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+					continue;
+				uint64_t a = m->base + p->arm;
+				__atomic_store_n((int32_t *)a, (int32_t)(p->cache - (a + 4)), __ATOMIC_RELEASE);
+			}
+		}
 	}
 }
 
@@ -1338,8 +1392,10 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 	uint64_t all = ~0ULL, old = 0;
 	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
 	int self = sw_self_begin(g, !pend_only && !open_only), selfpend = 0;
-	if (on && !open_only && !pend_only)
+	if (on && !open_only && !pend_only) {
 		sw_unmute(g);
+		sw_rewatch(g);
+	}
 	if (on && !open_only)
 		changed += sw_readees(g, 1, flags, &forced);
 	uint32_t nm = pend_only ? 0 : modules_n(g);
