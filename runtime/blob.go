@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "27e3abb3064de0edb5deff9746c2e1a0ee575b2973d987962519912d8b5799c0"
+const BlobSHA256 = "a6effd303b1ac348e0fe089bddd4a7f776bb740596732bb6bdee91d51ce01f8b"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -79,7 +79,7 @@ struct sw_mod {
 	uint64_t *bell;         /* per probe: a recorded arm of a sync site sent back to its thunk so that
 	                         * the site calls once more: the period thread's doorbell (self mode) */
 	uint64_t *cool;         /* per probe: a watched probe whose site runs rarely, its arm straight for the
-	                         * rest of the period; watched again at the next one's start (sw_rewatch) */
+	                         * rest of the period; watched again at the next one's start (sw_take) */
 	uint64_t *muted;        /* per probe: an unrecorded arm of a sync site sent straight through while
 	                         * the site waits for a self batch (sw_mute); back at the period's start */
 	uint32_t *eidx;         /* per patch index: its entry's index + 1 (0 = not listed) */
@@ -359,7 +359,6 @@ static void sw_self_batch(struct stint_global *g);
 static void sw_sync_closed(struct stint_global *g, struct stint_module *m, struct sw_mod *s, const struct stint_probe *p, uint32_t idx);
 static void sw_mute(struct stint_module *m, struct sw_mod *s, struct stint_probe *p);
 static void sw_bell(struct stint_global *g);
-static void sw_unbell(struct stint_global *g);
 static inline uint64_t rdtsc(void);
 
 /*
@@ -507,7 +506,7 @@ static void sw_watched(struct stint_global *g, struct stint_module *m, struct st
 		return;
 	uint32_t i = (uint32_t)(p - (struct stint_probe *)(m->base + m->probes_vaddr));
 	if (rdtsc() - p->cache2 >= g->watch_cool_tsc && p->cache && i < m->nprobes) {
-		/* cool: stays fresh, its arm straight until sw_rewatch */
+		/* cool: stays fresh, its arm straight until sw_take */
 		__atomic_fetch_or(&s->cool[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
 		return;
 	}
@@ -589,6 +588,22 @@ static uint32_t sw_nfew(const struct sw_mod *s)
 	uint32_t n = __atomic_load_n(&s->nfew, __ATOMIC_ACQUIRE);
 	return n < s->capfew ? n : s->capfew;
 }
+
+/* Send probe p's arm back to its thunk (p->cache, noted at load). */
+static void sw_arm_thunk(const struct stint_module *m, const struct stint_probe *p)
+{
+	uint64_t a = m->base + p->arm;
+	__atomic_store_n((int32_t *)a, (int32_t)(p->cache - (a + 4)), __ATOMIC_RELEASE);
+}
+
+/* What sw_take does to each probe whose bit it takes (below). */
+enum sw_take_what {
+	SW_UNBELL,   /* bell: a belled arm goes straight again (the self batch) */
+	SW_REWATCH,  /* cool: a cool watched probe is watched again, if its site is still fresh (the period's start) */
+	SW_UNMUTE,   /* muted: a muted arm calls again, unless it recorded since (the period's start) */
+};
+
+static void sw_take(struct stint_global *g, enum sw_take_what what);
 
 /* Module init: note the thunk of each direct probe of a sync patch (its
  * arm's first target) in its cache field, which a direct probe does not
@@ -691,7 +706,7 @@ static void sw_self_batch(struct stint_global *g)
 	uint64_t all = ~0ULL, old = 0;
 	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
 	int alone = __atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE) && sw_alone(g);
-	sw_unbell(g);
+	sw_take(g, SW_UNBELL);
 	uint64_t changed = 0;
 	int ask = 0;
 	if (!alone)
@@ -800,7 +815,7 @@ static void sw_self_end(struct stint_global *g, int mode, int on, int keep_fresh
  * which the program's thread does at its next self batch. Until then send
  * the probe's arm straight through (as if recorded), so that a hot site
  * does not call on every run; the period's start sends it back to its
- * thunk (sw_unmute). */
+ * thunk (sw_take). */
 static void sw_mute(struct stint_module *m, struct sw_mod *s, struct stint_probe *p)
 {
 	if (!p->arm || !p->arm_to || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 0)
@@ -851,34 +866,7 @@ static void sw_bell(struct stint_global *g)
 				if ((a & 63) > 60)
 					continue;
 				__atomic_fetch_or(&s->bell[j / 64], 1ULL << (j % 64), __ATOMIC_RELEASE);
-				__atomic_store_n((int32_t *)a, (int32_t)(p->cache - (a + 4)), __ATOMIC_RELEASE);
-			}
-		}
-	}
-}
-
-/* The self batch: belled arms go straight again (retarget). */
-static void sw_unbell(struct stint_global *g)
-{
-	uint32_t nm = modules_n(g);
-	for (uint32_t i = 0; i < nm; i++) {
-		const struct stint_module *m;
-		const struct stint_patch *pts;
-		uint32_t n;
-		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-		if (!s)
-			continue;
-		struct stint_probe *pr = (struct stint_probe *)(m->base + m->probes_vaddr);
-		uint32_t words = (m->nprobes + 63) / 64;
-		for (uint32_t w = 0; w < words; w++) {
-			if (!__atomic_load_n(&s->bell[w], __ATOMIC_RELAXED))
-				continue;
-			uint64_t v = __atomic_exchange_n(&s->bell[w], 0, __ATOMIC_ACQ_REL);
-			while (v) {
-				struct stint_probe *p = &pr[w * 64 + (uint32_t)__builtin_ctzll(v)];
-				v &= v - 1;
-				if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == 1)
-					retarget(m->base, p);
+				sw_arm_thunk(m, p);
 			}
 		}
 	}
@@ -886,7 +874,7 @@ static void sw_unbell(struct stint_global *g)
 
 /*
  * Self mode: a sync site called while it should be off. Its calling arm
- * goes straight through until the period's start (sw_mute); the site
+ * goes straight through until the period's start (sw_mute, sw_take); the site
  * waits in SW_PEND, and the period thread's next batch of waiting sites
  * (at most one a ms) asks the program's thread to switch it off
  * (sw_self_end, whose doorbell makes that soon). A self batch per such
@@ -903,10 +891,9 @@ static void sw_sync_closed(struct stint_global *g, struct stint_module *m, struc
 	}
 }
 
-/* The period's start: cool watched probes are watched again (their arm
- * back to the thunk, p->cache, noted at load), if their site is still
- * fresh. */
-static void sw_rewatch(struct stint_global *g)
+/* Take every bit of one of the per-probe bitmaps (bell, cool, muted) of
+ * every module, and do what to each probe. */
+static void sw_take(struct stint_global *g, enum sw_take_what what)
 {
 	uint32_t nm = modules_n(g);
 	for (uint32_t i = 0; i < nm; i++) {
@@ -916,58 +903,33 @@ static void sw_rewatch(struct stint_global *g)
 		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
 		if (!s)
 			continue;
+		uint64_t *bits = what == SW_UNBELL ? s->bell : what == SW_REWATCH ? s->cool : s->muted;
 		struct stint_probe *pr = (struct stint_probe *)(m->base + m->probes_vaddr);
 		uint32_t words = (m->nprobes + 63) / 64;
 		for (uint32_t w = 0; w < words; w++) {
-			if (!__atomic_load_n(&s->cool[w], __ATOMIC_RELAXED))
+			if (!__atomic_load_n(&bits[w], __ATOMIC_RELAXED))
 				continue;
-			uint64_t v = __atomic_exchange_n(&s->cool[w], 0, __ATOMIC_ACQ_REL);
+			uint64_t v = __atomic_exchange_n(&bits[w], 0, __ATOMIC_ACQ_REL);
 			while (v) {
 				struct stint_probe *p = &pr[w * 64 + (uint32_t)__builtin_ctzll(v)];
 				v &= v - 1;
-				uint8_t one = 1;
-				if (!s->fresh[p->patch] || !p->cache || !p->arm)
-					continue;
-				p->pad0[0] = 0;
-				if (!__atomic_compare_exchange_n(&p->state, &one, PROBE_WATCHED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-					continue;
-				uint64_t a = m->base + p->arm;
-				__atomic_store_n((int32_t *)a, (int32_t)(p->cache - (a + 4)), __ATOMIC_RELEASE);
+				uint8_t st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+				if (what == SW_UNBELL) {
+					if (st == 1)
+						retarget(m->base, p);
+				} else if (what == SW_REWATCH) {
+					if (st != 1 || !s->fresh[p->patch] || !p->cache || !p->arm)
+						continue;
+					p->pad0[0] = 0;
+					if (__atomic_compare_exchange_n(&p->state, &st, PROBE_WATCHED, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+						sw_arm_thunk(m, p);
+				} else if (!st && p->cache) {
+					sw_arm_thunk(m, p); /* recorded since: its arm stays straight */
+				}
 			}
 		}
 	}
 }
-
-/* The period's start: muted arms call again (their thunk, p->cache). */
-static void sw_unmute(struct stint_global *g)
-{
-	uint32_t nm = modules_n(g);
-	for (uint32_t i = 0; i < nm; i++) {
-		const struct stint_module *m;
-		const struct stint_patch *pts;
-		uint32_t n;
-		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-		if (!s)
-			continue;
-		struct stint_probe *pr = (struct stint_probe *)(m->base + m->probes_vaddr);
-		uint32_t words = (m->nprobes + 63) / 64;
-		for (uint32_t w = 0; w < words; w++) {
-			if (!__atomic_load_n(&s->muted[w], __ATOMIC_RELAXED))
-				continue;
-			uint64_t v = __atomic_exchange_n(&s->muted[w], 0, __ATOMIC_ACQ_REL);
-			while (v) {
-				struct stint_probe *p = &pr[w * 64 + (uint32_t)__builtin_ctzll(v)];
-				v &= v - 1;
-				if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) || !p->cache)
-					continue; /* recorded since: its arm stays straight */
-				uint64_t a = m->base + p->arm;
-				__atomic_store_n((int32_t *)a, (int32_t)(p->cache - (a + 4)), __ATOMIC_RELEASE);
-			}
-		}
-	}
-}
-
-
 
 #define SWB_OPEN_ONLY  1 /* only open-ended sites */
 #define SWB_KEEP_FRESH 2 /* not the fresh ones */
@@ -1393,8 +1355,8 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
 	int self = sw_self_begin(g, !pend_only && !open_only), selfpend = 0;
 	if (on && !open_only && !pend_only) {
-		sw_unmute(g);
-		sw_rewatch(g);
+		sw_take(g, SW_UNMUTE);
+		sw_take(g, SW_REWATCH);
 	}
 	if (on && !open_only)
 		changed += sw_readees(g, 1, flags, &forced);
