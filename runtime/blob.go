@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "a6effd303b1ac348e0fe089bddd4a7f776bb740596732bb6bdee91d51ce01f8b"
+const BlobSHA256 = "29ad82578f34ef1cdb495e6ca5a11a182ab77736604f50d8f3a8d3d1b71c0735"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -572,6 +572,30 @@ static struct sw_mod *sw_list(struct stint_global *g, uint32_t i, const struct s
 	return s;
 }
 
+/* A walk over the modules that have a list (sw_list):
+ *	for (struct sw_walk it = sw_walk(g); sw_next(&it);) ... it.m, it.pts, it.n, it.s */
+struct sw_walk {
+	struct stint_global *g;
+	uint32_t i, nm, n;
+	const struct stint_module *m;
+	const struct stint_patch *pts;
+	struct sw_mod *s;
+};
+
+static struct sw_walk sw_walk(struct stint_global *g)
+{
+	struct sw_walk w = {g, 0, modules_n(g), 0, 0, 0, 0};
+	return w;
+}
+
+static int sw_next(struct sw_walk *w)
+{
+	while (w->i < w->nm)
+		if ((w->s = sw_list(w->g, w->i++, &w->m, &w->pts, &w->n)))
+			return 1;
+	return 0;
+}
+
 /* The k-th of module list s's sync and readee entries, 0 if not filled
  * yet; *n is how many there are. */
 static struct sw_entry *sw_few(struct sw_mod *s, uint32_t k)
@@ -711,14 +735,9 @@ static void sw_self_batch(struct stint_global *g)
 	int ask = 0;
 	if (!alone)
 		__atomic_store_n(&g->sw_self, 0, __ATOMIC_RELEASE);
-	uint32_t nm = modules_n(g);
-	for (uint32_t i = 0; i < nm; i++) {
-		const struct stint_module *m;
-		const struct stint_patch *pts;
-		uint32_t n;
-		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-		if (!s)
-			continue;
+	for (struct sw_walk it = sw_walk(g); sw_next(&it);) {
+		const struct stint_patch *pts = it.pts;
+		struct sw_mod *s = it.s;
 		uint32_t nf = sw_nfew(s);
 		for (uint32_t k = 0; k < nf; k++) {
 			struct sw_entry *e = sw_few(s, k);
@@ -844,14 +863,9 @@ static void sw_mute(struct stint_module *m, struct sw_mod *s, struct stint_probe
  */
 static void sw_bell(struct stint_global *g)
 {
-	uint32_t nm = modules_n(g);
-	for (uint32_t i = 0; i < nm; i++) {
-		const struct stint_module *m;
-		const struct stint_patch *pts;
-		uint32_t n;
-		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-		if (!s)
-			continue;
+	for (struct sw_walk it = sw_walk(g); sw_next(&it);) {
+		const struct stint_module *m = it.m;
+		struct sw_mod *s = it.s;
 		struct stint_probe *pr = (struct stint_probe *)(m->base + m->probes_vaddr);
 		uint32_t nf = sw_nfew(s);
 		for (uint32_t k = 0; k < nf; k++) {
@@ -895,14 +909,9 @@ static void sw_sync_closed(struct stint_global *g, struct stint_module *m, struc
  * every module, and do what to each probe. */
 static void sw_take(struct stint_global *g, enum sw_take_what what)
 {
-	uint32_t nm = modules_n(g);
-	for (uint32_t i = 0; i < nm; i++) {
-		const struct stint_module *m;
-		const struct stint_patch *pts;
-		uint32_t n;
-		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-		if (!s)
-			continue;
+	for (struct sw_walk it = sw_walk(g); sw_next(&it);) {
+		const struct stint_module *m = it.m;
+		struct sw_mod *s = it.s;
 		uint64_t *bits = what == SW_UNBELL ? s->bell : what == SW_REWATCH ? s->cool : s->muted;
 		struct stint_probe *pr = (struct stint_probe *)(m->base + m->probes_vaddr);
 		uint32_t words = (m->nprobes + 63) / 64;
@@ -969,14 +978,9 @@ static void sw_sync_finish(struct stint_global *g, int on)
 {
 	sw_barrier(g);
 	for (int pass = 0; pass < 2; pass++) {
-		uint32_t nm = modules_n(g);
-		for (uint32_t i = 0; i < nm; i++) {
-			const struct stint_module *m;
-			const struct stint_patch *pts;
-			uint32_t n;
-			struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-			if (!s)
-				continue;
+		for (struct sw_walk it = sw_walk(g); sw_next(&it);) {
+			const struct stint_patch *pts = it.pts;
+			struct sw_mod *s = it.s;
 			for (uint32_t k = 0; k < s->nparked; k++) {
 				struct sw_entry *e = &s->e[s->parked[k]];
 				const uint8_t *to = on ? e->code : pts[e->idx].orig;
@@ -1147,14 +1151,11 @@ static struct sw_entry *sw_visit(struct sw_mod *s, int pend, uint32_t k)
 static uint64_t sw_drain(struct stint_global *g, uint64_t *changed, int self, int *selfpend)
 {
 	uint64_t nsync = 0;
-	uint32_t nm = modules_n(g);
-	for (uint32_t i = 0; i < nm; i++) {
-		const struct stint_module *m;
-		const struct stint_patch *pts;
-		uint32_t n;
-		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-		if (!s)
-			continue;
+	for (struct sw_walk it = sw_walk(g); sw_next(&it);) {
+		const struct stint_module *m = it.m;
+		const struct stint_patch *pts = it.pts;
+		uint32_t n = it.n;
+		struct sw_mod *s = it.s;
 		s->nwork = 0;
 		uint32_t words = (m->npatches + 63) / 64;
 		for (uint32_t w = 0; w < words; w++) {
@@ -1191,14 +1192,8 @@ static uint64_t sw_drain(struct stint_global *g, uint64_t *changed, int self, in
  * reader could not be switched yet) wait for the next one. */
 static void sw_requeue(struct stint_global *g)
 {
-	uint32_t nm = modules_n(g);
-	for (uint32_t i = 0; i < nm; i++) {
-		const struct stint_module *m;
-		const struct stint_patch *pts;
-		uint32_t n;
-		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-		if (!s)
-			continue;
+	for (struct sw_walk it = sw_walk(g); sw_next(&it);) {
+		struct sw_mod *s = it.s;
 		for (uint32_t k = 0; k < s->nwork; k++) {
 			struct sw_entry *e = &s->e[s->work[k]];
 			if (__atomic_load_n(&s->state[e->idx], __ATOMIC_ACQUIRE) == SW_PEND)
@@ -1225,13 +1220,11 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
 	for (int pass = 0; pass < 8; pass++) {
 		uint64_t marked = 0, nsync = 0;
 		int barrier = 0;
-		uint32_t nm = modules_n(g);
-		for (uint32_t i = 0; i < nm; i++) {
-			const struct stint_module *m;
-			const struct stint_patch *pts;
-			uint32_t n;
-			struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-			if (!s || !m->nreads)
+		for (struct sw_walk it = sw_walk(g); sw_next(&it);) {
+			const struct stint_module *m = it.m;
+			const struct stint_patch *pts = it.pts;
+			struct sw_mod *s = it.s;
+			if (!m->nreads)
 				continue;
 			uint32_t nv = sw_nvisit(s, pend);
 			for (uint32_t k = 0; k < nv; k++) {
@@ -1267,12 +1260,11 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
 		 * anywhere (unless a barrier has passed since they changed) */
 		if (barrier)
 			sw_barrier(g);
-		for (uint32_t i = 0; i < nm; i++) {
-			const struct stint_module *m;
-			const struct stint_patch *pts;
-			uint32_t n;
-			struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-			if (!s || !m->nreads)
+		for (struct sw_walk it = sw_walk(g); sw_next(&it);) {
+			const struct stint_module *m = it.m;
+			const struct stint_patch *pts = it.pts;
+			struct sw_mod *s = it.s;
+			if (!m->nreads)
 				continue;
 			uint32_t nv = sw_nvisit(s, pend);
 			for (uint32_t k = 0; k < nv; k++) {
@@ -1304,13 +1296,10 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
 static void sw_readees_defer(struct stint_global *g, int flags)
 {
 	int any = 0;
-	uint32_t nm = modules_n(g);
-	for (uint32_t i = 0; i < nm; i++) {
-		const struct stint_module *m;
-		const struct stint_patch *pts;
-		uint32_t n;
-		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-		if (!s || !m->nreads)
+	for (struct sw_walk it = sw_walk(g); sw_next(&it);) {
+		const struct stint_module *m = it.m;
+		struct sw_mod *s = it.s;
+		if (!m->nreads)
 			continue;
 		uint32_t nf = sw_nfew(s);
 		for (uint32_t k = 0; k < nf; k++) {
@@ -1360,16 +1349,13 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 	}
 	if (on && !open_only)
 		changed += sw_readees(g, 1, flags, &forced);
-	uint32_t nm = pend_only ? 0 : modules_n(g);
 	if (pend_only)
 		nsync = sw_drain(g, &changed, self, &selfpend);
-	for (uint32_t i = 0; i < nm; i++) {
-		const struct stint_module *m;
-		const struct stint_patch *pts;
-		uint32_t n;
-		struct sw_mod *s = sw_list(g, i, &m, &pts, &n);
-		if (!s)
-			continue;
+	for (struct sw_walk it = sw_walk(g); !pend_only && sw_next(&it);) {
+		const struct stint_module *m = it.m;
+		const struct stint_patch *pts = it.pts;
+		uint32_t n = it.n;
+		struct sw_mod *s = it.s;
 		for (uint32_t k = 0; k < n; k++) {
 			struct sw_entry *e = &s->e[k];
 			if (!__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) || e->read || (open_only && !e->open) ||
