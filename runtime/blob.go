@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "29ad82578f34ef1cdb495e6ca5a11a182ab77736604f50d8f3a8d3d1b71c0735"
+const BlobSHA256 = "fb3c69a1f8a779211f368bbd506573f3f6f2de6cdf66138b1ac838634e238d43"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
