@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "fb3c69a1f8a779211f368bbd506573f3f6f2de6cdf66138b1ac838634e238d43"
+const BlobSHA256 = "8a5242ac913fc6444cab64de7f3ce9af5abfe21fedb3f467bcb7bb436b951728"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

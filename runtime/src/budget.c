@@ -238,7 +238,6 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	g->tsc_hz = 3000000000ULL; /* until the period thread calibrates */
 	g->budget_tsc = ns_to_tsc(g, budget);
 	g->charge_cap_tsc = ns_to_tsc(g, CHARGE_CAP_NS);
-	g->watch_cool_tsc = ns_to_tsc(g, SW_WATCH_COOL_NS);
 	g->budget_on = 1;
 	/* The off-switch (switch.c) is on unless STINT_SWITCH=0 (for
 	 * measuring what it saves). */
@@ -715,10 +714,8 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	/* Recalibrate over the whole run so far. */
 	if (now_mono > g->cal_mono + 5000000 && now_tsc > g->cal_tsc) {
 		uint64_t hz = mul_div(now_tsc - g->cal_tsc, 1000000000ULL, now_mono - g->cal_mono);
-		if (hz > 10000000ULL) {
+		if (hz > 10000000ULL)
 			g->tsc_hz = hz;
-			g->watch_cool_tsc = ns_to_tsc(g, SW_WATCH_COOL_NS);
-		}
 	}
 	uint64_t used = __atomic_exchange_n(&g->used_tsc, 0, __ATOMIC_ACQ_REL);
 	uint64_t sw = __atomic_exchange_n(&g->sw_tsc, 0, __ATOMIC_ACQ_REL);
@@ -910,7 +907,6 @@ static void period_main(void)
 		g->tsc_hz = mul_div(t1 - t0, 1000000000ULL, m1 - m0);
 	__atomic_store_n(&g->budget_tsc, ns_to_tsc(g, g->budget_ns), __ATOMIC_RELAXED);
 	g->charge_cap_tsc = ns_to_tsc(g, CHARGE_CAP_NS);
-	g->watch_cool_tsc = ns_to_tsc(g, SW_WATCH_COOL_NS);
 	if (g->sync_core) {
 		/* what one membarrier(SYNC_CORE) costs here (IPIs: much more on
 		 * a VM than on bare metal), for the switch-off reserve */

@@ -389,8 +389,6 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 			continue;
 		const struct stint_patch *pt = p->patch < m->npatches ? &pts[p->patch] : 0;
 		if (g->sw_on && pt && pt->remaining && (pt->flags & STINT_PATCH_SWITCH)) {
-			if (p->arm && !p->cache) /* its thunk, for sw_take (a direct probe's cache is free) */
-				p->cache = base + p->arm + 4 + (uint64_t)(int64_t)*(const int32_t *)(base + p->arm);
 			p->state = PROBE_WATCHED;
 			sw_call(g, m, p, 0, 1);
 		} else {

@@ -360,7 +360,6 @@ struct stint_global {
 	uint64_t sw_pend_mono;       /* when the last batch of SW_PEND sites ended (CLOCK_MONOTONIC ns) */
 	uint64_t sw_rearm_end;       /* when this period's rearm ends (CLOCK_MONOTONIC ns), 0 = none running */
 	uint64_t sw_last_on;         /* sites the last period-start switch-on changed (0 = none yet) */
-	uint64_t watch_cool_tsc;     /* SW_WATCH_COOL_NS in TSC ticks (switch.c, sw_watched) */
 	/* self mode (switch.c, sw_self_batch): the program's only thread writes the sync sites */
 	uint32_t sw_self_ok;         /* allowed (STINT_SWITCH_SELF, default on) */
 	uint32_t sw_self;            /* the period thread's last batch found the program single-threaded */
@@ -369,6 +368,7 @@ struct stint_global {
 	uint32_t sw_self_on;         /* the state the sync sites should have */
 	uint32_t sw_self_keep_fresh; /* ... except fresh ones, which stay on */
 	uint32_t sw_self_lock;       /* held while the sync sites are written, by either thread */
+	uint32_t sw_has_sync;        /* a module has sync patches (without any, self mode has nothing to do) */
 	uint64_t sw_listed_open;     /* listed open-ended sites (what a rearm switches) */
 	uint64_t sw_site_tsc;        /* what switching one site costs (moving average) */
 	uint64_t sw_sync_tsc;        /* what one membarrier(SYNC_CORE) costs (measured at start) */
@@ -1471,6 +1471,13 @@ static int hash_add(struct stint_global *g, uint64_t k0, uint64_t k1)
 /* ---- code patching ---- */
 
 /* Retarget a trampoline arm: one 4-byte store that does not cross a line. */
+/* Where probe p's arm jumps now (its thunk, before any retarget). */
+static uint64_t arm_target(uint64_t base, const struct stint_probe *p)
+{
+	uint64_t a = base + p->arm;
+	return a + 4 + (uint64_t)(int64_t)__atomic_load_n((const int32_t *)a, __ATOMIC_ACQUIRE);
+}
+
 static void retarget(uint64_t base, const struct stint_probe *p)
 {
 	if (!p->arm || !p->arm_to)
@@ -1562,20 +1569,32 @@ static int sw_owns(struct stint_module *m, uint32_t idx);
 static void sw_done_stamp(struct stint_module *m, uint32_t idx);
 
 /*
- * Write a patch's original bytes while no thread can run the module's
- * code: during its initialisation, before anything of it has run (a
- * library that dlopen has not returned yet is no different). Plain
- * stores, so a patch that straddles a word costs no membarrier there.
+ * Write len bytes of code at addr that no thread can be running: a
+ * module's during its initialisation, before anything of it has run (a
+ * library that dlopen has not returned yet is no different), or a sync
+ * site while the program has one thread, written by that thread
+ * (switch.c, self mode). No jmp-to-self and no membarrier, even for bytes
+ * that straddle a word. Whole aligned 8-byte words, as few as the bytes
+ * span (each store to code a core runs costs it a pipeline flush), by
+ * compare-and-swap: the period thread may be writing a one-store
+ * neighbour in the same word.
  */
-static void restore_alone(uint64_t base, const struct stint_patch *pt)
+static void write_alone(uint64_t addr, const uint8_t *b, uint32_t len)
 {
-	volatile uint8_t *d = (volatile uint8_t *)(base + pt->addr);
-	for (uint32_t i = 0; i < pt->len && i < sizeof pt->orig; i++)
-		d[i] = pt->orig[i];
+	uint64_t w = addr & ~(uint64_t)7, end = addr + len;
+	for (; w < end; w += 8) {
+		uint64_t o = __atomic_load_n((uint64_t *)w, __ATOMIC_ACQUIRE), v;
+		do {
+			v = o;
+			for (uint32_t j = 0; j < 8; j++)
+				if (w + j >= addr && w + j < end)
+					((uint8_t *)&v)[j] = b[w + j - addr];
+		} while (v != o && !__atomic_compare_exchange_n((uint64_t *)w, &o, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	}
 }
 
 /* Probe of patch idx recorded; restore the patch when it was the last.
- * alone: the module's initialisation (restore_alone). */
+ * alone: the module's initialisation (write_alone). */
 static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int alone)
 {
 	if (idx == STINT_NO_PATCH || idx >= m->npatches)
@@ -1587,7 +1606,7 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int 
 		return; /* the off-switch restores it (switch.c) */
 	if (pt->flags & STINT_PATCH_RESTORABLE) {
 		if (alone)
-			restore_alone(base, pt);
+			write_alone(base + pt->addr, pt->orig, pt->len);
 		else if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len) && (pt->flags & STINT_PATCH_AT_START))
 			restore_sync(G(), base + pt->addr, pt->orig, pt->len);
 		if (pt->flags & STINT_PATCH_READER)

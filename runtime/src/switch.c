@@ -115,14 +115,17 @@ struct sw_mod {
 static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 {
 	const struct stint_patch *pt = (const void *)(base + m->patches_vaddr);
-	uint32_t n = 0, nfew = 0;
+	uint32_t n = 0, nfew = 0, nsync = 0;
 	for (uint32_t i = 0; i < m->npatches; i++)
 		if ((pt[i].flags & STINT_PATCH_SWITCH) && pt[i].len && pt[i].len <= 16) {
 			n++;
 			nfew += (pt[i].flags & (STINT_PATCH_SYNC | STINT_PATCH_READ)) != 0;
+			nsync += (pt[i].flags & STINT_PATCH_SYNC) != 0;
 		}
 	if (!n)
 		return 0;
+	if (nsync)
+		__atomic_store_n(&G()->sw_has_sync, 1, __ATOMIC_RELEASE); /* self mode has work (sw_self_begin) */
 	uint64_t words = ((uint64_t)m->npatches + 63) / 64, pwords = ((uint64_t)m->nprobes + 63) / 64;
 	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + 8 * (words + 3 * pwords) + 12 * (uint64_t)nfew +
 			11 * (uint64_t)m->npatches;
@@ -360,6 +363,7 @@ static void sw_sync_closed(struct stint_global *g, struct stint_module *m, struc
 static void sw_mute(struct stint_module *m, struct sw_mod *s, struct stint_probe *p);
 static void sw_bell(struct stint_global *g);
 static inline uint64_t rdtsc(void);
+static uint64_t ns_to_tsc(struct stint_global *g, uint64_t ns);
 
 /*
  * A runtime call from probe p of a switchable site: list the site if it
@@ -505,7 +509,7 @@ static void sw_watched(struct stint_global *g, struct stint_module *m, struct st
 	if (!s)
 		return;
 	uint32_t i = (uint32_t)(p - (struct stint_probe *)(m->base + m->probes_vaddr));
-	if (rdtsc() - p->cache2 >= g->watch_cool_tsc && p->cache && i < m->nprobes) {
+	if (rdtsc() - p->cache2 >= ns_to_tsc(g, SW_WATCH_COOL_NS) && p->cache && i < m->nprobes) {
 		/* cool: stays fresh, its arm straight until sw_take */
 		__atomic_fetch_or(&s->cool[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
 		return;
@@ -545,7 +549,7 @@ static void log_restore_readees(struct stint_global *g, struct stint_module *m, 
 				free = rd[k].reader < m->npatches && sw_is_orig(m, rd[k].reader);
 			if (!free)
 				continue;
-			restore_alone(base, pt);
+			write_alone(base + pt->addr, pt->orig, pt->len);
 			if (s)
 				__atomic_store_n(&s->state[i], SW_DEAD, __ATOMIC_RELEASE);
 			changed = 1;
@@ -629,19 +633,18 @@ enum sw_take_what {
 
 static void sw_take(struct stint_global *g, enum sw_take_what what);
 
-/* Module init: note the thunk of each direct probe of a sync patch (its
- * arm's first target) in its cache field, which a direct probe does not
- * use otherwise: the doorbell (sw_bell) and sw_mute send arms back there. */
+/* Module init: note the thunk of each direct probe of a switchable patch
+ * (its arm's first target) in its cache field, which a direct probe does
+ * not use otherwise: the doorbell (sw_bell), sw_mute and the watch's
+ * next period (sw_take) send arms back there. */
 static void sw_note_thunks(struct stint_module *m, uint64_t base)
 {
 	const struct stint_patch *pts = (const struct stint_patch *)(base + m->patches_vaddr);
 	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
 	for (uint32_t i = 0; i < m->nprobes; i++) {
 		struct stint_probe *p = &pr[i];
-		if (!(p->flags & STINT_PF_DIRECT) || !p->arm || p->patch >= m->npatches || !(pts[p->patch].flags & STINT_PATCH_SYNC))
-			continue;
-		uint64_t a = base + p->arm;
-		p->cache = a + 4 + (uint64_t)(int64_t)*(const int32_t *)a;
+		if ((p->flags & STINT_PF_DIRECT) && p->arm && p->patch < m->npatches && (pts[p->patch].flags & STINT_PATCH_SWITCH))
+			p->cache = arm_target(base, p);
 	}
 }
 
@@ -691,25 +694,6 @@ static int sw_alone(struct stint_global *g)
 	}
 	uint64_t runtime = __atomic_load_n(&g->period_thread, __ATOMIC_ACQUIRE) ? 1 : 0;
 	return digits && v >= 1 && v <= 1 + runtime;
-}
-
-/* Write patch bytes no other thread can be running (self mode). */
-static void sw_write_alone(uint64_t addr, const uint8_t *b, uint32_t len)
-{
-	/* whole aligned 8-byte words: each store to code a core runs costs it
-	 * a pipeline flush, so as few as the patch spans (two, mostly); by
-	 * compare-and-swap, since the period thread may be writing a
-	 * neighbouring one-store patch in the same word */
-	uint64_t w = addr & ~(uint64_t)7, end = addr + len;
-	for (; w < end; w += 8) {
-		uint64_t o = __atomic_load_n((uint64_t *)w, __ATOMIC_ACQUIRE), v;
-		do {
-			v = o;
-			for (uint32_t j = 0; j < 8; j++)
-				if (w + j >= addr && w + j < end)
-					((uint8_t *)&v)[j] = b[w + j - addr];
-		} while (v != o && !__atomic_compare_exchange_n((uint64_t *)w, &o, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-	}
 }
 
 /*
@@ -764,13 +748,13 @@ static void sw_self_batch(struct stint_global *g)
 					__atomic_store_n(sp, SW_DEAD, __ATOMIC_RELEASE);
 					continue;
 				}
-				sw_write_alone(e->addr, e->code, e->len);
+				write_alone(e->addr, e->code, e->len);
 				s->misses[e->idx] = 0;
 				__atomic_store_n(sp, SW_ON, __ATOMIC_RELEASE);
 			} else {
 				if ((st != SW_ON && st != SW_PEND) || (keep_fresh && s->fresh[e->idx]))
 					continue;
-				sw_write_alone(e->addr, pt->orig, e->len);
+				write_alone(e->addr, pt->orig, e->len);
 				__atomic_store_n(sp, SW_OFF, __ATOMIC_RELEASE);
 			}
 			changed++;
@@ -806,7 +790,7 @@ static void sw_self_batch(struct stint_global *g)
 #define SW_MODE_BUSY 2
 static int sw_self_begin(struct stint_global *g, int recheck)
 {
-	int self = g->sw_self_ok && g->sync_core &&
+	int self = g->sw_self_ok && g->sync_core && g->sw_has_sync &&
 		   (recheck ? sw_alone(g) : (int)__atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE));
 	__atomic_store_n(&g->sw_self, (uint32_t)self, __ATOMIC_RELEASE);
 	if (self)
@@ -837,16 +821,13 @@ static void sw_self_end(struct stint_global *g, int mode, int on, int keep_fresh
  * thunk (sw_take). */
 static void sw_mute(struct stint_module *m, struct sw_mod *s, struct stint_probe *p)
 {
-	if (!p->arm || !p->arm_to || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 0)
+	if (!p->arm || !p->arm_to || !p->cache || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 0)
 		return;
-	uint64_t a = m->base + p->arm;
-	if ((a & 63) > 60)
+	if (((m->base + p->arm) & 63) > 60)
 		return;
 	uint32_t i = (uint32_t)(p - (struct stint_probe *)(m->base + m->probes_vaddr));
 	if (i >= m->nprobes)
 		return;
-	if (!p->cache)
-		p->cache = a + 4 + (uint64_t)(int64_t)__atomic_load_n((int32_t *)a, __ATOMIC_ACQUIRE); /* the thunk */
 	__atomic_fetch_or(&s->muted[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
 	retarget(m->base, p);
 }
