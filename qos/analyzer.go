@@ -97,17 +97,30 @@ func (a *Analyzer) Step(ctx context.Context) error {
 
 // Run observes the source at once and then every Period until ctx is
 // done, then sets the page's state to Stopped (and writes a last
-// samples row saying so). It does not close the page or the source.
+// samples row saying so). A [Watcher] source is also watched every
+// [WatchEvery] in between. Run does not close the page or the source.
 func (a *Analyzer) Run(ctx context.Context) Stats {
 	t := time.NewTicker(a.Period)
 	defer t.Stop()
+	var watch <-chan time.Time
+	w, _ := a.Source.(Watcher)
+	if w != nil {
+		wt := time.NewTicker(WatchEvery(a.Period))
+		defer wt.Stop()
+		watch = wt.C
+	}
 	for {
 		a.Step(ctx)
-		select {
-		case <-ctx.Done():
-			a.stop()
-			return a.stats
-		case <-t.C:
+		for due := false; !due; {
+			select {
+			case <-ctx.Done():
+				a.stop()
+				return a.stats
+			case <-watch:
+				w.Watch(ctx)
+			case <-t.C:
+				due = true
+			}
 		}
 	}
 }

@@ -22,7 +22,8 @@
 //	cmd:COMMAND             the first number `sh -c COMMAND` prints
 //
 // Rates come from two observations and the CLOCK_MONOTONIC time between
-// them, not the nominal period. A Prometheus SERIES is NAME or
+// them, not the nominal period. file-rate is also watched between
+// samples and its rate is over whole writes (see [Watcher]). A Prometheus SERIES is NAME or
 // NAME{label="v",...}; every series that has those label values is
 // summed. Without rate() or value(), a series is a rate when the
 // exposition's TYPE lines make it a counter (or a histogram's or

@@ -15,11 +15,12 @@ import (
 // (gzip's output, a download). A file that does not exist yet counts as
 // 0 bytes; a file that shrinks (truncated) or is replaced by another
 // file (rotated: a new inode) restarts the count from 0, so its new size
-// is what was written since.
+// is what was written since. It is a [Watcher]: writers write in chunks
+// (gzip 256 KiB at a time), and the rate is over whole chunks.
 type fileRate struct {
 	path string
 	opt  SourceOptions
-	k    counter
+	k    stepCounter
 	ino  uint64
 	dev  uint64
 }
@@ -29,33 +30,48 @@ func newFileRate(path string, opt SourceOptions) *fileRate { return &fileRate{pa
 func (s *fileRate) String() string { return "file-rate:" + s.path }
 func (s *fileRate) Close() error   { return nil }
 
-func (s *fileRate) Sample(ctx context.Context) (float64, bool, error) {
+// size observes the file: its size now, with the count restarted if it
+// is another file than before.
+func (s *fileRate) size() (float64, error) {
 	var size float64
 	var ino, dev uint64
 	st, err := os.Stat(s.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		s.k.forget()
-		return 0, false, err
+		return 0, err
 	case !st.Mode().IsRegular():
-		s.k.forget()
-		return 0, false, fmt.Errorf("%s: not a regular file", s.path)
+		return 0, fmt.Errorf("%s: not a regular file", s.path)
 	default:
 		size = float64(st.Size())
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 			ino, dev = sys.Ino, sys.Dev
 		}
 	}
-	now := s.opt.clock()()
 	if s.k.have && size > 0 && s.ino != 0 && (ino != s.ino || dev != s.dev) {
-		s.k.last = 0 // another file now: all of it is new
+		s.k.restart() // another file now: all of it is new
 	}
 	if size > 0 {
 		s.ino, s.dev = ino, dev
 	}
-	v, ok := s.k.observe(size, now)
+	return size, nil
+}
+
+func (s *fileRate) Sample(ctx context.Context) (float64, bool, error) {
+	size, err := s.size()
+	if err != nil {
+		s.k.forget()
+		return 0, false, err
+	}
+	v, ok := s.k.observe(size, s.opt.clock()())
 	return v, ok, nil
+}
+
+// Watch notes a step of the file's growth; an error waits for Sample.
+func (s *fileRate) Watch(ctx context.Context) {
+	if size, err := s.size(); err == nil {
+		s.k.see(size, s.opt.clock()())
+	}
 }
 
 // logRate is log-rate:PATH: lines appended to a log per second (an

@@ -66,6 +66,41 @@ func TestAnalyzerFailing(t *testing.T) {
 	}
 }
 
+// watched is a Watcher that counts the watches between its samples.
+type watched struct {
+	between []int
+	n       int
+}
+
+func (w *watched) Watch(context.Context) { w.n++ }
+func (w *watched) Sample(context.Context) (float64, bool, error) {
+	w.between = append(w.between, w.n)
+	w.n = 0
+	return 1, true, nil
+}
+func (w *watched) String() string { return "watched" }
+func (w *watched) Close() error   { return nil }
+
+// TestAnalyzerWatches: a Watcher source is watched between samples, not
+// only sampled.
+func TestAnalyzerWatches(t *testing.T) {
+	p, err := CreatePage(filepath.Join(t.TempDir(), "page"), testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Remove()
+	w := &watched{}
+	a := &Analyzer{Source: w, Page: p, Period: 200 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 650*time.Millisecond)
+	defer cancel()
+	a.Run(ctx)
+	// 200 ms at WatchEvery's 2 ms: about 100 watches a period; a loaded
+	// machine drops ticks, so ask only for more than one.
+	if len(w.between) < 2 || w.between[1] < 2 {
+		t.Fatalf("watches between samples: %v", w.between)
+	}
+}
+
 func testOptions(t *testing.T, src string) Options {
 	s, err := ParseSource(src, SourceOptions{Period: 50 * time.Millisecond})
 	if err != nil {

@@ -348,3 +348,81 @@ func TestProm(t *testing.T) {
 		t.Errorf("slow endpoint: have %v, want the deadline", err)
 	}
 }
+
+// TestFileRateSteps: a writer that writes in chunks (gzip: 256 KiB at a
+// time, 18 a second) at an even pace gets an even rate when the file is
+// watched between samples, where one observation per period sees 17 to
+// 19 chunks by their phase alone. A writer that stops halfway through a
+// period shows about half its rate, then 0.
+func TestFileRateSteps(t *testing.T) {
+	const (
+		chunk = 1000
+		every = 55 * time.Millisecond // 18.2 chunks a second
+		ms    = time.Millisecond
+	)
+	path := filepath.Join(t.TempDir(), "out.gz")
+	var now time.Duration
+	opt := SourceOptions{Period: time.Second, Clock: func() time.Duration { return now }}
+	run := func(watch bool, stopAt time.Duration) []float64 {
+		os.Remove(path)
+		src, err := ParseSource("file-rate:"+path, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		w, ok := src.(Watcher)
+		if !ok {
+			t.Fatal("file-rate is not a Watcher")
+		}
+		var vals []float64
+		size := 0
+		for now = 0; now <= 8*time.Second; now += ms {
+			if now%every == 7*ms && now < stopAt {
+				size += chunk
+				if err := os.WriteFile(path, make([]byte, size), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			switch {
+			case now%time.Second == 0:
+				v, ok, err := src.Sample(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					vals = append(vals, v)
+				}
+			case watch && now%(10*ms) == 0:
+				w.Watch(context.Background())
+			}
+		}
+		return vals
+	}
+	rate := float64(chunk) / every.Seconds()
+	spread := func(vals []float64) (lo, hi float64) {
+		lo, hi = vals[0], vals[0]
+		for _, v := range vals {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		return lo / rate, hi / rate
+	}
+
+	// One observation per period: the chunks' phase alone moves the rate.
+	if lo, hi := spread(run(false, 1<<62)[1:]); hi-lo < 0.04 {
+		t.Fatalf("unwatched rates within %.3f..%.3f of the true rate; the test no longer shows the quantization", lo, hi)
+	}
+	// Watched: every period after the first within 2% of the true rate.
+	vals := run(true, 1<<62)
+	if lo, hi := spread(vals[1:]); lo < 0.98 || hi > 1.02 {
+		t.Fatalf("watched rates %.3f..%.3f of the true rate, want within 2%%: %v", lo, hi, vals)
+	}
+	// The writer stops at 5.5 s: the period ending at 6 s (the sixth
+	// value) shows about half the rate, and the one ending at 7 s nothing.
+	vals = run(true, 5500*ms)
+	if r := vals[5] / rate; r < 0.4 || r > 0.6 {
+		t.Fatalf("period 5-6 s, writer stopped at 5.5 s: %.2f of the rate, want about 0.5 (%v)", r, vals)
+	}
+	if vals[6] != 0 {
+		t.Fatalf("period 6-7 s, writer stopped: rate %v, want 0 (%v)", vals[6], vals)
+	}
+}

@@ -44,7 +44,11 @@ Usage:
 Metric sources (--metric):
   file-rate:PATH     bytes/s written to PATH. A file that does not exist
                      yet is 0 bytes; a truncated or replaced file starts
-                     counting again from 0.
+                     counting again from 0. The file is also watched
+                     between samples (every period/100, 2-50 ms) and the
+                     rate taken over whole writes: gzip writes 256 KiB
+                     at a time, and counting writes per period would
+                     move its rate by 5% with their phase alone.
   log-rate:PATH      lines/s appended to PATH, e.g. an access log (one
                      request per line). Follows rotation and truncation
                      like tail -F; lines already there are not counted.
