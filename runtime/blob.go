@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "8a5242ac913fc6444cab64de7f3ce9af5abfe21fedb3f467bcb7bb436b951728"
+const BlobSHA256 = "92e341a46b56436ee5ac082f4401ed0d7a9c21f18af61366caba7ea0dcca4073"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

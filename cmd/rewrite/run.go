@@ -72,8 +72,10 @@ Environment read by the rewritten program:
   STINT_DISABLE     set to 1 to restore the original code at start-up and
                     record nothing
   STINT_BUDGET      budget per period, overriding --budget ("10%", "5ms";
-                    "none" for no budget)
-  STINT_PERIOD      period, overriding --period ("100ms", "1s")
+                    "none" for no budget). A bad value is reported and
+                    --budget holds.
+  STINT_PERIOD      period, overriding --period ("100ms", "1s"); a bad
+                    value is reported and --period holds
   STINT_WINDOW      window, overriding --window ("10%", "5ms", "none")
   STINT_SWITCH      set to 0 to keep every patch in place (no off-switch),
                     e.g. to measure what the off-switch saves

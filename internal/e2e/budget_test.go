@@ -155,23 +155,36 @@ func TestBudgetAccounting(t *testing.T) {
 }
 
 // TestBudgetEnvironment: STINT_BUDGET=none turns a rewritten budget off
-// (no period records); a bad value is reported on stderr and the program
-// runs as before without a budget.
+// (no period records); a bad STINT_BUDGET or STINT_PERIOD is reported on
+// stderr and the rewrite's own budget and period hold (a typo must not
+// lift the budget: the old runtime ran without one); a good override
+// replaces them.
 func TestBudgetEnvironment(t *testing.T) {
 	args := []string{"5"}
 	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "10ms"})
 	for _, tc := range []struct {
-		name, budget string
-		wantErr      string
+		name, budget, period string
+		wantErr              string
+		wantBudget           uint64 // ns; 0: no budget, no period records
 	}{
-		{"none", "none", ""},
-		{"bad", "ten percent", "bad budget"},
+		{"none", "none", "", "", 0},
+		{"bad", "ten percent", "", "bad budget (STINT_BUDGET)", 1e6},
+		{"zero", "0%", "", "bad budget (STINT_BUDGET)", 1e6},
+		{"bad-period", "", "soon", "bad period (STINT_PERIOD)", 1e6},
+		{"good", "20%", "", "", 2e6},
+		{"good-period", "", "20ms", "", 2e6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			traces := filepath.Join(t.TempDir(), "traces")
-			env := append(traceEnv(traces), "STINT_BUDGET="+tc.budget)
+			env := traceEnv(traces)
+			if tc.budget != "" {
+				env = append(env, "STINT_BUDGET="+tc.budget)
+			}
+			if tc.period != "" {
+				env = append(env, "STINT_PERIOD="+tc.period)
+			}
 			rOut, rErr, code, err := fixtures.Run(out, args, env)
 			if err != nil {
 				t.Fatal(err)
@@ -182,9 +195,23 @@ func TestBudgetEnvironment(t *testing.T) {
 			if tc.wantErr == "" && len(rErr) != 0 || tc.wantErr != "" && !strings.Contains(string(rErr), tc.wantErr) {
 				t.Errorf("stderr %q, want %q", rErr, tc.wantErr)
 			}
-			for _, tr := range readTraces(t, traces) {
-				if ps := periods(t, tr); len(ps) != 0 || tr.Run.BudgetNS != 0 {
-					t.Errorf("%d period records, budget %d ns: want none", len(ps), tr.Run.BudgetNS)
+			trs := readTraces(t, traces)
+			if len(trs) == 0 {
+				t.Fatal("no trace")
+			}
+			for _, tr := range trs {
+				ps := periods(t, tr)
+				if tr.Run.BudgetNS != tc.wantBudget {
+					t.Errorf("budget %d ns, want %d", tr.Run.BudgetNS, tc.wantBudget)
+				}
+				if tc.wantBudget == 0 && len(ps) != 0 || tc.wantBudget != 0 && len(ps) == 0 {
+					t.Errorf("%d period records with a budget of %d ns", len(ps), tc.wantBudget)
+				}
+				for _, p := range ps {
+					if p.granted != tc.wantBudget {
+						t.Errorf("period %d granted %d ns, want %d", p.idx, p.granted, tc.wantBudget)
+						break
+					}
 				}
 			}
 		})

@@ -191,30 +191,45 @@ static void qos_fallback(struct stint_global *g)
 
 /*
  * Decide the budget (called once, by the module that creates the state).
- * A bad value is reported once and leaves the program running without a
- * budget (always recording), which is what the rewrite would have done
- * without --budget.
+ * A bad STINT_BUDGET or STINT_PERIOD is reported once and the rewrite's
+ * own value (--budget, --period) is used instead: a typo in an override
+ * must not lift the budget the binary was made with. A module rewritten
+ * without a budget then runs without one, as it would have anyway.
  */
 static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 {
-	size_t bn = 0, pn = 0;
+	size_t bn = 0, pn = 0, obn = 0, opn = 0;
+	const char *ob = opt_find(opts, "budget", &obn);
+	const char *op = opt_find(opts, "period", &opn);
 	const char *b = setting(envp, "STINT_BUDGET", opts, "budget", &bn);
 	const char *p = setting(envp, "STINT_PERIOD", opts, "period", &pn);
 	const char *q = env_get(envp, STINT_QOS_ENV);
 	int qos = q && q[0];
+	uint64_t period = p && pn ? parse_duration(p, pn) : 100000000ULL;
+	if (!period && p != op) {
+		say_line("bad period (STINT_PERIOD), want e.g. 100ms; using the rewrite's");
+		p = op, pn = opn;
+		period = p && pn ? parse_duration(p, pn) : 100000000ULL;
+	}
 	int none = !b || bn == 0 || (bn == 4 && s_strncmp(b, "none", 4) == 0);
+	uint64_t budget = none || !period ? 0 : parse_budget(b, bn, period);
+	if (!none && period && !budget && b != ob) {
+		say_line(ob ? "bad budget (STINT_BUDGET), want e.g. 10% or 5ms; using the rewrite's (--budget)"
+			    : "bad budget (STINT_BUDGET), want e.g. 10% or 5ms; running without one, as rewritten");
+		b = ob, bn = obn;
+		none = !b || bn == 0 || (bn == 4 && s_strncmp(b, "none", 4) == 0);
+		budget = none ? 0 : parse_budget(b, bn, period);
+	}
 	if (none && !qos)
 		return;
-	uint64_t period = p && pn ? parse_duration(p, pn) : 100000000ULL;
 	if (!period) {
-		say_line("bad period (STINT_PERIOD or --period), want e.g. 100ms; running without a budget");
+		say_line("bad period (--period), want e.g. 100ms; running without a budget");
 		return;
 	}
 	/* With a QoS page and no budget given, the default is 0: nothing is
 	 * recorded until the analyzer has published a fresh sample. */
-	uint64_t budget = none ? 0 : parse_budget(b, bn, period);
 	if (!none && !budget) {
-		say_line("bad budget (STINT_BUDGET or --budget), want e.g. 10% or 5ms; running without a budget");
+		say_line("bad budget (--budget), want e.g. 10% or 5ms; running without a budget");
 		if (!qos)
 			return;
 	}
