@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "92e341a46b56436ee5ac082f4401ed0d7a9c21f18af61366caba7ea0dcca4073"
+const BlobSHA256 = "f1d634e4c151a504785f54d4dc8d495982aa6315ebb4fb8fadc1030e2a4f64fc"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

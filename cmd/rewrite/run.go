@@ -76,7 +76,8 @@ Environment read by the rewritten program:
                     --budget holds.
   STINT_PERIOD      period, overriding --period ("100ms", "1s"); a bad
                     value is reported and --period holds
-  STINT_WINDOW      window, overriding --window ("10%", "5ms", "none")
+  STINT_WINDOW      window, overriding --window ("10%", "5ms", "none");
+                    a bad value is reported and --window holds
   STINT_SWITCH      set to 0 to keep every patch in place (no off-switch),
                     e.g. to measure what the off-switch saves
   STINT_SWITCH_SELF set to 0 to have the runtime's thread park a program

@@ -156,7 +156,7 @@ func TestBudgetAccounting(t *testing.T) {
 
 // TestBudgetEnvironment: STINT_BUDGET=none turns a rewritten budget off
 // (no period records); a bad STINT_BUDGET or STINT_PERIOD is reported on
-// stderr and the rewrite's own budget and period hold (a typo must not
+// stderr and the rewrite's own budget, period and window hold (a typo must not
 // lift the budget: the old runtime ran without one); a good override
 // replaces them.
 func TestBudgetEnvironment(t *testing.T) {
@@ -165,16 +165,17 @@ func TestBudgetEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "10ms"})
 	for _, tc := range []struct {
-		name, budget, period string
-		wantErr              string
-		wantBudget           uint64 // ns; 0: no budget, no period records
+		name, budget, period, window string
+		wantErr                      string
+		wantBudget                   uint64 // ns; 0: no budget, no period records
 	}{
-		{"none", "none", "", "", 0},
-		{"bad", "ten percent", "", "bad budget (STINT_BUDGET)", 1e6},
-		{"zero", "0%", "", "bad budget (STINT_BUDGET)", 1e6},
-		{"bad-period", "", "soon", "bad period (STINT_PERIOD)", 1e6},
-		{"good", "20%", "", "", 2e6},
-		{"good-period", "", "20ms", "", 2e6},
+		{"none", "none", "", "", "", 0},
+		{"bad", "ten percent", "", "", "bad budget (STINT_BUDGET)", 1e6},
+		{"zero", "0%", "", "", "bad budget (STINT_BUDGET)", 1e6},
+		{"bad-period", "", "soon", "", "bad period (STINT_PERIOD)", 1e6},
+		{"bad-window", "", "", "wide", "bad window (STINT_WINDOW)", 1e6},
+		{"good", "20%", "", "", "", 2e6},
+		{"good-period", "", "20ms", "", "", 2e6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			traces := filepath.Join(t.TempDir(), "traces")
@@ -184,6 +185,9 @@ func TestBudgetEnvironment(t *testing.T) {
 			}
 			if tc.period != "" {
 				env = append(env, "STINT_PERIOD="+tc.period)
+			}
+			if tc.window != "" {
+				env = append(env, "STINT_WINDOW="+tc.window)
 			}
 			rOut, rErr, code, err := fixtures.Run(out, args, env)
 			if err != nil {

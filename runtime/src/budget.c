@@ -262,15 +262,25 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	const char *self = env_get(envp, "STINT_SWITCH_SELF");
 	g->sw_self_ok = !(self && self[0] == '0' && !self[1]);
 	size_t wn = 0;
+	size_t own = 0;
+	const char *ow = opt_find(opts, "window", &own);
 	const char *w = setting(envp, "STINT_WINDOW", opts, "window", &wn);
-	if (w && wn && !(wn == 4 && s_strncmp(w, "none", 4) == 0)) {
-		uint64_t win = parse_budget(w, wn, period);
-		if (win)
-			g->sw_window_ns = win;
-		else
-			say_line("bad window (STINT_WINDOW or --window), want e.g. 10% or 5ms; using the budget");
-	} else if (w && wn) {
-		g->sw_window_ns = period; /* none: listed sites stay on while the budget lasts */
+	for (;;) {
+		if (w && wn && !(wn == 4 && s_strncmp(w, "none", 4) == 0)) {
+			uint64_t win = parse_budget(w, wn, period);
+			if (win) {
+				g->sw_window_ns = win;
+			} else if (w != ow) { /* a bad override: the rewrite's window holds */
+				say_line("bad window (STINT_WINDOW), want e.g. 10% or 5ms; using the rewrite's");
+				w = ow, wn = own;
+				continue;
+			} else {
+				say_line("bad window (--window), want e.g. 10% or 5ms; using the budget");
+			}
+		} else if (w && wn) {
+			g->sw_window_ns = period; /* none: listed sites stay on while the budget lasts */
+		}
+		break;
 	}
 }
 
