@@ -37,9 +37,13 @@ type QDIME struct {
 	Tools      []string // rewrite --tool values
 	Runs       int      // QDIME runs per tool (the paper needed up to 3)
 	NativeRuns int
-	Period     string // qos --period
-	Default    string // qos --default-budget
-	Command    string // the command line that reproduces the run
+	// Controls are native runs under the analyzer after each tool's
+	// QDIME runs: the machine's noise at the same time as those runs,
+	// where the first native runs may have met a faster or slower VM.
+	Controls int
+	Period   string // qos --period
+	Default  string // qos --default-budget
+	Command  string // the command line that reproduces the run
 	// Libs are rewritten with the application and put first on
 	// LD_LIBRARY_PATH (the paper's Pin traced all code; the syscalls of
 	// these programs are in libc).
@@ -115,10 +119,15 @@ type toolQDIME struct {
 	FullSlowdown float64    `json:"full_slowdown"`
 	Runs         []RunQDIME `json:"runs"`
 	RunsNeeded   int        `json:"runs_needed"` // first run with cumulative coverage >= 95% (0: none)
-	app          *AppQDIME
-	samples      [][]qos.SampleRow // per run
-	periods      [][]formats.Period
-	loads        []Window
+	// ControlUnder of ControlPeriods: the native control runs' periods
+	// under load, after the first two, under the threshold.
+	ControlUnder   int       `json:"native_control_under_threshold"`
+	ControlPeriods int       `json:"native_control_periods"`
+	ControlMerit   []float64 `json:"native_control"`
+	app            *AppQDIME
+	samples        [][]qos.SampleRow // per run
+	periods        [][]formats.Period
+	loads          []Window
 }
 
 // RunQDIME is one traced run under the analyzer.
@@ -317,6 +326,29 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 			t.Runs = append(t.Runs, run)
 			fmt.Fprintf(q.Config.Log, "%s run %d: %.4g %s (%.2fx), %d/%d periods under %.4g\n", tool, r, m, w.Unit(),
 				run.Slowdown, run.Under, run.Periods, a.Threshold)
+		}
+		for i := 0; i < q.Controls; i++ {
+			samples := filepath.Join(dir, fmt.Sprintf("control-%d.csv", i))
+			w.SetWrap(q.wrap(a.Threshold, samples, ""))
+			m, err := w.Run(ctx, "", nil)
+			if err != nil {
+				return nil, fmt.Errorf("%s native control run: %w", tool, err)
+			}
+			rows, err := readSamples(samples)
+			if err != nil {
+				return nil, err
+			}
+			under := 0
+			vals := underLoad(rows, w.LoadWindow(), q.periodDur(), 2)
+			for _, v := range vals {
+				if v < a.Threshold {
+					under++
+				}
+			}
+			t.ControlMerit = append(t.ControlMerit, m)
+			t.ControlUnder += under
+			t.ControlPeriods += len(vals)
+			fmt.Fprintf(q.Config.Log, "%s native control %d: %.4g %s, %d/%d periods under %.4g\n", tool, i+1, m, w.Unit(), under, len(vals), a.Threshold)
 		}
 		fullFiles, err := appTraces(fullTraces, full)
 		if err != nil || len(fullFiles) != 1 {

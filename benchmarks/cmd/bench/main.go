@@ -75,6 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringSliceVar(&q.Tools, "qdime-tools", []string{"syscall", "call", "branch"}, "qdime: rewrite --tool values")
 	fs.IntVar(&q.Runs, "qdime-runs", 2, "qdime: runs under the analyzer per tool (one redundancy log across them)")
 	fs.IntVar(&q.NativeRuns, "qdime-native-runs", 2, "qdime: native runs per application")
+	fs.IntVar(&q.Controls, "qdime-controls", 1, "qdime: native control runs after each tool's QDIME runs (the noise at the same time)")
 	fs.StringVar(&q.Period, "qdime-period", "1s", "qdime: qos --period (the paper: 1s)")
 	fs.StringVar(&q.Default, "qdime-default-budget", "10%", "qdime: qos --default-budget")
 	fs.StringVar(&q.Qos, "qos", "bin/qos", "qdime: the qos command")
