@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f1d634e4c151a504785f54d4dc8d495982aa6315ebb4fb8fadc1030e2a4f64fc"
+const BlobSHA256 = "90f631144a9bb71c46c5fef2b1828950a74b62e46b606e246b2498bf875f4201"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -155,10 +155,10 @@ func TestBudgetAccounting(t *testing.T) {
 }
 
 // TestBudgetEnvironment: STINT_BUDGET=none turns a rewritten budget off
-// (no period records); a bad STINT_BUDGET or STINT_PERIOD is reported on
-// stderr and the rewrite's own budget, period and window hold (a typo must not
-// lift the budget: the old runtime ran without one); a good override
-// replaces them.
+// (no period records); a bad STINT_BUDGET, STINT_PERIOD or STINT_WINDOW
+// is reported on stderr and the rewrite's own value holds (a typo must
+// not lift the budget: the old runtime ran without one); a good
+// override replaces it.
 func TestBudgetEnvironment(t *testing.T) {
 	args := []string{"5"}
 	bin, nOut := spinNative(t, args)

@@ -170,15 +170,50 @@ static const char *opt_find(const char *opts, const char *key, size_t *n)
 	return 0;
 }
 
-/* A setting from the environment (STINT_<NAME>) or else the module's option. */
-static const char *setting(char **envp, const char *env, const char *opts, const char *key, size_t *n)
+/* Whether a setting's value (n bytes at s) is usable, given the period. */
+typedef int (*setting_ok_fn)(const char *s, size_t n, uint64_t period);
+
+/*
+ * A setting from the environment (STINT_<NAME>) or else the module's
+ * option. With ok, an environment value ok refuses is reported (bad) and
+ * the module's option holds: a typo in an override must not undo what
+ * the binary was rewritten with (a bad STINT_BUDGET used to leave the
+ * program without a budget, every probe recording).
+ */
+static const char *setting_checked(char **envp, const char *env, const char *opts, const char *key, size_t *n,
+				   setting_ok_fn ok, uint64_t period, const char *bad)
 {
 	const char *v = env_get(envp, env);
 	if (v) {
 		*n = s_strlen(v);
-		return v;
+		if (!ok || ok(v, *n, period))
+			return v;
+		say_line(bad);
 	}
 	return opt_find(opts, key, n);
+}
+
+static const char *setting(char **envp, const char *env, const char *opts, const char *key, size_t *n)
+{
+	return setting_checked(envp, env, opts, key, n, 0, 0, 0);
+}
+
+static int is_none(const char *s, size_t n)
+{
+	return n == 4 && s_strncmp(s, "none", 4) == 0;
+}
+
+/* A period: empty (the default) or a duration. */
+static int period_ok(const char *s, size_t n, uint64_t period)
+{
+	(void)period;
+	return !n || parse_duration(s, n);
+}
+
+/* A budget or window: empty (the default), none, or a share of the period. */
+static int share_ok(const char *s, size_t n, uint64_t period)
+{
+	return !n || is_none(s, n) || parse_budget(s, n, period);
 }
 
 /* No usable QoS sample: the configured default budget, and no metric
@@ -191,35 +226,23 @@ static void qos_fallback(struct stint_global *g)
 
 /*
  * Decide the budget (called once, by the module that creates the state).
- * A bad STINT_BUDGET or STINT_PERIOD is reported once and the rewrite's
- * own value (--budget, --period) is used instead: a typo in an override
- * must not lift the budget the binary was made with. A module rewritten
- * without a budget then runs without one, as it would have anyway.
+ * A bad STINT_BUDGET, STINT_PERIOD or STINT_WINDOW is reported and the
+ * rewrite's own value holds (setting_checked). A bad value of the
+ * module's own is reported once and leaves the program running without a
+ * budget (always recording), which is what the rewrite would have done
+ * without --budget.
  */
 static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 {
-	size_t bn = 0, pn = 0, obn = 0, opn = 0;
-	const char *ob = opt_find(opts, "budget", &obn);
-	const char *op = opt_find(opts, "period", &opn);
-	const char *b = setting(envp, "STINT_BUDGET", opts, "budget", &bn);
-	const char *p = setting(envp, "STINT_PERIOD", opts, "period", &pn);
+	size_t bn = 0, pn = 0;
+	const char *p = setting_checked(envp, "STINT_PERIOD", opts, "period", &pn, period_ok, 0,
+					"bad period (STINT_PERIOD), want e.g. 100ms; using the rewrite's (--period)");
+	uint64_t period = p && pn ? parse_duration(p, pn) : 100000000ULL;
+	const char *b = setting_checked(envp, "STINT_BUDGET", opts, "budget", &bn, share_ok, period,
+					"bad budget (STINT_BUDGET), want e.g. 10% or 5ms; using the rewrite's (--budget), if any");
 	const char *q = env_get(envp, STINT_QOS_ENV);
 	int qos = q && q[0];
-	uint64_t period = p && pn ? parse_duration(p, pn) : 100000000ULL;
-	if (!period && p != op) {
-		say_line("bad period (STINT_PERIOD), want e.g. 100ms; using the rewrite's");
-		p = op, pn = opn;
-		period = p && pn ? parse_duration(p, pn) : 100000000ULL;
-	}
-	int none = !b || bn == 0 || (bn == 4 && s_strncmp(b, "none", 4) == 0);
-	uint64_t budget = none || !period ? 0 : parse_budget(b, bn, period);
-	if (!none && period && !budget && b != ob) {
-		say_line(ob ? "bad budget (STINT_BUDGET), want e.g. 10% or 5ms; using the rewrite's (--budget)"
-			    : "bad budget (STINT_BUDGET), want e.g. 10% or 5ms; running without one, as rewritten");
-		b = ob, bn = obn;
-		none = !b || bn == 0 || (bn == 4 && s_strncmp(b, "none", 4) == 0);
-		budget = none ? 0 : parse_budget(b, bn, period);
-	}
+	int none = !b || bn == 0 || is_none(b, bn);
 	if (none && !qos)
 		return;
 	if (!period) {
@@ -228,6 +251,7 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	}
 	/* With a QoS page and no budget given, the default is 0: nothing is
 	 * recorded until the analyzer has published a fresh sample. */
+	uint64_t budget = none ? 0 : parse_budget(b, bn, period);
 	if (!none && !budget) {
 		say_line("bad budget (--budget), want e.g. 10% or 5ms; running without a budget");
 		if (!qos)
@@ -262,25 +286,16 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	const char *self = env_get(envp, "STINT_SWITCH_SELF");
 	g->sw_self_ok = !(self && self[0] == '0' && !self[1]);
 	size_t wn = 0;
-	size_t own = 0;
-	const char *ow = opt_find(opts, "window", &own);
-	const char *w = setting(envp, "STINT_WINDOW", opts, "window", &wn);
-	for (;;) {
-		if (w && wn && !(wn == 4 && s_strncmp(w, "none", 4) == 0)) {
-			uint64_t win = parse_budget(w, wn, period);
-			if (win) {
-				g->sw_window_ns = win;
-			} else if (w != ow) { /* a bad override: the rewrite's window holds */
-				say_line("bad window (STINT_WINDOW), want e.g. 10% or 5ms; using the rewrite's");
-				w = ow, wn = own;
-				continue;
-			} else {
-				say_line("bad window (--window), want e.g. 10% or 5ms; using the budget");
-			}
-		} else if (w && wn) {
-			g->sw_window_ns = period; /* none: listed sites stay on while the budget lasts */
-		}
-		break;
+	const char *w = setting_checked(envp, "STINT_WINDOW", opts, "window", &wn, share_ok, period,
+					"bad window (STINT_WINDOW), want e.g. 10% or 5ms; using the rewrite's (--window)");
+	if (w && wn && !is_none(w, wn)) {
+		uint64_t win = parse_budget(w, wn, period);
+		if (win)
+			g->sw_window_ns = win;
+		else
+			say_line("bad window (--window), want e.g. 10% or 5ms; using the budget");
+	} else if (w && wn) {
+		g->sw_window_ns = period; /* none: listed sites stay on while the budget lasts */
 	}
 }
 
