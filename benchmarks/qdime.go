@@ -239,12 +239,9 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 	}
 	a.Threshold = app.Threshold * a.NativeMetric
 	for i, rows := range a.nativeRuns {
-		for _, v := range underLoad(rows, a.nativeLoads[i], q.periodDur(), 2) {
-			a.NativePeriods++
-			if v < a.Threshold {
-				a.NativeUnder++
-			}
-		}
+		vals := underLoad(rows, a.nativeLoads[i], q.periodDur(), 2)
+		a.NativePeriods += len(vals)
+		a.NativeUnder += countUnder(vals, a.Threshold)
 	}
 	nativeMerit := Median(a.NativeMerit)
 	for _, tool := range q.Tools {
@@ -286,12 +283,10 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 			if run.Slowdown > 0 {
 				run.VsFull = t.FullSlowdown / run.Slowdown
 			}
+			run.Under = countUnder(vals, a.Threshold)
 			var sum float64
 			for _, v := range vals {
 				sum += v
-				if v < a.Threshold {
-					run.Under++
-				}
 			}
 			if len(vals) > 0 {
 				run.MeanMetric = sum / float64(len(vals))
@@ -338,13 +333,8 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 			if err != nil {
 				return nil, err
 			}
-			under := 0
 			vals := underLoad(rows, w.LoadWindow(), q.periodDur(), 2)
-			for _, v := range vals {
-				if v < a.Threshold {
-					under++
-				}
-			}
+			under := countUnder(vals, a.Threshold)
 			t.ControlMerit = append(t.ControlMerit, m)
 			t.ControlUnder += under
 			t.ControlPeriods += len(vals)
@@ -361,6 +351,17 @@ func (q *QDIME) app(ctx context.Context, app QoSApp) (*AppQDIME, error) {
 	}
 	a.MetricSource = metricKind(w)
 	return a, nil
+}
+
+// countUnder counts the values under threshold t.
+func countUnder(vals []float64, t float64) int {
+	n := 0
+	for _, v := range vals {
+		if v < t {
+			n++
+		}
+	}
+	return n
 }
 
 // rewriteAll rewrites the application's target to out and q.Libs beside

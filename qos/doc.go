@@ -23,9 +23,9 @@
 //
 // Rates come from two observations and the CLOCK_MONOTONIC time between
 // them, not the nominal period. file-rate is also watched between
-// samples and its rate is over whole writes (see [Watcher]). A Prometheus SERIES is NAME or
-// NAME{label="v",...}; every series that has those label values is
-// summed. Without rate() or value(), a series is a rate when the
+// samples and its rate is over whole writes (see [Watcher]). A
+// Prometheus SERIES is NAME or NAME{label="v",...}; every series that
+// has those label values is summed. Without rate() or value(), a series is a rate when the
 // exposition's TYPE lines make it a counter (or a histogram's or
 // summary's _count, _sum or _bucket) or, with no TYPE line, when its
 // name ends in _total; otherwise it is used as it is.
