@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "90f631144a9bb71c46c5fef2b1828950a74b62e46b606e246b2498bf875f4201"
+const BlobSHA256 = "b9f29ad1533e068dcdd3de041787ed0ab6723d4076630ab5b93715b78554b804"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -468,3 +468,60 @@ func TestSwitchReadees(t *testing.T) {
 		})
 	}
 }
+
+// TestLateRecord: a switchable site that first runs after its period's
+// budget is spent calls the runtime once, to switch itself off; that
+// call records what the site saw (budget.c, sw_closed_call), charged to
+// the next period, so that code run once at the same point of every run
+// (start-up past the first period's budget) is not lost to all of them.
+// libsqlite3 with a budget small enough to be spent early in most
+// periods: events must be found written after a period's gate closed,
+// and the program's output must be native's. The runtime before this
+// recorded nothing once the gate had closed.
+func TestLateRecord(t *testing.T) {
+	lib := filepath.Join(libdir, "libsqlite3.so.0")
+	need(t, lib, "/usr/bin/sqlite3")
+	if testing.Short() {
+		t.Skip("runs the sqlite3 workload (skipped under -short)")
+	}
+	sql, err := os.ReadFile("../../benchmarks/workloads/sqlite.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql = bytes.Replace(sql, []byte("x < 200000"), []byte("x < 100000"), 1)
+	native := run(t, sql, nil, "/usr/bin/sqlite3", ":memory:")
+	dir := t.TempDir()
+	rewritten(t, lib, dir, rewrite.Options{Budget: "1%", Period: "50ms"})
+	traces := filepath.Join(dir, "traces")
+	out := run(t, sql, append(traceEnv(traces), "LD_LIBRARY_PATH="+dir), "/usr/bin/sqlite3", ":memory:")
+	if !bytes.Equal(out, native) {
+		t.Fatalf("output differs from native (%d vs %d bytes)", len(out), len(native))
+	}
+	trs := readTraces(t, traces)
+	if len(trs) != 1 {
+		t.Fatalf("%d traces, want 1", len(trs))
+	}
+	ps := formats.Periods(trs[0].Events)
+	// Events after start+enabled, with 200 us for the TSC-to-clock
+	// conversion, up to the next period's start.
+	late, closed := 0, 0
+	for i, p := range ps {
+		if i+1 == len(ps) || p.Enabled >= ps[i+1].Start-p.Start {
+			continue
+		}
+		closed++
+		from, to := p.Start+p.Enabled+200000, ps[i+1].Start
+		for _, e := range trs[0].Events {
+			if !e.Kind.IsRecord() && e.Time > from && e.Time < to {
+				late++
+			}
+		}
+	}
+	t.Logf("%d periods, %d closed early, %d events recorded after the gate closed", len(ps), closed, late)
+	if closed == 0 {
+		t.Fatal("no period's gate closed: the budget is too large for this test")
+	}
+	if late == 0 {
+		t.Error("no event was recorded after a period's gate closed: sites first run then were switched off unrecorded")
+	}
+}

@@ -361,22 +361,45 @@ static void sw_after_record(struct stint_global *g, struct stint_module *m, cons
 }
 
 /*
- * A switchable site called while the gate is closed: switch it off now
- * (switch.c). That is switching time, reported in this period's switch
- * row, but it comes after the budget is spent and in amounts nobody can
- * set aside (how many sites run for the first time after that is not
- * known), so it is charged to the next period: its used time starts
- * with this debt. Over periods every ns is charged; a period's
- * overshoot is not made of work its budget could not have foreseen.
+ * A switchable site called while the gate is closed: record what it saw
+ * and switch it off now (switch.c). It calls once, to be switched off,
+ * whatever it does: the outcome costs little more, and is otherwise lost
+ * to every run whose budget is spent at the same point (start-up code
+ * that runs once, at the same time in every run, was never recorded by
+ * any). The switching is switching time, reported in this period's
+ * switch row, the recording is not; neither comes out of this period's
+ * budget, which is spent, and both come in amounts nobody can set aside
+ * (how many sites run for the first time after that is not known), so
+ * they are charged to the next period: its used time starts with this
+ * debt. Over periods every ns is charged; a period's overshoot is not
+ * made of work its budget could not have foreseen.
  */
-static void sw_closed_call(struct stint_global *g, struct stint_module *m, const struct stint_probe *p)
+static void sw_closed_call(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs)
 {
+	uint64_t len0 = __atomic_load_n(&g->file_len, __ATOMIC_RELAXED);
 	uint64_t t0 = rdtsc();
-	int off = sw_call(g, m, p, 1, 1);
-	uint64_t d = rdtsc() - t0;
+	/* borrowed from the next period: at most half a budget (none when
+	 * the budget is zero: QoS wants the program left alone) */
+	uint64_t owed = __atomic_load_n(&g->late_tsc, __ATOMIC_RELAXED) + __atomic_load_n(&g->sw_lazy_tsc, __ATOMIC_RELAXED);
+	int r = owed < __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED) / 2 ? record_probe(g, m, p, v, rs) : 0;
+	uint64_t t1 = rdtsc();
+	/* A site that recorded is listed as an ordinary warm site (not
+	 * fresh): its recorded arm now goes straight, so it would never
+	 * call with the gate open to lose freshness, and a fresh site stays
+	 * on after the windows (its detour on every run of a hot site for
+	 * good). Its other outcomes are left to the windows. One that
+	 * recorded nothing is listed fresh, as before. */
+	int off = sw_call(g, m, p, 1, !r);
+	uint64_t t2 = rdtsc();
+	uint64_t rec = t1 - t0, d = t2 - t1;
+	if (rec > g->charge_cap_tsc && __atomic_load_n(&g->file_len, __ATOMIC_RELAXED) == len0)
+		rec = g->charge_cap_tsc; /* longer without a flush: the thread was descheduled */
 	if (d > g->charge_cap_tsc)
 		d = g->charge_cap_tsc; /* longer: the thread was descheduled (a store or two and a list entry) */
 	d += g->call_overhead_tsc;
+	if (!r)
+		__atomic_fetch_add(&g->suppressed, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g->late_tsc, rec, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&g->sw_tsc, d, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&g->sw_lazy_tsc, d, __ATOMIC_RELAXED);
 	if (off)
@@ -764,7 +787,7 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t lazy = __atomic_exchange_n(&g->sw_lazy_tsc, 0, __ATOMIC_ACQ_REL);
 	/* switching not charged as it ran, except the sites' own (next period's debt) */
 	used += sw > g->sw_charged_tsc + lazy ? sw - g->sw_charged_tsc - lazy : 0;
-	g->sw_debt_tsc = lazy;
+	g->sw_debt_tsc = lazy + __atomic_exchange_n(&g->late_tsc, 0, __ATOMIC_ACQ_REL);
 	uint64_t suppressed = __atomic_exchange_n(&g->suppressed, 0, __ATOMIC_ACQ_REL);
 	uint64_t events = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
 	uint64_t refused = __atomic_exchange_n(&g->refused, 0, __ATOMIC_ACQ_REL);
@@ -1036,6 +1059,7 @@ static void periods_start(struct stint_global *g)
 	__atomic_store_n(&g->sw_offs, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->sw_req, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->sw_lazy_tsc, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->late_tsc, 0, __ATOMIC_RELAXED);
 	g->sw_debt_tsc = 0;
 	if (!g->sw_site_tsc)
 		g->sw_site_tsc = ns_to_tsc(g, 300); /* until a batch is measured */

@@ -356,7 +356,8 @@ struct stint_global {
 	uint64_t sw_tsc;             /* switching cost this period (batches and closed calls) */
 	uint64_t sw_charged_tsc;     /* the part of sw_tsc already in used_tsc (switching on) */
 	uint64_t sw_lazy_tsc;        /* the part of sw_tsc spent by sites switching themselves off */
-	uint64_t sw_debt_tsc;        /* last period's sw_lazy_tsc: charged at this period's start */
+	uint64_t sw_debt_tsc;        /* last period's sw_lazy_tsc and late_tsc: charged at this period's start */
+	uint64_t late_tsc;           /* recording by sites that called after the gate closed (sw_closed_call) */
 	uint64_t sw_pend_mono;       /* when the last batch of SW_PEND sites ended (CLOCK_MONOTONIC ns) */
 	uint64_t sw_rearm_end;       /* when this period's rearm ends (CLOCK_MONOTONIC ns), 0 = none running */
 	uint64_t sw_last_on;         /* sites the last period-start switch-on changed (0 = none yet) */
@@ -1614,6 +1615,8 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int 
 	}
 }
 
+static int record_probe(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs);
+
 /* switch.c: the off-switch; budget.c: the time budget and the period
  * thread; redlog.c: the redundancy log. */
 #include "switch.c"
@@ -1776,7 +1779,7 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 		if (UNLIKELY(ctx))
 			ctx_record(g, m, p, v, entry_sp, 0);
 		else if (g->sw_on && (rs & RS_PATCHING))
-			sw_closed_call(g, m, p);
+			sw_closed_call(g, m, p, v, rs);
 		return;
 	}
 	uint64_t len0 = __atomic_load_n(&g->file_len, __ATOMIC_RELAXED);
