@@ -372,7 +372,10 @@ static void sw_after_record(struct stint_global *g, struct stint_module *m, cons
  * (how many sites run for the first time after that is not known), so
  * they are charged to the next period: its used time starts with this
  * debt. Over periods every ns is charged; a period's overshoot is not
- * made of work its budget could not have foreseen.
+ * made of work its budget could not have foreseen. What is owed so far
+ * caps the recording at half a budget a period (then a site is switched
+ * off unrecorded, as before, and counted as suppressed, as is a call
+ * that had nothing new).
  */
 static void sw_closed_call(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs)
 {
