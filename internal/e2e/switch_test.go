@@ -412,16 +412,12 @@ func TestOffSwitch(t *testing.T) {
 	})
 }
 
-// TestSwitchReadees: patches that other patches' puns read (E9Patch's
-// neighbours and the instructions evicted for them) are switched too,
-// readers first. libsqlite3, rewritten with a 2 ms period so that the
-// sqlite3 workload sees hundreds of switches, must print what native
-// does, with and without sync sites; its readees must be seen switched
-// off and patched again in the running program, and a reader is never
-// re-applied over a readee that is off (the bytes are checked as they
-// are read: a reader's pun over an original readee would be neither).
-func TestSwitchReadees(t *testing.T) {
-	lib := filepath.Join(libdir, "libsqlite3.so.0")
+// sqliteWorkload returns libsqlite3's path, the benchmark's sqlite3
+// workload cut to half its rows, and what native sqlite3 prints for it;
+// it skips the test under -short or without sqlite3.
+func sqliteWorkload(t *testing.T) (lib string, sql, native []byte) {
+	t.Helper()
+	lib = filepath.Join(libdir, "libsqlite3.so.0")
 	need(t, lib, "/usr/bin/sqlite3")
 	if testing.Short() {
 		t.Skip("runs the sqlite3 workload (skipped under -short)")
@@ -431,7 +427,19 @@ func TestSwitchReadees(t *testing.T) {
 		t.Fatal(err)
 	}
 	sql = bytes.Replace(sql, []byte("x < 200000"), []byte("x < 100000"), 1)
-	native := run(t, sql, nil, "/usr/bin/sqlite3", ":memory:")
+	return lib, sql, run(t, sql, nil, "/usr/bin/sqlite3", ":memory:")
+}
+
+// TestSwitchReadees: patches that other patches' puns read (E9Patch's
+// neighbours and the instructions evicted for them) are switched too,
+// readers first. libsqlite3, rewritten with a 2 ms period so that the
+// sqlite3 workload sees hundreds of switches, must print what native
+// does, with and without sync sites; its readees must be seen switched
+// off and patched again in the running program, and a reader is never
+// re-applied over a readee that is off (the bytes are checked as they
+// are read: a reader's pun over an original readee would be neither).
+func TestSwitchReadees(t *testing.T) {
+	lib, sql, native := sqliteWorkload(t)
 	for _, sync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
 			dir := t.TempDir()
@@ -479,17 +487,7 @@ func TestSwitchReadees(t *testing.T) {
 // and the program's output must be native's. The runtime before this
 // recorded nothing once the gate had closed.
 func TestLateRecord(t *testing.T) {
-	lib := filepath.Join(libdir, "libsqlite3.so.0")
-	need(t, lib, "/usr/bin/sqlite3")
-	if testing.Short() {
-		t.Skip("runs the sqlite3 workload (skipped under -short)")
-	}
-	sql, err := os.ReadFile("../../benchmarks/workloads/sqlite.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sql = bytes.Replace(sql, []byte("x < 200000"), []byte("x < 100000"), 1)
-	native := run(t, sql, nil, "/usr/bin/sqlite3", ":memory:")
+	lib, sql, native := sqliteWorkload(t)
 	dir := t.TempDir()
 	rewritten(t, lib, dir, rewrite.Options{Budget: "1%", Period: "50ms"})
 	traces := filepath.Join(dir, "traces")
