@@ -25,14 +25,22 @@ func (f *flaky) Sample(context.Context) (float64, bool, error) {
 func (f *flaky) String() string { return "flaky" }
 func (f *flaky) Close() error   { return nil }
 
-// TestAnalyzerFailing: errors set state failing with one message per
-// streak; a good sample sets running again.
-func TestAnalyzerFailing(t *testing.T) {
+// tempPage creates a page with testConfig in a temporary directory,
+// removed when the test ends.
+func tempPage(t *testing.T) *Page {
+	t.Helper()
 	p, err := CreatePage(filepath.Join(t.TempDir(), "page"), testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Remove()
+	t.Cleanup(func() { p.Remove() })
+	return p
+}
+
+// TestAnalyzerFailing: errors set state failing with one message per
+// streak; a good sample sets running again.
+func TestAnalyzerFailing(t *testing.T) {
+	p := tempPage(t)
 	boom := os.ErrDeadlineExceeded
 	var log, csv bytes.Buffer
 	a := &Analyzer{
@@ -84,11 +92,7 @@ func (w *watched) Close() error   { return nil }
 // TestAnalyzerWatches: a Watcher source is watched between samples, not
 // only sampled.
 func TestAnalyzerWatches(t *testing.T) {
-	p, err := CreatePage(filepath.Join(t.TempDir(), "page"), testConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Remove()
+	p := tempPage(t)
 	w := &watched{}
 	a := &Analyzer{Source: w, Page: p, Period: 200 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 650*time.Millisecond)
