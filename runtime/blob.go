@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "b9f29ad1533e068dcdd3de041787ed0ab6723d4076630ab5b93715b78554b804"
+const BlobSHA256 = "226431ef49461bcef12f6e8c3af7b3585b6115d1bc84f0256f6ee484d1603efb"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -361,6 +361,25 @@ static void sw_after_record(struct stint_global *g, struct stint_module *m, cons
 }
 
 /*
+ * What a probe call that took d ticks is charged: what the TSC measured,
+ * except that a call that did not grow the trace file (grew = 0) is
+ * charged at most CHARGE_CAP_NS: such a call does a hash lookup, a row
+ * write and perhaps a log note (hundreds of ns, a few us with a page
+ * fault), so anything longer is time the thread spent descheduled or in
+ * an interrupt, which is not instrumentation work and would otherwise
+ * show up as a period's overshoot. File growth (an ftruncate) is
+ * charged in full.
+ */
+static uint64_t call_charge(struct stint_global *g, uint64_t d, int grew)
+{
+	if (!grew && d > g->charge_cap_tsc) {
+		__atomic_fetch_add(&g->capped, 1, __ATOMIC_RELAXED);
+		return g->charge_cap_tsc;
+	}
+	return d;
+}
+
+/*
  * A switchable site called while the gate is closed: record what it saw
  * and switch it off now (switch.c). It calls once, to be switched off,
  * whatever it does: the outcome costs little more, and is otherwise lost
@@ -394,9 +413,7 @@ static void sw_closed_call(struct stint_global *g, struct stint_module *m, struc
 	 * recorded nothing is listed fresh, as before. */
 	int off = sw_call(g, m, p, 1, !r);
 	uint64_t t2 = rdtsc();
-	uint64_t rec = t1 - t0, d = t2 - t1;
-	if (rec > g->charge_cap_tsc && __atomic_load_n(&g->file_len, __ATOMIC_RELAXED) == len0)
-		rec = g->charge_cap_tsc; /* longer without a flush: the thread was descheduled */
+	uint64_t rec = call_charge(g, t1 - t0, __atomic_load_n(&g->file_len, __ATOMIC_RELAXED) != len0), d = t2 - t1;
 	if (d > g->charge_cap_tsc)
 		d = g->charge_cap_tsc; /* longer: the thread was descheduled (a store or two and a list entry) */
 	d += g->call_overhead_tsc;
@@ -514,26 +531,14 @@ static void sw_rearm_over(struct stint_global *g)
 }
 
 /*
- * Charge a probe call that started at t0 to the period's budget; close
- * the gates when it is spent. recorded: whether the call wrote an event;
- * grew: whether it extended the trace file.
- *
- * A call is charged what the TSC measured, except that a call that did
- * not grow the file is charged at most CHARGE_CAP_NS: such a call does a
- * hash lookup, a row write and perhaps a log note (hundreds of ns, a few
- * us with a page fault), so anything longer is time the thread spent
- * descheduled or in an interrupt, which is not instrumentation work and
- * would otherwise show up as a period's overshoot. File growth (an
- * ftruncate) is charged in full.
+ * Charge a probe call that started at t0 to the period's budget
+ * (call_charge); close the gates when it is spent. recorded: whether the
+ * call wrote an event; grew: whether it extended the trace file.
  */
 static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int grew)
 {
 	uint64_t t1 = rdtsc();
-	uint64_t d = t1 - t0;
-	if (!grew && d > g->charge_cap_tsc) {
-		d = g->charge_cap_tsc;
-		__atomic_fetch_add(&g->capped, 1, __ATOMIC_RELAXED);
-	}
+	uint64_t d = call_charge(g, t1 - t0, grew);
 	uint64_t used = __atomic_add_fetch(&g->used_tsc, d + g->call_overhead_tsc, __ATOMIC_RELAXED);
 	if (!recorded)
 		__atomic_fetch_add(&g->suppressed, 1, __ATOMIC_RELAXED);

@@ -1471,7 +1471,6 @@ static int hash_add(struct stint_global *g, uint64_t k0, uint64_t k1)
 
 /* ---- code patching ---- */
 
-/* Retarget a trampoline arm: one 4-byte store that does not cross a line. */
 /* Where probe p's arm jumps now (its thunk, before any retarget). */
 static uint64_t arm_target(uint64_t base, const struct stint_probe *p)
 {
@@ -1479,6 +1478,7 @@ static uint64_t arm_target(uint64_t base, const struct stint_probe *p)
 	return a + 4 + (uint64_t)(int64_t)__atomic_load_n((const int32_t *)a, __ATOMIC_ACQUIRE);
 }
 
+/* Retarget a trampoline arm: one 4-byte store that does not cross a line. */
 static void retarget(uint64_t base, const struct stint_probe *p)
 {
 	if (!p->arm || !p->arm_to)
