@@ -427,10 +427,10 @@ func TestStaticExitHook(t *testing.T) {
 // other outcome when it comes in round 3N/4, after cold() has run more
 // than SW_WATCH_MAX times (a site that runs rarely stays on, with its
 // arm watched again each period), and must be seen with hot()'s original
-// bytes in place (a
-// site the program keeps running is switched off outside the windows
-// like any listed site, not kept on for its other outcome at the price
-// of a detour on every run). Output equals native in both runs.
+// bytes in place (a site the program keeps running is switched off
+// outside the windows like any listed site, not kept on for its other
+// outcome at the price of a detour on every run). Output equals native
+// in both runs.
 func TestLogWatchedSites(t *testing.T) {
 	bin := buildSpin(t)
 	dir := t.TempDir()

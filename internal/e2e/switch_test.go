@@ -508,12 +508,7 @@ func TestLateRecord(t *testing.T) {
 			continue
 		}
 		closed++
-		from, to := p.Start+p.Enabled+200000, ps[i+1].Start
-		for _, e := range trs[0].Events {
-			if !e.Kind.IsRecord() && e.Time > from && e.Time < to {
-				late++
-			}
-		}
+		late += eventsWithin(trs[0].Events, p.Start+p.Enabled+200000, ps[i+1].Start)
 	}
 	t.Logf("%d periods, %d closed early, %d events recorded after the gate closed", len(ps), closed, late)
 	if closed == 0 {
