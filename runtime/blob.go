@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "226431ef49461bcef12f6e8c3af7b3585b6115d1bc84f0256f6ee484d1603efb"
+const BlobSHA256 = "521186cb8ec2a302eb2a6737c756f6358beb8208d2105c510db9a4333f877bd7"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -1041,10 +1041,10 @@ static void run_end(struct stint_global *g)
 }
 
 /*
- * Start the period thread (at set-up and in a forked child). All signals
- * stay blocked in it, so the program's handlers never run there.
+ * Start period 0 (at set-up and in a forked child) and, with spawn, the
+ * period thread (periods_spawn).
  */
-static void periods_start(struct stint_global *g)
+static void periods_start(struct stint_global *g, int spawn)
 {
 	if (!g->budget_on && !g->log_on)
 		return;
@@ -1074,6 +1074,23 @@ static void periods_start(struct stint_global *g)
 	g->sw_is_on = 1; /* as the rewriter left them, or as the parent had them: switch on to be sure */
 	if (g->budget_on)
 		budget_gates_start(g, 0, g->period_tsc0, 0);
+	if (spawn)
+		periods_spawn(g);
+}
+
+/*
+ * Start the period thread. All signals stay blocked in it, so the
+ * program's handlers never run there. stint_module_init calls it
+ * once the first module is set up, not at periods_start: while the
+ * process has one thread, the start-up's first stores to text pages
+ * (copy on write: sw_module_new's page copies, log_load_module's
+ * restores) need no TLB shootdown on another CPU, which on a VM is an
+ * IPI each.
+ */
+static void periods_spawn(struct stint_global *g)
+{
+	if (!g->budget_on && !g->log_on)
+		return;
 	long st = sys_mmap(0, TIMER_STACK, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
 	if (sys_failed(st)) {
 		say_line("cannot map the period thread's stack; running without a budget");

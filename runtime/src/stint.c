@@ -403,7 +403,8 @@ struct stint_global {
 };
 
 static const char *log_policy_name(uint32_t p);
-static void periods_start(struct stint_global *g);
+static void periods_start(struct stint_global *g, int spawn);
+static void periods_spawn(struct stint_global *g);
 static void gates_set(struct stint_global *g, uint64_t v);
 static void ctx_reset(struct stint_global *g);
 
@@ -1272,7 +1273,7 @@ static void fork_child_reopen(struct stint_global *g)
 	}
 	__atomic_store_n(&W()->alive, 1, __ATOMIC_RELEASE);
 	if (was) {
-		periods_start(g); /* the parent's period thread did not come along */
+		periods_start(g, 1); /* the parent's period thread did not come along */
 		gates_set(g, STINT_GATE_OPEN);
 	}
 }
@@ -1907,7 +1908,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		return;
 	}
 
-	int created;
+	int created, spawn = 0;
 	const char *what = "";
 	long err = 0;
 	struct stint_global *g = global_get(&created, &what, &err);
@@ -1992,7 +1993,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 			return;
 		}
 		__atomic_store_n(&g->recording, 1, __ATOMIC_RELEASE);
-		periods_start(g);
+		periods_start(g, 0);
+		spawn = 1; /* the period thread: once this module is set up */
 	} else if (g->failed) {
 		unlock(&g->init_lock);
 		if (patching)
@@ -2018,8 +2020,11 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	}
 	uint64_t size = m->image_end; /* link vaddrs start near 0 for PIE and shared objects */
 	uint32_t id = add_module(g, base, size, path, m->build_id, m->build_id_len, 1);
-	if (id == DST_MODULE_NONE)
+	if (id == DST_MODULE_NONE) {
+		if (spawn)
+			periods_spawn(g);
 		return;
+	}
 	m->module_id = id;
 	g->modules[id].bidhash = m->build_id_len ? fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len) : 0;
 	g->modules[id].smod = (uint64_t)m;
@@ -2036,6 +2041,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		log_load_module(g, m, base);
 	__atomic_store_n(&m->runtime_state, RS_ACTIVE | (patching && !(m->flags & STINT_MF_EVERY) ? RS_PATCHING : 0),
 			 __ATOMIC_RELEASE);
+	if (spawn)
+		periods_spawn(g);
 }
 
 static struct stint_module *module_of_blob(const uint8_t *blob)
