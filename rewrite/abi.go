@@ -38,6 +38,7 @@ const (
 	mfExec    = runtime.MFExec
 	mfStatic  = runtime.MFStatic
 	mfContext = runtime.MFContext
+	mfPark    = runtime.MFPark
 
 	patchRestorable = runtime.PatchRestorable
 	patchAtStart    = runtime.PatchAtStart

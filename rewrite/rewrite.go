@@ -45,12 +45,13 @@ type Options struct {
 	// runtime's STINT_WINDOW overrides it. See docs/DESIGN.md §8.
 	Window string
 	// SwitchSync lets the off-switch undo patches that straddle a word
-	// too (STINT_PATCH_SYNC). While the program has one thread, that
-	// thread writes them itself at its next runtime call (no other thread
-	// can run them); with more, the runtime's thread parks the program's
-	// threads on "jmp ." at those sites while it writes them, so a
-	// descheduled runtime thread stalls the program (90 ms seen on a
-	// loaded 2-core machine). Off by default.
+	// (STINT_PATCH_SYNC) in programs with several threads too, parking
+	// their threads on "jmp ." at those sites while the runtime's thread
+	// writes them (STINT_MF_PARK), so a descheduled runtime thread stalls
+	// the program (90 ms seen on a loaded 2-core machine). Off by
+	// default: sync sites are then switched only while the program has
+	// one thread, by that thread (self mode, no parking), and only those
+	// whose probes are all direct are flagged.
 	SwitchSync bool
 	// Log and LogPolicy: the redundancy log and its policy ("exact",
 	// "hash", "bst", "merger"); STINT_LOG and STINT_LOG_POLICY override
@@ -832,6 +833,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	}
 	if rw.static {
 		mf |= mfStatic
+	}
+	if rw.opts.SwitchSync {
+		mf |= mfPark
 	}
 	le.PutUint32(m[12:], mf)
 	le.PutUint32(m[16:], uint32(rw.opts.Tool))

@@ -19,10 +19,15 @@ const maxReadDepth = 4
 //
 // A patch qualifies when one atomic store can write it (its bytes in one
 // aligned 8- or 16-byte word: a load base is page aligned, so the
-// alignment holds at run time too) or, with --switch-sync, when the
-// jmp-to-self + membarrier sequence can (STINT_PATCH_SYNC: it starts at
-// its instruction's first byte, where threads wait, and its first two
-// bytes fit one aligned 16-byte word). Never in --every or context mode,
+// alignment holds at run time too) or, as a STINT_PATCH_SYNC site, when
+// the program's only thread can write it (self mode: any patch, since a
+// patch never spans more than its own instruction) and, with more
+// threads, hold it on (its calling arms sent straight, sw_mute: every
+// probe must be direct) or, with --switch-sync, have the jmp-to-self +
+// membarrier sequence write it (the runtime's "parkable": it starts at
+// its instruction's first byte, where threads wait, is at least 3 bytes
+// long, and its first two bytes fit one aligned 16-byte word; such a
+// site may have indirect probes). Never in --every or context mode,
 // whose probes must always fire.
 //
 // A patch that no other patch reads (restorable) qualifies on that alone
@@ -39,7 +44,13 @@ func (rw *rewriter) planSwitch(p *place.Planner, patchOrder []int, modified []*p
 	allowed := !rw.opts.Every && !rw.opts.Context
 	// fits extends a patch to its instruction's first byte when that lets
 	// threads be parked there, and reports whether the runtime can write it.
-	fits := func(i int) bool {
+	readsEvicted := make([]bool, len(modified))
+	for _, r := range p.Reads {
+		if r[0] != r[1] && evicted[r[1]] {
+			readsEvicted[r[0]] = true
+		}
+	}
+	fits := func(i int, readee bool) bool {
 		pr, in := modified[i], &c.insts[i]
 		if !oneWord(pr.lo, pr.hi-pr.lo) && pr.lo > in.Addr && pr.hi-in.Addr <= 16 {
 			// The patch left the instruction's first bytes as they were
@@ -51,7 +62,13 @@ func (rw *rewriter) planSwitch(p *place.Planner, patchOrder []int, modified []*p
 		if oneWord(pr.lo, pr.hi-pr.lo) {
 			return true
 		}
-		pr.sync = rw.opts.SwitchSync && pr.lo == in.Addr && pr.hi-pr.lo >= 3 && pr.lo&15 != 15
+		// A self-mode-only sync site (not parkable) must be no readee and
+		// read no evicted instruction: its readees could not be switched
+		// with it, and the original instruction falls through into the
+		// evicted one's bytes.
+		parkable := pr.lo == in.Addr && pr.hi-pr.lo >= 3 && pr.lo&15 != 15
+		self := !readee && !readsEvicted[i] && pr.nprobes > 0 && directProbes(rw.opts.Tool, c.kinds[i])
+		pr.sync = pr.hi-pr.lo <= 16 && !readsEvicted[i] && (rw.opts.SwitchSync && parkable || self)
 		return pr.sync
 	}
 	readers := map[int][]int{} // read instruction -> reader instructions
@@ -63,7 +80,7 @@ func (rw *rewriter) planSwitch(p *place.Planner, patchOrder []int, modified []*p
 	for _, i := range patchOrder {
 		pr := modified[i]
 		if pr.restorable && pr.nprobes > 0 && allowed {
-			pr.switchable = fits(i)
+			pr.switchable = fits(i, false)
 		}
 	}
 	// Readees, in rounds: one is decided once all its readers are (a
@@ -104,7 +121,7 @@ func (rw *rewriter) planSwitch(p *place.Planner, patchOrder []int, modified []*p
 		}
 		for _, i := range now {
 			delete(pending, i)
-			if fits(i) {
+			if fits(i, true) {
 				modified[i].switchable = true
 				modified[i].readee = true
 			}
@@ -129,6 +146,16 @@ func (rw *rewriter) planSwitch(p *place.Planner, patchOrder []int, modified []*p
 	}
 	slices.SortFunc(pairs, func(a, b pairIdx) int { return cmp.Or(cmp.Compare(a.reader, b.reader), cmp.Compare(a.read, b.read)) })
 	return slices.Compact(pairs)
+}
+
+// directProbes reports whether every probe of a site of kind k has a
+// static destination and a calling arm (STINT_PF_DIRECT).
+func directProbes(t Tool, k kind) bool {
+	switch k {
+	case kJcc, kJcxz, kJmp, kCall:
+		return true
+	}
+	return t == ToolBlock
 }
 
 // pairIdx is a struct stint_read: patch reader's pun reads patch read.

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stint-project/stint/rewrite/place"
@@ -10,7 +11,9 @@ import (
 // TestPlanSwitch checks which patches the off-switch may switch, on a
 // hand-made planner result. Instructions 0..9 start 16 bytes apart at
 // 0x1000 (each patch within one word, but 8, which takes bytes 12..16 of
-// its word); sites have a probe, evicted instructions none.
+// its word); sites have a probe, evicted instructions none. Without
+// --switch-sync a straddling site qualifies only with direct probes (a
+// call rel32), not as an indirect call.
 func TestPlanSwitch(t *testing.T) {
 	const n = 10
 	insts := make([]place.Inst, n)
@@ -36,9 +39,23 @@ func TestPlanSwitch(t *testing.T) {
 	for _, r := range reads {
 		read[r[1]] = true
 	}
-	for _, sync := range []bool{false, true} {
-		t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
-			rw := &rewriter{opts: Options{SwitchSync: sync}, c: &code{insts: insts}}
+	for _, tc := range []struct {
+		sync  bool
+		k8    kind
+		evict bool // 9 is an instruction evicted for 8 (T1): 8 is then never a sync site
+	}{{false, kCall, false}, {false, kIndCall, false}, {true, kCall, false}, {true, kIndCall, false}, {false, kCall, true}, {true, kCall, true}} {
+		t.Run(fmt.Sprintf("sync=%v,%v,evict=%v", tc.sync, tc.k8, tc.evict), func(t *testing.T) {
+			sync := tc.sync
+			patched, evicted := slices.Clone(patched), slices.Clone(evicted)
+			if tc.evict {
+				patched[9], evicted[9] = false, true
+			}
+			kinds := make([]kind, n)
+			for i := range kinds {
+				kinds[i] = kJcc
+			}
+			kinds[8] = tc.k8
+			rw := &rewriter{opts: Options{SwitchSync: sync}, c: &code{insts: insts, kinds: kinds}}
 			modified := make([]*patchRec, n)
 			var order []int
 			for i := range insts {
@@ -52,7 +69,7 @@ func TestPlanSwitch(t *testing.T) {
 			}
 			p := &place.Planner{Insts: insts, Reads: reads, Tactics: tactics}
 			pairs := rw.planSwitch(p, order, modified, patched, evicted, read)
-			want := map[int]bool{0: true, 1: true, 2: true, 3: true, 5: true, 6: true, 7: true, 8: sync}
+			want := map[int]bool{0: true, 1: true, 2: true, 3: true, 5: true, 6: true, 7: true, 8: (sync || tc.k8 == kCall) && !tc.evict}
 			for i, pr := range modified {
 				if pr.switchable != want[i] {
 					t.Errorf("patch %d: switchable %v, want %v", i, pr.switchable, want[i])

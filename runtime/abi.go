@@ -51,6 +51,7 @@ const (
 	MFExec    uint32 = 0x4
 	MFStatic  uint32 = 0x8
 	MFContext uint32 = 0x10
+	MFPark    uint32 = 0x20
 )
 
 // Probe flags (STINT_PF_*).

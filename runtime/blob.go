@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "521186cb8ec2a302eb2a6737c756f6358beb8208d2105c510db9a4333f877bd7"
+const BlobSHA256 = "e750c498b7e8e32effca4d30a655ff43ee7e3531f4d4cf49ab244ec01050c636"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

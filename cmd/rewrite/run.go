@@ -80,9 +80,10 @@ Environment read by the rewritten program:
                     a bad value is reported and --window holds
   STINT_SWITCH      set to 0 to keep every patch in place (no off-switch),
                     e.g. to measure what the off-switch saves
-  STINT_SWITCH_SELF set to 0 to have the runtime's thread park a program
-                    with one thread too (--switch-sync), instead of
-                    letting that thread switch the straddling patches
+  STINT_SWITCH_SELF set to 0 to stop a program with one thread from
+                    switching the patches that straddle a word itself
+                    (they then stay on, or with --switch-sync the
+                    runtime's thread parks the program to switch them)
   STINT_LOG         redundancy log file, overriding --log
   STINT_LOG_POLICY  log policy, overriding --log-policy
 
@@ -125,7 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVarP(&quiet, "quiet", "q", false, "print nothing on success")
 	fs.StringVar(&opts.Budget, "budget", "", "instrumentation budget per period: `B` = a percentage of the period (10%) or a duration (5ms)")
 	fs.StringVar(&opts.Period, "period", "", "budget period `T`, e.g. 100ms or 1s (default 100ms with --budget)")
-	fs.BoolVar(&opts.SwitchSync, "switch-sync", false, "with --budget: let the off-switch undo patches that straddle a word too: a program with one thread writes them itself, one with more has its threads parked on a jmp-to-self while the runtime writes them (experimental: a descheduled runtime thread then stalls the program)")
+	fs.BoolVar(&opts.SwitchSync, "switch-sync", false, "with --budget: let the off-switch undo patches that straddle a word in programs with several threads too, by parking their threads on a jmp-to-self while the runtime writes them (experimental: a descheduled runtime thread then stalls the program); without it only a program with one thread has them switched, by that thread")
 	fs.StringVar(&opts.Window, "window", "", "with --budget: leave sites the off-switch re-applies on for at most `W` per period (a percentage or a duration; default: as long as the budget; none: until the budget is spent)")
 	fs.StringVar(&opts.Log, "log", "", "redundancy log `FILE`: skip outcomes recorded by earlier runs, append new ones")
 	fs.StringVar(&opts.LogPolicy, "log-policy", "", "redundancy log `POLICY`: exact (default: each outcome once, probes retire), or the DIME* paper's region logs hash, bst, merger (for comparison: instrumented traces record every execution)")

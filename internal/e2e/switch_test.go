@@ -56,7 +56,7 @@ func switchSites(t *testing.T, path string) []switchSite {
 			continue
 		}
 		oneStore := p.Addr+uint64(p.Len) <= p.Addr&^7+8 || p.Addr+uint64(p.Len) <= p.Addr&^15+16
-		if sync := p.Flags&runtime.PatchSync != 0; sync == oneStore || sync && (p.Len < 3 || p.Addr&15 == 15 || p.Flags&runtime.PatchAtStart == 0) {
+		if sync := p.Flags&runtime.PatchSync != 0; sync == oneStore {
 			t.Errorf("patch %#x+%d (flags %#x): the flags do not fit how it can be written", p.Addr, p.Len, p.Flags)
 		}
 		b, err := readVaddr(f, p.Addr, int(p.Len))
@@ -67,6 +67,43 @@ func switchSites(t *testing.T, path string) []switchSite {
 	}
 	checkReads(t, path, m, patches)
 	return sites
+}
+
+// syncSites counts the STINT_PATCH_SYNC patches of a rewritten file and
+// checks what --switch-sync (park) decides: the module's STINT_MF_PARK,
+// and every probe direct on a sync site that threads cannot be parked at
+// (it is switched in self mode only, and held on through its calling
+// arms) or on any sync site without --switch-sync.
+func syncSites(t *testing.T, path string, park bool) int {
+	t.Helper()
+	m, patches, err := Patched(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, probes, err := Probed(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Flags&runtime.MFPark != 0; got != park {
+		t.Errorf("module flag STINT_MF_PARK %v, want %v", got, park)
+	}
+	n, indirect := 0, 0
+	for i, p := range patches {
+		if p.Flags&runtime.PatchSync == 0 {
+			continue
+		}
+		n++
+		parkable := p.Flags&runtime.PatchAtStart != 0 && p.Len >= 3 && p.Addr&15 != 15
+		for _, pr := range probes {
+			if pr.Patch == uint32(i) && pr.Flags&runtime.PFDirect == 0 && (!park || !parkable) {
+				indirect++
+			}
+		}
+	}
+	if indirect > 0 {
+		t.Errorf("%d probes without a static destination on sync sites that cannot be parked (--switch-sync %v)", indirect, park)
+	}
+	return n
 }
 
 // checkReads checks the module's (reader, read) table against the patch
@@ -268,10 +305,8 @@ func TestOffSwitch(t *testing.T) {
 	if len(sites) != st.Switchable {
 		t.Fatalf("%d patches flagged switchable, stats say %d", len(sites), st.Switchable)
 	}
-	for _, s := range sites {
-		if s.sync {
-			t.Fatalf("site %#x flagged STINT_PATCH_SYNC without --switch-sync", s.addr)
-		}
+	if n := syncSites(t, out, false); n == 0 {
+		t.Fatal("no STINT_PATCH_SYNC site: the subtests would not exercise them")
 	}
 
 	t.Run("switching", func(t *testing.T) {
@@ -317,62 +352,103 @@ func TestOffSwitch(t *testing.T) {
 	})
 
 	// Four threads run the code the off-switch rewrites, every 2 ms,
-	// including sites it can only switch with threads parked on
-	// "jmp ." (STINT_PATCH_SYNC): every run must print what native does.
+	// including sites that straddle a word (STINT_PATCH_SYNC). With
+	// --switch-sync the runtime parks the threads on "jmp ." to switch
+	// those; without it, it leaves a sync site that should go off on
+	// (its calling arms straight), parking threads only to restore a
+	// finished one for good or to bring back on sites that a phase with
+	// one thread ("later": the main thread spins alone first) switched
+	// off. Every run must print what native does.
 	t.Run("threads", func(t *testing.T) {
-		targs := []string{"800", "threads"}
+		for _, park := range []bool{false, true} {
+			mtDir := t.TempDir()
+			mt, _ := rewritten(t, bin, mtDir, rewrite.Options{Budget: "20%", Period: "2ms", Window: "50%", SwitchSync: park})
+			if syncSites(t, mt, park) == 0 {
+				t.Fatal("the fixture has no STINT_PATCH_SYNC site: this test would not exercise them")
+			}
+			for _, mode := range []string{"threads", "later"} {
+				targs := []string{"800", mode}
+				want, _, _, err := fixtures.Run(bin, targs, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ons uint64
+				for i := 0; i < 4; i++ {
+					traces := filepath.Join(mtDir, fmt.Sprint("traces", mode, i))
+					rOut, rErr, code, err := fixtures.Run(mt, targs, traceEnv(traces))
+					if err != nil || code != 0 || !bytes.Equal(rOut, want) {
+						t.Fatalf("park %v, %s, run %d: exit %d, %v, stderr %q, stdout %q, want %q", park, mode, i, code, err, rErr, rOut, want)
+					}
+					for _, tr := range readTraces(t, traces) {
+						for _, p := range formats.Periods(tr.Events) {
+							ons += p.SwitchedOn
+						}
+					}
+				}
+				if ons == 0 {
+					t.Errorf("park %v, %s: no site was switched on in 4 runs: the threads ran no switching", park, mode)
+				}
+			}
+		}
+	})
+
+	// Without --switch-sync, while several threads run them, a sync
+	// site is never switched off and back on: the bytes of the running
+	// program must never show one original and later patched again.
+	t.Run("hold", func(t *testing.T) {
+		holdDir := t.TempDir()
+		mt, _ := rewritten(t, bin, holdDir, rewrite.Options{Budget: "20%", Period: "2ms", Window: "50%"})
+		var syncs []switchSite
+		for _, s := range switchSites(t, mt) {
+			if s.sync {
+				syncs = append(syncs, s)
+			}
+		}
+		targs := []string{"3000", "threads"}
 		want, _, _, err := fixtures.Run(bin, targs, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mtDir := t.TempDir()
-		mt, _ := rewritten(t, bin, mtDir, rewrite.Options{Budget: "20%", Period: "2ms", Window: "50%", SwitchSync: true})
-		nSync := 0
-		for _, s := range switchSites(t, mt) {
-			if s.sync {
-				nSync++
+		cmd, stdout, stderr, done := startTraced(t, mt, targs, traceEnv(filepath.Join(holdDir, "traces")), nil)
+		seen := watchSwitching(t, cmd, stderr, done, mt, syncs)
+		if !bytes.Equal(stdout.Bytes(), want) {
+			t.Fatalf("stdout differs from native: %q vs %q", stdout.String(), want)
+		}
+		off := 0
+		for _, o := range seen.seenOrig {
+			if o {
+				off++
 			}
 		}
-		if nSync == 0 {
-			t.Fatal("the fixture has no STINT_PATCH_SYNC site: this test would not exercise them")
+		t.Logf("%d samples; %d of %d sync sites seen with their original bytes, %d patched again after that", seen.samples, off, len(syncs), seen.toggled())
+		if seen.samples < 10 {
+			t.Errorf("only %d samples of the running program: the check saw too little", seen.samples)
 		}
-		var ons uint64
-		for i := 0; i < 8; i++ {
-			traces := filepath.Join(mtDir, fmt.Sprint("traces", i))
-			rOut, rErr, code, err := fixtures.Run(mt, targs, traceEnv(traces))
-			if err != nil || code != 0 || !bytes.Equal(rOut, want) {
-				t.Fatalf("run %d: exit %d, %v, stderr %q, stdout %q, want %q", i, code, err, rErr, rOut, want)
-			}
-			for _, tr := range readTraces(t, traces) {
-				for _, p := range formats.Periods(tr.Events) {
-					ons += p.SwitchedOn
-				}
-			}
-		}
-		if ons == 0 {
-			t.Errorf("no site was switched on in 8 runs: the threads ran no switching")
+		if seen.toggled() > 0 {
+			t.Errorf("%d sync sites were switched off and on again while four threads ran them, without --switch-sync", seen.toggled())
 		}
 	})
 
-	// One thread and --switch-sync: the sites that straddle a word are
-	// the program thread's to write (self mode), at its runtime calls,
+	// One thread: the sites that straddle a word are the program
+	// thread's to write (self mode, the default), at its runtime calls,
 	// with plain stores: they must be seen switched off and on again, and
-	// never parked on "jmp .". STINT_SWITCH_SELF=0 parks them instead.
+	// never parked on "jmp .". With --switch-sync, STINT_SWITCH_SELF=0
+	// parks them instead.
 	t.Run("self", func(t *testing.T) {
-		selfDir := t.TempDir()
-		st1, _ := rewritten(t, bin, selfDir, rewrite.Options{Budget: "10%", Period: "20ms", SwitchSync: true})
-		all := switchSites(t, st1)
-		var syncIdx []int
-		for i, s := range all {
-			if s.sync {
-				syncIdx = append(syncIdx, i)
-			}
-		}
-		if len(syncIdx) == 0 {
-			t.Fatal("the fixture has no STINT_PATCH_SYNC site: this test would not exercise them")
-		}
 		for _, park := range []bool{false, true} {
-			env := append(traceEnv(filepath.Join(selfDir, fmt.Sprint("traces", park))), "STINT_WINDOW=50%")
+			selfDir := t.TempDir()
+			st1, _ := rewritten(t, bin, selfDir, rewrite.Options{Budget: "10%", Period: "20ms", SwitchSync: park})
+			all := switchSites(t, st1)
+			var syncIdx []int
+			for i, s := range all {
+				if s.sync {
+					syncIdx = append(syncIdx, i)
+				}
+			}
+			if len(syncIdx) == 0 {
+				t.Fatal("the fixture has no STINT_PATCH_SYNC site: this test would not exercise them")
+			}
+			env := append(traceEnv(filepath.Join(selfDir, "traces")), "STINT_WINDOW=50%")
 			if park {
 				env = append(env, "STINT_SWITCH_SELF=0")
 			}

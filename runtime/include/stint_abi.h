@@ -68,6 +68,8 @@
 #define STINT_MF_STATIC  0x8  /* statically linked executable: no dynamic loader */
 #define STINT_MF_CONTEXT 0x10 /* context-preserving mode (tool call, with STINT_MF_EVERY): shadow
                                * stacks; each distinct calling context recorded once (STINT_K_CONTEXT) */
+#define STINT_MF_PARK    0x20 /* rewrite --switch-sync: the off-switch may park threads on "jmp ." to switch
+                               * STINT_PATCH_SYNC sites while the program has several (else only self mode) */
 
 /* struct stint_probe.flags */
 #define STINT_PF_DIRECT   0x1  /* dst is known statically (probe.dst); else dst/value in %rsi */

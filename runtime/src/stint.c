@@ -370,6 +370,7 @@ struct stint_global {
 	uint32_t sw_self_keep_fresh; /* ... except fresh ones, which stay on */
 	uint32_t sw_self_lock;       /* held while the sync sites are written, by either thread */
 	uint32_t sw_has_sync;        /* a module has sync patches (without any, self mode has nothing to do) */
+	uint32_t sw_park_ok;         /* a module allows parking threads for them (STINT_MF_PARK, --switch-sync) */
 	uint64_t sw_listed_open;     /* listed open-ended sites (what a rearm switches) */
 	uint64_t sw_site_tsc;        /* what switching one site costs (moving average) */
 	uint64_t sw_sync_tsc;        /* what one membarrier(SYNC_CORE) costs (measured at start) */
@@ -1568,6 +1569,7 @@ static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *or
 }
 
 static int sw_owns(struct stint_module *m, uint32_t idx);
+static void sw_done_sync(struct stint_module *m, uint32_t idx);
 static void sw_done_stamp(struct stint_module *m, uint32_t idx);
 
 /*
@@ -1604,8 +1606,10 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int 
 	struct stint_patch *pt = (struct stint_patch *)(base + m->patches_vaddr) + idx;
 	if (__atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
-	if (!alone && (pt->flags & STINT_PATCH_SYNC) && sw_owns(m, idx))
-		return; /* the off-switch restores it (switch.c) */
+	if (!alone && (pt->flags & STINT_PATCH_SYNC) && sw_owns(m, idx)) {
+		sw_done_sync(m, idx); /* the off-switch restores it (switch.c) */
+		return;
+	}
 	if (pt->flags & STINT_PATCH_RESTORABLE) {
 		if (alone)
 			write_alone(base + pt->addr, pt->orig, pt->len);

@@ -126,6 +126,8 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 		return 0;
 	if (nsync)
 		__atomic_store_n(&G()->sw_has_sync, 1, __ATOMIC_RELEASE); /* self mode has work (sw_self_begin) */
+	if (nsync && (m->flags & STINT_MF_PARK))
+		__atomic_store_n(&G()->sw_park_ok, 1, __ATOMIC_RELEASE);
 	uint64_t words = ((uint64_t)m->npatches + 63) / 64, pwords = ((uint64_t)m->nprobes + 63) / 64;
 	uint64_t size = sizeof(struct sw_mod) + (uint64_t)n * sizeof(struct sw_entry) + 8 * (words + 3 * pwords) + 12 * (uint64_t)nfew +
 			11 * (uint64_t)m->npatches;
@@ -365,6 +367,27 @@ static void sw_bell(struct stint_global *g);
 static inline uint64_t rdtsc(void);
 static uint64_t ns_to_tsc(struct stint_global *g, uint64_t ns);
 
+/* Whether threads can be parked at sync patch pt while the rest of it is
+ * written (sw_put): it starts at its instruction's first byte, where
+ * arriving threads wait on "jmp .", and that 2-byte store is atomic. The
+ * rewriter flags other straddling patches sync too, for self mode only. */
+static int sw_parkable(const struct stint_patch *pt)
+{
+	return (pt->flags & STINT_PATCH_AT_START) && pt->len >= 3 && (pt->addr & 15) != 15;
+}
+
+/*
+ * Whether a sync site that should go off is the program thread's to
+ * switch (self mode) or held on (several threads, and parking them is
+ * not allowed: sw_self_begin's SW_MODE_HOLD): either way the period
+ * thread does not park threads for it now.
+ */
+static int sw_no_park(struct stint_global *g, const struct stint_patch *pt)
+{
+	return __atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE) || !__atomic_load_n(&g->sw_park_ok, __ATOMIC_ACQUIRE) ||
+	       !sw_parkable(pt);
+}
+
 /*
  * A runtime call from probe p of a switchable site: list the site if it
  * is not listed yet and, when closed, restore its original bytes.
@@ -407,8 +430,8 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 			__atomic_store_n(&s->state[idx], SW_DEAD, __ATOMIC_RELEASE);
 			return 0;
 		}
-		if (closed && deferred && e->sync && !read && __atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE)) {
-			/* the program thread's to write (self mode) */
+		if (closed && deferred && e->sync && !read && sw_no_park(g, pt)) {
+			/* the program thread's to write (self mode), or held on */
 			__atomic_store_n(&s->state[idx], SW_ON, __ATOMIC_RELEASE);
 			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
 			sw_sync_closed(g, m, s, p, idx);
@@ -432,8 +455,7 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
 		}
-	} else if (st == SW_ON && closed && deferred && !read && (pt->flags & STINT_PATCH_SYNC) &&
-		   __atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE)) {
+	} else if (st == SW_ON && closed && deferred && !read && (pt->flags & STINT_PATCH_SYNC) && sw_no_park(g, pt)) {
 		sw_sync_closed(g, m, s, p, idx);
 		return 0;
 	} else if (st == SW_ON && closed && deferred) {
@@ -781,13 +803,20 @@ static void sw_self_batch(struct stint_global *g)
 /*
  * Who writes the sync sites (at the start of each of the period thread's
  * batches): the program's thread while it is the only one (SW_MODE_SELF),
- * else the period thread, parking threads (SW_MODE_PARK). SW_MODE_BUSY:
- * a self batch holds the lock, and the sync sites are left alone this
- * time.
+ * else the period thread, parking threads (SW_MODE_PARK, rewrite
+ * --switch-sync). Without --switch-sync (SW_MODE_HOLD) the period thread
+ * parks threads only for what must be written: a site whose outcomes are
+ * all recorded goes off for good (as patch_done would restore it), and
+ * sites a one-thread phase of the program switched off go back on at a
+ * period's start (once a run, unless the program goes back to one
+ * thread); a site that should go off for the window's end stays on, its
+ * calling arms held straight (sw_sync_closed). SW_MODE_BUSY: a self batch
+ * holds the lock, and the sync sites are left alone this time.
  */
 #define SW_MODE_PARK 0
 #define SW_MODE_SELF 1
 #define SW_MODE_BUSY 2
+#define SW_MODE_HOLD 3
 static int sw_self_begin(struct stint_global *g, int recheck)
 {
 	int self = g->sw_self_ok && g->sync_core && g->sw_has_sync &&
@@ -797,13 +826,24 @@ static int sw_self_begin(struct stint_global *g, int recheck)
 		return SW_MODE_SELF;
 	if (!lock_bounded(&g->sw_self_lock))
 		return SW_MODE_BUSY;
-	return SW_MODE_PARK;
+	return __atomic_load_n(&g->sw_park_ok, __ATOMIC_ACQUIRE) ? SW_MODE_PARK : SW_MODE_HOLD;
+}
+
+/* Whether the period thread writes sync site pt in this batch (mode from
+ * sw_self_begin; on: switching on). */
+static int sw_sync_mine(struct stint_global *g, int mode, int on, const struct stint_patch *pt)
+{
+	if (!g->sync_core || !sw_parkable(pt))
+		return 0;
+	if (mode == SW_MODE_PARK)
+		return 1;
+	return mode == SW_MODE_HOLD && (on || __atomic_load_n(&pt->remaining, __ATOMIC_ACQUIRE) == 0);
 }
 
 /* ... and at its end: ask the program thread for the sync sites' state. */
 static void sw_self_end(struct stint_global *g, int mode, int on, int keep_fresh, int ask)
 {
-	if (mode == SW_MODE_PARK)
+	if (mode == SW_MODE_PARK || mode == SW_MODE_HOLD)
 		unlock(&g->sw_self_lock);
 	if (mode != SW_MODE_SELF || !ask)
 		return;
@@ -874,11 +914,21 @@ static void sw_bell(struct stint_global *g)
  * (at most one a ms) asks the program's thread to switch it off
  * (sw_self_end, whose doorbell makes that soon). A self batch per such
  * call would read the thread count each time: thousands of times a
- * period when a logged run's watched sites turn ordinary.
+ * period when a logged run's watched sites turn ordinary. With several
+ * threads and no parking (SW_MODE_HOLD) the site stays on, its calling
+ * arm straight: until the period's start, or for good if it was watched.
  */
 static void sw_sync_closed(struct stint_global *g, struct stint_module *m, struct sw_mod *s, const struct stint_probe *p, uint32_t idx)
 {
 	sw_mute(m, s, (struct stint_probe *)p);
+	if (!__atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE)) {
+		/* held on: a watched arm (log_load_module) would call on every
+		 * run while it stays on, so its watch ends here */
+		uint8_t w = PROBE_WATCHED;
+		if (__atomic_compare_exchange_n(&((struct stint_probe *)p)->state, &w, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			retarget(m->base, (struct stint_probe *)p);
+		return;
+	}
 	uint8_t st = SW_ON;
 	if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		sw_pend_mark(s, idx);
@@ -1158,10 +1208,13 @@ static uint64_t sw_drain(struct stint_global *g, uint64_t *changed, int self, in
 						s->work[s->nwork++] = k - 1;
 				} else if (e->sync && self == SW_MODE_SELF) {
 					*selfpend = 1; /* the program thread's (sw_self_batch) */
-				} else if (e->sync && g->sync_core && self == SW_MODE_PARK &&
+				} else if (e->sync && sw_sync_mine(g, self, 0, &pts[idx]) &&
 					   __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 					nsync += sw_put(s, e, &pts[idx], 0);
 					(*changed)++;
+				} else if (e->sync && (self == SW_MODE_HOLD || self == SW_MODE_PARK)) {
+					/* stays on (sw_sync_closed holds its arms) */
+					__atomic_compare_exchange_n(&s->state[idx], &st, SW_ON, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 				}
 			}
 		}
@@ -1346,9 +1399,9 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 			uint8_t st = __atomic_load_n(sp, __ATOMIC_ACQUIRE);
 			if (on ? st != SW_OFF : st != SW_ON && st != SW_PEND)
 				continue;
-			if (e->sync && (!g->sync_core || self != SW_MODE_PARK))
-				continue; /* no membarrier, or not the period thread's to write (sw_self_begin) */
 			const struct stint_patch *pt = &pts[e->idx];
+			if (e->sync && !sw_sync_mine(g, self, on, pt))
+				continue; /* no membarrier, or not the period thread's to write (sw_self_begin) */
 			if (on && __atomic_load_n(&pt->remaining, __ATOMIC_ACQUIRE) == 0) {
 				__atomic_compare_exchange_n(sp, &st, SW_DEAD, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 				continue;
@@ -1382,6 +1435,24 @@ static void sw_done_stamp(struct stint_module *m, uint32_t idx)
 	struct sw_mod *s = g->sw_on ? sw_of(g, m, idx) : 0;
 	if (s)
 		sw_stamp(g, s, (const struct stint_patch *)(m->base + m->patches_vaddr) + idx, idx);
+}
+
+/* patch_done: the last probe of sync patch idx of m recorded, and the
+ * off-switch owns it (sw_owns). With several threads, ask the period
+ * thread to restore it now (a batch of waiting sites), as patch_done
+ * would, instead of at the window's end; in self mode the program's
+ * thread does at the window's end. */
+static void sw_done_sync(struct stint_module *m, uint32_t idx)
+{
+	struct stint_global *g = G();
+	struct sw_mod *s = g->sw_on ? sw_of(g, m, idx) : 0;
+	uint8_t st = SW_ON;
+	if (!s || __atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE))
+		return;
+	if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		sw_pend_mark(s, idx);
+		sw_request(g, SW_REQ_SYNC);
+	}
 }
 
 /* Whether the off-switch owns patch idx of m now (listed): patch_done
