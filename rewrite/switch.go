@@ -62,10 +62,11 @@ func (rw *rewriter) planSwitch(p *place.Planner, patchOrder []int, modified []*p
 		if oneWord(pr.lo, pr.hi-pr.lo) {
 			return true
 		}
-		// A self-mode-only sync site (not parkable) must be no readee and
-		// read no evicted instruction: its readees could not be switched
-		// with it, and the original instruction falls through into the
-		// evicted one's bytes.
+		// No sync site may read an instruction evicted for it: the
+		// evicted bytes are not switched with it, and its original
+		// instruction falls through into them. A self-mode-only one (not
+		// parkable, or without --switch-sync) must be no readee either:
+		// readees are switched with threads parked.
 		parkable := pr.lo == in.Addr && pr.hi-pr.lo >= 3 && pr.lo&15 != 15
 		self := !readee && !readsEvicted[i] && pr.nprobes > 0 && directProbes(rw.opts.Tool, c.kinds[i])
 		pr.sync = pr.hi-pr.lo <= 16 && !readsEvicted[i] && (rw.opts.SwitchSync && parkable || self)
