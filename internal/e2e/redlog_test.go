@@ -447,7 +447,7 @@ func TestLogWatchedSites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	probes, patches := probesAndPatches(t, out)
+	_, probes, patches := probesAndPatches(t, out)
 	jccOf := func(name string) (src uint64, patch runtime.Patch) {
 		for _, s := range syms {
 			if s.Name != name || elf.ST_TYPE(s.Info) != elf.STT_FUNC {
@@ -547,7 +547,7 @@ func TestLogRestoresAtLoad(t *testing.T) {
 	run(t, sql, env(first, "STINT_BUDGET=none"), "/usr/bin/sqlite3", ":memory:")
 	logged := eventKeys(t, first)
 
-	probes, patches := probesAndPatches(t, out)
+	_, probes, patches := probesAndPatches(t, out)
 	_, reads, err := moduleTable[runtime.Read](out, func(m *runtime.Module) (uint64, uint32) { return m.ReadsVaddr, 2 * m.NReads })
 	if err != nil {
 		t.Fatal(err)
@@ -665,10 +665,11 @@ func TestLogRestoresAtLoad(t *testing.T) {
 	t.Logf("%d patches restored at load, %d of them straddling a word, %d readees", n, nStraddle, nRead)
 }
 
-// probesAndPatches reads a rewritten file's probe and patch tables.
-func probesAndPatches(t *testing.T, path string) ([]runtime.Probe, []runtime.Patch) {
+// probesAndPatches reads a rewritten file's module record and its probe
+// and patch tables.
+func probesAndPatches(t *testing.T, path string) (*runtime.Module, []runtime.Probe, []runtime.Patch) {
 	t.Helper()
-	_, probes, err := Probed(path)
+	m, probes, err := Probed(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,5 +677,5 @@ func probesAndPatches(t *testing.T, path string) ([]runtime.Probe, []runtime.Pat
 	if err != nil {
 		t.Fatal(err)
 	}
-	return probes, patches
+	return m, probes, patches
 }

@@ -76,28 +76,24 @@ func switchSites(t *testing.T, path string) []switchSite {
 // arms) or on any sync site without --switch-sync.
 func syncSites(t *testing.T, path string, park bool) int {
 	t.Helper()
-	m, patches, err := Patched(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, probes, err := Probed(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, probes, patches := probesAndPatches(t, path)
 	if got := m.Flags&runtime.MFPark != 0; got != park {
 		t.Errorf("module flag STINT_MF_PARK %v, want %v", got, park)
 	}
 	n, indirect := 0, 0
-	for i, p := range patches {
-		if p.Flags&runtime.PatchSync == 0 {
+	for _, p := range patches {
+		if p.Flags&runtime.PatchSync != 0 {
+			n++
+		}
+	}
+	for _, pr := range probes {
+		if int(pr.Patch) >= len(patches) || pr.Flags&runtime.PFDirect != 0 {
 			continue
 		}
-		n++
+		p := patches[pr.Patch]
 		parkable := p.Flags&runtime.PatchAtStart != 0 && p.Len >= 3 && p.Addr&15 != 15
-		for _, pr := range probes {
-			if pr.Patch == uint32(i) && pr.Flags&runtime.PFDirect == 0 && (!park || !parkable) {
-				indirect++
-			}
+		if p.Flags&runtime.PatchSync != 0 && (!park || !parkable) {
+			indirect++
 		}
 	}
 	if indirect > 0 {

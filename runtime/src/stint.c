@@ -1569,7 +1569,7 @@ static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *or
 }
 
 static int sw_owns(struct stint_module *m, uint32_t idx);
-static void sw_done_sync(struct stint_module *m, uint32_t idx);
+static void sw_done_sync(struct stint_module *m, const struct stint_patch *pt, uint32_t idx);
 static void sw_done_stamp(struct stint_module *m, uint32_t idx);
 
 /*
@@ -1607,7 +1607,7 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int 
 	if (__atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL) != 0)
 		return;
 	if (!alone && (pt->flags & STINT_PATCH_SYNC) && sw_owns(m, idx)) {
-		sw_done_sync(m, idx); /* the off-switch restores it (switch.c) */
+		sw_done_sync(m, pt, idx); /* the off-switch restores it (switch.c) */
 		return;
 	}
 	if (pt->flags & STINT_PATCH_RESTORABLE) {

@@ -262,6 +262,28 @@ static void sw_pend_mark(struct sw_mod *s, uint32_t idx)
 	__atomic_fetch_or(&s->pend[idx / 64], 1ULL << (idx % 64), __ATOMIC_RELEASE);
 }
 
+/* End watched probe p's watch (PROBE_WATCHED, log_load_module): its arm
+ * goes straight through. 0 if it was not watched. */
+static int sw_unwatch(struct stint_module *m, struct stint_probe *p)
+{
+	uint8_t w = PROBE_WATCHED;
+	if (!__atomic_compare_exchange_n(&p->state, &w, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return 0;
+	retarget(m->base, p);
+	return 1;
+}
+
+/* A site on (SW_ON) that only the period thread may switch off: leave it
+ * waiting in SW_PEND and ask for a batch of waiting sites. */
+static void sw_pend_on(struct stint_global *g, struct sw_mod *s, uint32_t idx)
+{
+	uint8_t st = SW_ON;
+	if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		sw_pend_mark(s, idx);
+		sw_request(g, SW_REQ_SYNC);
+	}
+}
+
 /*
  * List patch idx of m (state SW_COLD, its rewriter's patch in place):
  * take its state to SW_BUSY and fill an entry with its patched bytes.
@@ -459,10 +481,7 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 		sw_sync_closed(g, m, s, p, idx);
 		return 0;
 	} else if (st == SW_ON && closed && deferred) {
-		if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			sw_pend_mark(s, idx);
-			sw_request(g, SW_REQ_SYNC);
-		}
+		sw_pend_on(g, s, idx);
 		return 0;
 	} else if (st == SW_ON && closed &&
 		   __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
@@ -521,12 +540,8 @@ static void sw_watched(struct stint_global *g, struct stint_module *m, struct st
 		*c = ++v;
 	if (v == 1)
 		p->cache2 = rdtsc(); /* a direct probe's cache2 is free */
-	if (v < SW_WATCH_MAX)
+	if (v < SW_WATCH_MAX || !sw_unwatch(m, p))
 		return;
-	uint8_t w = PROBE_WATCHED;
-	if (!__atomic_compare_exchange_n(&p->state, &w, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-		return;
-	retarget(m->base, p);
 	struct sw_mod *s = sw_of(g, m, p->patch);
 	if (!s)
 		return;
@@ -924,16 +939,10 @@ static void sw_sync_closed(struct stint_global *g, struct stint_module *m, struc
 	if (!__atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE)) {
 		/* held on: a watched arm (log_load_module) would call on every
 		 * run while it stays on, so its watch ends here */
-		uint8_t w = PROBE_WATCHED;
-		if (__atomic_compare_exchange_n(&((struct stint_probe *)p)->state, &w, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-			retarget(m->base, (struct stint_probe *)p);
+		sw_unwatch(m, (struct stint_probe *)p);
 		return;
 	}
-	uint8_t st = SW_ON;
-	if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-		sw_pend_mark(s, idx);
-		sw_request(g, SW_REQ_SYNC);
-	}
+	sw_pend_on(g, s, idx);
 }
 
 /* Take every bit of one of the per-probe bitmaps (bell, cool, muted) of
@@ -1437,22 +1446,19 @@ static void sw_done_stamp(struct stint_module *m, uint32_t idx)
 		sw_stamp(g, s, (const struct stint_patch *)(m->base + m->patches_vaddr) + idx, idx);
 }
 
-/* patch_done: the last probe of sync patch idx of m recorded, and the
- * off-switch owns it (sw_owns). With several threads, ask the period
- * thread to restore it now (a batch of waiting sites), as patch_done
- * would, instead of at the window's end; in self mode the program's
- * thread does at the window's end. */
-static void sw_done_sync(struct stint_module *m, uint32_t idx)
+/* patch_done: the last probe of sync patch pt (index idx of m) recorded,
+ * and the off-switch owns it (sw_owns). With several threads, ask the
+ * period thread to restore it now (a batch of waiting sites), as
+ * patch_done would, instead of at the window's end; in self mode the
+ * program's thread does at the window's end. A site threads cannot be
+ * parked at stays on with several threads (sw_sync_mine): no batch. */
+static void sw_done_sync(struct stint_module *m, const struct stint_patch *pt, uint32_t idx)
 {
 	struct stint_global *g = G();
 	struct sw_mod *s = g->sw_on ? sw_of(g, m, idx) : 0;
-	uint8_t st = SW_ON;
-	if (!s || __atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE))
+	if (!s || __atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE) || !g->sync_core || !sw_parkable(pt))
 		return;
-	if (__atomic_compare_exchange_n(&s->state[idx], &st, SW_PEND, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-		sw_pend_mark(s, idx);
-		sw_request(g, SW_REQ_SYNC);
-	}
+	sw_pend_on(g, s, idx);
 }
 
 /* Whether the off-switch owns patch idx of m now (listed): patch_done
