@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "0e638d4adf625e92cb486ba6c5dd7b3684aa5664f5c3d01f334eff884198cbc2"
+const BlobSHA256 = "0cafc341d9500d4dab66fc757fbeff881bcf27838bf171d1661f2abe2bbfa245"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

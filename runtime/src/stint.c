@@ -400,6 +400,7 @@ struct stint_global {
 	struct anon_region anon[MAX_ANON];
 	char scratch[SCRATCH_SIZE];
 	struct gmodule modules[MAX_MODULES];
+	uint64_t hash_pages[HASH_SLOTS * 16 / 4096 / 64]; /* bit per page of hash: written to (hash_add) */
 	uint64_t hash[] __attribute__((aligned(16)));
 };
 
@@ -1449,17 +1450,30 @@ static inline uint64_t mix(uint64_t a, uint64_t b)
 	return h;
 }
 
-/* Returns 1 if (k0, k1) was added now, 0 if it was there; -1 if full. */
+/* Returns 1 if (k0, k1) was added now, 0 if it was there; -1 if full.
+ * The table is anonymous memory, so the first read of a page maps the
+ * zero page and the first write then faults again to copy it: a slot on
+ * a page nobody has written to (hash_pages) is tried with the
+ * compare-and-swap at once, which costs one fault. A racing writer makes
+ * that swap fail, and the slot is then read as usual. */
 static int hash_add(struct stint_global *g, uint64_t k0, uint64_t k1)
 {
 	uint64_t h = mix(k0, k1);
 	for (uint32_t i = 0; i < HASH_PROBES; i++) {
-		uint64_t *e = &g->hash[2 * ((h + i) & (HASH_SLOTS - 1))];
+		uint64_t slot = (h + i) & (HASH_SLOTS - 1);
+		uint64_t *e = &g->hash[2 * slot];
+		uint64_t *pw = &g->hash_pages[slot / 256 / 64], bit = 1ULL << (slot / 256 % 64);
+		if (!(__atomic_load_n(pw, __ATOMIC_RELAXED) & bit) && cas16(e, 0, 0, k0, k1)) {
+			__atomic_fetch_or(pw, bit, __ATOMIC_RELAXED);
+			return 1;
+		}
 		for (;;) {
 			uint64_t e0 = __atomic_load_n(&e[0], __ATOMIC_ACQUIRE);
 			if (e0 == 0) {
-				if (cas16(e, 0, 0, k0, k1))
+				if (cas16(e, 0, 0, k0, k1)) {
+					__atomic_fetch_or(pw, bit, __ATOMIC_RELAXED);
 					return 1;
+				}
 				continue; /* filled meanwhile: look again */
 			}
 			if (e0 == k0 && __atomic_load_n(&e[1], __ATOMIC_ACQUIRE) == k1)
@@ -1804,6 +1818,30 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 /* ---- initialisation ---- */
 
 /*
+ * The probe and patch tables lie in the file's private writable mapping,
+ * and the runtime writes to most of their pages: the log's retirements
+ * and the off-switch's notes at load, each record later. Each first write
+ * to a page is a copy-on-write fault, and once the period thread runs
+ * each costs a TLB shootdown too. One MADV_POPULATE_WRITE (Linux 5.14)
+ * makes the copies at once, before any thread but this one exists; on
+ * libsqlite3 it replaces about 1,400 faults at load. Older kernels
+ * refuse it (EINVAL), and the pages are then copied as they are written.
+ */
+static void tables_populate(const struct stint_module *m, uint64_t base)
+{
+	uint64_t lo = base + m->probes_vaddr, hi = lo + (uint64_t)m->nprobes * sizeof(struct stint_probe);
+	uint64_t plo = base + m->patches_vaddr, phi = plo + (uint64_t)m->npatches * sizeof(struct stint_patch);
+	if (m->npatches && plo < lo)
+		lo = plo;
+	if (m->npatches && phi > hi)
+		hi = phi;
+	lo &= ~(uint64_t)4095;
+	hi = (hi + 4095) & ~(uint64_t)4095;
+	if (hi > lo)
+		sys_call3(SYS_madvise, (long)lo, (long)(hi - lo), S_MADV_POPULATE_WRITE);
+}
+
+/*
  * Create or join the process-wide state. Returns it, or 0 (after saying
  * so once) when recording is impossible.
  */
@@ -2032,6 +2070,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	m->module_id = id;
 	g->modules[id].bidhash = m->build_id_len ? fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len) : 0;
 	g->modules[id].smod = (uint64_t)m;
+	if (patching && !(m->flags & STINT_MF_EVERY))
+		tables_populate(m, base);
 	if (g->sw_on && patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT))) {
 		sw_note_thunks(m, base);
 		__atomic_store_n(&g->modules[id].sw, sw_module_new(m, base), __ATOMIC_RELEASE);
