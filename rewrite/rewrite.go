@@ -271,6 +271,35 @@ type rewriter struct {
 	cov       *coveredSet
 	fini      *finiHook    // static executables: the _fini hook
 	early     map[int]bool // shared objects: instructions that run before DT_INIT (early.go)
+	stable    [][2]uint64  // stableSlot's ranges, once computed
+	stableOK  bool
+}
+
+// stableSlot reports whether the 8 bytes at link vaddr a lie where only
+// the dynamic linker writes: the PT_GNU_RELRO range (read-only once
+// relocated: .got, .data.rel.ro) or the PLT's GOT (DT_PLTGOT, its three
+// reserved words and one per PLT relocation), which lazy binding writes
+// once per entry. An indirect branch through such a slot has the slot's
+// value as its only destination, so the runtime need not switch it on
+// again once that value is recorded (STINT_PF_SLOT).
+func (rw *rewriter) stableSlot(a uint64) bool {
+	if !rw.stableOK {
+		rw.stableOK = true
+		if p := rw.f.prog(elf.PT_GNU_RELRO); p != nil {
+			rw.stable = append(rw.stable, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})
+		}
+		dyn := rw.f.dynamic()
+		if got, ok := dynVal(dyn, elf.DT_PLTGOT); ok {
+			n, _ := dynVal(dyn, elf.DT_PLTRELSZ)
+			rw.stable = append(rw.stable, [2]uint64{got, got + 8*(3+n/24)})
+		}
+	}
+	for _, r := range rw.stable {
+		if a >= r[0] && a+8 <= r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 func (rw *rewriter) classify() {
@@ -753,7 +782,10 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 			for k, s := range sp {
 				b := probes[uint64(t.probe0+k)*probeSize:]
 				le.PutUint64(b[0:], in.Addr)
-				if s.flags&pfDirect != 0 {
+				if s.flags&pfSlot != 0 && !rw.stableSlot(s.dst) {
+					s.flags &^= pfSlot
+				}
+				if s.flags&(pfDirect|pfSlot) != 0 {
 					le.PutUint64(b[8:], s.dst)
 				}
 				if s.arm >= 0 {

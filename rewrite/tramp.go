@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/stint-project/stint/rewrite/place"
+	"github.com/stint-project/stint/runtime"
 	"golang.org/x/arch/x86/x86asm"
 )
 
@@ -372,8 +373,9 @@ const (
 	kSyscallKind = 8
 	kBlockKind   = 9
 
-	pfDirect = 0x1
-	pfValue  = 0x2
+	pfDirect = runtime.PFDirect
+	pfValue  = runtime.PFValue
+	pfSlot   = runtime.PFSlot // dst is the slot of a jmp/call *disp(%rip); see rewriter.stableSlot
 )
 
 // siteTramp emits the probe trampoline of a site. probes holds the link
@@ -500,10 +502,14 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 		a.emit(0x59, 0x5e, 0x5f)                               // pop %rcx; pop %rsi; pop %rdi
 		a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
 		a.relocate(in, k, tgt, pic)
-		if k == kIndJmp {
-			return []siteProbe{{kind: kIndJmpKind, arm: -1}}
+		sp := siteProbe{kind: kIndJmpKind, arm: -1}
+		if k == kIndCall {
+			sp.kind = kIndCallKind
 		}
-		return []siteProbe{{kind: kIndCallKind, arm: -1}}
+		if op.ripRel && op.seg == 0 {
+			sp.flags, sp.dst = pfSlot, uint64(int64(op.next)+op.disp)
+		}
+		return []siteProbe{sp}
 	case kSyscall:
 		a.thunk(p(0), entry, func() {
 			a.emit(0x48, 0x89, 0xc6) // mov %rax,%rsi

@@ -58,6 +58,7 @@ const (
 const (
 	PFDirect uint8 = 0x1
 	PFValue  uint8 = 0x2
+	PFSlot   uint8 = 0x4
 )
 
 // PatchRestorable is STINT_PATCH_RESTORABLE.

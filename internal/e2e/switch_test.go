@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -204,6 +205,8 @@ type switchSeen struct {
 	parked    int // sync sites seen as "jmp ." (mid-switch, threads parked)
 	seenOrig  []bool
 	reapplied []bool // seen original, then patched again
+	reapplies []int  // how many times: original, then patched
+	isOrig    []bool // as last seen
 }
 
 func (w *switchSeen) toggled() int {
@@ -225,7 +228,8 @@ func (w *switchSeen) toggled() int {
 // is seen original and later patched again.
 func watchSwitching(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, done <-chan error, path string, sites []switchSite) *switchSeen {
 	t.Helper()
-	w := &switchSeen{seenOrig: make([]bool, len(sites)), reapplied: make([]bool, len(sites))}
+	w := &switchSeen{seenOrig: make([]bool, len(sites)), reapplied: make([]bool, len(sites)), reapplies: make([]int, len(sites)),
+		isOrig: make([]bool, len(sites))}
 	var mem *os.File
 	var base uint64
 	lo, hi := ^uint64(0), uint64(0)
@@ -264,9 +268,13 @@ func watchSwitching(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, done <-ch
 			n := len(s.orig)
 			switch {
 			case bytes.Equal(buf[:n], s.orig):
-				w.seenOrig[i] = true
+				w.seenOrig[i], w.isOrig[i] = true, true
 			case bytes.Equal(buf[:n], s.patched):
 				w.reapplied[i] = w.reapplied[i] || w.seenOrig[i]
+				if w.isOrig[i] {
+					w.reapplies[i]++
+				}
+				w.isOrig[i] = false
 			case s.sync && buf[0] == 0xeb && buf[1] == 0xfe:
 				// mid-switch: threads wait on "jmp ." while the rest of
 				// the instruction is written
@@ -588,5 +596,196 @@ func TestLateRecord(t *testing.T) {
 	}
 	if late == 0 {
 		t.Error("no event was recorded after a period's gate closed: sites first run then were switched off unrecorded")
+	}
+}
+
+// gotSlots maps the GOT entries of an ELF file that the dynamic linker
+// fills for a symbol (R_X86_64_JUMP_SLOT, R_X86_64_GLOB_DAT) to the
+// symbol's name, and the three words it reserves at the start of
+// .got.plt (the lazy resolver's) to "GOT[k]".
+func gotSlots(t *testing.T, path string) map[uint64]string {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := map[uint64]string{}
+	if sec := f.Section(".got.plt"); sec != nil {
+		for k := uint64(0); k < 3; k++ {
+			slots[sec.Addr+8*k] = fmt.Sprintf("GOT[%d]", k)
+		}
+	}
+	for _, name := range []string{".rela.plt", ".rela.dyn"} {
+		sec := f.Section(name)
+		if sec == nil {
+			continue
+		}
+		data, err := sec.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ; len(data) >= 24; data = data[24:] {
+			off, info := binary.LittleEndian.Uint64(data), binary.LittleEndian.Uint64(data[8:])
+			typ, sym := elf.R_X86_64(info&0xffffffff), info>>32
+			if (typ == elf.R_X86_64_JMP_SLOT || typ == elf.R_X86_64_GLOB_DAT) && sym > 0 && int(sym) <= len(syms) {
+				slots[off] = syms[sym-1].Name
+			}
+		}
+	}
+	return slots
+}
+
+// ripSlot decodes an indirect jmp or call through a rip-relative memory
+// operand (bnd/notrack prefixes, ff /2 or ff /4, mod 0 rm 5) at src and
+// returns the address of its slot.
+func ripSlot(code []byte, src uint64) (uint64, bool) {
+	i := 0
+	for i < len(code) && (code[i] == 0xf2 || code[i] == 0x3e) {
+		i++
+	}
+	if i+6 > len(code) || code[i] != 0xff || (code[i+1] != 0x15 && code[i+1] != 0x25) {
+		return 0, false
+	}
+	disp := int32(binary.LittleEndian.Uint32(code[i+2:]))
+	return uint64(int64(src) + int64(i+6) + int64(disp)), true
+}
+
+// TestSlotSites: an indirect branch through a slot that only the dynamic
+// linker writes (a PLT stub's GOT entry, a GOT entry called without a
+// PLT) has the slot's value as its only destination. The rewriter flags
+// such probes STINT_PF_SLOT with the slot's address, and the off-switch
+// leaves the site off at the windows once the slot's present value is
+// recorded. The slot fixture repoints div's GOT entry halfway through (as
+// a hooking library would): the new destination must be recorded too. A
+// call through a writable function pointer in the same loop is switched
+// on at the windows as before, which shows that windows came.
+func TestSlotSites(t *testing.T) {
+	bin := fixtures.Build(t, "slot", fixtures.Variant{Opt: fixtures.O2, PIE: true, CET: true})
+	args := []string{"300", "change"}
+	want, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "20ms", Window: "50%"})
+	_, probes, patches := probesAndPatches(t, out)
+	slots := gotSlots(t, bin)
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	syms, err := ef.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mydiv, mix uint64
+	for _, s := range syms {
+		switch s.Name {
+		case "mydiv":
+			mydiv = s.Value
+		case "mix":
+			mix = s.Value
+		}
+	}
+	if mydiv == 0 || mix == 0 {
+		t.Fatalf("symbols mydiv %#x, mix %#x", mydiv, mix)
+	}
+
+	// The flags, derived again from the instructions and relocations.
+	site := map[string]uint64{} // "div", "ldiv", "other": source of the probe
+	patchOf := map[uint64]uint64{}
+	for _, p := range probes {
+		if k := runtime.Kind(p.Kind); k != runtime.KIndJmp && k != runtime.KIndCall || int(p.Patch) >= len(patches) {
+			continue
+		}
+		patchOf[p.Src] = patches[p.Patch].Addr
+		code, err := readVaddr(ef, p.Src, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slot, rip := ripSlot(code, p.Src)
+		name := slots[slot]
+		switch {
+		case rip && name != "":
+			if p.Flags&runtime.PFSlot == 0 || p.Dst != slot {
+				t.Errorf("probe %#x through the GOT entry of %s (%#x): flags %#x, dst %#x; want STINT_PF_SLOT and the entry", p.Src, name, slot, p.Flags, p.Dst)
+			}
+			if k := runtime.Kind(p.Kind); name == "div" && k == runtime.KIndCall || name == "ldiv" && k == runtime.KIndJmp {
+				site[name] = p.Src
+			}
+		case p.Flags&runtime.PFSlot != 0:
+			t.Errorf("probe %#x flagged STINT_PF_SLOT (%#x), but it does not branch through a GOT entry", p.Src, p.Dst)
+		}
+	}
+	if site["div"] == 0 || site["ldiv"] == 0 {
+		t.Fatalf("no probe on the call through div's GOT entry or on ldiv's PLT stub: %v", site)
+	}
+
+	traces := filepath.Join(dir, "traces")
+	sites := switchSites(t, out)
+	cmd, stdout, stderr, done := startTraced(t, out, args, traceEnv(traces), nil)
+	seen := watchSwitching(t, cmd, stderr, done, out, sites)
+	if !bytes.Equal(stdout.Bytes(), want) {
+		t.Fatalf("stdout differs from native: %q vs %q", stdout.String(), want)
+	}
+	trs := readTraces(t, traces)
+	if len(trs) != 1 {
+		t.Fatalf("%d traces, want 1", len(trs))
+	}
+	tr := trs[0]
+	var self uint16 = formats.NoModule
+	for _, m := range tr.Modules {
+		if m.Rewritten {
+			self = m.ID
+		}
+	}
+	got := map[string]bool{}
+	for _, e := range tr.Events {
+		if e.SrcModule != self {
+			continue
+		}
+		libc := e.DstModule != self && e.DstModule != formats.NoModule &&
+			strings.Contains(filepath.Base(tr.Module(e.DstModule).Path), "libc")
+		switch {
+		case e.Kind == formats.KindIndCall && e.Src == site["div"] && libc:
+			got["div -> libc"] = true
+		case e.Kind == formats.KindIndCall && e.Src == site["div"] && e.DstModule == self && e.Dst == mydiv:
+			got["div -> mydiv"] = true
+		case e.Kind == formats.KindIndJmp && e.Src == site["ldiv"] && libc:
+			got["ldiv -> libc"] = true
+		case e.Kind == formats.KindIndCall && e.DstModule == self && e.Dst == mix:
+			got["mixer -> mix"] = true
+			site["mixer"] = e.Src
+		}
+	}
+	for _, k := range []string{"div -> libc", "div -> mydiv", "ldiv -> libc", "mixer -> mix"} {
+		if !got[k] {
+			t.Errorf("no %s event in the trace", k)
+		}
+	}
+
+	// How often each site was seen going from its original bytes back
+	// to the patch: slot sites only when a slot changed (div's, once),
+	// the function pointer at every window.
+	count := map[string]int{}
+	for i, s := range sites {
+		for name, src := range site {
+			if src != 0 && patchOf[src] == s.addr {
+				count[name] = seen.reapplies[i]
+			}
+		}
+	}
+	t.Logf("%d samples; patched again after being off: %v", seen.samples, count)
+	if count["ldiv"] > 1 || count["div"] > 2 {
+		t.Errorf("slot sites switched on again while their slot held a recorded destination: %v", count)
+	}
+	if count["mixer"] < 3 {
+		t.Errorf("the call through a writable pointer was patched again %d times in %d samples: too few windows to tell", count["mixer"], seen.samples)
 	}
 }

@@ -74,6 +74,8 @@
 /* struct stint_probe.flags */
 #define STINT_PF_DIRECT   0x1  /* dst is known statically (probe.dst); else dst/value in %rsi */
 #define STINT_PF_VALUE    0x2  /* %rsi carries a value (syscall number), not a destination */
+#define STINT_PF_SLOT     0x4  /* an indirect branch through a fixed slot the program does not write (a GOT
+                               * entry, RELRO data): probe.dst is the slot's module-relative address */
 
 /* struct stint_patch.flags */
 #define STINT_PATCH_RESTORABLE 0x1 /* no other patch reads this patch's modified bytes */
@@ -301,7 +303,7 @@ struct stint_qos_page {
  */
 struct stint_probe {
 	uint64_t src;          /*  0: module-relative address of the probed instruction */
-	uint64_t dst;          /*  8: module-relative destination if STINT_PF_DIRECT */
+	uint64_t dst;          /*  8: module-relative destination if STINT_PF_DIRECT, slot if STINT_PF_SLOT */
 	uint64_t arm;          /* 16: module-relative address of a rel32 field in the trampoline that
 	                        *     jumps to this probe's call; once the outcome is recorded the runtime
 	                        *     may retarget it to arm_to (0 = no such arm) */

@@ -1373,6 +1373,34 @@ static void sw_readees_defer(struct stint_global *g, int flags)
 }
 
 /*
+ * Whether every probe of listed site e reads its destination from a slot
+ * the program does not write (STINT_PF_SLOT: a GOT entry or RELRO data,
+ * such as a PLT stub's jmp *GOT(%rip)) and has recorded the slot's
+ * present value (it is in the probe's inline cache, which holds only
+ * recorded destinations). Such a site can bring no new outcome while the
+ * slot keeps its value, so a switch-on leaves it off. The dynamic
+ * linker's lazy binding, or a program that changes the slot after all,
+ * gives it a new value: the next switch-on sees that and re-applies the
+ * patch, and its trampoline records the new destination.
+ */
+static int sw_slot_held(const struct stint_module *m, const struct sw_entry *e)
+{
+	if (!e->np)
+		return 0;
+	const struct stint_probe *pr = (const struct stint_probe *)(m->base + m->probes_vaddr);
+	for (uint32_t j = e->p0; j < e->p0 + e->np; j++) {
+		const struct stint_probe *p = &pr[j];
+		if (j >= m->nprobes || !(p->flags & STINT_PF_SLOT) || !__atomic_load_n(&p->state, __ATOMIC_ACQUIRE))
+			return 0;
+		uint64_t v = __atomic_load_n((const uint64_t *)(m->base + p->dst), __ATOMIC_RELAXED);
+		if (v != __atomic_load_n(&p->cache, __ATOMIC_RELAXED) && v != __atomic_load_n(&p->cache2, __ATOMIC_RELAXED) &&
+		    v != __atomic_load_n(&p->arm, __ATOMIC_RELAXED) && v != __atomic_load_n(&p->arm_to, __ATOMIC_RELAXED))
+			return 0;
+	}
+	return 1;
+}
+
+/*
  * Switch every listed site of every module on (re-apply the patch where
  * a probe still has something to record) or off (original bytes); flags
  * (SWB_*) narrow it. Readees are switched after their readers (off) or
@@ -1417,6 +1445,8 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 			}
 			if (on && e->reader && !sw_readees_on(m, s, e))
 				continue; /* what it reads is off: it stays off */
+			if (on && e->open && sw_slot_held(m, e))
+				continue; /* its slot holds a recorded destination */
 			if (!__atomic_compare_exchange_n(sp, &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				continue;
 			changed++;
