@@ -599,17 +599,12 @@ func TestLateRecord(t *testing.T) {
 	}
 }
 
-// gotSlots maps the GOT entries of an ELF file that the dynamic linker
+// gotSlots maps the GOT entries of ELF file f that the dynamic linker
 // fills for a symbol (R_X86_64_JUMP_SLOT, R_X86_64_GLOB_DAT) to the
 // symbol's name, and the three words it reserves at the start of
 // .got.plt (the lazy resolver's) to "GOT[k]".
-func gotSlots(t *testing.T, path string) map[uint64]string {
+func gotSlots(t *testing.T, f *elf.File) map[uint64]string {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	syms, err := f.DynamicSymbols()
 	if err != nil {
 		t.Fatal(err)
@@ -674,12 +669,12 @@ func TestSlotSites(t *testing.T) {
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "20ms", Window: "50%"})
 	_, probes, patches := probesAndPatches(t, out)
-	slots := gotSlots(t, bin)
 	ef, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ef.Close()
+	slots := gotSlots(t, ef)
 	syms, err := ef.Symbols()
 	if err != nil {
 		t.Fatal(err)
