@@ -271,8 +271,7 @@ type rewriter struct {
 	cov       *coveredSet
 	fini      *finiHook    // static executables: the _fini hook
 	early     map[int]bool // shared objects: instructions that run before DT_INIT (early.go)
-	stable    [][2]uint64  // stableSlot's ranges, once computed
-	stableOK  bool
+	stable    [][2]uint64  // stableSlot's ranges (classify)
 }
 
 // stableSlot reports whether the 8 bytes at link vaddr a lie where only
@@ -283,17 +282,6 @@ type rewriter struct {
 // value as its only destination, so the runtime need not switch it on
 // again once that value is recorded (STINT_PF_SLOT).
 func (rw *rewriter) stableSlot(a uint64) bool {
-	if !rw.stableOK {
-		rw.stableOK = true
-		if p := rw.f.prog(elf.PT_GNU_RELRO); p != nil {
-			rw.stable = append(rw.stable, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})
-		}
-		dyn := rw.f.dynamic()
-		if got, ok := dynVal(dyn, elf.DT_PLTGOT); ok {
-			n, _ := dynVal(dyn, elf.DT_PLTRELSZ)
-			rw.stable = append(rw.stable, [2]uint64{got, got + 8*(3+n/24)})
-		}
-	}
 	for _, r := range rw.stable {
 		if a >= r[0] && a+8 <= r[1] {
 			return true
@@ -310,6 +298,13 @@ func (rw *rewriter) classify() {
 	_, soname := dynVal(dyn, elf.DT_SONAME)
 	pieFlag := flags1&uint64(elf.DF_1_PIE) != 0
 	rw.pic = f.hdr.Type == elf.ET_DYN
+	if p := f.prog(elf.PT_GNU_RELRO); p != nil {
+		rw.stable = append(rw.stable, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})
+	}
+	if got, ok := dynVal(dyn, elf.DT_PLTGOT); ok {
+		n, _ := dynVal(dyn, elf.DT_PLTRELSZ)
+		rw.stable = append(rw.stable, [2]uint64{got, got + 8*(3+n/24)})
+	}
 	switch {
 	case f.hdr.Type == elf.ET_EXEC:
 		rw.exec = true

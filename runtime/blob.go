@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "0544e1119dabf3efd666a8d361eba2f652604039fe13125e0de8fe31cb0c62c1"
+const BlobSHA256 = "06085cc0f243dde14312690d44bc7bbb9036b9a6adfc2339bb9dd6be394d4d52"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

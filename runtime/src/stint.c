@@ -1636,6 +1636,16 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int 
 
 static int record_probe(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs);
 
+/* Whether destination v is in indirect probe p's inline cache: cache,
+ * cache2, and arm and arm_to, which a probe without a direct destination
+ * does not use (record_probe fills them, most recent first, with
+ * recorded destinations only). */
+static int probe_cached(const struct stint_probe *p, uint64_t v)
+{
+	return __atomic_load_n(&p->cache, __ATOMIC_RELAXED) == v || __atomic_load_n(&p->cache2, __ATOMIC_RELAXED) == v ||
+	       __atomic_load_n(&p->arm, __ATOMIC_RELAXED) == v || __atomic_load_n(&p->arm_to, __ATOMIC_RELAXED) == v;
+}
+
 /* switch.c: the off-switch; budget.c: the time budget and the period
  * thread; redlog.c: the redundancy log. */
 #include "switch.c"
@@ -1729,15 +1739,13 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 	 * execution reaches this function.
 	 */
 	if (!every) {
-		/* four entries, most recent first (cache, cache2, and arm and
-		 * arm_to, which a probe without a direct destination does not
-		 * use); they only ever hold recorded destinations, so a racing
-		 * update leaves valid entries */
+		/* the inline cache (probe_cached) only ever holds recorded
+		 * destinations, so a racing update leaves valid entries; the
+		 * newest goes first and the others move down a place */
+		if (probe_cached(p, v) && __atomic_load_n(&p->state, __ATOMIC_RELAXED))
+			return 0;
 		uint64_t c1 = __atomic_load_n(&p->cache, __ATOMIC_RELAXED), c2 = __atomic_load_n(&p->cache2, __ATOMIC_RELAXED);
 		uint64_t c3 = __atomic_load_n(&p->arm, __ATOMIC_RELAXED);
-		if ((c1 == v || c2 == v || c3 == v || __atomic_load_n(&p->arm_to, __ATOMIC_RELAXED) == v) &&
-		    __atomic_load_n(&p->state, __ATOMIC_RELAXED))
-			return 0;
 		int added = hash_add(g, (uint64_t)p, v);
 		__atomic_store_n(&p->arm_to, c3, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->arm, c2, __ATOMIC_RELAXED);

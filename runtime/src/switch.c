@@ -1392,9 +1392,7 @@ static int sw_slot_held(const struct stint_module *m, const struct sw_entry *e)
 		const struct stint_probe *p = &pr[j];
 		if (j >= m->nprobes || !(p->flags & STINT_PF_SLOT) || !__atomic_load_n(&p->state, __ATOMIC_ACQUIRE))
 			return 0;
-		uint64_t v = __atomic_load_n((const uint64_t *)(m->base + p->dst), __ATOMIC_RELAXED);
-		if (v != __atomic_load_n(&p->cache, __ATOMIC_RELAXED) && v != __atomic_load_n(&p->cache2, __ATOMIC_RELAXED) &&
-		    v != __atomic_load_n(&p->arm, __ATOMIC_RELAXED) && v != __atomic_load_n(&p->arm_to, __ATOMIC_RELAXED))
+		if (!probe_cached(p, __atomic_load_n((const uint64_t *)(m->base + p->dst), __ATOMIC_RELAXED)))
 			return 0;
 	}
 	return 1;
