@@ -39,6 +39,7 @@ const (
 	mfStatic  = runtime.MFStatic
 	mfContext = runtime.MFContext
 	mfPark    = runtime.MFPark
+	mfRets    = runtime.MFRets
 
 	patchRestorable = runtime.PatchRestorable
 	patchAtStart    = runtime.PatchAtStart
@@ -48,6 +49,7 @@ const (
 	patchReader     = runtime.PatchReader
 	readSize        = runtime.ReadStructSize
 	moduleReadsOff  = 368 // offsetof(struct stint_module, reads_vaddr)
+	moduleRetsOff   = 384 // offsetof(struct stint_module, rets_vaddr)
 	gateWord1       = runtime.GateWord1
 	chunkReserved   = runtime.ChunkReserved
 	noPatch         = runtime.NoPatch

@@ -145,7 +145,22 @@ func (r *ehReader) ptr(enc uint8, dataBase uint64) uint64 {
 // ehFrameStarts returns the pc_begin of every FDE in an .eh_frame
 // section at vaddr. It stops quietly at the first malformed entry.
 func ehFrameStarts(b []byte, vaddr uint64) []uint64 {
-	var out []uint64
+	fdes := ehFrameFDEs(b, vaddr)
+	out := make([]uint64, len(fdes))
+	for k, f := range fdes {
+		out[k] = f.lo
+	}
+	return out
+}
+
+// fdeRange is the code range [lo, hi) one FDE describes: a function, or
+// a part of one (gcc's .cold parts get their own).
+type fdeRange struct{ lo, hi uint64 }
+
+// ehFrameFDEs returns the range of every FDE in an .eh_frame section at
+// vaddr, in file order. It stops quietly at the first malformed entry.
+func ehFrameFDEs(b []byte, vaddr uint64) []fdeRange {
+	var out []fdeRange
 	type cie struct{ fdeEnc uint8 }
 	cies := map[int]cie{}
 	off := 0
@@ -202,8 +217,9 @@ func ehFrameStarts(b []byte, vaddr uint64) []uint64 {
 			cieOff := idAt - int(id)
 			if c, ok := cies[cieOff]; ok && id <= uint64(idAt) {
 				pc := r.ptr(c.fdeEnc&0x7f, 0)
+				n := r.ptr(c.fdeEnc&0x0f, 0) // pc_range: the same format, never relative
 				if !r.bad && pc != 0 {
-					out = append(out, pc)
+					out = append(out, fdeRange{pc, pc + n})
 				}
 			}
 		}

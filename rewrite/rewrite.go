@@ -106,8 +106,11 @@ type Stats struct {
 	Switchable  int                `json:"switchable"`  // patches the off-switch may undo and redo (STINT_PATCH_SWITCH)
 	// SwitchableRead counts the switchable patches that other patches'
 	// puns read (STINT_PATCH_READ: switched after their readers).
-	SwitchableRead int      `json:"switchable_read"`
-	Notes          []string `json:"notes,omitempty"`
+	SwitchableRead int `json:"switchable_read"`
+	// CallRets counts the direct calls whose probes carry the list of
+	// their callee's ret probes (STINT_MF_RETS).
+	CallRets int      `json:"call_rets"`
+	Notes    []string `json:"notes,omitempty"`
 }
 
 // PatchedTotal returns the number of patched sites.
@@ -650,6 +653,13 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	}
 	st.Probes = nprobe
 	st.Patches = len(patchOrder)
+	retTable, retWord := rw.retLists(func(i int) int {
+		if t := rw.tramps[i]; rw.isSite[i] && (patched[i] || evicted[i]) && t != nil {
+			return t.probe0
+		}
+		return -1
+	})
+	st.CallRets = len(retWord)
 	st.Stubs = len(p.Stubs)
 
 	// Dynamic section: moved to the RW segment (it cannot grow in place)
@@ -701,7 +711,8 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	traceEnds := rw.traceEnds()
 	traceEndsOff := alignUp(depsOff+uint64(ndeps)*4, 8)
 	readsOff := alignUp(traceEndsOff+uint64(len(traceEnds))*4, 8)
-	rSize := alignUp(readsOff+2*uint64(len(pairs))*readSize, pageSize)
+	retsOff := alignUp(readsOff+2*uint64(len(pairs))*readSize, 8)
+	rSize := alignUp(retsOff+4*uint64(len(retTable)), pageSize)
 	st.Chunks = len(chunks)
 	st.ChunkBytes = layout.SrcSize
 	st.Deps = ndeps
@@ -795,6 +806,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 				le.PutUint32(b[36:], pidx)
 				b[40] = s.kind
 				b[41] = s.flags
+				if w, ok := retWord[i]; ok && s.flags&pfDirect != 0 {
+					le.PutUint32(b[44:], w)
+				}
 			}
 		} else {
 			if !evicted[i] {
@@ -834,6 +848,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		le.PutUint32(b, pr.reader)
 		le.PutUint32(b[4:], pr.read)
 	}
+	for k, w := range retTable {
+		le.PutUint32(rbuf[retsOff+uint64(k)*4:], w)
+	}
 	dk := uint64(0)
 	for _, co := range chunks {
 		for _, d := range co.deps {
@@ -863,6 +880,11 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	}
 	if rw.opts.SwitchSync {
 		mf |= mfPark
+	}
+	if len(retTable) > 0 {
+		mf |= mfRets
+		le.PutUint64(m[moduleRetsOff:], rVaddr+retsOff)
+		le.PutUint32(m[moduleRetsOff+8:], uint32(len(retTable)))
 	}
 	le.PutUint32(m[12:], mf)
 	le.PutUint32(m[16:], uint32(rw.opts.Tool))

@@ -52,6 +52,7 @@ const (
 	MFStatic  uint32 = 0x8
 	MFContext uint32 = 0x10
 	MFPark    uint32 = 0x20
+	MFRets    uint32 = 0x40
 )
 
 // Probe flags (STINT_PF_*).
@@ -127,7 +128,7 @@ const (
 	BlobOffProbe      = 28
 	BlobOffModuleRel  = 32
 	BlobHeaderSize    = 40
-	ModuleStructSize  = 384
+	ModuleStructSize  = 400
 	ProbeStructSize   = 64
 	PatchStructSize   = 32
 	ChunkStructSize   = 40
@@ -185,6 +186,9 @@ type Module struct {
 	ReadsVaddr     uint64 // [2*NReads]Read: (reader, read) pairs sorted by reader, then by read (ABI 6)
 	NReads         uint32
 	PadRd          uint32
+	RetsVaddr      uint64 // uint32[NRets] (MFRets): lists of ret probes, each a count and that many probe indices
+	NRets          uint32
+	PadRt          uint32
 }
 
 // Read is struct stint_read: patch Reader's pun reads bytes patch Read
@@ -204,10 +208,11 @@ type Probe struct {
 	Patch      uint32
 	Kind       uint8
 	Flags      uint8
-	State      uint8 // runtime
-	Pad0       [5]byte
-	Cache      uint64 // runtime
-	Cache2     uint64 // runtime
+	State      uint8   // runtime
+	Pad0       [1]byte // runtime
+	Rets       uint32  // direct calls (MFRets): 1 + word offset of the callee's ret list (bits 0-27), call length (28-31)
+	Cache      uint64  // runtime
+	Cache2     uint64  // runtime
 }
 
 // Patch is struct stint_patch.

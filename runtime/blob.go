@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "06085cc0f243dde14312690d44bc7bbb9036b9a6adfc2339bb9dd6be394d4d52"
+const BlobSHA256 = "2ed0c04649951c732bb0ca17f000022a251cf25c25e87ce7e54b0abffb3e16e4"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

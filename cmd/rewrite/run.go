@@ -80,6 +80,9 @@ Environment read by the rewritten program:
                     a bad value is reported and --window holds
   STINT_SWITCH      set to 0 to keep every patch in place (no off-switch),
                     e.g. to measure what the off-switch saves
+  STINT_RETS        set to 0 to stop a call whose return is not recorded
+                    from switching its callee's ret sites on (and a
+                    logged call from waiting for its return)
   STINT_SWITCH_SELF set to 0 to stop a program with one thread from
                     switching the patches that straddle a word itself
                     (they then stay on, or with --switch-sync the

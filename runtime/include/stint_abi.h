@@ -70,6 +70,7 @@
                                * stacks; each distinct calling context recorded once (STINT_K_CONTEXT) */
 #define STINT_MF_PARK    0x20 /* rewrite --switch-sync: the off-switch may park threads on "jmp ." to switch
                                * STINT_PATCH_SYNC sites while the program has several (else only self mode) */
+#define STINT_MF_RETS    0x40 /* rets_vaddr and nrets are set, and direct call probes' rets fields with them */
 
 /* struct stint_probe.flags */
 #define STINT_PF_DIRECT   0x1  /* dst is known statically (probe.dst); else dst/value in %rsi */
@@ -181,7 +182,11 @@ struct stint_module {
 	                          *      patches sorted by reader, then the same pairs sorted by read */
 	uint32_t nreads;         /* 376 */
 	uint32_t pad_rd;         /* 380 */
-};                           /* 384 */
+	uint64_t rets_vaddr;     /* 384: uint32_t[nrets] (STINT_MF_RETS): lists of ret probes, each a count
+	                          *      followed by that many probe indices (struct stint_probe.rets) */
+	uint32_t nrets;          /* 392: words */
+	uint32_t pad_rt;         /* 396 */
+};                           /* 400 */
 
 /* A pun's dependency between two switchable patches (ABI 6): patch
  * `reader`'s jump reads bytes that patch `read` modified. */
@@ -315,7 +320,11 @@ struct stint_probe {
 	uint8_t  kind;         /* 40: STINT_K_* */
 	uint8_t  flags;        /* 41: STINT_PF_* */
 	uint8_t  state;        /* 42: runtime: nonzero once recorded */
-	uint8_t  pad0[5];      /* 43 */
+	uint8_t  pad0[1];      /* 43: runtime (the off-switch's watch count) */
+	uint32_t rets;         /* 44: a direct call's callee returns (STINT_MF_RETS): 1 + the word offset in
+	                        *     rets_vaddr of the list of the ret probes it may return through (its
+	                        *     own, and those of functions it tail-jumps to) in bits 0-27, the
+	                        *     call's length in bits 28-31; 0 = no list */
 	uint64_t cache;        /* 48: runtime: last destination recorded (indirect probes) */
 	uint64_t cache2;       /* 56: runtime: the destination recorded before cache (a second entry) */
 };                         /* 64 */

@@ -282,6 +282,9 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	 * measuring what it saves). */
 	const char *sw = env_get(envp, "STINT_SWITCH");
 	g->sw_on = !(sw && sw[0] == '0' && !sw[1]);
+	/* Calls' returns still to see (rets.c) unless STINT_RETS=0. */
+	const char *rets = env_get(envp, "STINT_RETS");
+	g->rets_on = !(rets && rets[0] == '0' && !rets[1]);
 	/* Self mode (switch.c) unless STINT_SWITCH_SELF=0. */
 	const char *self = env_get(envp, "STINT_SWITCH_SELF");
 	g->sw_self_ok = !(self && self[0] == '0' && !self[1]);
@@ -404,6 +407,8 @@ static void sw_closed_call(struct stint_global *g, struct stint_module *m, struc
 	 * the budget is zero: QoS wants the program left alone) */
 	uint64_t owed = __atomic_load_n(&g->late_tsc, __ATOMIC_RELAXED) + __atomic_load_n(&g->sw_lazy_tsc, __ATOMIC_RELAXED);
 	int r = owed < __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED) / 2 ? record_probe(g, m, p, v, rs) : 0;
+	if (r && p->rets && g->rets_on)
+		ret_expect(g, m, p); /* its callee's return, which comes next (rets.c) */
 	uint64_t t1 = rdtsc();
 	/* A site that recorded is listed as an ordinary warm site (not
 	 * fresh): its recorded arm now goes straight, so it would never

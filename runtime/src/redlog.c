@@ -373,6 +373,11 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 		logkey(bid, p->src, p->kind, bid, p->dst, &k0, &k1);
 		if (!logset_has(g, k0, k1))
 			continue;
+		if (p->rets && g->budget_on && g->sw_on && g->rets_on && ret_pending(g, m, base, p)) {
+			/* its return is still to see: keep it (rets.c) */
+			p->state = PROBE_RETWATCH;
+			continue;
+		}
 		p->state = 1;
 		patch_done(m, base, p->patch, 1);
 	}

@@ -380,6 +380,7 @@ struct stint_global {
 	uint64_t sw_listed_on;       /* listed sites now switched on (about: for the reserve) */
 
 	uint64_t sw_ons, sw_offs;    /* sites switched on / off this period */
+	uint32_t rets_on, pad_rets;  /* STINT_RETS is not 0 (rets.c) */
 	uint64_t charge_cap_tsc;     /* most a call that did not grow the file is charged (budget.c) */
 	uint64_t capped;             /* calls charged the cap instead of their measured time */
 	uint32_t qos_on;             /* STINT_QOS names a QoS page */
@@ -1646,12 +1647,18 @@ static int probe_cached(const struct stint_probe *p, uint64_t v)
 	       __atomic_load_n(&p->arm, __ATOMIC_RELAXED) == v || __atomic_load_n(&p->arm_to, __ATOMIC_RELAXED) == v;
 }
 
+/* rets.c: a call's return still to see. */
+static void ret_expect(struct stint_global *g, struct stint_module *m, const struct stint_probe *p);
+static int ret_pending(struct stint_global *g, struct stint_module *m, uint64_t base, const struct stint_probe *p);
+static void ret_watched(struct stint_global *g, struct stint_module *m, struct stint_probe *p);
+
 /* switch.c: the off-switch; budget.c: the time budget and the period
  * thread; redlog.c: the redundancy log. */
 #include "switch.c"
 #include "budget.c"
 #include "redlog.c"
 #include "regions.c"
+#include "rets.c"
 
 /* ---- recording ---- */
 
@@ -1799,6 +1806,18 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 	if (UNLIKELY(__atomic_load_n(&g->sw_self_gen, __ATOMIC_RELAXED) != __atomic_load_n(&g->sw_self_done, __ATOMIC_RELAXED)) &&
 	    (rs & RS_PATCHING))
 		sw_self_batch(g); /* the sync sites are this thread's to write (switch.c) */
+	if (UNLIKELY(__atomic_load_n(&p->state, __ATOMIC_RELAXED) == PROBE_RETWATCH)) {
+		/* a logged call whose return is still to see (rets.c): what it
+		 * costs is charged as a suppressed call, or with the gate
+		 * closed as the next period's debt (sw_closed_call) */
+		uint64_t t0 = rdtsc();
+		ret_watched(g, m, p);
+		if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
+			__atomic_fetch_add(&g->late_tsc, call_charge(g, rdtsc() - t0, 0) + g->call_overhead_tsc, __ATOMIC_RELAXED);
+		else
+			budget_charge(g, t0, 0, 0);
+		return;
+	}
 	if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE)) {
 		/* a switchable site while the gate is closed (gate word 1), or
 		 * a race with the gate closing; a context module's gate never
@@ -1818,8 +1837,11 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 		return;
 	}
 	int r = record_probe(g, m, p, v, rs);
-	if (g->sw_on && (rs & RS_PATCHING))
+	if (g->sw_on && (rs & RS_PATCHING)) {
+		if (r && p->rets && g->rets_on)
+			ret_expect(g, m, p);
 		sw_after_record(g, m, p, r);
+	}
 	budget_charge(g, t0, r, __atomic_load_n(&g->file_len, __ATOMIC_RELAXED) != len0);
 }
 

@@ -108,6 +108,7 @@ struct sw_mod {
  * start-up may run hot later). */
 #define SW_WATCH_COOL_NS 10000000ULL
 #define PROBE_WATCHED 2 /* stint_probe.state: logged, arm still calls (count in pad0[0]) */
+#define PROBE_RETWATCH 3 /* stint_probe.state: logged call, its return not: arm still calls (rets.c) */
 
 /* Set up a module's list (module init). 0 if the module has no switchable
  * patch or the memory cannot be had; its sites then step over their

@@ -1,0 +1,220 @@
+package rewrite
+
+import (
+	"bytes"
+	"cmp"
+	"debug/elf"
+	"slices"
+	"sort"
+)
+
+// Callee returns (ABI field stint_probe.rets, STINT_MF_RETS).
+//
+// A direct call retires once its one outcome is recorded, in this run or
+// from the log at the next run's load. Its callee's return to the call's
+// next instruction is a ret site's outcome, and a ret site is open-ended:
+// the off-switch keeps it on only during the windows. A call that runs
+// outside them (or runs in a later run only then) returns unrecorded, and
+// with the call retired nothing new runs to ask for it: on sqlite3 these
+// returns were half of what two runs missed. So the rewriter lists, per
+// callee, the ret probes it may return through; the runtime switches
+// those ret sites on when a call whose return is not yet recorded runs,
+// and keeps a logged call's site patched until that return is recorded
+// (runtime/src/switch.c, ret_expect).
+//
+// A callee's rets are those in its FDE's range, and those of every
+// function it reaches by a direct jump out of that range (through a PLT
+// stub too, see below) (tail calls, and
+// gcc's .cold parts, which have FDEs of their own), transitively. A
+// callee without an FDE, or whose closure is too large, gets no list: the
+// runtime then treats its calls as before. An indirect tail call is not
+// followed; its target's rets are simply not in the list.
+
+const (
+	retsMaxFuncs = 8  // functions in one callee's closure
+	retsMaxRets  = 32 // ret probes in one list
+	retsOffBits  = 28 // stint_probe.rets: offset + 1 below, call length above
+)
+
+// fdeRanges returns the module's FDE ranges sorted by start, overlaps
+// and empty ranges dropped.
+func (f *elfFile) fdeRanges() []fdeRange {
+	s := f.section(".eh_frame")
+	if s == nil || s.Type != elf.SHT_PROGBITS {
+		return nil
+	}
+	var out []fdeRange
+	for _, r := range ehFrameFDEs(f.sectData(s), s.Addr) {
+		if r.hi > r.lo {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b fdeRange) int { return cmp.Compare(a.lo, b.lo) })
+	k := 0
+	for _, r := range out {
+		if k > 0 && r.lo < out[k-1].hi {
+			continue
+		}
+		out[k] = r
+		k++
+	}
+	return out[:k]
+}
+
+// fdeOf returns the range holding a, or false.
+func fdeOf(fdes []fdeRange, a uint64) (fdeRange, bool) {
+	i := sort.Search(len(fdes), func(i int) bool { return fdes[i].lo > a }) - 1
+	if i < 0 || a >= fdes[i].hi {
+		return fdeRange{}, false
+	}
+	return fdes[i], true
+}
+
+// pltCallees maps the address of each PLT stub (its jmp, and an endbr64
+// before it) whose slot's JUMP_SLOT relocation names a function the
+// module defines to that function (GLOB_DAT: the .plt.got stubs).
+func (rw *rewriter) pltCallees() map[uint64]uint64 {
+	ef, err := elf.NewFile(bytes.NewReader(rw.f.data))
+	if err != nil {
+		return nil
+	}
+	defer ef.Close()
+	syms, err := ef.DynamicSymbols()
+	if err != nil {
+		return nil
+	}
+	slot := map[uint64]uint64{} // GOT slot -> function
+	for i := range rw.f.sects {
+		s := &rw.f.sects[i]
+		if s.Type != elf.SHT_RELA || s.Entsize != 24 {
+			continue
+		}
+		d := rw.f.sectData(s)
+		for o := 0; o+24 <= len(d); o += 24 {
+			info := le.Uint64(d[o+8:])
+			k := info >> 32 // symbol index; DynamicSymbols drops the null symbol
+			t := elf.R_X86_64(info & 0xffffffff)
+			if t != elf.R_X86_64_JMP_SLOT && t != elf.R_X86_64_GLOB_DAT || k == 0 || k > uint64(len(syms)) {
+				continue
+			}
+			if sym := syms[k-1]; sym.Value != 0 && sym.Section != elf.SHN_UNDEF && elf.ST_TYPE(sym.Info) == elf.STT_FUNC {
+				slot[le.Uint64(d[o:])] = sym.Value
+			}
+		}
+	}
+	if len(slot) == 0 {
+		return nil
+	}
+	c := rw.c
+	out := map[uint64]uint64{}
+	for i := range c.insts {
+		if c.kinds[i] != kIndJmp {
+			continue
+		}
+		in := &c.insts[i]
+		op, _, err := parseRM(in)
+		if err != nil || !op.ripRel || op.seg != 0 {
+			continue
+		}
+		fn, ok := slot[uint64(int64(op.next)+op.disp)]
+		if !ok {
+			continue
+		}
+		out[in.Addr] = fn
+		if i > 0 && bytes.Equal(c.insts[i-1].Bytes, []byte{0xf3, 0x0f, 0x1e, 0xfa}) {
+			out[c.insts[i-1].Addr] = fn
+		}
+	}
+	return out
+}
+
+// calleeRets returns the instruction indices of the rets callee may
+// return through (see above), and false when it cannot say.
+func (c *code) calleeRets(fdes []fdeRange, plt map[uint64]uint64, callee uint64) ([]int, bool) {
+	var rets []int
+	var seen []uint64
+	queue := []uint64{callee}
+	for len(queue) > 0 {
+		a := queue[0]
+		queue = queue[1:]
+		if fn, ok := plt[a]; ok {
+			a = fn
+		}
+		fr, ok := fdeOf(fdes, a)
+		if !ok {
+			return nil, false
+		}
+		if slices.Contains(seen, fr.lo) {
+			continue
+		}
+		if len(seen) == retsMaxFuncs {
+			return nil, false
+		}
+		seen = append(seen, fr.lo)
+		i := sort.Search(len(c.insts), func(i int) bool { return c.insts[i].Addr >= fr.lo })
+		for ; i < len(c.insts) && c.insts[i].Addr < fr.hi; i++ {
+			switch c.kinds[i] {
+			case kRet:
+				rets = append(rets, i)
+			case kIndJmp:
+				// through memory that is not a fixed slot: a tail call
+				// through a function pointer (sqlite3_mutex_enter's),
+				// whose callee's rets are unknown. A jump table jumps
+				// through a register, after its load.
+				if op, _, err := parseRM(&c.insts[i]); err == nil && op.mod != 3 && !op.ripRel {
+					return nil, false
+				}
+			case kJmp, kJcc, kJcxz:
+				if t := c.targets[i]; t != 0 && (t < fr.lo || t >= fr.hi) {
+					queue = append(queue, t)
+				}
+			}
+		}
+	}
+	return rets, true
+}
+
+// retLists builds the rets table and, per direct call site (instruction
+// index), its stint_probe.rets word. probeOf gives a site's probe index,
+// or -1 when the site has none. Lists are shared by the calls of one
+// callee; a callee none of whose rets has a probe gets none.
+func (rw *rewriter) retLists(probeOf func(i int) int) (table []uint32, word map[int]uint32) {
+	if rw.opts.Tool != ToolBranch && rw.opts.Tool != ToolCall || rw.opts.Every || rw.opts.Context {
+		return nil, nil
+	}
+	c := rw.c
+	fdes := rw.f.fdeRanges()
+	if len(fdes) == 0 {
+		return nil, nil
+	}
+	plt := rw.pltCallees()
+	word = map[int]uint32{}
+	byCallee := map[uint64]uint32{} // callee -> offset + 1, 0 = no list
+	for i := range c.insts {
+		if c.kinds[i] != kCall || probeOf(i) < 0 {
+			continue
+		}
+		callee := c.targets[i]
+		off, done := byCallee[callee]
+		if !done {
+			if rets, ok := c.calleeRets(fdes, plt, callee); ok {
+				var ps []uint32
+				for _, r := range rets {
+					if p := probeOf(r); p >= 0 {
+						ps = append(ps, uint32(p))
+					}
+				}
+				if len(ps) > 0 && len(ps) <= retsMaxRets && len(table)+1 < 1<<retsOffBits-1 {
+					off = uint32(len(table)) + 1
+					table = append(table, uint32(len(ps)))
+					table = append(table, ps...)
+				}
+			}
+			byCallee[callee] = off
+		}
+		if n := c.insts[i].Len(); off != 0 && n < 16 {
+			word[i] = off | uint32(n)<<retsOffBits
+		}
+	}
+	return table, word
+}

@@ -1,0 +1,197 @@
+package rewrite
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"io"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stint-project/stint/runtime"
+)
+
+// TestRetLists rewrites libsqlite3 and checks every direct call's list
+// of callee rets (stint_probe.rets, STINT_MF_RETS) against what the
+// symbol table says independently: the callee, found through the call's
+// rel32 and, for a PLT stub, the stub's jmp *disp(%rip) and the slot's
+// relocation; its extent from the symbol's size (not the FDEs the
+// rewriter uses). Each list must hold only ret probes, and every ret
+// probe inside the callee's own extent; most calls that the symbols
+// resolve must carry a list.
+func TestRetLists(t *testing.T) {
+	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
+	readInput(t, lib)
+	out := filepath.Join(t.TempDir(), "lib.so")
+	st, err := RewriteFile(lib, out, Options{Budget: "10%", Period: "100ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, probes, rets := moduleRets(t, out)
+	if m.Flags&runtime.MFRets == 0 || len(rets) == 0 {
+		t.Fatalf("module flags %#x, %d words of lists: want STINT_MF_RETS and lists", m.Flags, len(rets))
+	}
+
+	ef, err := elf.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	syms, err := ef.DynamicSymbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type fn struct{ lo, hi uint64 }
+	funcs := map[uint64]fn{}  // by start
+	bySlot := map[uint64]fn{} // GOT slot -> function
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && s.Value != 0 && s.Size != 0 {
+			funcs[s.Value] = fn{s.Value, s.Value + s.Size}
+		}
+	}
+	for _, sec := range ef.Sections {
+		if sec.Type != elf.SHT_RELA {
+			continue
+		}
+		d, err := sec.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for o := 0; o+24 <= len(d); o += 24 {
+			info := binary.LittleEndian.Uint64(d[o+8:])
+			k := info >> 32
+			if r := elf.R_X86_64(info & 0xffffffff); (r == elf.R_X86_64_JMP_SLOT || r == elf.R_X86_64_GLOB_DAT) && k > 0 && k <= uint64(len(syms)) {
+				if f, ok := funcs[syms[k-1].Value]; ok {
+					bySlot[binary.LittleEndian.Uint64(d[o:])] = f
+				}
+			}
+		}
+	}
+	text := func(a uint64, n int) []byte {
+		for _, p := range ef.Progs {
+			if p.Type == elf.PT_LOAD && a >= p.Vaddr && a+uint64(n) <= p.Vaddr+p.Filesz {
+				b := make([]byte, n)
+				if _, err := p.ReadAt(b, int64(a-p.Vaddr)); err == nil {
+					return b
+				}
+			}
+		}
+		return nil
+	}
+	// callee resolves a call target: a function, or a PLT stub
+	// (endbr64, then [bnd] jmp *disp(%rip)) whose slot names one.
+	callee := func(a uint64) (fn, bool) {
+		if f, ok := funcs[a]; ok {
+			return f, true
+		}
+		b := text(a, 11)
+		if len(b) == 11 && b[0] == 0xf3 && b[1] == 0x0f && b[2] == 0x1e && b[3] == 0xfa {
+			b, a = b[4:], a+4
+		}
+		if len(b) >= 7 && b[0] == 0xf2 {
+			b, a = b[1:], a+1
+		}
+		if len(b) < 6 || b[0] != 0xff || b[1] != 0x25 {
+			return fn{}, false
+		}
+		f, ok := bySlot[a+6+uint64(int64(int32(binary.LittleEndian.Uint32(b[2:]))))]
+		return f, ok
+	}
+
+	retProbes := map[uint64]int{} // src -> probe index
+	var retSrcs []uint64
+	for k, p := range probes {
+		if runtime.Kind(p.Kind) == runtime.KRet {
+			retProbes[p.Src] = k
+			retSrcs = append(retSrcs, p.Src)
+		}
+	}
+	slices.Sort(retSrcs)
+	resolved, listed, calls := 0, 0, 0
+	for _, p := range probes {
+		if runtime.Kind(p.Kind) != runtime.KCall || p.Flags&runtime.PFDirect == 0 {
+			if p.Rets != 0 {
+				t.Errorf("probe %#x (kind %d) has a rets word %#x; only direct calls may", p.Src, p.Kind, p.Rets)
+			}
+			continue
+		}
+		calls++
+		var list []uint32
+		if p.Rets != 0 {
+			off := p.Rets&(1<<28-1) - 1
+			if n := p.Rets >> 28; n != 5 && n != 6 {
+				t.Errorf("call %#x: length %d in its rets word", p.Src, n)
+			}
+			if int(off) >= len(rets) || int(off)+1+int(rets[off]) > len(rets) || rets[off] == 0 {
+				t.Fatalf("call %#x: list at %d (of %d words) out of bounds", p.Src, off, len(rets))
+			}
+			list = rets[off+1 : off+1+rets[off]]
+			listed++
+			for _, q := range list {
+				if int(q) >= len(probes) || runtime.Kind(probes[q].Kind) != runtime.KRet {
+					t.Fatalf("call %#x: listed probe %d is not a ret probe", p.Src, q)
+				}
+			}
+		}
+		f, ok := callee(p.Dst)
+		if !ok {
+			continue
+		}
+		resolved++
+		if list == nil {
+			continue
+		}
+		i, _ := slices.BinarySearch(retSrcs, f.lo)
+		for ; i < len(retSrcs) && retSrcs[i] < f.hi; i++ {
+			if !slices.Contains(list, uint32(retProbes[retSrcs[i]])) {
+				t.Errorf("call %#x to %#x-%#x: its ret %#x is not in the list", p.Src, f.lo, f.hi, retSrcs[i])
+			}
+		}
+	}
+	t.Logf("%d direct calls, %d with a list (rewrite stats: %d); %d resolved by the symbols", calls, listed, st.CallRets, resolved)
+	if listed != st.CallRets {
+		t.Errorf("%d calls carry a list, the statistics say %d", listed, st.CallRets)
+	}
+	if resolved == 0 || listed < resolved/2 {
+		t.Errorf("only %d lists for %d calls the symbols resolve", listed, resolved)
+	}
+}
+
+// moduleRets reads a rewritten file's module (.stint.data), probes and
+// rets table.
+func moduleRets(t *testing.T, path string) (runtime.Module, []runtime.Probe, []uint32) {
+	t.Helper()
+	ef, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	read := func(a uint64, v any) {
+		for _, p := range ef.Progs {
+			if p.Type == elf.PT_LOAD && a >= p.Vaddr && a < p.Vaddr+p.Filesz {
+				r := io.NewSectionReader(p, int64(a-p.Vaddr), int64(p.Filesz-(a-p.Vaddr)))
+				if err := binary.Read(r, binary.LittleEndian, v); err != nil {
+					t.Fatalf("read %#x: %v", a, err)
+				}
+				return
+			}
+		}
+		t.Fatalf("%#x is not in the file", a)
+	}
+	sd := ef.Section(".stint.data")
+	if sd == nil {
+		t.Fatal("no .stint.data")
+	}
+	var m runtime.Module
+	read(sd.Addr, &m)
+	if m.Magic != runtime.ModuleMagic {
+		t.Fatalf("module magic %#x", m.Magic)
+	}
+	probes := make([]runtime.Probe, m.NProbes)
+	read(m.ProbesVaddr, probes)
+	rets := make([]uint32, m.NRets)
+	if m.NRets > 0 {
+		read(m.RetsVaddr, rets)
+	}
+	return m, probes, rets
+}

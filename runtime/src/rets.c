@@ -1,0 +1,216 @@
+/*
+ * rets.c - a call's return still to see (STINT_MF_RETS). #included by
+ * stint.c after redlog.c.
+ *
+ * A direct call has one outcome and retires once it is recorded: in the
+ * run, or at the next run's load from the log. The return to the call's
+ * next instruction is the outcome of one of the callee's ret sites, which
+ * are open-ended and so on only during the windows (switch.c). A call
+ * that runs outside them returns unrecorded, and once the call is retired
+ * nothing new runs to bring the ret sites back on: on sqlite3 such
+ * returns were half of the events two runs missed. The rewriter lists per
+ * direct call the ret probes its callee may return through (rewrite/
+ * rets.go). With that list:
+ *
+ *  - ret_expect: a call recorded now whose return is not recorded yet
+ *    (in this run or the log) switches those ret sites on, from the
+ *    program thread, before the callee runs. A ret site that runs while
+ *    the gate is closed calls once to be switched off, and records its
+ *    outcome then (sw_closed_call): the return is recorded either way.
+ *  - At load (log_load_module) a logged call whose return is not logged
+ *    is not retired: it stays patched, its arm calling, in state
+ *    PROBE_RETWATCH. Each time it runs, ret_watched does what ret_expect
+ *    does; once the return is recorded, or after RET_WATCH_MAX runs that
+ *    did not bring it (a callee that longjmps, or whose rets cannot be
+ *    switched from here), the call retires as it would have at load.
+ *
+ * Plain switchable ret sites and readers are switched on here (a reader
+ * while the patches it reads are held patched: ret_hold_readees); a sync
+ * site or a readee is the period thread's to write (switch.c), and is
+ * left as it is.
+ */
+
+#define RET_WATCH_MAX 16 /* runs of a PROBE_RETWATCH call (switch.c), counted in pad0[0] */
+
+/* The ret probe list of direct call probe p of m (n of them, probe
+ * indices) and the call's module-relative return address; 0 if none. */
+static const uint32_t *call_rets(const struct stint_module *m, uint64_t base, const struct stint_probe *p, uint32_t *n, uint64_t *ret)
+{
+	if (!(m->flags & STINT_MF_RETS) || !m->rets_vaddr || !(p->flags & STINT_PF_DIRECT) || !(p->rets & 0x0fffffff))
+		return 0;
+	uint32_t off = (p->rets & 0x0fffffff) - 1;
+	if (off >= m->nrets)
+		return 0;
+	const uint32_t *w = (const uint32_t *)(base + m->rets_vaddr) + off;
+	if (!w[0] || w[0] > m->nrets - off - 1)
+		return 0;
+	*n = w[0];
+	*ret = p->src + (p->rets >> 28);
+	return w + 1;
+}
+
+/* Whether (k0, k1) is in the in-run set (hash_add's probe sequence; the
+ * set never loses an entry, so an empty slot ends the search). */
+static int hash_has(struct stint_global *g, uint64_t k0, uint64_t k1)
+{
+	uint64_t h = mix(k0, k1);
+	for (uint32_t i = 0; i < HASH_PROBES; i++) {
+		const uint64_t *e = &g->hash[2 * ((h + i) & (HASH_SLOTS - 1))];
+		uint64_t e0 = __atomic_load_n(&e[0], __ATOMIC_ACQUIRE);
+		if (e0 == 0)
+			return 0;
+		if (e0 == k0 && __atomic_load_n(&e[1], __ATOMIC_ACQUIRE) == k1)
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether one of the n ret probes l of m has recorded the return to
+ * module-relative ret: in this run, or in the log. */
+static int ret_seen(struct stint_global *g, const struct stint_module *m, uint64_t base, const uint32_t *l, uint32_t n, uint64_t ret)
+{
+	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
+	int logged = g->log_on && g->logset_n && m->build_id_len;
+	uint64_t bid = logged && m->module_id < MAX_MODULES ? g->modules[m->module_id].bidhash : 0;
+	for (uint32_t k = 0; k < n; k++) {
+		if (l[k] >= m->nprobes)
+			continue;
+		const struct stint_probe *r = &pr[l[k]];
+		if (__atomic_load_n(&r->state, __ATOMIC_RELAXED) && probe_cached(r, base + ret))
+			return 1;
+		if (hash_has(g, (uint64_t)r, base + ret))
+			return 1;
+		uint64_t k0, k1;
+		if (logged) {
+			logkey(bid, r->src, r->kind, bid, ret, &k0, &k1);
+			if (logset_has(g, k0, k1))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+#define RET_READEES_MAX 8
+
+/* Give the first nheld readees of reader idx their states back. */
+static void ret_release_readees(const struct stint_module *m, struct sw_mod *s, uint32_t idx, const uint8_t *held, uint32_t nheld)
+{
+	uint32_t n;
+	const struct stint_read *rd = sw_pairs(m, idx, 0, &n);
+	for (uint32_t k = 0; k < nheld && k < n; k++)
+		__atomic_store_n(&s->state[rd[k].read], held[k], __ATOMIC_RELEASE);
+}
+
+/* Reader idx of m is about to be switched on by a program thread: hold
+ * each patch it reads in SW_BUSY, from a state in which it is patched
+ * (held[] keeps the states to go back to). The period thread switches a
+ * readee off only from SW_ON or SW_PEND (to SW_NEXT, after finding its
+ * readers off: sw_readees), so while the readees are held it cannot
+ * take them away under the reader; a reader it finds SW_BUSY counts as
+ * on, so it waits for its next pass. 0 (nothing held) if a readee is
+ * off, busy, or about to change. */
+static int ret_hold_readees(const struct stint_module *m, struct sw_mod *s, uint32_t idx, uint8_t *held, uint32_t *nheld)
+{
+	uint32_t n;
+	const struct stint_read *rd = sw_pairs(m, idx, 0, &n);
+	*nheld = 0;
+	if (!n || n > RET_READEES_MAX)
+		return 0;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t r = rd[k].read;
+		uint8_t st = r < m->npatches ? __atomic_load_n(&s->state[r], __ATOMIC_ACQUIRE) : SW_DEAD;
+		int ok = (st == SW_ON || st == SW_PEND || (st == SW_COLD && !sw_is_orig(m, r))) &&
+			 __atomic_compare_exchange_n(&s->state[r], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		if (!ok) {
+			ret_release_readees(m, s, idx, held, k);
+			return 0;
+		}
+		held[k] = st;
+		*nheld = k + 1;
+	}
+	return 1;
+}
+
+/* Switch the n ret sites l of m on where this thread may (plain
+ * switchable sites off now). Returns how many of them are on after it. */
+static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, const uint32_t *l, uint32_t n)
+{
+	const struct stint_probe *pr = (const struct stint_probe *)(m->base + m->probes_vaddr);
+	const struct stint_patch *pts = (const struct stint_patch *)(m->base + m->patches_vaddr);
+	uint32_t on = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		if (l[k] >= m->nprobes)
+			continue;
+		uint32_t idx = pr[l[k]].patch;
+		struct sw_mod *s = sw_of(g, m, idx);
+		if (!s)
+			continue;
+		const struct stint_patch *pt = &pts[idx];
+		uint8_t st = __atomic_load_n(&s->state[idx], __ATOMIC_ACQUIRE);
+		if (st == SW_COLD || st == SW_ON || st == SW_PEND) {
+			on++;
+			continue;
+		}
+		if (st != SW_OFF || (pt->flags & (STINT_PATCH_SYNC | STINT_PATCH_READ)))
+			continue;
+		uint32_t ei = __atomic_load_n(&s->eidx[idx], __ATOMIC_ACQUIRE);
+		if (!ei || !__atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		uint8_t held[RET_READEES_MAX];
+		uint32_t nheld = 0;
+		if ((pt->flags & STINT_PATCH_READER) && !ret_hold_readees(m, s, idx, held, &nheld)) {
+			__atomic_store_n(&s->state[idx], SW_OFF, __ATOMIC_RELEASE);
+			continue;
+		}
+		sw_write(pt, &s->e[ei - 1], 1);
+		__atomic_store_n(&s->state[idx], SW_ON, __ATOMIC_RELEASE);
+		if (pt->flags & STINT_PATCH_READER)
+			ret_release_readees(m, s, idx, held, nheld);
+		sw_count_on(g, 1);
+		__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
+		on++;
+	}
+	return on;
+}
+
+/* Direct call probe p of m recorded its call now: if its return is not
+ * recorded yet, switch the callee's ret sites on for it. */
+static void ret_expect(struct stint_global *g, struct stint_module *m, const struct stint_probe *p)
+{
+	uint32_t n;
+	uint64_t ret;
+	const uint32_t *l = call_rets(m, m->base, p, &n, &ret);
+	if (l && !ret_seen(g, m, m->base, l, n, ret))
+		ret_switch_on(g, m, l, n);
+}
+
+/* At load: whether logged direct call p of m should stay patched until
+ * its return is recorded (PROBE_RETWATCH). */
+static int ret_pending(struct stint_global *g, struct stint_module *m, uint64_t base, const struct stint_probe *p)
+{
+	uint32_t n;
+	uint64_t ret;
+	const uint32_t *l = call_rets(m, base, p, &n, &ret);
+	return l && !ret_seen(g, m, base, l, n, ret);
+}
+
+/* A run of watched call p (PROBE_RETWATCH): switch its callee's ret
+ * sites on until its return is recorded, then retire it as the log would
+ * have at load. */
+static void ret_watched(struct stint_global *g, struct stint_module *m, struct stint_probe *p)
+{
+	uint32_t n;
+	uint64_t ret;
+	const uint32_t *l = call_rets(m, m->base, p, &n, &ret);
+	uint8_t *c = &p->pad0[0];
+	if (l && *c < RET_WATCH_MAX && !ret_seen(g, m, m->base, l, n, ret)) {
+		*c = (uint8_t)(*c + 1); /* racy counts are fine: a bound */
+		if (ret_switch_on(g, m, l, n))
+			return;
+	}
+	uint8_t w = PROBE_RETWATCH;
+	if (!__atomic_compare_exchange_n(&p->state, &w, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	retarget(m->base, p);
+	patch_done(m, m->base, p->patch, 0);
+}
