@@ -90,10 +90,19 @@ func (f *elfFile) execRegions() []region {
 	out = out[:w]
 	sort.Slice(out, func(i, j int) bool { return out[i].lo < out[j].lo })
 	// Drop overlaps (hostile section tables).
-	w = 0
+	return dropOverlaps(out, func(r region) (uint64, uint64) { return r.lo, r.hi })
+}
+
+// dropOverlaps keeps, of ranges sorted by start, each one that starts at
+// or after the end of the last one kept.
+func dropOverlaps[T any](out []T, span func(T) (lo, hi uint64)) []T {
+	w := 0
 	for _, r := range out {
-		if w > 0 && r.lo < out[w-1].hi {
-			continue
+		lo, _ := span(r)
+		if w > 0 {
+			if _, hi := span(out[w-1]); lo < hi {
+				continue
+			}
 		}
 		out[w] = r
 		w++

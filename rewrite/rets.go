@@ -50,15 +50,7 @@ func (f *elfFile) fdeRanges() []fdeRange {
 		}
 	}
 	slices.SortFunc(out, func(a, b fdeRange) int { return cmp.Compare(a.lo, b.lo) })
-	k := 0
-	for _, r := range out {
-		if k > 0 && r.lo < out[k-1].hi {
-			continue
-		}
-		out[k] = r
-		k++
-	}
-	return out[:k]
+	return dropOverlaps(out, func(r fdeRange) (uint64, uint64) { return r.lo, r.hi })
 }
 
 // fdeOf returns the range holding a, or false.
