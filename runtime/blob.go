@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "2ed0c04649951c732bb0ca17f000022a251cf25c25e87ce7e54b0abffb3e16e4"
+const BlobSHA256 = "f46b9284564188d771c2dfc1f66dca1f4cf84ca22547cee01aab9844c7be8728"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -407,7 +407,7 @@ static void sw_closed_call(struct stint_global *g, struct stint_module *m, struc
 	 * the budget is zero: QoS wants the program left alone) */
 	uint64_t owed = __atomic_load_n(&g->late_tsc, __ATOMIC_RELAXED) + __atomic_load_n(&g->sw_lazy_tsc, __ATOMIC_RELAXED);
 	int r = owed < __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED) / 2 ? record_probe(g, m, p, v, rs) : 0;
-	if (r && p->rets && g->rets_on)
+	if (r)
 		ret_expect(g, m, p); /* its callee's return, which comes next (rets.c) */
 	uint64_t t1 = rdtsc();
 	/* A site that recorded is listed as an ordinary warm site (not

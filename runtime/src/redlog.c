@@ -373,7 +373,8 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 		logkey(bid, p->src, p->kind, bid, p->dst, &k0, &k1);
 		if (!logset_has(g, k0, k1))
 			continue;
-		if (p->rets && g->budget_on && g->sw_on && g->rets_on && ret_pending(g, m, base, p)) {
+		uint32_t n;
+		if (g->budget_on && g->sw_on && ret_pending(g, m, base, p, &n)) {
 			/* its return is still to see: keep it (rets.c) */
 			p->state = PROBE_RETWATCH;
 			continue;

@@ -131,6 +131,16 @@ static int ret_hold_readees(const struct stint_module *m, struct sw_mod *s, uint
 	return 1;
 }
 
+/* The ret probe list of direct call probe p of m (n of them) when its
+ * return is still to see: it has a list, STINT_RETS allows, and none of
+ * them has recorded the return, in this run or in the log; else 0. */
+static const uint32_t *ret_pending(struct stint_global *g, const struct stint_module *m, uint64_t base, const struct stint_probe *p, uint32_t *n)
+{
+	uint64_t ret;
+	const uint32_t *l = g->rets_on && p->rets ? call_rets(m, base, p, n, &ret) : 0;
+	return l && !ret_seen(g, m, base, l, *n, ret) ? l : 0;
+}
+
 /* Switch the n ret sites l of m on where this thread may (plain
  * switchable sites off now). Returns how many of them are on after it. */
 static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, const uint32_t *l, uint32_t n)
@@ -173,25 +183,14 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 	return on;
 }
 
-/* Direct call probe p of m recorded its call now: if its return is not
- * recorded yet, switch the callee's ret sites on for it. */
+/* Probe p of m recorded now: if it is a direct call whose return is
+ * still to see, switch the callee's ret sites on for it. */
 static void ret_expect(struct stint_global *g, struct stint_module *m, const struct stint_probe *p)
 {
 	uint32_t n;
-	uint64_t ret;
-	const uint32_t *l = call_rets(m, m->base, p, &n, &ret);
-	if (l && !ret_seen(g, m, m->base, l, n, ret))
+	const uint32_t *l = ret_pending(g, m, m->base, p, &n);
+	if (l)
 		ret_switch_on(g, m, l, n);
-}
-
-/* At load: whether logged direct call p of m should stay patched until
- * its return is recorded (PROBE_RETWATCH). */
-static int ret_pending(struct stint_global *g, struct stint_module *m, uint64_t base, const struct stint_probe *p)
-{
-	uint32_t n;
-	uint64_t ret;
-	const uint32_t *l = call_rets(m, base, p, &n, &ret);
-	return l && !ret_seen(g, m, base, l, n, ret);
 }
 
 /* A run of watched call p (PROBE_RETWATCH): switch its callee's ret
@@ -200,10 +199,9 @@ static int ret_pending(struct stint_global *g, struct stint_module *m, uint64_t 
 static void ret_watched(struct stint_global *g, struct stint_module *m, struct stint_probe *p)
 {
 	uint32_t n;
-	uint64_t ret;
-	const uint32_t *l = call_rets(m, m->base, p, &n, &ret);
 	uint8_t *c = &p->pad0[0];
-	if (l && *c < RET_WATCH_MAX && !ret_seen(g, m, m->base, l, n, ret)) {
+	const uint32_t *l = *c < RET_WATCH_MAX ? ret_pending(g, m, m->base, p, &n) : 0;
+	if (l) {
 		*c = (uint8_t)(*c + 1); /* racy counts are fine: a bound */
 		if (ret_switch_on(g, m, l, n))
 			return;

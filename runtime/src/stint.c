@@ -1649,7 +1649,7 @@ static int probe_cached(const struct stint_probe *p, uint64_t v)
 
 /* rets.c: a call's return still to see. */
 static void ret_expect(struct stint_global *g, struct stint_module *m, const struct stint_probe *p);
-static int ret_pending(struct stint_global *g, struct stint_module *m, uint64_t base, const struct stint_probe *p);
+static const uint32_t *ret_pending(struct stint_global *g, const struct stint_module *m, uint64_t base, const struct stint_probe *p, uint32_t *n);
 static void ret_watched(struct stint_global *g, struct stint_module *m, struct stint_probe *p);
 
 /* switch.c: the off-switch; budget.c: the time budget and the period
@@ -1838,7 +1838,7 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 	}
 	int r = record_probe(g, m, p, v, rs);
 	if (g->sw_on && (rs & RS_PATCHING)) {
-		if (r && p->rets && g->rets_on)
+		if (r)
 			ret_expect(g, m, p);
 		sw_after_record(g, m, p, r);
 	}
