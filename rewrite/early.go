@@ -1,9 +1,7 @@
 package rewrite
 
 import (
-	"bytes"
 	"debug/elf"
-	"encoding/binary"
 
 	"github.com/stint-project/stint/rewrite/place"
 )
@@ -28,34 +26,19 @@ import (
 // module's initializer.
 func (f *elfFile) earlyEntries() []uint64 {
 	var out []uint64
-	ef, err := elf.NewFile(bytes.NewReader(f.data))
-	if err != nil {
-		return nil
-	}
-	defer ef.Close()
-	if syms, err := ef.DynamicSymbols(); err == nil {
-		for _, s := range syms {
-			if s.Value == 0 || s.Section == elf.SHN_UNDEF {
-				continue
-			}
-			if elf.ST_TYPE(s.Info) == elf.STT_GNU_IFUNC || s.Name == "__libc_early_init" {
-				out = append(out, s.Value)
-			}
-		}
-	}
-	for i := range f.sects {
-		s := &f.sects[i]
-		if s.Type != elf.SHT_RELA || s.Entsize != 24 {
+	for _, s := range f.dynSymbols() {
+		if s.Value == 0 || s.Section == elf.SHN_UNDEF {
 			continue
 		}
-		d := f.sectData(s)
-		for o := 0; o+24 <= len(d); o += 24 {
-			info := binary.LittleEndian.Uint64(d[o+8:])
-			if elf.R_X86_64(info&0xffffffff) == elf.R_X86_64_IRELATIVE {
-				out = append(out, binary.LittleEndian.Uint64(d[o+16:]))
-			}
+		if elf.ST_TYPE(s.Info) == elf.STT_GNU_IFUNC || s.Name == "__libc_early_init" {
+			out = append(out, s.Value)
 		}
 	}
+	f.relas(func(_ uint64, t elf.R_X86_64, _ uint32, addend uint64) {
+		if t == elf.R_X86_64_IRELATIVE {
+			out = append(out, addend)
+		}
+	})
 	return out
 }
 

@@ -380,3 +380,31 @@ func (f *elfFile) buildID() []byte {
 	}
 	return nil
 }
+
+// dynSymbols returns the dynamic symbols as debug/elf reads them (the
+// null symbol dropped: index k of the table is element k-1), or nil.
+func (f *elfFile) dynSymbols() []elf.Symbol {
+	ef, err := elf.NewFile(bytes.NewReader(f.data))
+	if err != nil {
+		return nil
+	}
+	defer ef.Close()
+	syms, _ := ef.DynamicSymbols()
+	return syms
+}
+
+// relas calls fn with each entry of every SHT_RELA section: where it
+// applies, its type, its symbol index and its addend.
+func (f *elfFile) relas(fn func(off uint64, t elf.R_X86_64, sym uint32, addend uint64)) {
+	for i := range f.sects {
+		s := &f.sects[i]
+		if s.Type != elf.SHT_RELA || s.Entsize != 24 {
+			continue
+		}
+		d := f.sectData(s)
+		for o := 0; o+24 <= len(d); o += 24 {
+			info := le.Uint64(d[o+8:])
+			fn(le.Uint64(d[o:]), elf.R_X86_64(info&0xffffffff), uint32(info>>32), le.Uint64(d[o+16:]))
+		}
+	}
+}

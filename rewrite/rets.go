@@ -66,34 +66,17 @@ func fdeOf(fdes []fdeRange, a uint64) (fdeRange, bool) {
 // before it) whose slot's JUMP_SLOT relocation names a function the
 // module defines to that function (GLOB_DAT: the .plt.got stubs).
 func (rw *rewriter) pltCallees() map[uint64]uint64 {
-	ef, err := elf.NewFile(bytes.NewReader(rw.f.data))
-	if err != nil {
-		return nil
-	}
-	defer ef.Close()
-	syms, err := ef.DynamicSymbols()
-	if err != nil {
-		return nil
-	}
+	syms := rw.f.dynSymbols()
 	slot := map[uint64]uint64{} // GOT slot -> function
-	for i := range rw.f.sects {
-		s := &rw.f.sects[i]
-		if s.Type != elf.SHT_RELA || s.Entsize != 24 {
-			continue
+	rw.f.relas(func(off uint64, t elf.R_X86_64, k uint32, _ uint64) {
+		// k: symbol index; dynSymbols drops the null symbol
+		if t != elf.R_X86_64_JMP_SLOT && t != elf.R_X86_64_GLOB_DAT || k == 0 || int(k) > len(syms) {
+			return
 		}
-		d := rw.f.sectData(s)
-		for o := 0; o+24 <= len(d); o += 24 {
-			info := le.Uint64(d[o+8:])
-			k := info >> 32 // symbol index; DynamicSymbols drops the null symbol
-			t := elf.R_X86_64(info & 0xffffffff)
-			if t != elf.R_X86_64_JMP_SLOT && t != elf.R_X86_64_GLOB_DAT || k == 0 || k > uint64(len(syms)) {
-				continue
-			}
-			if sym := syms[k-1]; sym.Value != 0 && sym.Section != elf.SHN_UNDEF && elf.ST_TYPE(sym.Info) == elf.STT_FUNC {
-				slot[le.Uint64(d[o:])] = sym.Value
-			}
+		if sym := syms[k-1]; sym.Value != 0 && sym.Section != elf.SHN_UNDEF && elf.ST_TYPE(sym.Info) == elf.STT_FUNC {
+			slot[off] = sym.Value
 		}
-	}
+	})
 	if len(slot) == 0 {
 		return nil
 	}

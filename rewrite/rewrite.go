@@ -654,8 +654,8 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	st.Probes = nprobe
 	st.Patches = len(patchOrder)
 	retTable, retWord := rw.retLists(func(i int) int {
-		if t := rw.tramps[i]; rw.isSite[i] && (patched[i] || evicted[i]) && t != nil {
-			return t.probe0
+		if t := rw.tramps[i]; t != nil {
+			return t.probe0 // -1 unless numbered above
 		}
 		return -1
 	})
