@@ -20,12 +20,12 @@ import (
 // callee, the ret probes it may return through; the runtime switches
 // those ret sites on when a call whose return is not yet recorded runs,
 // and keeps a logged call's site patched until that return is recorded
-// (runtime/src/switch.c, ret_expect).
+// (runtime/src/rets.c).
 //
 // A callee's rets are those in its FDE's range, and those of every
-// function it reaches by a direct jump out of that range (through a PLT
-// stub too, see below) (tail calls, and
-// gcc's .cold parts, which have FDEs of their own), transitively. A
+// function it reaches by a direct jump out of that range, through a PLT
+// stub too (see below): tail calls, and gcc's .cold parts, which have
+// FDEs of their own. Transitively. A
 // callee without an FDE, or whose closure is too large, gets no list: the
 // runtime then treats its calls as before. An indirect tail call is not
 // followed; its target's rets are simply not in the list.
