@@ -109,8 +109,12 @@ type Stats struct {
 	SwitchableRead int `json:"switchable_read"`
 	// CallRets counts the direct calls whose probes carry the list of
 	// their callee's ret probes (STINT_MF_RETS).
-	CallRets int      `json:"call_rets"`
-	Notes    []string `json:"notes,omitempty"`
+	CallRets int `json:"call_rets"`
+	// Peeks counts the (reader, readee) pairs left out because the
+	// reader's pun reads only bytes the readee's one-store patch wrote
+	// with their own values (keepPeeks).
+	Peeks int      `json:"peeks"`
+	Notes []string `json:"notes,omitempty"`
 }
 
 // PatchedTotal returns the number of patched sites.
@@ -574,6 +578,31 @@ type patchRec struct {
 	reader     bool // its pun reads a switchable readee (STINT_PATCH_READER)
 }
 
+// keepPeeks adds to p.Reads the peeks (Planner.Peeks) that matter: a pun
+// that reads bytes its readee's patch wrote with their own values reads
+// the same whichever form that patch has, but not while the bytes are
+// being written, if a sequence writes them (the runtime's jmp-to-self,
+// for a patch that straddles a word). A patch that fits one aligned word
+// is written by one store, so a pun that only peeks at it does not
+// depend on it: neither is a reader nor a readee for it. On libsqlite3
+// those are rets whose pun reads the opcode of a following jmp rel32
+// whose patch changed only its rel32.
+func (rw *rewriter) keepPeeks(p *place.Planner, modified []*patchRec) {
+	strong := make(map[[2]int]bool, len(p.Reads))
+	for _, r := range p.Reads {
+		strong[r] = true
+	}
+	for _, r := range p.Peeks {
+		switch pr := modified[r[1]]; {
+		case strong[r]:
+		case pr != nil && !oneWord(pr.lo, pr.hi-pr.lo):
+			p.Reads = append(p.Reads, r)
+		default:
+			rw.st.Peeks++
+		}
+	}
+}
+
 func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []bool) ([]byte, error) {
 	f, c := rw.f, rw.c
 	st := rw.st
@@ -607,6 +636,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	for _, i := range p.Evicted {
 		evicted[i] = true
 	}
+	rw.keepPeeks(p, modified)
 	read := make([]bool, len(c.insts))
 	for _, r := range p.Reads {
 		read[r[1]] = true

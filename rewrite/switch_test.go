@@ -94,3 +94,25 @@ func TestPlanSwitch(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepPeeks: a peek (a pun that reads only bytes its readee's patch
+// wrote with their own values) makes no pair when one store writes the
+// readee's patch, and stays a read when the patch straddles a word (the
+// runtime's jmp-to-self sequence writes other values first); a pair that
+// is a read anyway is not added twice.
+func TestKeepPeeks(t *testing.T) {
+	rw := &rewriter{st: &Stats{}}
+	modified := []*patchRec{
+		1: {lo: 0x1005, hi: 0x1009}, // within one word
+		3: {lo: 0x100c, hi: 0x1011}, // straddles 0x1010
+		5: {lo: 0x1020, hi: 0x1025},
+	}
+	p := &place.Planner{Reads: [][2]int{{4, 5}}, Peeks: [][2]int{{0, 1}, {2, 3}, {4, 5}}}
+	rw.keepPeeks(p, modified)
+	if have, want := fmt.Sprint(p.Reads), "[[4 5] [2 3]]"; have != want {
+		t.Errorf("Reads %s, want %s", have, want)
+	}
+	if rw.st.Peeks != 1 {
+		t.Errorf("Stats.Peeks = %d, want 1", rw.st.Peeks)
+	}
+}

@@ -18,6 +18,21 @@ func Probed(path string) (*runtime.Module, []runtime.Probe, error) {
 	return moduleTable[runtime.Probe](path, func(m *runtime.Module) (uint64, uint32) { return m.ProbesVaddr, m.NProbes })
 }
 
+// RetsTable reads the ret lists of a rewritten file's direct calls
+// (STINT_MF_RETS): at a probe's Rets offset, a count and that many probe
+// indices.
+func RetsTable(path string) ([]uint32, error) {
+	_, t, err := moduleTable[uint32](path, func(m *runtime.Module) (uint64, uint32) { return m.RetsVaddr, m.NRets })
+	return t, err
+}
+
+// ReadsTable reads the (reader, read) pairs of a rewritten file's
+// switchable readees: sorted by reader, then the same pairs by read.
+func ReadsTable(path string) ([]runtime.Read, error) {
+	_, t, err := moduleTable[runtime.Read](path, func(m *runtime.Module) (uint64, uint32) { return m.ReadsVaddr, 2 * m.NReads })
+	return t, err
+}
+
 // Patched reads the patch table the rewriter left in a rewritten file.
 func Patched(path string) (*runtime.Module, []runtime.Patch, error) {
 	return moduleTable[runtime.Patch](path, func(m *runtime.Module) (uint64, uint32) { return m.PatchesVaddr, m.NPatches })

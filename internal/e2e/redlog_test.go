@@ -548,7 +548,7 @@ func TestLogRestoresAtLoad(t *testing.T) {
 	logged := eventKeys(t, first)
 
 	_, probes, patches := probesAndPatches(t, out)
-	_, reads, err := moduleTable[runtime.Read](out, func(m *runtime.Module) (uint64, uint32) { return m.ReadsVaddr, 2 * m.NReads })
+	reads, err := ReadsTable(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +558,7 @@ func TestLogRestoresAtLoad(t *testing.T) {
 		done[i] = true
 	}
 	mod := filepath.Base(out)
-	_, rets, err := moduleTable[uint32](out, func(m *runtime.Module) (uint64, uint32) { return m.RetsVaddr, m.NRets })
+	rets, err := RetsTable(out)
 	if err != nil {
 		t.Fatal(err)
 	}

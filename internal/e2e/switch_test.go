@@ -117,7 +117,7 @@ func checkReads(t *testing.T, path string, m *runtime.Module, patches []runtime.
 		}
 		return
 	}
-	_, reads, err := moduleTable[runtime.Read](path, func(m *runtime.Module) (uint64, uint32) { return m.ReadsVaddr, 2 * m.NReads })
+	reads, err := ReadsTable(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,6 +120,11 @@ type Planner struct {
 	Evicted []int    // instructions evicted (patched, not probed)
 	Tactics []Tactic // per instruction index; TacticNone if untouched
 	Reads   [][2]int // (reader, read) pairs: patch of Insts[reader] reads bytes patch of Insts[read] modified
+	// Peeks: (reader, read) pairs whose pun reads bytes of read's patch
+	// that hold their original values; Reads may hold the pair too. The
+	// reader depends on read's patch only while those bytes are being
+	// written (a sequence that passes through other values).
+	Peeks [][2]int
 
 	s *pstate // planner state, created by the first Patch
 }

@@ -105,6 +105,7 @@ type txn struct {
 	stubs   []Stub
 	touched []int
 	reads   [][2]int
+	peeks   [][2]int
 	evicted []int
 	tactics []struct {
 		i int
@@ -120,6 +121,7 @@ type pstate struct {
 	st      [][]uint8
 	written []bool // Writes has an entry for the instruction
 	reads   map[[2]int]bool
+	peeks   map[[2]int]bool
 }
 
 func (p *Planner) init() error {
@@ -151,6 +153,7 @@ func (p *Planner) init() error {
 		st:      make([][]uint8, n),
 		written: make([]bool, n),
 		reads:   map[[2]int]bool{},
+		peeks:   map[[2]int]bool{},
 	}
 	return nil
 }
@@ -258,7 +261,13 @@ func (p *Planner) lock(tx *txn, reader int, addr int64) (byte, bool) {
 	st := p.s.st[x][off]
 	tx.undo = append(tx.undo, undoRec{int32(x), uint8(off), p.s.cur[x][off], st})
 	p.s.st[x][off] = st | bLock
-	if st&bKind != bOrig && x != reader {
+	switch {
+	case st&bKind == bOrig || x == reader:
+	case p.s.cur[x][off] == p.Insts[x].Bytes[off]:
+		// A byte the patch wrote with its own value: the pun reads the
+		// same whether x is patched or not (a jmp rel32's opcode byte).
+		tx.peeks = append(tx.peeks, [2]int{reader, x})
+	default:
 		tx.reads = append(tx.reads, [2]int{reader, x})
 	}
 	return p.s.cur[x][off], true
@@ -268,8 +277,8 @@ func (p *Planner) lock(tx *txn, reader int, addr int64) (byte, bool) {
 // (a transaction ends with commit or rollback before the next begins).
 func (p *Planner) newTx() *txn {
 	t := &p.s.tx
-	t.undo, t.stubs, t.touched, t.reads, t.evicted, t.tactics =
-		t.undo[:0], t.stubs[:0], t.touched[:0], t.reads[:0], t.evicted[:0], t.tactics[:0]
+	t.undo, t.stubs, t.touched, t.reads, t.peeks, t.evicted, t.tactics =
+		t.undo[:0], t.stubs[:0], t.touched[:0], t.reads[:0], t.peeks[:0], t.evicted[:0], t.tactics[:0]
 	return t
 }
 
@@ -303,6 +312,12 @@ func (p *Planner) commit(tx *txn) {
 		if r[0] != r[1] && !p.s.reads[r] {
 			p.s.reads[r] = true
 			p.Reads = append(p.Reads, r)
+		}
+	}
+	for _, r := range tx.peeks {
+		if !p.s.peeks[r] {
+			p.s.peeks[r] = true
+			p.Peeks = append(p.Peeks, r)
 		}
 	}
 	p.Evicted = append(p.Evicted, tx.evicted...)

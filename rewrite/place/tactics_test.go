@@ -270,6 +270,43 @@ func TestOrderAndMarkSites(t *testing.T) {
 	checkInvariants(t, p)
 }
 
+// TestPeeks: a ret's pun that reads only the opcode of the jmp rel32
+// after it, whose B1 patch writes the same opcode back, peeks at that
+// patch (Planner.Peeks) without reading it (Reads); a pun that reads a
+// byte the neighbour's patch changed reads it. The code sits high enough
+// that a rel32 whose top byte is 0xe9 lands in the stub range.
+func TestPeeks(t *testing.T) {
+	const base = 0x20000000
+	p := newPlanner(stream(t, base, "c3/r", "0f 1f 00/p", "e9 00 01 00 00/r", "0f 1f 00/p"), wide...)
+	for k, err := range p.PatchAll([]int{0, 2}) {
+		if err != nil {
+			t.Fatalf("PatchAll site %d: %v", k, err)
+		}
+	}
+	if p.Tactics[0] != TacticB2 && p.Tactics[0] != TacticP {
+		t.Fatalf("site 0 got tactic %v, want a pun (B2 or P)", p.Tactics[0])
+	}
+	if !containsPair(p.Peeks, [2]int{0, 2}) || containsPair(p.Reads, [2]int{0, 2}) {
+		t.Errorf("Peeks %v, Reads %v: want (0, 2) a peek only", p.Peeks, p.Reads)
+	}
+	checkInvariants(t, p)
+
+	t.Logf("with padding: site 0 %v, site 2 %v", p.Tactics[0], p.Tactics[2])
+
+	// Without the padding the pun reads three bytes of the rel32 too.
+	p = newPlanner(stream(t, base, "c3/r", "e9 00 01 00 00/r", "0f 1f 00/p"), wide...)
+	for k, err := range p.PatchAll([]int{0, 1}) {
+		if err != nil {
+			t.Fatalf("PatchAll site %d: %v", k, err)
+		}
+	}
+	t.Logf("without: site 0 %v, site 1 %v", p.Tactics[0], p.Tactics[1])
+	if p.Tactics[0] != TacticNone && !containsPair(p.Reads, [2]int{0, 1}) {
+		t.Errorf("site 0 (%v): Reads %v lacks (0, 1)", p.Tactics[0], p.Reads)
+	}
+	checkInvariants(t, p)
+}
+
 func TestNeverTwoPatchesOnSameBytes(t *testing.T) {
 	// Dense short sites: every byte written belongs to one patch, and each
 	// instruction is patched once.
