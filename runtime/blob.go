@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f46b9284564188d771c2dfc1f66dca1f4cf84ca22547cee01aab9844c7be8728"
+const BlobSHA256 = "6df763500085d5a8b206ba45fba7341c3c0bf4b1de47fc977e3a795ea939a123"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

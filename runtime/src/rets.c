@@ -107,26 +107,55 @@ static void ret_release_readees(const struct stint_module *m, struct sw_mod *s, 
  * readee off only from SW_ON or SW_PEND (to SW_NEXT, after finding its
  * readers off: sw_readees), so while the readees are held it cannot
  * take them away under the reader; a reader it finds SW_BUSY counts as
- * on, so it waits for its next pass. 0 (nothing held) if a readee is
- * off, busy, or about to change. */
-static int ret_hold_readees(const struct stint_module *m, struct sw_mod *s, uint32_t idx, uint8_t *held, uint32_t *nheld)
+ * on, so it waits for its next pass.
+ *
+ * A readee that is off (most are instructions evicted for the reader,
+ * switched off with it at the window's end) is switched on here, as the
+ * period thread's readees' pass would: a one-store patch that reads
+ * nothing itself, written, then every core serialised (membarrier: with
+ * only this thread running, no other CPU is interrupted) before the
+ * reader's pun may read its bytes. It goes back as SW_ON, for the
+ * period thread's next switch-off to take off after its readers. 0
+ * (nothing held) if a readee is busy, about to change, or cannot be
+ * switched from here. */
+static int ret_hold_readees(struct stint_global *g, const struct stint_module *m, struct sw_mod *s, uint32_t idx, uint8_t *held, uint32_t *nheld)
 {
 	uint32_t n;
 	const struct stint_read *rd = sw_pairs(m, idx, 0, &n);
+	const struct stint_patch *pts = (const struct stint_patch *)(m->base + m->patches_vaddr);
 	*nheld = 0;
 	if (!n || n > RET_READEES_MAX)
 		return 0;
+	int wrote = 0;
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t r = rd[k].read;
 		uint8_t st = r < m->npatches ? __atomic_load_n(&s->state[r], __ATOMIC_ACQUIRE) : SW_DEAD;
-		int ok = (st == SW_ON || st == SW_PEND || (st == SW_COLD && !sw_is_orig(m, r))) &&
+		int patched = st == SW_ON || st == SW_PEND || (st == SW_COLD && !sw_is_orig(m, r));
+		uint32_t ei = 0;
+		int off = !patched && st == SW_OFF && g->sync_core &&
+			  !(pts[r].flags & (STINT_PATCH_SYNC | STINT_PATCH_READER)) &&
+			  (ei = __atomic_load_n(&s->eidx[r], __ATOMIC_ACQUIRE)) != 0;
+		int ok = (patched || off) &&
 			 __atomic_compare_exchange_n(&s->state[r], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		if (!ok) {
 			ret_release_readees(m, s, idx, held, k);
+			if (wrote)
+				sync_core(); /* the readees written are seen before anything reads them */
 			return 0;
 		}
 		held[k] = st;
 		*nheld = k + 1;
+		if (off) {
+			sw_write(&pts[r], &s->e[ei - 1], 1);
+			s->misses[r] = 0;
+			sw_count_on(g, 1);
+			held[k] = SW_ON;
+			wrote = 1;
+		}
+	}
+	if (wrote) {
+		__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see them */
+		sync_core();
 	}
 	return 1;
 }
@@ -169,7 +198,7 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 			continue;
 		uint8_t held[RET_READEES_MAX];
 		uint32_t nheld = 0;
-		if ((pt->flags & STINT_PATCH_READER) && !ret_hold_readees(m, s, idx, held, &nheld)) {
+		if ((pt->flags & STINT_PATCH_READER) && !ret_hold_readees(g, m, s, idx, held, &nheld)) {
 			__atomic_store_n(&s->state[idx], SW_OFF, __ATOMIC_RELEASE);
 			continue;
 		}
