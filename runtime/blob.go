@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "6df763500085d5a8b206ba45fba7341c3c0bf4b1de47fc977e3a795ea939a123"
+const BlobSHA256 = "8fe4ec4797627a65c90be267c88c8cb76ade250741bf3759d1bdb3e9d04e4521"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -113,8 +113,9 @@ static void ret_release_readees(const struct stint_module *m, struct sw_mod *s, 
  * switched off with it at the window's end) is switched on here, as the
  * period thread's readees' pass would: a one-store patch that reads
  * nothing itself, written, then every core serialised (membarrier: with
- * only this thread running, no other CPU is interrupted) before the
- * reader's pun may read its bytes. It goes back as SW_ON, for the
+ * only this thread running, no other CPU is interrupted; a program with
+ * several running threads pays their IPIs, within the budget's charge)
+ * before the reader's pun may read its bytes. It goes back as SW_ON, for the
  * period thread's next switch-off to take off after its readers. 0
  * (nothing held) if a readee is busy, about to change, or cannot be
  * switched from here. */
@@ -149,14 +150,13 @@ static int ret_hold_readees(struct stint_global *g, const struct stint_module *m
 			sw_write(&pts[r], &s->e[ei - 1], 1);
 			s->misses[r] = 0;
 			sw_count_on(g, 1);
+			__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
 			held[k] = SW_ON;
 			wrote = 1;
 		}
 	}
-	if (wrote) {
-		__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see them */
+	if (wrote)
 		sync_core();
-	}
 	return 1;
 }
 
