@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "8fe4ec4797627a65c90be267c88c8cb76ade250741bf3759d1bdb3e9d04e4521"
+const BlobSHA256 = "5e89c7f37b4433089ab792594ff96abed2b78be19302f06db58f0788af23df8c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -431,11 +431,56 @@ static void sw_closed_call(struct stint_global *g, struct stint_module *m, struc
 		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED);
 }
 
-/* Fold a batch's cost per site into the moving average. */
+/* Follow a rise at once and a fall slowly. */
+static uint64_t rise_fast(uint64_t est, uint64_t c)
+{
+	return c > est ? c : (7 * est + c) / 8;
+}
+
+/*
+ * Fold a batch's cost into the estimates: per site, from batches of 16
+ * sites or more (a moving average, which plans the period's switch-on,
+ * and a high mark for reserves), and besides its sites, from smaller
+ * batches, which are mostly that (the walk of the listed sites and of
+ * the readees, membarriers, the signal mask). The reserves' estimates
+ * follow a rise at once and a fall slowly: a reserve that is short is
+ * an overshoot; one that is long closes the gate a little early.
+ */
 static void sw_site_cost(struct stint_global *g, uint64_t d, uint64_t n)
 {
-	if (n >= 16)
+	if (n >= 16) {
 		g->sw_site_tsc = (7 * g->sw_site_tsc + d / n) / 8;
+		g->sw_site_hi_tsc = rise_fast(g->sw_site_hi_tsc, d / n);
+	} else {
+		g->sw_fixed_tsc = rise_fast(g->sw_fixed_tsc, d);
+	}
+}
+
+/* What a batch besides its sites costs (at least what was measured at
+ * start: the cap and three membarriers). */
+static uint64_t sw_fixed(struct stint_global *g)
+{
+	uint64_t fixed = g->charge_cap_tsc + 3 * g->sw_sync_tsc;
+	return g->sw_fixed_tsc > fixed ? g->sw_fixed_tsc : fixed;
+}
+
+/* What a batch switching n sites is kept in reserve for: a margin on the
+ * high mark per site, and the fixed part. */
+static uint64_t sw_reserve(struct stint_global *g, uint64_t n)
+{
+	uint64_t site = g->sw_site_hi_tsc > g->sw_site_tsc ? g->sw_site_hi_tsc : g->sw_site_tsc;
+	return n * site * 5 / 4 + sw_fixed(g);
+}
+
+/* What switching off the listed sites now on is kept in reserve for: a
+ * batch's fixed part even when the count of those on (an estimate) is 0
+ * (the self batch of a single-threaded program's sync sites comes with
+ * it); nothing while none was ever listed (sw_all_off runs no batch). */
+static uint64_t sw_off_reserve(struct stint_global *g)
+{
+	if (!g->sw_on || !g->sw_is_on || !__atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED))
+		return 0;
+	return sw_reserve(g, __atomic_load_n(&g->sw_listed_on, __ATOMIC_RELAXED));
 }
 
 /* Set gate word 1 of every module that has switchable sites. */
@@ -478,7 +523,7 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
 	 * decided nothing: their cost is the next period's debt, so that it
 	 * neither closes this period's gate early (the first run of new code
 	 * is what the budget is for) nor lands after its end. */
-	if (flags & (SWB_PEND_ONLY | SWB_KEEP_FRESH)) {
+	if (flags & (SWB_PEND_ONLY | SWB_KEEP_FRESH | SWB_DEBT)) {
 		__atomic_fetch_add(&g->sw_lazy_tsc, d, __ATOMIC_RELAXED);
 		charge = 0;
 	}
@@ -495,11 +540,22 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
 
 /* The period thread: switch every listed site off (at the window's end
  * not the fresh ones: see sw_call). When the budget is spent this was
- * reserved for and is charged as it runs; at a window's end it is the
- * next period's debt (sw_timed). */
+ * reserved for (budget_charge) and is charged as it runs, once a period:
+ * sites switched on after that (a call's callee's rets, rets.c; readees)
+ * were switched on by calls after the gate closed, so switching them off
+ * again is, like those calls, the next period's debt, as at a window's
+ * end (sw_timed). */
 static void sw_all_off(struct stint_global *g, int window)
 {
-	sw_timed(g, 0, window ? SWB_KEEP_FRESH : 0, 1);
+	int debt = window || g->sw_off_paid;
+	if (!window) {
+		g->sw_off_paid = 1;
+		if (!__atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED)) {
+			g->sw_is_on = 0; /* none was ever listed: nothing to switch */
+			return;
+		}
+	}
+	sw_timed(g, 0, window ? SWB_KEEP_FRESH : debt ? SWB_DEBT : 0, 1);
 	/* At a window's end fresh sites stay on, and one whose logged
 	 * outcome goes straight through its arm never calls to switch
 	 * itself off: the next spent or zero budget must still see them. */
@@ -514,7 +570,7 @@ static void sw_rearm(struct stint_global *g)
 	/* not when switching the open-ended sites on and off again would
 	 * take the budget past its end (charged as it runs, it would be an
 	 * overshoot) */
-	uint64_t cost = 2 * __atomic_load_n(&g->sw_listed_open, __ATOMIC_RELAXED) * g->sw_site_tsc + 3 * g->sw_sync_tsc;
+	uint64_t cost = 2 * sw_reserve(g, __atomic_load_n(&g->sw_listed_open, __ATOMIC_RELAXED));
 	if (__atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED) + cost + g->charge_cap_tsc > __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&g->sw_rearmed, SW_REARM_DONE, __ATOMIC_RELEASE);
 		return;
@@ -547,12 +603,10 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 	uint64_t used = __atomic_add_fetch(&g->used_tsc, d + g->call_overhead_tsc, __ATOMIC_RELAXED);
 	if (!recorded)
 		__atomic_fetch_add(&g->suppressed, 1, __ATOMIC_RELAXED);
-	/* keep what switching the listed sites off will cost, with a
-	 * margin: the per-site cost is an average (and a guess until the
-	 * first batch is measured), and a batch has a fixed cost besides */
-	uint64_t on = g->sw_is_on ? __atomic_load_n(&g->sw_listed_on, __ATOMIC_RELAXED) : 0;
-	if (on)
-		used += on * g->sw_site_tsc * 5 / 4 + g->charge_cap_tsc + 3 * g->sw_sync_tsc;
+	/* keep what switching the listed sites off will cost (sw_reserve:
+	 * a margin on the per-site high mark, a guess until the first batch
+	 * is measured, and what a batch costs besides) */
+	used += sw_off_reserve(g);
 	if (used >= __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED)) {
 		uint32_t z = 0;
 		if (__atomic_compare_exchange_n(&g->gate_closed, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
@@ -741,11 +795,25 @@ static void qos_next(struct stint_global *g, uint64_t now_mono)
 static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint64_t now_tsc, int last)
 {
 	g->sw_charged_tsc = 0;
+	g->sw_off_paid = 0;
+	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
 	if (g->sw_debt_tsc && !last) {
 		/* last period's switching after its budget was spent (sites
 		 * switching themselves off, batches of waiting sites) */
-		__atomic_fetch_add(&g->used_tsc, g->sw_debt_tsc, __ATOMIC_RELAXED);
+		uint64_t used = __atomic_add_fetch(&g->used_tsc, g->sw_debt_tsc, __ATOMIC_RELAXED);
 		g->sw_debt_tsc = 0;
+		/* A debt that leaves no budget (with what switching off the
+		 * sites now on would cost) spends the period at its start: the
+		 * gate stays closed, nothing is switched on, and what is on is
+		 * switched off as when a probe spends it. */
+		if (g->budget_ns && used + sw_off_reserve(g) >= budget) {
+			g->closed_at_tsc = now_tsc;
+			__atomic_store_n(&g->gate_closed, 1, __ATOMIC_RELEASE);
+			gates_set(g, STINT_GATE_CLOSED);
+			if (g->sw_on && g->sw_is_on)
+				sw_all_off(g, 0);
+			return;
+		}
 	}
 	if (!g->budget_ns) {
 		g->closed_at_tsc = now_tsc;
@@ -771,12 +839,14 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	/* what the last switch-on took (at first every listed site); when it
 	 * is too much, halve the guess each period, so that a later period,
 	 * when more sites have recorded all they had to, tries again */
-	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
 	uint64_t guess = g->sw_last_on ? g->sw_last_on : __atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED);
 	if (2 * guess * g->sw_site_tsc > budget / 2) {
 		g->sw_last_on = guess / 2 ? guess / 2 : 1;
 		return;
 	}
+	/* nor when the debt leaves too little to switch them on and off */
+	if (__atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED) + 2 * (guess * g->sw_site_tsc + sw_fixed(g)) > budget)
+		return;
 	g->sw_last_on = sw_timed(g, 1, 0, 1);
 	if (!g->sw_last_on)
 		g->sw_last_on = 1;
@@ -801,6 +871,11 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	/* switching not charged as it ran, except the sites' own (next period's debt) */
 	used += sw > g->sw_charged_tsc + lazy ? sw - g->sw_charged_tsc - lazy : 0;
 	g->sw_debt_tsc = lazy + __atomic_exchange_n(&g->late_tsc, 0, __ATOMIC_ACQ_REL);
+	if (last) {
+		/* no next period to pay it: the last one is charged its own */
+		used += g->sw_debt_tsc;
+		g->sw_debt_tsc = 0;
+	}
 	uint64_t suppressed = __atomic_exchange_n(&g->suppressed, 0, __ATOMIC_ACQ_REL);
 	uint64_t events = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
 	uint64_t refused = __atomic_exchange_n(&g->refused, 0, __ATOMIC_ACQ_REL);

@@ -372,8 +372,12 @@ struct stint_global {
 	uint32_t sw_has_sync;        /* a module has sync patches (without any, self mode has nothing to do) */
 	uint32_t sw_park_ok;         /* a module allows parking threads for them (STINT_MF_PARK, --switch-sync) */
 	uint64_t sw_listed_open;     /* listed open-ended sites (what a rearm switches) */
-	uint64_t sw_site_tsc;        /* what switching one site costs (moving average) */
+	uint64_t sw_site_tsc;        /* what switching one site costs (budget.c, sw_site_cost) */
 	uint64_t sw_sync_tsc;        /* what one membarrier(SYNC_CORE) costs (measured at start) */
+	uint64_t sw_fixed_tsc;       /* what a batch costs besides its sites (budget.c, sw_reserve) */
+	uint64_t sw_site_hi_tsc;     /* a high mark of sw_site_tsc, for reserves (budget.c, sw_site_cost) */
+	uint32_t sw_off_paid;        /* this period's reserved switch-off ran (budget.c, sw_all_off) */
+	uint32_t pad_off;
 	uint32_t sw_epoch;           /* switch.c, sw_barrier: the current barrier epoch */
 	uint32_t sw_synced;          /* epochs below this have been ended by a barrier */
 	uint64_t sw_listed;          /* sites listed (switch.c), all modules */

@@ -466,6 +466,7 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 			__atomic_fetch_add(&g->sw_listed_on, 1, __ATOMIC_RELAXED);
 			sw_pend_mark(s, idx);
 			sw_request(g, SW_REQ_SYNC);
+			sw_mute(m, s, (struct stint_probe *)p);
 			return 0;
 		}
 		off = dead || closed;
@@ -483,6 +484,10 @@ static int sw_call(struct stint_global *g, struct stint_module *m, const struct 
 		return 0;
 	} else if (st == SW_ON && closed && deferred) {
 		sw_pend_on(g, s, idx);
+		sw_mute(m, s, (struct stint_probe *)p);
+		return 0;
+	} else if (st == SW_PEND && closed) {
+		sw_mute(m, s, (struct stint_probe *)p); /* another arm of a waiting site */
 		return 0;
 	} else if (st == SW_ON && closed &&
 		   __atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
@@ -870,11 +875,14 @@ static void sw_self_end(struct stint_global *g, int mode, int on, int keep_fresh
 		sw_bell(g);
 }
 
-/* Self mode: probe p of a sync site called while its site should be off,
- * which the program's thread does at its next self batch. Until then send
- * the probe's arm straight through (as if recorded), so that a hot site
- * does not call on every run; the period's start sends it back to its
- * thunk (sw_take). */
+/* Probe p of a site that should be off called, and the site waits for a
+ * batch: the program's thread's next self batch (a sync site in self
+ * mode), or the period thread's next batch of SW_PEND sites (at most one
+ * a ms; a readee only after its readers). Until then send the probe's
+ * arm straight through (as if recorded), so that a hot site does not
+ * call on every run: in one sqlite3 run 62,000 calls of waiting readees
+ * in the first period, 11 ms of the next period's budget. The period's
+ * start sends it back to its thunk (sw_take). */
 static void sw_mute(struct stint_module *m, struct sw_mod *s, struct stint_probe *p)
 {
 	if (!p->arm || !p->arm_to || !p->cache || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 0)
@@ -984,6 +992,7 @@ static void sw_take(struct stint_global *g, enum sw_take_what what)
 #define SWB_OPEN_ONLY  1 /* only open-ended sites */
 #define SWB_KEEP_FRESH 2 /* not the fresh ones */
 #define SWB_PEND_ONLY  4 /* (off) only sites waiting in SW_PEND */
+#define SWB_DEBT       8 /* (budget.c, sw_timed) the next period's debt; sw_batch ignores it */
 
 static void sync_core(void)
 {
