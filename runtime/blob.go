@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "5e89c7f37b4433089ab792594ff96abed2b78be19302f06db58f0788af23df8c"
+const BlobSHA256 = "1a7e9fd0d4c4e52c668ecd111e8c3b0113f39908497602a9cc07f18d07f56df1"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -547,15 +547,16 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
  * end (sw_timed). */
 static void sw_all_off(struct stint_global *g, int window)
 {
-	int debt = window || g->sw_off_paid;
+	int flags = SWB_KEEP_FRESH;
 	if (!window) {
+		flags = g->sw_off_paid ? SWB_DEBT : 0;
 		g->sw_off_paid = 1;
 		if (!__atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED)) {
 			g->sw_is_on = 0; /* none was ever listed: nothing to switch */
 			return;
 		}
 	}
-	sw_timed(g, 0, window ? SWB_KEEP_FRESH : debt ? SWB_DEBT : 0, 1);
+	sw_timed(g, 0, flags, 1);
 	/* At a window's end fresh sites stay on, and one whose logged
 	 * outcome goes straight through its arm never calls to switch
 	 * itself off: the next spent or zero budget must still see them. */
@@ -797,25 +798,19 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	g->sw_charged_tsc = 0;
 	g->sw_off_paid = 0;
 	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
+	int spent = !g->budget_ns;
 	if (g->sw_debt_tsc && !last) {
 		/* last period's switching after its budget was spent (sites
 		 * switching themselves off, batches of waiting sites) */
 		uint64_t used = __atomic_add_fetch(&g->used_tsc, g->sw_debt_tsc, __ATOMIC_RELAXED);
 		g->sw_debt_tsc = 0;
 		/* A debt that leaves no budget (with what switching off the
-		 * sites now on would cost) spends the period at its start: the
-		 * gate stays closed, nothing is switched on, and what is on is
-		 * switched off as when a probe spends it. */
-		if (g->budget_ns && used + sw_off_reserve(g) >= budget) {
-			g->closed_at_tsc = now_tsc;
-			__atomic_store_n(&g->gate_closed, 1, __ATOMIC_RELEASE);
-			gates_set(g, STINT_GATE_CLOSED);
-			if (g->sw_on && g->sw_is_on)
-				sw_all_off(g, 0);
-			return;
-		}
+		 * sites now on would cost) spends the period at its start, as a
+		 * zero budget does: the gate stays closed, nothing is switched
+		 * on, and what is on is switched off as when a probe spends it. */
+		spent = spent || used + sw_off_reserve(g) >= budget;
 	}
-	if (!g->budget_ns) {
+	if (spent) {
 		g->closed_at_tsc = now_tsc;
 		__atomic_store_n(&g->gate_closed, 1, __ATOMIC_RELEASE);
 		gates_set(g, STINT_GATE_CLOSED);
