@@ -155,13 +155,22 @@ func ehFrameStarts(b []byte, vaddr uint64) []uint64 {
 
 // fdeRange is the code range [lo, hi) one FDE describes: a function, or
 // a part of one (gcc's .cold parts get their own).
-type fdeRange struct{ lo, hi uint64 }
+// fdeRange is an FDE's code range; lsda is set when the FDE names a
+// language-specific data area (C++ landing pads, which the unwinder
+// enters at addresses no branch names).
+type fdeRange struct {
+	lo, hi uint64
+	lsda   bool
+}
 
 // ehFrameFDEs returns the range of every FDE in an .eh_frame section at
 // vaddr, in file order. It stops quietly at the first malformed entry.
 func ehFrameFDEs(b []byte, vaddr uint64) []fdeRange {
 	var out []fdeRange
-	type cie struct{ fdeEnc uint8 }
+	type cie struct {
+		fdeEnc, lsdaEnc uint8
+		aug, lsda       bool // 'z' augmentation data in FDEs; an LSDA pointer in it
+	}
 	cies := map[int]cie{}
 	off := 0
 	for off+4 <= len(b) {
@@ -182,7 +191,7 @@ func ehFrameFDEs(b []byte, vaddr uint64) []fdeRange {
 		idAt := r.off
 		id := r.n(4)
 		if id == 0 {
-			c := cie{fdeEnc: pePtr}
+			c := cie{fdeEnc: pePtr, lsdaEnc: 0xff}
 			version := r.u8()
 			aug := r.cstr()
 			if len(aug) > 0 && aug[0] == 'z' || aug == "" {
@@ -197,6 +206,7 @@ func ehFrameFDEs(b []byte, vaddr uint64) []fdeRange {
 					r.uleb()
 				}
 				if len(aug) > 0 {
+					c.aug = true
 					r.uleb() // augmentation data length
 					for _, a := range aug[1:] {
 						switch a {
@@ -205,7 +215,8 @@ func ehFrameFDEs(b []byte, vaddr uint64) []fdeRange {
 						case 'P':
 							r.ptr(r.u8()&0x7f, 0)
 						case 'L':
-							r.u8()
+							c.lsdaEnc = r.u8()
+							c.lsda = true
 						}
 					}
 				}
@@ -218,8 +229,15 @@ func ehFrameFDEs(b []byte, vaddr uint64) []fdeRange {
 			if c, ok := cies[cieOff]; ok && id <= uint64(idAt) {
 				pc := r.ptr(c.fdeEnc&0x7f, 0)
 				n := r.ptr(c.fdeEnc&0x0f, 0) // pc_range: the same format, never relative
+				lsda := false
+				if c.aug {
+					r.uleb() // augmentation data length
+					if c.lsda && c.lsdaEnc != 0xff {
+						lsda = r.ptr(c.lsdaEnc&0x0f, 0) != 0 // its format only: a null pointer reads 0
+					}
+				}
 				if !r.bad && pc != 0 {
-					out = append(out, fdeRange{pc, pc + n})
+					out = append(out, fdeRange{lo: pc, hi: pc + n, lsda: lsda})
 				}
 			}
 		}

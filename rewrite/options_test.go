@@ -28,6 +28,8 @@ func TestOptionsCheck(t *testing.T) {
 		{"log and every", Options{Log: "l", Every: true}, "every-occurrence", ""},
 		{"context", Options{Tool: ToolCall, Context: true, Budget: "5%"}, "", "tool=call every=0 context=1 budget=5%"},
 		{"context needs call", Options{Context: true}, "needs --tool call", ""},
+		{"edges all", Options{Edges: EdgesAll}, "", "tool=branch"},
+		{"bad edges", Options{Edges: "some"}, "bad edge mode", ""},
 		{"context and log", Options{Tool: ToolCall, Context: true, Log: "l"}, "cannot be combined with a redundancy log", ""},
 	}
 	for _, tt := range tests {

@@ -64,6 +64,11 @@ type Options struct {
 	// returns and syscalls of which the log holds at least one outcome;
 	// new destinations of those are then not traced.
 	SkipSeenIndirect bool
+	// Edges says which jcc outcomes are probed at their destination
+	// instead of at the jcc (edges.go): EdgesAuto ("" too) those of jccs
+	// with one outcome in the --skip-covered log, EdgesAll every jcc's,
+	// EdgesNone none.
+	Edges string
 }
 
 // Hex is an address that marshals to JSON as a "0x..." string.
@@ -113,8 +118,15 @@ type Stats struct {
 	// Peeks counts the (reader, readee) pairs left out because the
 	// reader's pun reads only bytes the readee's one-store patch wrote
 	// with their own values (keepPeeks).
-	Peeks int      `json:"peeks"`
-	Notes []string `json:"notes,omitempty"`
+	Peeks int `json:"peeks"`
+	// EdgeProbes counts the destinations patched to record a jcc outcome
+	// there (edges.go); EdgeFailed the ones the planner could not patch
+	// (their jcc keeps that outcome's probe). Jccs with every outcome
+	// probed at its destination are not patched and count in Patched as
+	// "edge".
+	EdgeProbes int      `json:"edge_probes"`
+	EdgeFailed int      `json:"edge_failed"`
+	Notes      []string `json:"notes,omitempty"`
 }
 
 // PatchedTotal returns the number of patched sites.
@@ -279,6 +291,12 @@ type rewriter struct {
 	fini      *finiHook    // static executables: the _fini hook
 	early     map[int]bool // shared objects: instructions that run before DT_INIT (early.go)
 	stable    [][2]uint64  // stableSlot's ranges (classify)
+
+	// Edge probes (edges.go), by instruction index.
+	edgeOf  map[int]edgeSite // destination probe -> its jcc and outcome
+	edgesOf map[int][2]int   // jcc -> its destination probes (taken, not taken; -1 = none)
+	covOut  map[int][2]bool  // jcc -> outcomes the --skip-covered log holds
+	deleg   map[int][2]bool  // jcc -> outcomes with no probe at the jcc (patched destination, or covered)
 }
 
 // stableSlot reports whether the 8 bytes at link vaddr a lie where only
@@ -438,6 +456,7 @@ func (rw *rewriter) run() ([]byte, error) {
 	rw.tramps = make([]*tramp, len(c.insts))
 	rw.siteArms = make([][]int, len(c.insts))
 	var ok []int
+	rw.deleg = map[int][2]bool{}
 	for _, i := range sites {
 		in := &c.insts[i]
 		if rw.fini.reserved(i) {
@@ -473,6 +492,17 @@ func (rw *rewriter) run() ([]byte, error) {
 		rw.siteSize[i] = len(a.b)
 		ok = append(ok, i)
 	}
+	ok = rw.planEdges(ok)
+	for _, i := range ok {
+		if _, edge := rw.edgeOf[i]; edge {
+			in := &c.insts[i]
+			a := &asm{sizing: true}
+			sp := a.siteTramp(ToolBlock, in, c.kinds[i], c.targets[i], nil, 0, rw.pic)
+			rw.siteArms[i] = []int{sp[0].arm}
+			rw.isSite[i] = true
+			rw.siteSize[i] = len(a.b)
+		}
+	}
 
 	p := &place.Planner{Insts: c.insts, Space: space, Near: rw.near, ShortJumps: !rw.opts.Every && !rw.opts.Context}
 	// The planner must know every site before the first patch, or a
@@ -485,6 +515,30 @@ func (rw *rewriter) run() ([]byte, error) {
 	patched := make([]bool, len(c.insts))
 	for k := len(ok) - 1; k >= 0; k-- {
 		i := ok[k]
+		if _, edge := rw.edgeOf[i]; edge {
+			if _, err := p.Patch(i); err != nil {
+				rw.st.EdgeFailed++
+				rw.isSite[i] = false // evicted later, it is a plain relocation
+				continue
+			}
+			rw.st.EdgeProbes++
+			patched[i] = true
+			continue
+		}
+		if ds, has := rw.edgesOf[i]; has {
+			// Its destination probes lie above it, so they are decided.
+			cov := rw.covOut[i]
+			var d [2]bool
+			for o := range ds {
+				d[o] = cov[o] || ds[o] >= 0 && patched[ds[o]]
+			}
+			rw.deleg[i] = d
+			if d[0] && d[1] {
+				rw.st.Patched["edge"]++
+				rw.isSite[i] = false
+				continue
+			}
+		}
 		t, err := p.Patch(i)
 		if err != nil {
 			rw.st.fail(reasonOf(err), c.insts[i].Addr)
@@ -649,7 +703,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 			return nil, fmt.Errorf("patch of %#x modifies %d bytes", c.insts[i].Addr, pr.hi-pr.lo)
 		}
 		if patched[i] {
-			pr.nprobes = nprobes(rw.opts.Tool, c.kinds[i])
+			pr.nprobes = rw.nprobesOf(i)
 		}
 		// Padding writes (neither site nor evicted) are never executed
 		// and need no restoring.
@@ -679,7 +733,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 			return nil, fmt.Errorf("site %#x patched without a trampoline", c.insts[i].Addr)
 		}
 		t.probe0 = nprobe
-		nprobe += nprobes(rw.opts.Tool, c.kinds[i])
+		nprobe += rw.nprobesOf(i)
 	}
 	st.Probes = nprobe
 	st.Patches = len(patchOrder)
@@ -802,22 +856,53 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		if pr := modified[i]; pr != nil && pr.switchable {
 			a.gate = gateAt + gateWord1
 		}
-		if t.site {
-			if t.probe0 < 0 {
-				continue // planner asked for it but the site failed: leave int3
+		if t.site && t.probe0 >= 0 {
+			tool, src := rw.opts.Tool, in.Addr
+			e, edge := rw.edgeOf[i]
+			if edge {
+				tool, src = ToolBlock, c.insts[e.jcc].Addr
 			}
-			n := nprobes(rw.opts.Tool, c.kinds[i])
+			// The trampoline has a probe slot per outcome; an outcome
+			// with no probe here (rw.deleg) gets another probe's
+			// address in its dead thunk and an arm that goes straight on.
+			n := nprobes(tool, c.kinds[i])
+			skip := rw.deleg[i]
 			pv := make([]uint64, n)
+			var idx []int // probe index of each kept slot
 			for k := range pv {
-				pv[k] = probesAt + uint64(t.probe0+k)*probeSize
+				if k < 2 && skip[k] {
+					continue
+				}
+				idx = append(idx, t.probe0+len(idx))
+				pv[k] = probesAt + uint64(idx[len(idx)-1])*probeSize
 			}
-			sp := a.siteTramp(rw.opts.Tool, in, c.kinds[i], c.targets[i], pv, probeEntry, rw.pic)
+			if len(idx) == 0 || len(idx) != rw.nprobesOf(i) {
+				return nil, fmt.Errorf("site %#x: %d probes, want %d", in.Addr, len(idx), rw.nprobesOf(i))
+			}
+			for k := range pv {
+				if pv[k] == 0 {
+					pv[k] = probesAt + uint64(idx[0])*probeSize
+				}
+			}
+			sp := a.siteTramp(tool, in, c.kinds[i], c.targets[i], pv, probeEntry, rw.pic)
 			if a.err == nil && len(sp) != n {
 				a.err = errors.New("probe count mismatch")
 			}
+			var kept []siteProbe
 			for k, s := range sp {
-				b := probes[uint64(t.probe0+k)*probeSize:]
-				le.PutUint64(b[0:], in.Addr)
+				if k < 2 && skip[k] {
+					a.patchRel(s.arm, s.armTo)
+					continue
+				}
+				if edge {
+					s.kind = uint8(kJccTaken + e.outcome)
+				}
+				kept = append(kept, s)
+			}
+			for k, s := range kept {
+				pv[k] = probesAt + uint64(idx[k])*probeSize
+				b := probes[uint64(idx[k])*probeSize:]
+				le.PutUint64(b[0:], src)
 				if s.flags&pfSlot != 0 && !rw.stableSlot(s.dst) {
 					s.flags &^= pfSlot
 				}
@@ -845,6 +930,14 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 				continue // a failed attempt of the planner: leave int3
 			}
 			a.relocate(in, c.kinds[i], c.targets[i], rw.pic)
+			if t.site && len(a.b) <= t.size {
+				// sized as a site that ended up with no probes (a jcc
+				// its destination probes took over, an edge site that
+				// failed), then evicted
+				for len(a.b) < t.size {
+					a.emit(0xcc)
+				}
+			}
 		}
 		if a.err != nil {
 			return nil, fmt.Errorf("trampoline for %#x: %w", in.Addr, a.err)

@@ -68,7 +68,8 @@ func (rw *rewriter) planSwitch(p *place.Planner, patchOrder []int, modified []*p
 		// parkable, or without --switch-sync) must be no readee either:
 		// readees are switched with threads parked.
 		parkable := pr.lo == in.Addr && pr.hi-pr.lo >= 3 && pr.lo&15 != 15
-		self := !readee && pr.nprobes > 0 && directProbes(rw.opts.Tool, c.kinds[i])
+		_, edge := rw.edgeOf[i]
+		self := !readee && pr.nprobes > 0 && (edge || directProbes(rw.opts.Tool, c.kinds[i]))
 		pr.sync = pr.hi-pr.lo <= 16 && !readsEvicted[i] && (rw.opts.SwitchSync && parkable || self)
 		return pr.sync
 	}

@@ -327,11 +327,43 @@ func TestSkipCovered(t *testing.T) {
 			t.Errorf("site %#x is covered but still patched", s)
 		}
 	}
+	// A jcc with one outcome logged may have the other probed at its
+	// destination instead (rewrite/edges.go): such a probe must be for
+	// an outcome the log lacks, and the jcc itself then has no patch.
+	_, patches, err := Patched(skipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atPatch := map[uint64]bool{}
+	for _, pt := range patches {
+		for a := pt.Addr; a < pt.Addr+uint64(pt.Len); a++ {
+			atPatch[a] = true
+		}
+	}
+	edges := 0
+	for _, p := range left {
+		if p.Kind != 1 && p.Kind != 2 || int(p.Patch) >= len(patches) {
+			continue
+		}
+		if pt := patches[p.Patch]; p.Src >= pt.Addr && p.Src < pt.Addr+uint64(pt.Len) {
+			continue
+		}
+		edges++
+		if l.Has(bid, redlog.Entry{A: p.Src, B: p.Dst, DstMod: self, Kind: uint32(p.Kind)}) {
+			t.Errorf("edge probe for the logged outcome %#x -> %#x (kind %d)", p.Src, p.Dst, p.Kind)
+		}
+		if atPatch[p.Src] {
+			t.Errorf("jcc %#x is patched although its outcome %#x is probed at its destination", p.Src, p.Dst)
+		}
+	}
+	if st.Patched["edge"] == 0 || edges < st.Patched["edge"] {
+		t.Errorf("%d jccs handled by edge probes, %d edge probes: the half-covered jccs of spin should have some", st.Patched["edge"], edges)
+	}
 	o, e, code, err := fixtures.Run(skipped, args, traceEnv(filepath.Join(skipDir, "t")))
 	if err != nil || code != 0 || !bytes.Equal(o, nOut) || len(e) != 0 {
 		t.Errorf("skip-covered run: exit %d, %v, stdout %q (want %q), stderr %q", code, err, o, nOut, e)
 	}
-	t.Logf("%d sites, %d covered", len(sites), nCovered)
+	t.Logf("%d sites, %d covered, %d jccs probed at %d destinations", len(sites), nCovered, st.Patched["edge"], edges)
 }
 
 // TestRegionPolicies: the DIME* paper's region logs (hash, bst, merger)

@@ -1,0 +1,347 @@
+package rewrite
+
+import (
+	"debug/elf"
+	"slices"
+
+	"github.com/stint-project/stint/formats/redlog"
+	"github.com/stint-project/stint/rewrite/place"
+)
+
+// Edge probes.
+//
+// A jcc's two outcomes are usually far from equally common: the one a
+// run sees first is the common one, and the site then waits, patched, for
+// the other. Every run of the common side pays the detour (jump to the
+// trampoline and back), and outside the off-switch's windows the site is
+// switched off, so a rare outcome that happens then is missed. On
+// libsqlite3 these half-covered jccs were 76% of the executed patches'
+// native samples with --skip-covered, and most of the jcc outcomes two
+// runs missed.
+//
+// So an outcome whose destination can only be reached through it is
+// probed at the destination instead: the fall-through instruction when no
+// branch, function start or jump table names it, or a forward target
+// that only this jcc names and that nothing falls into. The destination
+// is patched like a block probe (relocated, with one direct probe that
+// records the jcc's event: its source, destination and outcome kind), so
+// it costs nothing until that outcome happens, records it whenever it
+// does, and is restored once it is recorded. The jcc keeps a probe only
+// for the outcomes left; with none left it is not patched at all.
+//
+// Reached any other way, a destination probe would record an outcome
+// that did not happen. What may reach an instruction without a direct
+// branch naming it: jump tables and computed gotos (int32 offsets from a
+// table that a rip-relative lea addresses, or absolute entries a
+// disp32(,%reg,scale) operand indexes), code pointers in data (relocation
+// addends; for a fixed-address module, any word of data, and any
+// immediate), an endbr64 (which marks exactly such targets), and C++
+// landing pads (functions with an LSDA get no edge probes). See
+// indirectTargets.
+
+// edgeSite is a destination probe: the jcc it stands for and which of
+// its outcomes (0 taken, 1 not taken).
+type edgeSite struct {
+	jcc     int
+	outcome int
+}
+
+// edgeMaxTable bounds a scanned jump table.
+const edgeMaxTable = 1 << 16
+
+// Options.Edges values.
+const (
+	EdgesAuto = "auto"
+	EdgesAll  = "all"
+	EdgesNone = "none"
+)
+
+// edgesEnabled reports whether edge probes apply to this rewrite.
+func (rw *rewriter) edgesEnabled() bool {
+	if rw.opts.Tool != ToolBranch || rw.opts.Every || rw.opts.Context {
+		return false
+	}
+	switch rw.opts.Edges {
+	case EdgesAll:
+		return true
+	case "", EdgesAuto:
+		return rw.cov != nil
+	}
+	return false
+}
+
+// planEdges picks the destination probes of the jcc sites in ok (sorted
+// instruction indices that passed the site checks) and returns ok with
+// them merged in, sorted. It fills rw.edgeOf, rw.edgesOf and, with
+// --skip-covered, rw.covOut.
+func (rw *rewriter) planEdges(ok []int) []int {
+	if !rw.edgesEnabled() {
+		return ok
+	}
+	c := rw.c
+	rw.edgeOf = map[int]edgeSite{}
+	rw.edgesOf = map[int][2]int{}
+	rw.covOut = map[int][2]bool{}
+	fdes := rw.f.fdeRanges()
+	indirect := rw.indirectTargets()
+	npred := map[uint64]int{}
+	for i, k := range c.kinds {
+		if k == kJcc || k == kJcxz || k == kJmp || k == kCall {
+			npred[c.targets[i]]++
+		}
+	}
+	isSite := make(map[int]bool, len(ok))
+	for _, i := range ok {
+		isSite[i] = true
+	}
+	usable := func(d int) bool {
+		in := &c.insts[d]
+		k := c.kinds[d]
+		if _, taken := rw.edgeOf[d]; k != kOther || isSite[d] || taken {
+			return false
+		}
+		if in.Flags&(place.InstUntouchable|place.InstPadding) != 0 || in.Flags&place.InstRelocatable == 0 {
+			return false
+		}
+		if rw.fini.reserved(d) || rw.early[d] || c.starts[in.Addr] || indirect[in.Addr] || isEndbr(in.Bytes) {
+			return false
+		}
+		return true
+	}
+	var out []int
+	for _, j := range ok {
+		k := c.kinds[j]
+		if k != kJcc && k != kJcxz {
+			continue
+		}
+		in := &c.insts[j]
+		if fr, ok := fdeOf(fdes, in.Addr); ok && fr.lsda {
+			continue
+		}
+		next := in.Addr + uint64(in.Len())
+		ds := [2]int{-1, -1}
+		var cov [2]bool
+		if rw.cov != nil {
+			has := func(kind uint32, dst uint64) bool {
+				return rw.cov.has[redlog.Entry{A: in.Addr, B: dst, DstMod: rw.cov.self, Kind: kind}]
+			}
+			cov = [2]bool{has(kJccTaken, c.targets[j]), has(kJccNotTaken, next)}
+		}
+		// Not taken: the next instruction, which nothing else names.
+		if n := j + 1; !cov[1] && n < len(c.insts) && c.insts[n].Addr == next &&
+			c.insts[n].Flags&place.InstTarget == 0 && usable(n) {
+			ds[1] = n
+		}
+		// Taken: a forward target only this jcc names, after an
+		// instruction that never falls through (padding between them is
+		// never run).
+		if t := c.targets[j]; !cov[0] && t > next && npred[t] == 1 {
+			if d := c.index(t); d > j+1 && c.insts[d].Addr == t && usable(d) && rw.noFallInto(d) {
+				ds[0] = d
+			}
+		}
+		// A short jcc that stays patched (its taken outcome has no
+		// probe elsewhere) puns into its next instruction's bytes, and a
+		// patch another's pun reads can never be restored: the probe
+		// there would stay a detour on that outcome for good.
+		if ds[1] >= 0 && in.Len() < 6 && ds[0] < 0 && !cov[0] {
+			ds[1] = -1
+		}
+		// By default only a jcc half covered by the --skip-covered log
+		// (the jcc the log says is hot on one side) gets one.
+		if rw.opts.Edges != EdgesAll && cov[0] == cov[1] {
+			continue
+		}
+		if ds[0] < 0 && ds[1] < 0 {
+			continue
+		}
+		rw.edgesOf[j] = ds
+		rw.covOut[j] = cov
+		for o, d := range ds {
+			if d >= 0 {
+				rw.edgeOf[d] = edgeSite{jcc: j, outcome: o}
+				out = append(out, d)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return ok
+	}
+	out = append(out, ok...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// noFallInto reports whether control can reach instruction d only by a
+// branch: the instruction before it (skipping padding) never falls
+// through.
+func (rw *rewriter) noFallInto(d int) bool {
+	c := rw.c
+	for p := d - 1; p >= 0; p-- {
+		if c.insts[p].Addr+uint64(c.insts[p].Len()) != c.insts[p+1].Addr {
+			return false
+		}
+		if c.insts[p].Flags&place.InstPadding != 0 {
+			continue
+		}
+		// A short one is a site whose patch puns into d's bytes; an
+		// edge probe there would cost it its tactics.
+		return c.kinds[p].isUncond() && (p < d-1 || c.insts[p].Len() >= 5)
+	}
+	return false
+}
+
+// isEndbr reports whether b is endbr64 or endbr32.
+func isEndbr(b []byte) bool {
+	for _, e := range endbr {
+		if string(b) == string(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// indirectTargets returns the instruction starts that code may reach
+// without a direct branch naming them, beyond function starts (see the
+// comment at the top of this file). It errs on the side of more: an
+// address listed here only loses its edge probe.
+func (rw *rewriter) indirectTargets() map[uint64]bool {
+	c, f := rw.c, rw.f
+	out := map[uint64]bool{}
+	isStart := func(a uint64) bool {
+		i := c.index(a)
+		return i >= 0 && c.insts[i].Addr == a && c.kinds[i] != kBad
+	}
+	inCode := func(a uint64) bool {
+		for _, r := range c.regions {
+			if a >= r.lo && a < r.hi {
+				return true
+			}
+		}
+		return false
+	}
+	// data returns the bytes of the non-executable allocated section
+	// holding a, from a on.
+	data := func(a uint64) []byte {
+		for k := range f.sects {
+			s := &f.sects[k]
+			if s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_EXECINSTR != 0 || s.Type != elf.SHT_PROGBITS {
+				continue
+			}
+			if a >= s.Addr && a < s.Addr+s.Size {
+				return f.sectData(s)[a-s.Addr:]
+			}
+		}
+		return nil
+	}
+	scanned := map[[2]uint64]bool{}
+	// table marks the entries of a table at base: width-byte entries,
+	// relative to base (rel) or absolute, up to the first that is no
+	// instruction start.
+	table := func(base uint64, width int, rel bool) {
+		if scanned[[2]uint64{base, uint64(width)}] {
+			return
+		}
+		scanned[[2]uint64{base, uint64(width)}] = true
+		b := data(base)
+		for k := 0; k < edgeMaxTable && (k+1)*width <= len(b); k++ {
+			var v uint64
+			switch {
+			case width == 8:
+				v = le.Uint64(b[k*8:])
+			case rel:
+				v = base + uint64(int64(int32(le.Uint32(b[k*4:]))))
+			default:
+				v = uint64(le.Uint32(b[k*4:]))
+			}
+			if !inCode(v) || !isStart(v) {
+				return
+			}
+			out[v] = true
+		}
+	}
+	for i := range c.insts {
+		in := &c.insts[i]
+		b := in.Bytes
+		if c.kinds[i] == kBad || len(b) < 6 {
+			continue
+		}
+		// lea disp32(%rip),%reg into data: a table of int32 offsets
+		// from its address, or of absolute words.
+		o := 0
+		for o < len(b)-1 && (b[o] == 0x66 || b[o] == 0x3e || b[o] == 0x2e) {
+			o++
+		}
+		if b[o]&0xf0 == 0x40 {
+			o++
+		}
+		if o+6 <= len(b) && b[o] == 0x8d && b[o+1]&0xc7 == 0x05 {
+			t := in.Addr + uint64(len(b)) + uint64(int64(int32(le.Uint32(b[o+2:]))))
+			if !inCode(t) {
+				table(t, 4, true)
+				table(t, 8, false)
+			}
+		}
+		// Any operand disp32(,%index,scale) with no base: an absolute
+		// table (a fixed-address module's jump table).
+		for p := 0; p+6 <= len(b); p++ {
+			if sc := b[p+1] >> 6; b[p]&0xc7 == 0x04 && b[p+1]&0x07 == 0x05 && sc >= 2 {
+				t := uint64(int64(int32(le.Uint32(b[p+2:]))))
+				if !inCode(t) && data(t) != nil {
+					table(t, 1<<sc, false)
+				}
+			}
+		}
+	}
+	// Code pointers in data: relocation addends, and for a fixed-address
+	// module every aligned word of data and every immediate.
+	f.relas(func(_ uint64, t elf.R_X86_64, _ uint32, addend uint64) {
+		if inCode(addend) {
+			out[addend] = true
+		}
+	})
+	if !rw.pic {
+		for k := range f.sects {
+			s := &f.sects[k]
+			if s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_EXECINSTR != 0 || s.Type != elf.SHT_PROGBITS {
+				continue
+			}
+			d := f.sectData(s)
+			for o := 0; o+8 <= len(d); o += 4 {
+				if v := le.Uint64(d[o:]); inCode(v) {
+					out[v] = true
+				}
+				if v := uint64(le.Uint32(d[o:])); inCode(v) {
+					out[v] = true
+				}
+			}
+		}
+		for i := range c.insts {
+			b := c.insts[i].Bytes
+			for o := 1; o+4 <= len(b); o++ {
+				if v := uint64(le.Uint32(b[o:])); inCode(v) {
+					out[v] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// nprobesOf returns how many probes instruction i's site has: an edge
+// site one, a jcc two less those its edge sites or the --skip-covered log
+// took (rw.deleg), any other site nprobes.
+func (rw *rewriter) nprobesOf(i int) int {
+	if _, ok := rw.edgeOf[i]; ok {
+		return 1
+	}
+	n := nprobes(rw.opts.Tool, rw.c.kinds[i])
+	if d, ok := rw.deleg[i]; ok {
+		for _, x := range d {
+			if x {
+				n--
+			}
+		}
+	}
+	return n
+}
