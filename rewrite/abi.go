@@ -50,6 +50,8 @@ const (
 	readSize        = runtime.ReadStructSize
 	moduleReadsOff  = 368 // offsetof(struct stint_module, reads_vaddr)
 	moduleRetsOff   = 384 // offsetof(struct stint_module, rets_vaddr)
+	moduleStubFile  = 400 // offsetof(struct stint_module, stub_file_off), then stub_file_tag
+	stubFileMagic   = runtime.StubFileMagic
 	gateWord1       = runtime.GateWord1
 	chunkReserved   = runtime.ChunkReserved
 	noPatch         = runtime.NoPatch

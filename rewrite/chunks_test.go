@@ -5,8 +5,11 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stint-project/stint/runtime"
@@ -40,10 +43,6 @@ func TestChunkTables(t *testing.T) {
 	if st.Stubs == 0 || st.Chunks == 0 {
 		t.Fatalf("no stubs (%d) or chunks (%d): the test needs punned sites", st.Stubs, st.Chunks)
 	}
-	// The file carries 16 bytes per stub, not the chunks' bytes.
-	if len(out) > 12*len(orig) {
-		t.Errorf("rewritten file is %d bytes, %d times the input", len(out), len(out)/len(orig))
-	}
 	f, err := elf.NewFile(bytes.NewReader(out))
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +65,14 @@ func TestChunkTables(t *testing.T) {
 	}
 	if mod.StubAreaSize == 0 || mod.StubAreaSize%pageSize != 0 {
 		t.Errorf("stub area size %#x", mod.StubAreaSize)
+	}
+	// Before the stub file, the file carries 16 bytes per stub, not the
+	// chunks' bytes.
+	if mod.StubFileOff == 0 || mod.StubFileOff > uint64(len(out)) {
+		t.Fatalf("stub file at %#x of %#x bytes", mod.StubFileOff, len(out))
+	}
+	if mod.StubFileOff > uint64(12*len(orig)) {
+		t.Errorf("rewritten file is %d bytes before its stub area, %d times the input", mod.StubFileOff, mod.StubFileOff/uint64(len(orig)))
 	}
 
 	chunks := make([]runtime.Chunk, mod.NChunks)
@@ -130,6 +137,126 @@ func TestChunkTables(t *testing.T) {
 		}
 		if !mapped {
 			t.Fatalf("stub %d at area offset %#x: no chunk maps it where it reaches the trampolines", k, s.Off)
+		}
+	}
+
+	// The stub file: a header page, then the area as the runtime builds
+	// it from the stub list (stubs_fill): pages holding a stub are int3
+	// with the stubs' jmps, every other page is zero (a hole on disk).
+	var hdr runtime.StubFile
+	if err := binary.Read(bytes.NewReader(out[mod.StubFileOff:]), le, &hdr); err != nil {
+		t.Fatal(err)
+	}
+	if mod.StubFileOff%pageSize != 0 || hdr.Magic != runtime.StubFileMagic || hdr.Tag != mod.StubFileTag || hdr.Tag == 0 ||
+		hdr.AreaSize != mod.StubAreaSize || hdr.NStubs != uint64(mod.NStubs) {
+		t.Fatalf("stub file at %#x: header %+v, module tag %#x area %#x stubs %d", mod.StubFileOff, hdr, mod.StubFileTag, mod.StubAreaSize, mod.NStubs)
+	}
+	area := out[mod.StubFileOff+pageSize:]
+	if uint64(len(area)) != mod.StubAreaSize {
+		t.Fatalf("stub area is %#x bytes to the end of the file, module says %#x", len(area), mod.StubAreaSize)
+	}
+	want := make([]byte, len(area))
+	for _, s := range stubs {
+		for pg := s.Off / pageSize; pg <= (s.Off+4)/pageSize; pg++ {
+			if want[pg*pageSize] == 0 {
+				copy(want[pg*pageSize:(pg+1)*pageSize], bytes.Repeat([]byte{0xcc}, pageSize))
+			}
+		}
+	}
+	for _, s := range stubs {
+		copy(want[s.Off:], s.Code[:5])
+	}
+	if !bytes.Equal(area, want) {
+		for pg := 0; pg < len(area); pg += pageSize {
+			if !bytes.Equal(area[pg:pg+pageSize], want[pg:pg+pageSize]) {
+				t.Fatalf("stub area page at %#x differs from the stub list's", pg)
+			}
+		}
+	}
+	pages := 0
+	for pg := 0; pg < len(area); pg += pageSize {
+		if area[pg] != 0 {
+			pages++
+		}
+	}
+	if pages != st.StubPages {
+		t.Errorf("%d pages of the stub area hold stubs, stats say %d", pages, st.StubPages)
+	}
+}
+
+// TestRunStubFile runs a rewritten cat on its own /proc/self/maps: its
+// chunks are mapped from its file's stub area (no memfd); with the test
+// hook, with the stub area cut off the file, or with a stub area that is
+// not the module's (a wrong tag), they come from a memfd, and cat still
+// behaves as the original.
+func TestRunStubFile(t *testing.T) {
+	cat := needTool(t, "cat")
+	dir := t.TempDir()
+	rw := filepath.Join(dir, "cat")
+	if _, err := RewriteFile(cat, rw, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(rw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mod runtime.Module
+	if err := binary.Read(bytes.NewReader((&image{f, out}).at(t, f.Section(".stint.data").Addr, runtime.ModuleStructSize)), binary.LittleEndian, &mod); err != nil {
+		t.Fatal(err)
+	}
+	if mod.NChunks == 0 || mod.StubFileOff == 0 {
+		t.Fatalf("cat rewritten with %d chunks, stub file at %#x: nothing to test", mod.NChunks, mod.StubFileOff)
+	}
+	// Variants of the file: cut before its stub area, and with the
+	// area's header tag changed.
+	cut := filepath.Join(dir, "cut", "cat")
+	bad := filepath.Join(dir, "bad", "cat")
+	for path, data := range map[string][]byte{cut: out[:mod.StubFileOff], bad: slices.Concat(out[:mod.StubFileOff+8], []byte{^out[mod.StubFileOff+8]}, out[mod.StubFileOff+9:])} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteFileAtomic(path, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, path, env string
+		memfd           bool
+	}{
+		{"stub file", rw, "STINT_QUIET_RUN=1", false},
+		{"hook", rw, runtime.TestNoStubFileEnv + "=1", true},
+		{"cut", cut, "STINT_QUIET_RUN=1", true},
+		{"wrong tag", bad, "STINT_QUIET_RUN=1", true},
+	} {
+		have := runProg(t, []string{c.env, "STINT_OUT=" + t.TempDir()}, nil, c.path, "/proc/self/maps", "/etc/hostname")
+		if have.code != 0 || len(have.stderr) != 0 {
+			t.Errorf("%s: exit %d, stderr %q", c.name, have.code, have.stderr)
+			continue
+		}
+		maps := string(have.stdout)
+		memfd := strings.Contains(maps, "memfd:stint-stubs")
+		fromFile := strings.Count(maps, " "+c.path+"\n")
+		if memfd != c.memfd {
+			t.Errorf("%s: chunks mapped from a memfd: %v, want %v", c.name, memfd, c.memfd)
+		}
+		// The loader's segments, plus at least one chunk when the
+		// stub file is used.
+		loads := 0
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD {
+				loads++
+			}
+		}
+		if !c.memfd && fromFile <= loads {
+			t.Errorf("%s: %d mappings of %s, want more than its %d segments", c.name, fromFile, c.path, loads)
+		}
+		host, _ := os.ReadFile("/etc/hostname")
+		if !strings.HasSuffix(maps, string(host)) {
+			t.Errorf("%s: output does not end with /etc/hostname", c.name)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -51,7 +52,7 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if _, err = tmp.Write(data); err != nil {
+	if err = writeSparse(tmp, data); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
 	if err = tmp.Chmod(mode); err != nil {
@@ -64,4 +65,28 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil
+}
+
+// writeSparse writes data to a new, empty file, leaving its all-zero
+// pages as holes where the file system allows: the stub area a rewritten
+// file carries (see emit) is mostly pages that no stub uses.
+func writeSparse(f *os.File, data []byte) error {
+	const pg = pageSize
+	zero := make([]byte, pg)
+	for off := 0; off < len(data); {
+		end := min(off+pg, len(data))
+		if end-off == pg && bytes.Equal(data[off:end], zero) {
+			off = end
+			continue
+		}
+		run := end
+		for run < len(data) && !(run+pg <= len(data) && bytes.Equal(data[run:run+pg], zero)) {
+			run = min(run+pg, len(data))
+		}
+		if _, err := f.WriteAt(data[off:run], int64(off)); err != nil {
+			return err
+		}
+		off = run
+	}
+	return f.Truncate(int64(len(data)))
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"slices"
 	"sort"
@@ -1153,7 +1154,63 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	// Section headers.
 	out = rw.sections(out, rVaddr+noteOff, rOff+noteOff, uint64(len(noteBytes)),
 		rw.rxVaddr, rw.rxOff, rxSize, rwVaddr, rwOff, rwSize, newDyn)
-	return out, nil
+	return appendStubFile(out, rwOff, layout.SrcSize, stubs), nil
+}
+
+// appendStubFile appends the stub area, as the runtime would build it
+// from the stub list, behind a header page (struct stint_stub_file) at a
+// page-aligned offset past everything else, and points the module struct
+// (at file offset modOff) at it. The runtime then maps the chunks from the
+// file: no stub area to write at every start, and its pages are shared
+// through the page cache by every run. Pages without stubs stay zero
+// (holes on disk, see writeSparse). A file whose stub file is gone
+// (stripped) or does not match the module's tag still runs: the runtime
+// builds the area from the stub list as before.
+func appendStubFile(out []byte, modOff, area uint64, stubs []stubOut) []byte {
+	if len(stubs) == 0 || area == 0 {
+		return out
+	}
+	h := fnv.New64a()
+	var w [16]byte
+	le.PutUint64(w[:], area)
+	h.Write(w[:8])
+	for _, so := range stubs {
+		le.PutUint64(w[:], so.off)
+		copy(w[8:], so.code)
+		h.Write(w[:8+len(so.code)])
+	}
+	tag := h.Sum64() | 1 // never 0
+	at := alignUp(uint64(len(out)), pageSize)
+	total := at + pageSize + area
+	if uint64(cap(out)) < total {
+		grown := make([]byte, len(out), total)
+		copy(grown, out)
+		out = grown
+	}
+	n := len(out)
+	out = out[:total]
+	clear(out[n:])
+	hdr := out[at:]
+	le.PutUint64(hdr[0:], stubFileMagic)
+	le.PutUint64(hdr[8:], tag)
+	le.PutUint64(hdr[16:], area)
+	le.PutUint64(hdr[24:], uint64(len(stubs)))
+	a := out[at+pageSize:]
+	filled := map[uint64]bool{}
+	for _, so := range stubs {
+		for pg := so.off / pageSize; pg <= (so.off+uint64(len(so.code))-1)/pageSize; pg++ {
+			if !filled[pg] {
+				filled[pg] = true
+				for k := range uint64(pageSize) {
+					a[pg*pageSize+k] = 0xcc
+				}
+			}
+		}
+		copy(a[so.off:], so.code)
+	}
+	le.PutUint64(out[modOff+moduleStubFile:], at)
+	le.PutUint64(out[modOff+moduleStubFile+8:], tag)
+	return out
 }
 
 // fillInt3 fills b with int3 (0xcc).

@@ -10,7 +10,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 6
+const ABIVersion = 7
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -107,8 +107,13 @@ const TestFailChunkEnv = "STINT_TEST_FAIL_CHUNK"
 
 // TestNoMemfdEnv is STINT_TEST_NO_MEMFD_ENV: a test hook. With
 // STINT_TEST_NO_MEMFD=1 the runtime maps chunks as anonymous copies, as it
-// does where memfd_create is unavailable.
+// does where memfd_create is unavailable and the file has no stub area.
 const TestNoMemfdEnv = "STINT_TEST_NO_MEMFD"
+
+// TestNoStubFileEnv is STINT_TEST_NO_STUB_FILE_ENV: a test hook. With
+// STINT_TEST_NO_STUB_FILE=1 the runtime builds the stub area in a memfd
+// instead of mapping it from the module's file (ABI 7).
+const TestNoStubFileEnv = "STINT_TEST_NO_STUB_FILE"
 
 // NoPatch is STINT_NO_PATCH.
 const NoPatch uint32 = 0xffffffff
@@ -119,21 +124,22 @@ const DstModuleNone = 0xffff
 
 // Byte offsets of the blob header fields (STINT_BLOB_OFF_*).
 const (
-	BlobOffMagic      = 0
-	BlobOffVersion    = 8
-	BlobOffSize       = 12
-	BlobOffEntryExec  = 16
-	BlobOffEntryInit  = 20
-	BlobOffEntryFini  = 24
-	BlobOffProbe      = 28
-	BlobOffModuleRel  = 32
-	BlobHeaderSize    = 40
-	ModuleStructSize  = 400
-	ProbeStructSize   = 64
-	PatchStructSize   = 32
-	ChunkStructSize   = 40
-	StubStructSize    = 16
-	ModuleOptionsSize = 136 // STINT_OPTIONS_SIZE
+	BlobOffMagic       = 0
+	BlobOffVersion     = 8
+	BlobOffSize        = 12
+	BlobOffEntryExec   = 16
+	BlobOffEntryInit   = 20
+	BlobOffEntryFini   = 24
+	BlobOffProbe       = 28
+	BlobOffModuleRel   = 32
+	BlobHeaderSize     = 40
+	ModuleStructSize   = 416
+	ProbeStructSize    = 64
+	PatchStructSize    = 32
+	ChunkStructSize    = 40
+	StubStructSize     = 16
+	StubFileStructSize = 32
+	ModuleOptionsSize  = 136 // STINT_OPTIONS_SIZE
 )
 
 // BlobHeader is struct stint_blob_header.
@@ -189,7 +195,22 @@ type Module struct {
 	RetsVaddr      uint64 // uint32[NRets] (MFRets): lists of ret probes, each a count and that many probe indices
 	NRets          uint32
 	PadRt          uint32
+	StubFileOff    uint64 // ABI 7: file offset of the StubFile header and the stub area after it; 0 = none
+	StubFileTag    uint64 // ABI 7: = StubFile.Tag
 }
+
+// StubFile is struct stint_stub_file (ABI 7): the header page of the
+// stub area the rewriter stores in the module's own file, so the runtime
+// maps the chunks from it instead of writing the area at every start.
+type StubFile struct {
+	Magic    uint64
+	Tag      uint64
+	AreaSize uint64
+	NStubs   uint64
+}
+
+// StubFileMagic is STINT_STUB_FILE_MAGIC.
+const StubFileMagic uint64 = 0x425453544e495453
 
 // Read is struct stint_read: patch Reader's pun reads bytes patch Read
 // modified.

@@ -36,6 +36,10 @@ var abiStructs = []struct {
 		{"build_id", "BuildID"}, {"build_id_len", "BuildIDLen"}, {"module_id", "ModuleID"}, {"base", "Base"},
 		{"runtime_state", "RuntimeState"}, {"stubs_vaddr", "StubsVaddr"}, {"deps_vaddr", "DepsVaddr"},
 		{"stub_area_size", "StubAreaSize"}, {"nstubs", "NStubs"}, {"ndeps", "NDeps"}, {"options", "Options"}, {"trace_ends_vaddr", "TraceEndsVaddr"}, {"ntrace_ends", "NTraceEnds"}, {"pad_te", "PadTE"}, {"gate_vaddr", "GateVaddr"}, {"reads_vaddr", "ReadsVaddr"}, {"nreads", "NReads"}, {"pad_rd", "PadRd"}, {"rets_vaddr", "RetsVaddr"}, {"nrets", "NRets"}, {"pad_rt", "PadRt"},
+		{"stub_file_off", "StubFileOff"}, {"stub_file_tag", "StubFileTag"},
+	}},
+	{"stint_stub_file", reflect.TypeOf(StubFile{}), StubFileStructSize, [][2]string{
+		{"magic", "Magic"}, {"tag", "Tag"}, {"area_size", "AreaSize"}, {"nstubs", "NStubs"},
 	}},
 	{"stint_read", reflect.TypeOf(Read{}), ReadStructSize, [][2]string{{"reader", "Reader"}, {"read", "Read"}}},
 	{"stint_probe", reflect.TypeOf(Probe{}), ProbeStructSize, [][2]string{
@@ -65,7 +69,8 @@ var abiStructs = []struct {
 // abiConsts are the #defines of stint_abi.h with their Go values.
 var abiConsts = map[string]uint64{
 	"STINT_ABI_VERSION": ABIVersion, "STINT_BLOB_MAGIC": BlobMagic, "STINT_MODULE_MAGIC": ModuleMagic,
-	"STINT_K_JCC_TAKEN": uint64(KJccTaken), "STINT_K_JCC_NOT_TAKEN": uint64(KJccNotTaken),
+	"STINT_STUB_FILE_MAGIC": StubFileMagic,
+	"STINT_K_JCC_TAKEN":     uint64(KJccTaken), "STINT_K_JCC_NOT_TAKEN": uint64(KJccNotTaken),
 	"STINT_K_JMP": uint64(KJmp), "STINT_K_CALL": uint64(KCall), "STINT_K_RET": uint64(KRet),
 	"STINT_K_IND_JMP": uint64(KIndJmp), "STINT_K_IND_CALL": uint64(KIndCall),
 	"STINT_K_SYSCALL": uint64(KSyscall), "STINT_K_BLOCK": uint64(KBlock), "STINT_K_CONTEXT": uint64(KContext),
@@ -100,7 +105,7 @@ func TestABIPinned(t *testing.T) {
 		{"BlobHeader.EntryExec", unsafe.Offsetof(BlobHeader{}.EntryExec), BlobOffEntryExec},
 		{"BlobHeader.Probe", unsafe.Offsetof(BlobHeader{}.Probe), BlobOffProbe},
 		{"BlobHeader.ModuleRel", unsafe.Offsetof(BlobHeader{}.ModuleRel), BlobOffModuleRel},
-		{"sizeof Module", unsafe.Sizeof(Module{}), 400},
+		{"sizeof Module", unsafe.Sizeof(Module{}), 416},
 		{"Module.NProbes", unsafe.Offsetof(Module{}.NProbes), 20},
 		{"Module.SelfVaddr", unsafe.Offsetof(Module{}.SelfVaddr), 24},
 		{"Module.NPatches", unsafe.Offsetof(Module{}.NPatches), 64},

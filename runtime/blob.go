@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1a7e9fd0d4c4e52c668ecd111e8c3b0113f39908497602a9cc07f18d07f56df1"
+const BlobSHA256 = "5595944c18737dc2df530dc232d6479d36347cb2dce65ba2cfa3cfe1e7360f48"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

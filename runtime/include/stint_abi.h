@@ -24,7 +24,7 @@
 #define STINT_U64(x) x##ULL
 #endif
 
-#define STINT_ABI_VERSION 6
+#define STINT_ABI_VERSION 7
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -103,8 +103,12 @@
  */
 #define STINT_TEST_FAIL_CHUNK_ENV "STINT_TEST_FAIL_CHUNK"
 /* Test hook: STINT_TEST_NO_MEMFD=1 makes the runtime map chunks as it
- * does where memfd_create is unavailable (anonymous copies). */
+ * does where memfd_create is unavailable and the file has no stub area
+ * (anonymous copies). */
 #define STINT_TEST_NO_MEMFD_ENV "STINT_TEST_NO_MEMFD"
+/* Test hook: STINT_TEST_NO_STUB_FILE=1 makes the runtime build the stub
+ * area in a memfd, as for a file without one (ABI 7). */
+#define STINT_TEST_NO_STUB_FILE_ENV "STINT_TEST_NO_STUB_FILE"
 
 /* Bytes of struct stint_module.options (NUL included). */
 #define STINT_OPTIONS_SIZE 136
@@ -142,7 +146,7 @@ struct stint_blob_header {
  * ABI 2 took the last 32 bytes of options (192 -> 160 bytes) for the stub
  * list, the dependency array and the stub area size, ABI 3 another 8
  * for the gate page and ABI 4 16 for the trace ends, so the struct keeps
- * its size.
+ * its size; ABI 6 and 7 grew it.
  */
 struct stint_module {
 	uint64_t magic;          /*   0: STINT_MODULE_MAGIC */
@@ -186,7 +190,21 @@ struct stint_module {
 	                          *      followed by that many probe indices (struct stint_probe.rets) */
 	uint32_t nrets;          /* 392: words */
 	uint32_t pad_rt;         /* 396 */
-};                           /* 400 */
+	uint64_t stub_file_off;  /* 400: ABI 7: file offset of the stub file (struct stint_stub_file, then the
+	                          *      stub area's stub_area_size bytes) in the module's own file; 0 = none:
+	                          *      the runtime builds the area from the stub list */
+	uint64_t stub_file_tag;  /* 408: ABI 7: the stub file's tag, so a file rewritten again is not used */
+};                           /* 416 */
+
+/* ABI 7: the header of the stub area stored in the module's file, a page
+ * of its own at stub_file_off (page aligned); the area follows it. */
+#define STINT_STUB_FILE_MAGIC 0x425453544e495453ULL /* "STINTSTB" */
+struct stint_stub_file {
+	uint64_t magic;     /* STINT_STUB_FILE_MAGIC */
+	uint64_t tag;       /* = stint_module.stub_file_tag */
+	uint64_t area_size; /* = stint_module.stub_area_size */
+	uint64_t nstubs;    /* = stint_module.nstubs */
+};
 
 /* A pun's dependency between two switchable patches (ABI 6): patch
  * `reader`'s jump reads bytes that patch `read` modified. */

@@ -5,9 +5,10 @@
  * helpers, errno_name, env_get and stint_abi.h from there).
  *
  * The module carries a list of stubs (offset in the stub area, 5 bytes of
- * code) instead of the chunks' bytes. We build the stub area once in a
- * memfd and map every chunk from it at the chunk's address, so chunks that
- * overlap in the area share physical pages. A chunk that cannot be mapped
+ * code) instead of the chunks' bytes, and since ABI 7 the area itself in
+ * its file. We map every chunk from the file's area at the chunk's
+ * address, or, without it, build the area once in a memfd and map from
+ * that, so chunks that overlap in the area share physical pages. A chunk that cannot be mapped
  * costs only its sites: the patches that depend on it get their original
  * bytes back and the program runs them unprobed.
  */
@@ -148,6 +149,46 @@ static uint64_t chunk_restore(struct stint_module *m, uint64_t base, const struc
 	return sites;
 }
 
+#define SYS_pread64 17
+
+/*
+ * Open the module's own file for its stub area (ABI 7): the rewriter
+ * stored the area there behind a header (struct stint_stub_file), so the
+ * chunks map the page cache's copy, shared by every run, and nothing is
+ * written at start. The file is found as /proc/self/exe for an executable
+ * and as the file mapped at the load base for a shared object; it is used
+ * only if its header carries the module's tag (a file rewritten again, or
+ * stripped, is not). Returns the fd, or -1: then the area is built in a
+ * memfd as before.
+ */
+static long stubs_file_open(const struct stint_module *m, uint64_t base, char **envp)
+{
+	const char *no = env_get(envp, STINT_TEST_NO_STUB_FILE_ENV), *nomem = env_get(envp, STINT_TEST_NO_MEMFD_ENV);
+	if ((no && no[0] == '1') || (nomem && nomem[0] == '1') || !m->stub_file_off || (m->stub_file_off & 4095) || !m->stub_file_tag)
+		return -1;
+	char path[512];
+	if (m->flags & STINT_MF_EXEC) {
+		s_memcpy(path, "/proc/self/exe", 15);
+	} else {
+		char buf[4096];
+		struct find_path_arg a = {base, path, sizeof path};
+		path[0] = 0;
+		if (!maps_scan_buf(buf, sizeof buf, find_path_cb, &a) || !path[0])
+			return -1;
+	}
+	long fd = open_ro(path);
+	if (sys_failed(fd))
+		return -1;
+	struct stint_stub_file h;
+	long r = sys_call4(SYS_pread64, fd, (long)&h, sizeof h, (long)m->stub_file_off);
+	if (r != (long)sizeof h || h.magic != STINT_STUB_FILE_MAGIC || h.tag != m->stub_file_tag ||
+	    h.area_size != m->stub_area_size || h.nstubs != m->nstubs) {
+		sys_call1(SYS_close, fd);
+		return -1;
+	}
+	return fd;
+}
+
 /*
  * Map every chunk of m. Never fails: a chunk that cannot be mapped has its
  * dependent patches restored (text must be writable: writable != 0), and
@@ -163,10 +204,20 @@ static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int w
 	uint64_t area = m->stub_area_size;
 	long fail = chunk_fail_hook(envp);
 
+	/* The area from the module's file (private: the page cache's pages),
+	 * else built in a memfd (shared: one copy for all chunks), else each
+	 * chunk anonymous and filled. */
+	long fd = stubs_file_open(m, base, envp);
+	long foff = 0, share = S_MAP_SHARED;
+	if (fd >= 0) {
+		foff = (long)m->stub_file_off + 4096;
+		share = S_MAP_PRIVATE;
+	}
 	const char *nomemfd = env_get(envp, STINT_TEST_NO_MEMFD_ENV);
-	long fd = nomemfd && nomemfd[0] == '1' ? -38 /* ENOSYS */
-					       : sys_call2(SYS_memfd_create, (long)"stint-stubs", S_MFD_CLOEXEC);
-	if (!sys_failed(fd)) {
+	if (fd < 0)
+		fd = nomemfd && nomemfd[0] == '1' ? -38 /* ENOSYS */
+						  : sys_call2(SYS_memfd_create, (long)"stint-stubs", S_MFD_CLOEXEC);
+	if (!sys_failed(fd) && !foff) {
 		long r = sys_call2(SYS_ftruncate, fd, (long)area);
 		long buf = sys_failed(r) ? r : sys_mmap(0, STUB_RUN_PAGES << 12, S_PROT_READ | S_PROT_WRITE,
 						       S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
@@ -195,7 +246,7 @@ static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int w
 		else if (c->src_off > area || c->size > area - c->src_off)
 			r = -22; /* EINVAL: a malformed table */
 		else if (fd >= 0)
-			r = sys_mmap(at, c->size, S_PROT_READ | S_PROT_EXEC, S_MAP_SHARED | fixed, (int)fd, (long)c->src_off);
+			r = sys_mmap(at, c->size, S_PROT_READ | S_PROT_EXEC, share | fixed, (int)fd, foff + (long)c->src_off);
 		else
 			r = sys_mmap(at, c->size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | fixed, -1, 0);
 		if (!sys_failed(r) && (uint64_t)r != at) {

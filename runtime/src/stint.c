@@ -634,16 +634,20 @@ static int parse_maps_line(char *line, struct maps_line *m)
  */
 typedef int (*maps_fn)(struct maps_line *m, void *arg);
 
-static int maps_scan(maps_fn fn, void *arg)
+static int maps_scan_buf(char *buf, size_t cap, maps_fn fn, void *arg);
+
+static int maps_scan(maps_fn fn, void *arg) { return maps_scan_buf(G()->scratch, SCRATCH_SIZE, fn, arg); }
+
+/* maps_scan through buf (cap bytes), for callers without the global state. */
+static int maps_scan_buf(char *buf, size_t cap, maps_fn fn, void *arg)
 {
-	char *buf = G()->scratch;
 	long fd = open_ro("/proc/self/maps");
 	if (sys_failed(fd))
 		return 0;
 	size_t have = 0;
 	int done = 0;
 	while (!done) {
-		long r = sys_call3(SYS_read, fd, (long)(buf + have), (long)(SCRATCH_SIZE - 1 - have));
+		long r = sys_call3(SYS_read, fd, (long)(buf + have), (long)(cap - 1 - have));
 		if (r <= 0)
 			break;
 		have += (size_t)r;
@@ -661,7 +665,7 @@ static int maps_scan(maps_fn fn, void *arg)
 		}
 		if (done)
 			break;
-		if (start == 0 && have == SCRATCH_SIZE - 1)
+		if (start == 0 && have == cap - 1)
 			have = 0; /* an absurdly long line: skip it */
 		else {
 			s_memcpy(buf, buf + start, have - start);
