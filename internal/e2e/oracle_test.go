@@ -78,7 +78,7 @@ func normalizeUnknown(es []edge) {
 // TestBranchTraceMatchesOracle runs each fixture's original binary under
 // the ptrace single-stepper and its rewritten binary, and requires that,
 // restricted to the probed sites, the set of (src, dst, kind) in the
-// default-mode trace equals the oracle's, and that with --every each
+// default-mode trace equals the oracle's (with and without edge probes), and that with --every each
 // thread's sequence equals one of the oracle's threads' sequences.
 func TestBranchTraceMatchesOracle(t *testing.T) {
 	if testing.Short() {
@@ -106,9 +106,13 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 					t.Fatalf("oracle: %v", err)
 				}
 				want, wantSeqs := oracleEdges(res)
-				for _, every := range []bool{false, true} {
+				// Default mode, default mode with every jcc's outcomes
+				// probed at their destinations where they can be
+				// (edge probes, rewrite/edges.go), and --every.
+				for _, opts := range []rewrite.Options{{}, {Edges: rewrite.EdgesAll}, {Every: true}} {
+					every := opts.Every
 					dir := t.TempDir()
-					out, _ := rewritten(t, bin, dir, rewrite.Options{Every: every})
+					out, _ := rewritten(t, bin, dir, opts)
 					m, probes, err := Probed(out)
 					if err != nil {
 						t.Fatal(err)
