@@ -182,8 +182,14 @@ func summary(name string, st *rewrite.Stats) string {
 			tactics = append(tactics, fmt.Sprintf("%s %d", t, n))
 		}
 	}
+	if n := st.Patched["edge"]; n > 0 {
+		tactics = append(tactics, fmt.Sprintf("jccs probed at their destinations %d", n))
+	}
 	if len(tactics) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(tactics, ", "))
+	}
+	if st.EdgeProbes > 0 || st.EdgeFailed > 0 {
+		fmt.Fprintf(&b, ", %d edge probes (%d destinations could not be patched)", st.EdgeProbes, st.EdgeFailed)
 	}
 	if n := st.Sites - st.Covered; n > 0 {
 		fmt.Fprintf(&b, " = %.2f%%", 100*float64(st.PatchedTotal())/float64(n))

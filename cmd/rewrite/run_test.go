@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stint-project/stint/rewrite"
 )
 
 func TestRunUsage(t *testing.T) {
@@ -84,5 +86,18 @@ func TestRunRewrite(t *testing.T) {
 	}
 	if _, err := os.Stat(out + "2"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("output of a failed rewrite exists: %v", err)
+	}
+}
+
+// TestSummaryEdges: the summary names the jccs left to edge probes among
+// the patched sites, and the edge probes themselves.
+func TestSummaryEdges(t *testing.T) {
+	st := &rewrite.Stats{Module: "shared", Tool: "branch", Sites: 10, Patched: map[string]int{"B1": 6, "edge": 3},
+		EdgeProbes: 4, EdgeFailed: 1, Reasons: map[string]*rewrite.Reason{}}
+	s := summary("lib.so", st)
+	for _, want := range []string{"10 sites, 9 patched (B1 6, jccs probed at their destinations 3)", "4 edge probes (1 destinations could not be patched)"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary %q lacks %q", s, want)
+		}
 	}
 }
