@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "5595944c18737dc2df530dc232d6479d36347cb2dce65ba2cfa3cfe1e7360f48"
+const BlobSHA256 = "fc35f83d3706f548fca4fadb93b863576781cf0af4f65ac51b2e40bb67ef4e02"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

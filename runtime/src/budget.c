@@ -801,14 +801,27 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	int spent = !g->budget_ns;
 	if (g->sw_debt_tsc && !last) {
 		/* last period's switching after its budget was spent (sites
-		 * switching themselves off, batches of waiting sites) */
-		uint64_t used = __atomic_add_fetch(&g->used_tsc, g->sw_debt_tsc, __ATOMIC_RELAXED);
-		g->sw_debt_tsc = 0;
-		/* A debt that leaves no budget (with what switching off the
-		 * sites now on would cost) spends the period at its start, as a
-		 * zero budget does: the gate stays closed, nothing is switched
+		 * switching themselves off, batches of waiting sites), and what
+		 * earlier periods could not pay */
+		uint64_t debt = g->sw_debt_tsc, reserve = sw_off_reserve(g), pay = debt;
+		uint64_t room = __atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED) + reserve;
+		room = budget > room ? budget - room : 0;
+		/* A debt larger than what the period can pay (keeping what
+		 * switching off the sites now on would cost) is paid up to that
+		 * and the rest carried to the next period: a period never starts
+		 * over its budget, so a burst of switching (the period thread
+		 * descheduled in mid-batch, a window's end with thousands of
+		 * sites on) closes the next periods' gates instead of showing as
+		 * one period's overshoot. Every ns is still charged. A zero
+		 * budget (QoS) pays it at once: nothing would ever pay it. */
+		if (g->budget_ns && debt > room)
+			pay = room;
+		g->sw_debt_tsc = debt - pay;
+		uint64_t used = __atomic_add_fetch(&g->used_tsc, pay, __ATOMIC_RELAXED);
+		/* A debt that leaves no budget spends the period at its start, as
+		 * a zero budget does: the gate stays closed, nothing is switched
 		 * on, and what is on is switched off as when a probe spends it. */
-		spent = spent || used + sw_off_reserve(g) >= budget;
+		spent = spent || used + reserve >= budget;
 	}
 	if (spent) {
 		g->closed_at_tsc = now_tsc;
@@ -865,7 +878,7 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t lazy = __atomic_exchange_n(&g->sw_lazy_tsc, 0, __ATOMIC_ACQ_REL);
 	/* switching not charged as it ran, except the sites' own (next period's debt) */
 	used += sw > g->sw_charged_tsc + lazy ? sw - g->sw_charged_tsc - lazy : 0;
-	g->sw_debt_tsc = lazy + __atomic_exchange_n(&g->late_tsc, 0, __ATOMIC_ACQ_REL);
+	g->sw_debt_tsc += lazy + __atomic_exchange_n(&g->late_tsc, 0, __ATOMIC_ACQ_REL); /* after a carry */
 	if (last) {
 		/* no next period to pay it: the last one is charged its own */
 		used += g->sw_debt_tsc;

@@ -356,7 +356,7 @@ struct stint_global {
 	uint64_t sw_tsc;             /* switching cost this period (batches and closed calls) */
 	uint64_t sw_charged_tsc;     /* the part of sw_tsc already in used_tsc (switching on) */
 	uint64_t sw_lazy_tsc;        /* the part of sw_tsc spent by sites switching themselves off */
-	uint64_t sw_debt_tsc;        /* last period's sw_lazy_tsc and late_tsc: charged at this period's start */
+	uint64_t sw_debt_tsc;        /* last period's sw_lazy_tsc and late_tsc, and what earlier periods carried: charged at this period's start, up to its budget */
 	uint64_t late_tsc;           /* recording by sites that called after the gate closed (sw_closed_call) */
 	uint64_t sw_pend_mono;       /* when the last batch of SW_PEND sites ended (CLOCK_MONOTONIC ns) */
 	uint64_t sw_rearm_end;       /* when this period's rearm ends (CLOCK_MONOTONIC ns), 0 = none running */
