@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "fc35f83d3706f548fca4fadb93b863576781cf0af4f65ac51b2e40bb67ef4e02"
+const BlobSHA256 = "ed12075023722d5acea291470b470eacb740161c7ada132a14681ba82bda77e9"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

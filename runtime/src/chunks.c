@@ -189,6 +189,31 @@ static long stubs_file_open(const struct stint_module *m, uint64_t base, char **
 	return fd;
 }
 
+/* The stub area built in a memfd from the stub list; -errno if that fails
+ * (then each chunk becomes an anonymous copy). */
+static long stubs_memfd(const struct stint_stub *st, uint32_t nst, uint64_t area, char **envp)
+{
+	const char *nomemfd = env_get(envp, STINT_TEST_NO_MEMFD_ENV);
+	long fd = nomemfd && nomemfd[0] == '1' ? -38 /* ENOSYS */
+					       : sys_call2(SYS_memfd_create, (long)"stint-stubs", S_MFD_CLOEXEC);
+	if (sys_failed(fd))
+		return fd;
+	long r = sys_call2(SYS_ftruncate, fd, (long)area);
+	long buf = sys_failed(r) ? r : sys_mmap(0, STUB_RUN_PAGES << 12, S_PROT_READ | S_PROT_WRITE,
+					       S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
+	if (!sys_failed(buf)) {
+		r = stubs_pwrite(fd, area, st, nst, (uint8_t *)buf);
+		sys_call2(SYS_munmap, buf, STUB_RUN_PAGES << 12);
+	} else {
+		r = buf;
+	}
+	if (sys_failed(r)) {
+		sys_call1(SYS_close, fd);
+		return r;
+	}
+	return fd;
+}
+
 /*
  * Map every chunk of m. Never fails: a chunk that cannot be mapped has its
  * dependent patches restored (text must be writable: writable != 0), and
@@ -212,25 +237,8 @@ static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int w
 	if (fd >= 0) {
 		foff = (long)m->stub_file_off + 4096;
 		share = S_MAP_PRIVATE;
-	}
-	const char *nomemfd = env_get(envp, STINT_TEST_NO_MEMFD_ENV);
-	if (fd < 0)
-		fd = nomemfd && nomemfd[0] == '1' ? -38 /* ENOSYS */
-						  : sys_call2(SYS_memfd_create, (long)"stint-stubs", S_MFD_CLOEXEC);
-	if (!sys_failed(fd) && !foff) {
-		long r = sys_call2(SYS_ftruncate, fd, (long)area);
-		long buf = sys_failed(r) ? r : sys_mmap(0, STUB_RUN_PAGES << 12, S_PROT_READ | S_PROT_WRITE,
-						       S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
-		if (!sys_failed(buf)) {
-			r = stubs_pwrite(fd, area, st, nst, (uint8_t *)buf);
-			sys_call2(SYS_munmap, buf, STUB_RUN_PAGES << 12);
-		} else {
-			r = buf;
-		}
-		if (sys_failed(r)) {
-			sys_call1(SYS_close, fd);
-			fd = -1;
-		}
+	} else {
+		fd = stubs_memfd(st, nst, area, envp);
 	}
 
 	uint32_t lost = 0;
@@ -249,6 +257,16 @@ static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int w
 			r = sys_mmap(at, c->size, S_PROT_READ | S_PROT_EXEC, share | fixed, (int)fd, foff + (long)c->src_off);
 		else
 			r = sys_mmap(at, c->size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | fixed, -1, 0);
+		if (sys_failed(r) && foff && r != -S_EEXIST && r != -22) {
+			/* the file cannot be mapped executable here (a noexec
+			 * mount, a file system without mmap): the memfd, then */
+			sys_call1(SYS_close, fd);
+			foff = 0;
+			share = S_MAP_SHARED;
+			fd = stubs_memfd(st, nst, area, envp);
+			i--;
+			continue;
+		}
 		if (!sys_failed(r) && (uint64_t)r != at) {
 			/* an old kernel ignoring MAP_FIXED_NOREPLACE */
 			sys_call2(SYS_munmap, r, (long)c->size);
