@@ -184,9 +184,10 @@ func (rw *rewriter) noFallInto(d int) bool {
 		if c.insts[p].Flags&place.InstPadding != 0 {
 			continue
 		}
-		// A short one is a site whose patch puns into d's bytes; an
-		// edge probe there would cost it its tactics.
-		return c.kinds[p].isUncond() && (p < d-1 || c.insts[p].Len() >= 5)
+		// It is a site: a jmp rel32 written over it must end before d,
+		// or its pun would read d's bytes (and d's patch could then never
+		// be restored).
+		return c.kinds[p].isUncond() && c.insts[p].Addr+5 <= c.insts[d].Addr
 	}
 	return false
 }

@@ -188,11 +188,11 @@ func summary(name string, st *rewrite.Stats) string {
 	if len(tactics) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(tactics, ", "))
 	}
-	if st.EdgeProbes > 0 || st.EdgeFailed > 0 {
-		fmt.Fprintf(&b, ", %d edge probes (%d destinations could not be patched)", st.EdgeProbes, st.EdgeFailed)
-	}
 	if n := st.Sites - st.Covered; n > 0 {
 		fmt.Fprintf(&b, " = %.2f%%", 100*float64(st.PatchedTotal())/float64(n))
+	}
+	if st.EdgeProbes > 0 || st.EdgeFailed > 0 {
+		fmt.Fprintf(&b, ", %d edge probes (%d destinations could not be patched)", st.EdgeProbes, st.EdgeFailed)
 	}
 	if st.Covered > 0 {
 		fmt.Fprintf(&b, ", %d covered by the log (left unpatched)", st.Covered)
