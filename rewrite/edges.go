@@ -160,6 +160,9 @@ func (rw *rewriter) planEdges(ok []int) []int {
 		for o, d := range ds {
 			if d >= 0 {
 				rw.edgeOf[d] = edgeSite{jcc: j, outcome: o}
+				// Once its outcome is recorded it must be undone for
+				// good: no other patch may come to depend on it.
+				c.insts[d].Flags |= place.InstNoRead
 				out = append(out, d)
 			}
 		}

@@ -36,6 +36,10 @@ const (
 	// InstRelocatable: the container can execute this instruction from a
 	// trampoline (it knows how to relocate it), so it may be evicted.
 	InstRelocatable
+	// InstNoRead: no other patch may depend on the bytes this
+	// instruction's patch modifies (read them through a pun, or land a
+	// T3 jump in them), so that the patch can always be undone alone.
+	InstNoRead
 )
 
 // Inst is one decoded instruction, in address order in Planner.Insts.

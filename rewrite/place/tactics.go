@@ -300,7 +300,16 @@ func (p *Planner) setTactic(tx *txn, i int, t Tactic) {
 	}{i, t})
 }
 
-func (p *Planner) commit(tx *txn) {
+// commit makes tx's changes part of the plan, or, if they make a patch
+// depend on an InstNoRead instruction's patch, rolls them back and
+// returns false.
+func (p *Planner) commit(tx *txn) bool {
+	for _, r := range tx.reads {
+		if r[0] != r[1] && p.Insts[r[1]].Flags&InstNoRead != 0 {
+			p.rollback(tx)
+			return false
+		}
+	}
 	for _, x := range tx.touched {
 		if !p.s.written[x] {
 			p.s.written[x] = true
@@ -324,6 +333,7 @@ func (p *Planner) commit(tx *txn) {
 	for _, t := range tx.tactics {
 		p.Tactics[t.i] = t.t
 	}
+	return true
 }
 
 // reach returns the stub starts s from which jmp rel32 reaches target.
@@ -617,8 +627,10 @@ func (p *Planner) tryPun(i int, reuseOnly bool) (Tactic, bool) {
 				t = TacticB1
 			}
 			p.setTactic(tx, i, t)
-			p.commit(tx)
-			return t, true
+			if p.commit(tx) {
+				return t, true
+			}
+			continue
 		}
 		p.rollback(tx)
 	}
@@ -731,8 +743,10 @@ func (p *Planner) trySuccessor(i int) (Tactic, bool) {
 					p.setTactic(tx, j, tj)
 					tx.evicted = append(tx.evicted, j)
 				}
-				p.commit(tx)
-				return t, true
+				if p.commit(tx) {
+					return t, true
+				}
+				break // it reads an InstNoRead patch, at any address
 			}
 			p.rollback(tx)
 			break
@@ -918,8 +932,7 @@ func (p *Planner) t3fill(i int, pt int64, x int, fill bool) bool {
 		}
 	}
 	p.setTactic(tx, i, TacticT3)
-	p.commit(tx)
-	return true
+	return p.commit(tx)
 }
 
 // padReserved: the byte is padding that a short site still to be patched

@@ -9,7 +9,8 @@ import (
 )
 
 // stream builds instructions at base from "hex/flags" words: flags are
-// letters t (target), u (untouchable), p (padding), r (relocatable).
+// letters t (target), u (untouchable), p (padding), r (relocatable), n
+// (no read).
 func stream(t *testing.T, base uint64, words ...string) []Inst {
 	t.Helper()
 	var out []Inst
@@ -31,6 +32,8 @@ func stream(t *testing.T, base uint64, words ...string) []Inst {
 				f |= InstPadding
 			case 'r':
 				f |= InstRelocatable
+			case 'n':
+				f |= InstNoRead
 			}
 		}
 		out = append(out, Inst{Addr: a, Bytes: b, Flags: f})
@@ -267,6 +270,24 @@ func TestOrderAndMarkSites(t *testing.T) {
 	if !containsPair(p.Reads, [2]int{0, 1}) {
 		t.Errorf("Reads %v lacks (0, 1): site 0's pun reads site 1's jump", p.Reads)
 	}
+	checkInvariants(t, p)
+}
+
+// TestNoRead: the stream of TestOrderAndMarkSites, where site 0's pun
+// reads site 1's jump; with site 1 InstNoRead no patch may read it, so
+// site 0 gets another tactic or none, and site 1 stays restorable alone.
+func TestNoRead(t *testing.T) {
+	p := newPlanner(stream(t, codeBase, "74 05/r", "75 03/rn", "48 8b 45 f8/u", "c3/u", "90/p", "90/p", "90/p", "90/p"), wide...)
+	errs := p.PatchAll([]int{0, 1})
+	if errs[1] != nil {
+		t.Fatalf("site 1: %v", errs[1])
+	}
+	for _, r := range p.Reads {
+		if r[1] == 1 && r[0] != 1 {
+			t.Errorf("Reads %v: patch %d reads the InstNoRead patch 1", p.Reads, r[0])
+		}
+	}
+	t.Logf("site 0: %v (%v)", p.Tactics[0], errs[0])
 	checkInvariants(t, p)
 }
 
