@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,10 @@ func TestQoSController(t *testing.T) {
 }
 
 func testQoSController(t *testing.T, flags, tuning uint32, thr, max, good, bad float64) {
-	args := []string{"25000"}
+	// The run must outlast the phases below (1.1 s) on whatever machine
+	// runs the test: spin's N is scaled from a timed native run so that
+	// natively it takes about 1.6 s (the rewritten run takes no less).
+	args := []string{spinIterationsFor(t, 1600*time.Millisecond)}
 	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
 	const period = 20 * time.Millisecond
@@ -203,4 +207,21 @@ func TestQoSBadPage(t *testing.T) {
 			}
 		}
 	}
+}
+
+// spinIterationsFor returns spin's argument N for a native run of about d.
+func spinIterationsFor(t *testing.T, d time.Duration) string {
+	t.Helper()
+	const n0 = 25000
+	bin := buildSpin(t)
+	start := time.Now()
+	if _, _, _, err := fixtures.Run(bin, []string{strconv.Itoa(n0)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	n := int64(n0)
+	if took > 0 {
+		n = int64(float64(n0) * float64(d) / float64(took))
+	}
+	return strconv.FormatInt(min(max(n, n0), 20*n0), 10)
 }
