@@ -51,9 +51,9 @@ const edgeMaxTable = 1 << 16
 
 // Options.Edges values.
 const (
-	EdgesAuto = "auto"
-	EdgesAll  = "all"
-	EdgesNone = "none"
+	EdgesAll     = "all"     // every jcc ("" too)
+	EdgesCovered = "covered" // only jccs with one outcome in the --skip-covered log
+	EdgesNone    = "none"
 )
 
 // edgesEnabled reports whether edge probes apply to this rewrite.
@@ -62,9 +62,9 @@ func (rw *rewriter) edgesEnabled() bool {
 		return false
 	}
 	switch rw.opts.Edges {
-	case EdgesAll:
+	case "", EdgesAll:
 		return true
-	case "", EdgesAuto:
+	case EdgesCovered:
 		return rw.cov != nil
 	}
 	return false
@@ -147,9 +147,9 @@ func (rw *rewriter) planEdges(ok []int) []int {
 		if ds[1] >= 0 && in.Len() < 6 && ds[0] < 0 && !cov[0] {
 			ds[1] = -1
 		}
-		// By default only a jcc half covered by the --skip-covered log
-		// (the jcc the log says is hot on one side) gets one.
-		if rw.opts.Edges != EdgesAll && cov[0] == cov[1] {
+		// With EdgesCovered only a jcc half covered by the --skip-covered
+		// log (the jcc the log says is hot on one side) gets one.
+		if rw.opts.Edges == EdgesCovered && cov[0] == cov[1] {
 			continue
 		}
 		if ds[0] < 0 && ds[1] < 0 {

@@ -29,6 +29,7 @@ func TestOptionsCheck(t *testing.T) {
 		{"context", Options{Tool: ToolCall, Context: true, Budget: "5%"}, "", "tool=call every=0 context=1 budget=5%"},
 		{"context needs call", Options{Context: true}, "needs --tool call", ""},
 		{"edges all", Options{Edges: EdgesAll}, "", "tool=branch"},
+		{"edges covered", Options{Edges: EdgesCovered}, "", "tool=branch"},
 		{"bad edges", Options{Edges: "some"}, "bad edge mode", ""},
 		{"context and log", Options{Tool: ToolCall, Context: true, Log: "l"}, "cannot be combined with a redundancy log", ""},
 	}
