@@ -51,8 +51,8 @@ const edgeMaxTable = 1 << 16
 
 // Options.Edges values.
 const (
-	EdgesAll     = "all"     // every jcc ("" too)
-	EdgesCovered = "covered" // only jccs with one outcome in the --skip-covered log
+	EdgesCovered = "covered" // only jccs with one outcome in the --skip-covered log ("" too)
+	EdgesAll     = "all"     // every jcc
 	EdgesNone    = "none"
 )
 
@@ -62,9 +62,9 @@ func (rw *rewriter) edgesEnabled() bool {
 		return false
 	}
 	switch rw.opts.Edges {
-	case "", EdgesAll:
+	case EdgesAll:
 		return true
-	case EdgesCovered:
+	case "", EdgesCovered:
 		return rw.cov != nil
 	}
 	return false
@@ -149,7 +149,7 @@ func (rw *rewriter) planEdges(ok []int) []int {
 		}
 		// With EdgesCovered only a jcc half covered by the --skip-covered
 		// log (the jcc the log says is hot on one side) gets one.
-		if rw.opts.Edges == EdgesCovered && cov[0] == cov[1] {
+		if rw.opts.Edges != EdgesAll && cov[0] == cov[1] {
 			continue
 		}
 		if ds[0] < 0 && ds[1] < 0 {

@@ -66,9 +66,9 @@ type Options struct {
 	// new destinations of those are then not traced.
 	SkipSeenIndirect bool
 	// Edges says which jcc outcomes are probed at their destination
-	// instead of at the jcc (edges.go): EdgesAll ("" too) every jcc's
-	// where the destination allows, EdgesCovered only those of jccs with
-	// one outcome in the --skip-covered log, EdgesNone none.
+	// instead of at the jcc (edges.go): EdgesCovered ("" too) those of
+	// jccs with one outcome in the --skip-covered log, EdgesAll every
+	// jcc's where the destination allows, EdgesNone none.
 	Edges string
 }
 

@@ -106,11 +106,10 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 					t.Fatalf("oracle: %v", err)
 				}
 				want, wantSeqs := oracleEdges(res)
-				// Default mode (every jcc's outcomes probed at their
-				// destinations where they can be: edge probes,
-				// rewrite/edges.go), default mode without edge probes,
-				// and --every.
-				for _, opts := range []rewrite.Options{{}, {Edges: rewrite.EdgesNone}, {Every: true}} {
+				// Default mode, default mode with every jcc's outcomes
+				// probed at their destinations where they can be
+				// (edge probes, rewrite/edges.go), and --every.
+				for _, opts := range []rewrite.Options{{}, {Edges: rewrite.EdgesAll}, {Every: true}} {
 					every := opts.Every
 					dir := t.TempDir()
 					out, _ := rewritten(t, bin, dir, opts)

@@ -441,10 +441,10 @@ func TestOffSwitch(t *testing.T) {
 	t.Run("self", func(t *testing.T) {
 		for _, park := range []bool{false, true} {
 			selfDir := t.TempDir()
-			// Without edge probes: spin's hot jccs, which keep sync
-			// sites running and so switching, would otherwise go
-			// unpatched once their outcomes are recorded at their
-			// destinations.
+			// Without edge probes whatever the default: spin's hot
+			// jccs, which keep sync sites running and so switching,
+			// would go unpatched once their outcomes are recorded at
+			// their destinations.
 			st1, _ := rewritten(t, bin, selfDir, rewrite.Options{Budget: "10%", Period: "20ms", SwitchSync: park, Edges: rewrite.EdgesNone})
 			all := switchSites(t, st1)
 			var syncIdx []int
