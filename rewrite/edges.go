@@ -141,9 +141,9 @@ func (rw *rewriter) planEdges(ok []int) []int {
 			}
 		}
 		// A short jcc that stays patched (its taken outcome has no
-		// probe elsewhere) puns into its next instruction's bytes, and a
-		// patch another's pun reads can never be restored: the probe
-		// there would stay a detour on that outcome for good.
+		// probe elsewhere) puns into its next instruction's bytes, which
+		// an edge probe there keeps from any other patch (InstNoRead):
+		// the jcc would lose its tactics. It keeps both outcomes.
 		if ds[1] >= 0 && in.Len() < 6 && ds[0] < 0 && !cov[0] {
 			ds[1] = -1
 		}
