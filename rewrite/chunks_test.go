@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -341,6 +342,45 @@ func TestRunSharedChunkFailure(t *testing.T) {
 		have := runProg(t, []string{"LD_LIBRARY_PATH=" + dir, fmt.Sprintf("%s=%d", runtime.TestFailChunkEnv, n), "STINT_OUT=" + t.TempDir()}, sql, shell, ":memory:")
 		if have.code != want.code || !bytes.Equal(have.stdout, want.stdout) || !msg.Match(have.stderr) {
 			t.Errorf("chunk %d: exit %d stdout %q stderr %q; original exit %d stdout %q", n, have.code, have.stdout, have.stderr, want.code, want.stdout)
+		}
+	}
+}
+
+// TestRunSharedStubFile: a rewritten shared object finds its own file
+// through /proc/self/maps (the file mapped at its load base) and maps its
+// chunks from it; with the test hook they come from a memfd. sqlite3's
+// .shell runs a child whose parent is the shell, so /proc/$PPID/maps is
+// the traced process's.
+func TestRunSharedStubFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs sqlite3; skipped with -short")
+	}
+	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
+	readInput(t, lib)
+	shell := needTool(t, "sqlite3")
+	dir := t.TempDir()
+	rw := filepath.Join(dir, "libsqlite3.so.0")
+	if _, err := RewriteFile(lib, rw, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	script := []byte("select 40+2;\n.shell grep -c memfd:stint-stubs /proc/$PPID/maps; grep -c " + rw + " /proc/$PPID/maps\n")
+	for _, c := range []struct {
+		env   string
+		memfd bool
+	}{{"STINT_QUIET_RUN=1", false}, {runtime.TestNoStubFileEnv + "=1", true}} {
+		have := runProg(t, []string{"LD_LIBRARY_PATH=" + dir, c.env, "STINT_OUT=" + t.TempDir()}, script, shell, ":memory:")
+		lines := strings.Fields(string(have.stdout))
+		if len(lines) != 3 || lines[0] != "42" {
+			t.Fatalf("%s: stdout %q, stderr %q", c.env, have.stdout, have.stderr)
+		}
+		memfd, file := lines[1] != "0", lines[2]
+		if memfd != c.memfd {
+			t.Errorf("%s: %s mappings of the memfd, want some: %v", c.env, lines[1], c.memfd)
+		}
+		// The loader's four or five segments, plus the chunks when they
+		// come from the file.
+		if n, _ := strconv.Atoi(file); !c.memfd && n < 10 {
+			t.Errorf("%s: %d mappings of %s: the chunks are not mapped from it", c.env, n, rw)
 		}
 	}
 }
