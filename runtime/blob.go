@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "ed12075023722d5acea291470b470eacb740161c7ada132a14681ba82bda77e9"
+const BlobSHA256 = "d4e3717baaf0fed13555c2a9be9c1b62f1edd5134e116f465c45783476f5c7e4"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

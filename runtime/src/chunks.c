@@ -161,22 +161,24 @@ static uint64_t chunk_restore(struct stint_module *m, uint64_t base, const struc
  * stripped, is not). Returns the fd, or -1: then the area is built in a
  * memfd as before.
  */
-static long stubs_file_open(const struct stint_module *m, uint64_t base, char **envp)
+static long stubs_file_open(const struct stint_module *m, uint64_t base, char **envp, char *path, size_t cap)
 {
 	const char *no = env_get(envp, STINT_TEST_NO_STUB_FILE_ENV), *nomem = env_get(envp, STINT_TEST_NO_MEMFD_ENV);
 	if ((no && no[0] == '1') || (nomem && nomem[0] == '1') || !m->stub_file_off || (m->stub_file_off & 4095) || !m->stub_file_tag)
 		return -1;
-	char path[512];
-	if (m->flags & STINT_MF_EXEC) {
-		s_memcpy(path, "/proc/self/exe", 15);
-	} else {
+	const char *open_path = "/proc/self/exe";
+	if (!(m->flags & STINT_MF_EXEC)) {
+		/* path is also the caller's: the module's registration needs it
+		 * too, and scanning again after the chunks are mapped reads
+		 * hundreds of lines more */
 		char buf[4096];
-		struct find_path_arg a = {base, path, sizeof path};
+		struct find_path_arg a = {base, path, cap};
 		path[0] = 0;
 		if (!maps_scan_buf(buf, sizeof buf, find_path_cb, &a) || !path[0])
 			return -1;
+		open_path = path;
 	}
-	long fd = open_ro(path);
+	long fd = open_ro(open_path);
 	if (sys_failed(fd))
 		return -1;
 	struct stint_stub_file h;
@@ -219,7 +221,7 @@ static long stubs_memfd(const struct stint_stub *st, uint32_t nst, uint64_t area
  * dependent patches restored (text must be writable: writable != 0), and
  * one line on stderr says what was lost.
  */
-static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int writable)
+static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int writable, char *path, size_t cap)
 {
 	if (m->nchunks == 0)
 		return;
@@ -232,7 +234,7 @@ static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int w
 	/* The area from the module's file (private: the page cache's pages),
 	 * else built in a memfd (shared: one copy for all chunks), else each
 	 * chunk anonymous and filled. */
-	long fd = stubs_file_open(m, base, envp);
+	long fd = stubs_file_open(m, base, envp, path, cap);
 	long foff = 0, share = S_MAP_SHARED;
 	if (fd >= 0) {
 		foff = (long)m->stub_file_off + 4096;

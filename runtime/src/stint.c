@@ -1972,8 +1972,12 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	/* Code patching first: chunks must exist before any patched site runs. */
 	int patching = page_rwx(base + m->text_lo, base + m->text_hi) == 0 &&
 		       page_rwx(base + m->tramp_lo, base + m->tramp_hi) == 0;
-	/* A chunk that cannot be mapped gets its patches restored, never aborts. */
-	chunks_map(m, base, envp, patching);
+	/* A chunk that cannot be mapped gets its patches restored, never
+	 * aborts. A shared object's path, found on the way, is kept for its
+	 * registration below. */
+	char path[512];
+	path[0] = 0;
+	chunks_map(m, base, envp, patching, path, sizeof path);
 	/* The gate page: anonymous and wiped on fork (stint_abi.h). If this
 	 * fails the file's zero page stays: the gate works, but a child
 	 * forked while it is closed records nothing until its next period. */
@@ -2089,11 +2093,9 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	unlock(&g->init_lock);
 
 	/* Register: the module's path is the file mapped at its base. */
-	char path[512];
-	path[0] = 0;
 	if ((m->flags & STINT_MF_EXEC) && g->exe_path[0]) {
 		s_memcpy(path, g->exe_path, sizeof path);
-	} else if (lock_bounded(&g->scratch_lock)) {
+	} else if (!path[0] && lock_bounded(&g->scratch_lock)) {
 		struct find_path_arg a = {base, path, sizeof path};
 		maps_scan(find_path_cb, &a);
 		unlock(&g->scratch_lock);
