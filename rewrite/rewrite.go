@@ -866,30 +866,27 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 			// The trampoline has a probe slot per outcome; an outcome
 			// with no probe here (rw.deleg) gets another probe's
 			// address in its dead thunk and an arm that goes straight on.
+			// The site's probes are numbered from t.probe0, in slot order.
 			n := nprobes(tool, c.kinds[i])
 			skip := rw.deleg[i]
+			probeAt := func(k int) uint64 { return probesAt + uint64(t.probe0+k)*probeSize }
 			pv := make([]uint64, n)
-			var idx []int // probe index of each kept slot
+			kept := 0
 			for k := range pv {
-				if k < 2 && skip[k] {
-					continue
+				pv[k] = probeAt(0) // a skipped slot's dead thunk
+				if k >= 2 || !skip[k] {
+					pv[k] = probeAt(kept)
+					kept++
 				}
-				idx = append(idx, t.probe0+len(idx))
-				pv[k] = probesAt + uint64(idx[len(idx)-1])*probeSize
 			}
-			if len(idx) == 0 || len(idx) != rw.nprobesOf(i) {
-				return nil, fmt.Errorf("site %#x: %d probes, want %d", in.Addr, len(idx), rw.nprobesOf(i))
-			}
-			for k := range pv {
-				if pv[k] == 0 {
-					pv[k] = probesAt + uint64(idx[0])*probeSize
-				}
+			if kept == 0 || kept != rw.nprobesOf(i) {
+				return nil, fmt.Errorf("site %#x: %d probes, want %d", in.Addr, kept, rw.nprobesOf(i))
 			}
 			sp := a.siteTramp(tool, in, c.kinds[i], c.targets[i], pv, probeEntry, rw.pic)
 			if a.err == nil && len(sp) != n {
 				a.err = errors.New("probe count mismatch")
 			}
-			var kept []siteProbe
+			var probed []siteProbe
 			for k, s := range sp {
 				if k < 2 && skip[k] {
 					a.patchRel(s.arm, s.armTo)
@@ -898,11 +895,10 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 				if edge {
 					s.kind = uint8(kJccTaken + e.outcome)
 				}
-				kept = append(kept, s)
+				probed = append(probed, s)
 			}
-			for k, s := range kept {
-				pv[k] = probesAt + uint64(idx[k])*probeSize
-				b := probes[uint64(idx[k])*probeSize:]
+			for k, s := range probed {
+				b := probes[uint64(t.probe0+k)*probeSize:]
 				le.PutUint64(b[0:], src)
 				if s.flags&pfSlot != 0 && !rw.stableSlot(s.dst) {
 					s.flags &^= pfSlot
@@ -914,7 +910,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 					le.PutUint64(b[16:], t.addr+uint64(s.arm))
 					le.PutUint64(b[24:], s.armTo)
 				}
-				le.PutUint32(b[32:], uint32(pv[k]-rwVaddr))
+				le.PutUint32(b[32:], uint32(probeAt(k)-rwVaddr))
 				pidx := uint32(noPatch)
 				if k, ok := patchIdx[i]; ok {
 					pidx = uint32(k)
