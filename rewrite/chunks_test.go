@@ -324,17 +324,7 @@ func TestRunChunkFailure(t *testing.T) {
 // TestRunSharedChunkFailure does the same for a shared object, whose
 // stubs may lie below its image.
 func TestRunSharedChunkFailure(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs sqlite3; skipped with -short")
-	}
-	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
-	readInput(t, lib)
-	shell := needTool(t, "sqlite3")
-	dir := t.TempDir()
-	st, err := RewriteFile(lib, filepath.Join(dir, "libsqlite3.so.0"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, shell, st := rewrittenSqlite(t)
 	sql := []byte("create table t(a); insert into t values (1),(2),(3); select sum(a), group_concat(a) from t;")
 	want := runProg(t, nil, sql, shell, ":memory:")
 	msg := regexp.MustCompile(fmt.Sprintf(`^stint: 1 of %d trampoline chunks could not be mapped \(EEXIST\); \d+ sites left unprobed\n$`, st.Chunks))
@@ -352,17 +342,8 @@ func TestRunSharedChunkFailure(t *testing.T) {
 // .shell runs a child whose parent is the shell, so /proc/$PPID/maps is
 // the traced process's.
 func TestRunSharedStubFile(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs sqlite3; skipped with -short")
-	}
-	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
-	readInput(t, lib)
-	shell := needTool(t, "sqlite3")
-	dir := t.TempDir()
+	dir, shell, _ := rewrittenSqlite(t)
 	rw := filepath.Join(dir, "libsqlite3.so.0")
-	if _, err := RewriteFile(lib, rw, Options{}); err != nil {
-		t.Fatal(err)
-	}
 	script := []byte("select 40+2;\n.shell grep -c memfd:stint-stubs /proc/$PPID/maps; grep -c " + rw + " /proc/$PPID/maps\n")
 	for _, c := range []struct {
 		env   string

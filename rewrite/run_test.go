@@ -306,19 +306,31 @@ func TestRunGzip(t *testing.T) {
 	}
 }
 
-// TestRunSharedSqlite rewrites libsqlite3 and runs the sqlite3 shell
-// against it.
-func TestRunSharedSqlite(t *testing.T) {
+// sqliteLib is the shared object the sqlite3 tests rewrite.
+const sqliteLib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
+
+// rewrittenSqlite rewrites libsqlite3 into a new directory for a test
+// that runs the sqlite3 shell against it (skipped with -short): the
+// directory for LD_LIBRARY_PATH, the shell, the rewrite's stats.
+func rewrittenSqlite(t *testing.T) (dir, shell string, st *Stats) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs sqlite3; skipped with -short")
 	}
-	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
-	readInput(t, lib)
-	shell := needTool(t, "sqlite3")
-	dir := t.TempDir()
-	if _, err := RewriteFile(lib, filepath.Join(dir, "libsqlite3.so.0"), Options{}); err != nil {
+	readInput(t, sqliteLib)
+	shell = needTool(t, "sqlite3")
+	dir = t.TempDir()
+	st, err := RewriteFile(sqliteLib, filepath.Join(dir, "libsqlite3.so.0"), Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, shell, st
+}
+
+// TestRunSharedSqlite rewrites libsqlite3 and runs the sqlite3 shell
+// against it.
+func TestRunSharedSqlite(t *testing.T) {
+	dir, shell, _ := rewrittenSqlite(t)
 	sql := "create table t(a integer, b text);" +
 		"with recursive c(x) as (select 1 union all select x+1 from c where x < 2000) insert into t select x, printf('%08x-%d', x*2654435761 % 4294967296, x) from c;" +
 		"select count(*), sum(a), max(b) from t where a % 7 = 3;" +
