@@ -112,11 +112,19 @@ func dropOverlaps[T any](out []T, span func(T) (lo, hi uint64)) []T {
 
 var endbr = [][]byte{{0xf3, 0x0f, 0x1e, 0xfa}, {0xf3, 0x0f, 0x1e, 0xfb}}
 
-func decodeOne(b []byte) (x86asm.Inst, bool) {
+// isEndbr reports whether b starts with endbr64 or endbr32.
+func isEndbr(b []byte) bool {
 	for _, e := range endbr {
 		if bytes.HasPrefix(b, e) {
-			return x86asm.Inst{Op: x86asm.NOP, Len: 4}, true
+			return true
 		}
+	}
+	return false
+}
+
+func decodeOne(b []byte) (x86asm.Inst, bool) {
+	if isEndbr(b) {
+		return x86asm.Inst{Op: x86asm.NOP, Len: 4}, true
 	}
 	if in, isVex, ok := vexDecode(b); isVex {
 		return in, ok

@@ -195,16 +195,6 @@ func (rw *rewriter) noFallInto(d int) bool {
 	return false
 }
 
-// isEndbr reports whether b is endbr64 or endbr32.
-func isEndbr(b []byte) bool {
-	for _, e := range endbr {
-		if string(b) == string(e) {
-			return true
-		}
-	}
-	return false
-}
-
 // indirectTargets returns the instruction starts that code may reach
 // without a direct branch naming them, beyond function starts (see the
 // comment at the top of this file). It errs on the side of more: an
@@ -224,14 +214,16 @@ func (rw *rewriter) indirectTargets() map[uint64]bool {
 		}
 		return false
 	}
-	// data returns the bytes of the non-executable allocated section
-	// holding a, from a on.
+	// The loaded sections of data (allocated, not code, in the file).
+	var dataSects []*sect64
+	for k := range f.sects {
+		if s := &f.sects[k]; s.Flags&elf.SHF_ALLOC != 0 && s.Flags&elf.SHF_EXECINSTR == 0 && s.Type == elf.SHT_PROGBITS {
+			dataSects = append(dataSects, s)
+		}
+	}
+	// data returns the bytes of the data section holding a, from a on.
 	data := func(a uint64) []byte {
-		for k := range f.sects {
-			s := &f.sects[k]
-			if s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_EXECINSTR != 0 || s.Type != elf.SHT_PROGBITS {
-				continue
-			}
+		for _, s := range dataSects {
 			if a >= s.Addr && a < s.Addr+s.Size {
 				return f.sectData(s)[a-s.Addr:]
 			}
@@ -305,11 +297,7 @@ func (rw *rewriter) indirectTargets() map[uint64]bool {
 		}
 	})
 	if !rw.pic {
-		for k := range f.sects {
-			s := &f.sects[k]
-			if s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_EXECINSTR != 0 || s.Type != elf.SHT_PROGBITS {
-				continue
-			}
+		for _, s := range dataSects {
 			d := f.sectData(s)
 			for o := 0; o+8 <= len(d); o += 4 {
 				if v := le.Uint64(d[o:]); inCode(v) {

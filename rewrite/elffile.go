@@ -68,6 +68,9 @@ type elfFile struct {
 	// extendedShnum: the section count or name index is stored in
 	// section 0 (more than 0xff00 sections); we leave sections alone.
 	extendedShnum bool
+
+	dynSyms     []elf.Symbol // dynSymbols' result, read once
+	dynSymsRead bool
 }
 
 func parseELF(data []byte) (*elfFile, error) {
@@ -382,15 +385,17 @@ func (f *elfFile) buildID() []byte {
 }
 
 // dynSymbols returns the dynamic symbols as debug/elf reads them (the
-// null symbol dropped: index k of the table is element k-1), or nil.
+// null symbol dropped: index k of the table is element k-1), or nil. The
+// file is parsed once; callers must not modify the slice.
 func (f *elfFile) dynSymbols() []elf.Symbol {
-	ef, err := elf.NewFile(bytes.NewReader(f.data))
-	if err != nil {
-		return nil
+	if !f.dynSymsRead {
+		f.dynSymsRead = true
+		if ef, err := elf.NewFile(bytes.NewReader(f.data)); err == nil {
+			f.dynSyms, _ = ef.DynamicSymbols()
+			ef.Close()
+		}
 	}
-	defer ef.Close()
-	syms, _ := ef.DynamicSymbols()
-	return syms
+	return f.dynSyms
 }
 
 // relas calls fn with each entry of every SHT_RELA section: where it

@@ -71,22 +71,21 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 // pages as holes where the file system allows: the stub area a rewritten
 // file carries (see emit) is mostly pages that no stub uses.
 func writeSparse(f *os.File, data []byte) error {
-	const pg = pageSize
-	zero := make([]byte, pg)
+	zero := make([]byte, pageSize)
+	isZero := func(o int) bool { return o+pageSize <= len(data) && bytes.Equal(data[o:o+pageSize], zero) }
 	for off := 0; off < len(data); {
-		end := min(off+pg, len(data))
-		if end-off == pg && bytes.Equal(data[off:end], zero) {
-			off = end
+		if isZero(off) {
+			off += pageSize
 			continue
 		}
-		run := end
-		for run < len(data) && !(run+pg <= len(data) && bytes.Equal(data[run:run+pg], zero)) {
-			run = min(run+pg, len(data))
+		end := off
+		for end < len(data) && !isZero(end) {
+			end = min(end+pageSize, len(data))
 		}
-		if _, err := f.WriteAt(data[off:run], int64(off)); err != nil {
+		if _, err := f.WriteAt(data[off:end], int64(off)); err != nil {
 			return err
 		}
-		off = run
+		off = end
 	}
 	return f.Truncate(int64(len(data)))
 }

@@ -1177,15 +1177,7 @@ func appendStubFile(out []byte, modOff, area uint64, stubs []stubOut) []byte {
 	}
 	tag := h.Sum64() | 1 // never 0
 	at := alignUp(uint64(len(out)), pageSize)
-	total := at + pageSize + area
-	if uint64(cap(out)) < total {
-		grown := make([]byte, len(out), total)
-		copy(grown, out)
-		out = grown
-	}
-	n := len(out)
-	out = out[:total]
-	clear(out[n:])
+	out = append(out, make([]byte, at+pageSize+area-uint64(len(out)))...)
 	hdr := out[at:]
 	le.PutUint64(hdr[0:], stubFileMagic)
 	le.PutUint64(hdr[8:], tag)
@@ -1197,9 +1189,7 @@ func appendStubFile(out []byte, modOff, area uint64, stubs []stubOut) []byte {
 		for pg := so.off / pageSize; pg <= (so.off+uint64(len(so.code))-1)/pageSize; pg++ {
 			if !filled[pg] {
 				filled[pg] = true
-				for k := range uint64(pageSize) {
-					a[pg*pageSize+k] = 0xcc
-				}
+				fillInt3(a[pg*pageSize : (pg+1)*pageSize])
 			}
 		}
 		copy(a[so.off:], so.code)
