@@ -71,6 +71,8 @@ type elfFile struct {
 
 	dynSyms     []elf.Symbol // dynSymbols' result, read once
 	dynSymsRead bool
+	fdes        []fdeRange // fdeRanges' result, read once
+	fdesRead    bool
 }
 
 func parseELF(data []byte) (*elfFile, error) {

@@ -37,8 +37,13 @@ const (
 )
 
 // fdeRanges returns the module's FDE ranges sorted by start, overlaps
-// and empty ranges dropped.
+// and empty ranges dropped. .eh_frame is read once; callers must not
+// modify the slice.
 func (f *elfFile) fdeRanges() []fdeRange {
+	if f.fdesRead {
+		return f.fdes
+	}
+	f.fdesRead = true
 	s := f.section(".eh_frame")
 	if s == nil || s.Type != elf.SHT_PROGBITS {
 		return nil
@@ -50,7 +55,8 @@ func (f *elfFile) fdeRanges() []fdeRange {
 		}
 	}
 	slices.SortFunc(out, func(a, b fdeRange) int { return cmp.Compare(a.lo, b.lo) })
-	return dropOverlaps(out, func(r fdeRange) (uint64, uint64) { return r.lo, r.hi })
+	f.fdes = dropOverlaps(out, func(r fdeRange) (uint64, uint64) { return r.lo, r.hi })
+	return f.fdes
 }
 
 // fdeOf returns the range holding a, or false.

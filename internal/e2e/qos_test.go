@@ -46,6 +46,10 @@ func equation1(v, thr, max float64, flags, tuning uint32, period float64) float6
 // none), zero whenever the metric was on the wrong side of the
 // threshold, with the instrumentation never enabled in those periods.
 func TestQoSController(t *testing.T) {
+	// Each run must outlast the phases below (1.1 s) on whatever machine
+	// runs the test: spin's N is scaled from a timed native run so that
+	// natively it takes about 1.6 s (the rewritten run takes no less).
+	args := []string{spinIterationsFor(t, 1600*time.Millisecond)}
 	for _, tc := range []struct {
 		name          string
 		flags, tuning uint32
@@ -57,16 +61,12 @@ func TestQoSController(t *testing.T) {
 		{"span", 0, rt.QoSTuneSpan, 1e6, 4e6, 3.5e6, 0.5e6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			testQoSController(t, tc.flags, tc.tuning, tc.thr, tc.max, tc.good, tc.bad)
+			testQoSController(t, args, tc.flags, tc.tuning, tc.thr, tc.max, tc.good, tc.bad)
 		})
 	}
 }
 
-func testQoSController(t *testing.T, flags, tuning uint32, thr, max, good, bad float64) {
-	// The run must outlast the phases below (1.1 s) on whatever machine
-	// runs the test: spin's N is scaled from a timed native run so that
-	// natively it takes about 1.6 s (the rewritten run takes no less).
-	args := []string{spinIterationsFor(t, 1600*time.Millisecond)}
+func testQoSController(t *testing.T, args []string, flags, tuning uint32, thr, max, good, bad float64) {
 	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
 	const period = 20 * time.Millisecond
