@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "d4e3717baaf0fed13555c2a9be9c1b62f1edd5134e116f465c45783476f5c7e4"
+const BlobSHA256 = "6793db84b96791e5b341f9b943fa3d172e69e8312070f0093061fefd0d1ed303"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -54,8 +54,8 @@ static const uint32_t *call_rets(const struct stint_module *m, uint64_t base, co
 static int hash_has(struct stint_global *g, uint64_t k0, uint64_t k1)
 {
 	uint64_t h = mix(k0, k1);
-	for (uint32_t i = 0; i < HASH_PROBES; i++) {
-		const uint64_t *e = &g->hash[2 * ((h + i) & (HASH_SLOTS - 1))];
+	for (uint32_t i = 0; i < HASH_SEQ; i++) {
+		const uint64_t *e = &g->hash[2 * hash_slot(h, i)];
 		uint64_t e0 = __atomic_load_n(&e[0], __ATOMIC_ACQUIRE);
 		if (e0 == 0)
 			return 0;
