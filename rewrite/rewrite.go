@@ -909,6 +909,13 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 				if s.arm >= 0 {
 					le.PutUint64(b[16:], t.addr+uint64(s.arm))
 					le.PutUint64(b[24:], s.armTo)
+					if pr := modified[i]; pr != nil && pr.switchable && s.flags&pfDirect != 0 {
+						// the thunk, where the off-switch sends the arm
+						// back (ABI 8: the runtime no longer reads
+						// every arm at load to learn it)
+						rel := int32(le.Uint32(a.b[s.arm:]))
+						le.PutUint64(b[48:], t.addr+uint64(s.arm)+4+uint64(int64(rel)))
+					}
 				}
 				le.PutUint32(b[32:], uint32(probeAt(k)-rwVaddr))
 				pidx := uint32(noPatch)

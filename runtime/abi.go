@@ -10,7 +10,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 7
+const ABIVersion = 8
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -232,7 +232,7 @@ type Probe struct {
 	State      uint8   // runtime
 	Pad0       [1]byte // runtime
 	Rets       uint32  // direct calls (MFRets): 1 + word offset of the callee's ret list (bits 0-27), call length (28-31)
-	Cache      uint64  // runtime
+	Cache      uint64  // runtime; a direct probe of a switchable patch: its thunk (module-relative, the rewriter's, ABI 8)
 	Cache2     uint64  // runtime
 }
 

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "6793db84b96791e5b341f9b943fa3d172e69e8312070f0093061fefd0d1ed303"
+const BlobSHA256 = "d5eda8117af7ddae4170bb3259d8ff84022f9e9d0628e40108f988bcd660aea5"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -24,7 +24,7 @@
 #define STINT_U64(x) x##ULL
 #endif
 
-#define STINT_ABI_VERSION 7
+#define STINT_ABI_VERSION 8
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -343,7 +343,10 @@ struct stint_probe {
 	                        *     rets_vaddr of the list of the ret probes it may return through (its
 	                        *     own, and those of functions it tail-jumps to) in bits 0-27, the
 	                        *     call's length in bits 28-31; 0 = no list */
-	uint64_t cache;        /* 48: runtime: last destination recorded (indirect probes) */
+	uint64_t cache;        /* 48: runtime: last destination recorded (indirect probes); ABI 8: a direct
+	                        *     probe of a STINT_PATCH_SWITCH patch holds its thunk, the module-relative
+	                        *     address its arm first jumps to (written by the rewriter: the off-switch
+	                        *     sends arms back there), 0 for other direct probes */
 	uint64_t cache2;       /* 56: runtime: the destination recorded before cache (a second entry) */
 };                         /* 64 */
 

@@ -397,7 +397,10 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 		if (g->sw_on && pt && pt->remaining && (pt->flags & STINT_PATCH_SWITCH)) {
 			p->state = PROBE_WATCHED;
 			sw_call(g, m, p, 0, 1);
-		} else {
+		} else if (!pt || pt->remaining || !(pt->flags & STINT_PATCH_RESTORABLE)) {
+			/* (a restored site never reaches its trampoline again:
+			 * writing its arm would only copy a trampoline page, a
+			 * page fault and a TLB flush each, hundreds at load) */
 			retarget(base, p);
 		}
 	}

@@ -1525,13 +1525,6 @@ static int hash_add(struct stint_global *g, uint64_t k0, uint64_t k1)
 
 /* ---- code patching ---- */
 
-/* Where probe p's arm jumps now (its thunk, before any retarget). */
-static uint64_t arm_target(uint64_t base, const struct stint_probe *p)
-{
-	uint64_t a = base + p->arm;
-	return a + 4 + (uint64_t)(int64_t)__atomic_load_n((const int32_t *)a, __ATOMIC_ACQUIRE);
-}
-
 /* Retarget a trampoline arm: one 4-byte store that does not cross a line. */
 static void retarget(uint64_t base, const struct stint_probe *p)
 {
@@ -2142,7 +2135,6 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	if (patching && !(m->flags & STINT_MF_EVERY))
 		tables_populate(m, base);
 	if (g->sw_on && patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT))) {
-		sw_note_thunks(m, base);
 		__atomic_store_n(&g->modules[id].sw, sw_module_new(m, base), __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&g->modules[id].gate, gate, __ATOMIC_RELEASE);

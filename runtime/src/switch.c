@@ -660,11 +660,12 @@ static uint32_t sw_nfew(const struct sw_mod *s)
 	return n < s->capfew ? n : s->capfew;
 }
 
-/* Send probe p's arm back to its thunk (p->cache, noted at load). */
+/* Send probe p's arm back to its thunk (p->cache: module-relative, the
+ * rewriter's, ABI 8). */
 static void sw_arm_thunk(const struct stint_module *m, const struct stint_probe *p)
 {
 	uint64_t a = m->base + p->arm;
-	__atomic_store_n((int32_t *)a, (int32_t)(p->cache - (a + 4)), __ATOMIC_RELEASE);
+	__atomic_store_n((int32_t *)a, (int32_t)(m->base + p->cache - (a + 4)), __ATOMIC_RELEASE);
 }
 
 /* What sw_take does to each probe whose bit it takes (below). */
@@ -675,21 +676,6 @@ enum sw_take_what {
 };
 
 static void sw_take(struct stint_global *g, enum sw_take_what what);
-
-/* Module init: note the thunk of each direct probe of a switchable patch
- * (its arm's first target) in its cache field, which a direct probe does
- * not use otherwise: the doorbell (sw_bell), sw_mute and the watch's
- * next period (sw_take) send arms back there. */
-static void sw_note_thunks(struct stint_module *m, uint64_t base)
-{
-	const struct stint_patch *pts = (const struct stint_patch *)(base + m->patches_vaddr);
-	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
-	for (uint32_t i = 0; i < m->nprobes; i++) {
-		struct stint_probe *p = &pr[i];
-		if ((p->flags & STINT_PF_DIRECT) && p->arm && p->patch < m->npatches && (pts[p->patch].flags & STINT_PATCH_SWITCH))
-			p->cache = arm_target(base, p);
-	}
-}
 
 /*
  * Self mode. A patch that straddles a word (STINT_PATCH_SYNC) cannot be
