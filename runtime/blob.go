@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "d5eda8117af7ddae4170bb3259d8ff84022f9e9d0628e40108f988bcd660aea5"
+const BlobSHA256 = "f645c81de43683094f1a7d3197a86176e01dfe5d444924a7a461207a6b7ea64d"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -152,20 +152,6 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 	s->state = (uint8_t *)&s->offep[m->npatches];
 	s->misses = s->state + m->npatches;
 	s->fresh = s->misses + m->npatches;
-	/* The first store to a text page copies it (a private file mapping):
-	 * a few us each, which would land in whichever period first
-	 * switches a site there. Take the copies now, at start-up, with a
-	 * locked or of 0 (the code does not change). */
-	uint64_t last = ~0ULL;
-	for (uint32_t i = 0; i < m->npatches; i++) {
-		if (!(pt[i].flags & STINT_PATCH_SWITCH))
-			continue;
-		uint64_t pg = (base + pt[i].addr) & ~(uint64_t)4095;
-		if (pg == last)
-			continue;
-		last = pg;
-		__atomic_fetch_or((uint8_t *)(base + pt[i].addr), 0, __ATOMIC_RELAXED);
-	}
 	return (uint64_t)a;
 }
 
