@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f645c81de43683094f1a7d3197a86176e01dfe5d444924a7a461207a6b7ea64d"
+const BlobSHA256 = "bcc94dac347bf6ea2d03b377d51630952d56ca5b2ea147177c62908c4418d351"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -1065,6 +1065,8 @@ static void fork_child_reopen(struct stint_global *g);
 #define TID_PROBE 1    /* FSGSBASE available: check the offset on first use */
 #define TID_GLIBC 2    /* read %fs:GLIBC_TID_OFF */
 #define TID_SYSCALL 3  /* always the system call */
+#define TID_SEG_PROBE 4 /* no FSGSBASE: check %fs:GLIBC_TID_OFF against gettid on first use */
+#define TID_SEG 5      /* read %fs:GLIBC_TID_OFF with a segment-relative load */
 #define GLIBC_TID_OFF 0x2d0 /* offsetof(struct pthread, tid), glibc 2.34-2.38 x86-64 */
 
 static uint64_t fs_base(void)
@@ -1091,6 +1093,32 @@ static uint32_t current_tid(struct stint_global *g)
 			struct { uint64_t base, len; } local = {(uint64_t)&t, sizeof t}, remote = {fs + GLIBC_TID_OFF, sizeof t};
 			long n = sys_call6(SYS_process_vm_readv, sys_call0(SYS_getpid), (long)&local, 1, (long)&remote, 1, 0);
 			__atomic_store_n(&g->tid_mode, n == (long)sizeof t && t == real ? TID_GLIBC : TID_SYSCALL, __ATOMIC_RELAXED);
+			return (uint32_t)real;
+		}
+	} else if (mode == TID_SEG) {
+		int32_t t;
+		__asm__ volatile("movl %%fs:%c1, %0" : "=r"(t) : "i"(GLIBC_TID_OFF));
+		if (t > 0)
+			return (uint32_t)t;
+	} else if (mode == TID_SEG_PROBE) {
+		/*
+		 * Without FSGSBASE (a VM whose kernel does not offer it) the
+		 * thread pointer cannot be read cheaply, but a load relative
+		 * to %fs reads the same word; a system call costs about 1 us
+		 * here, and emit asks for the thread id at every event. The
+		 * load faults where %fs is 0, which in a dynamically linked
+		 * process only a thread made by a raw clone with a zero TLS
+		 * pointer has (and that thread cannot use libc either): so
+		 * this mode is only for dynamically linked programs (static
+		 * ones run our probes before their TLS exists), and is taken
+		 * once the word proved to be the thread id here.
+		 */
+		uint64_t fs = 0;
+		if (!sys_failed(sys_call2(SYS_arch_prctl, S_ARCH_GET_FS, (long)&fs)) && fs) {
+			int32_t t = 0, real = (int32_t)sys_call0(SYS_gettid);
+			struct { uint64_t base, len; } local = {(uint64_t)&t, sizeof t}, remote = {fs + GLIBC_TID_OFF, sizeof t};
+			long n = sys_call6(SYS_process_vm_readv, sys_call0(SYS_getpid), (long)&local, 1, (long)&remote, 1, 0);
+			__atomic_store_n(&g->tid_mode, n == (long)sizeof t && t == real ? TID_SEG : TID_SYSCALL, __ATOMIC_RELAXED);
 			return (uint32_t)real;
 		}
 	}
@@ -2070,7 +2098,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	}
 	if (g->tid_mode == TID_UNKNOWN) {
 		uint64_t hw2 = auxv ? auxv_find(auxv, S_AT_HWCAP2) : proc_auxv(S_AT_HWCAP2);
-		g->tid_mode = (hw2 & S_HWCAP2_FSGSBASE) ? TID_PROBE : TID_SYSCALL;
+		g->tid_mode = (hw2 & S_HWCAP2_FSGSBASE) ? TID_PROBE : (m->flags & STINT_MF_STATIC) ? TID_SYSCALL : TID_SEG_PROBE;
 	}
 	const char *execfn = auxv ? (const char *)auxv_find(auxv, S_AT_EXECFN) : 0;
 	if (created) {

@@ -28,6 +28,8 @@
 #define SYS_getppid 110
 #define SYS_gettid 186
 #define SYS_process_vm_readv 310
+#define SYS_arch_prctl 158
+#define S_ARCH_GET_FS 0x1003
 #define SYS_clock_gettime 228
 #define SYS_openat 257
 
