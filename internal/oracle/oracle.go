@@ -335,11 +335,40 @@ func (r *recorder) killAll() {
 	}
 }
 
+// siginfo's si_code for a child that is gone (CLD_EXITED, CLD_KILLED,
+// CLD_DUMPED); the child's pid is si_pid, the int32 at offset 16.
+const cldExited, cldDumped = 1, 3
+
+// wait is Wait4(-1, WALL|WNOTHREAD) that leaves alone the children of
+// this thread that are not tracees. The tracer's thread is a locked OS
+// thread that may earlier have run goroutines that started programs
+// with os/exec (the tests run fixtures in parallel), and those children
+// count as this thread's: reaping one made its owner's Wait fail with
+// ECHILD ("waitid: no child processes", seen in CI). So the next event
+// is looked at first (WNOWAIT); the exit of a pid that was never traced
+// (a new tracee stops before anything else, so it is known by then) is
+// left for its owner, and only the event of the pid chosen is taken.
+func (r *recorder) wait(ws *unix.WaitStatus) (int, error) {
+	for {
+		var si unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &si, unix.WEXITED|unix.WSTOPPED|unix.WALL|unix.WNOTHREAD|unix.WNOWAIT, nil)
+		if err != nil {
+			return 0, err
+		}
+		pid := int(*(*int32)(unsafe.Add(unsafe.Pointer(&si), 16)))
+		if si.Code >= cldExited && si.Code <= cldDumped && r.threads[pid] == nil {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		return unix.Wait4(pid, ws, unix.WALL|unix.WNOTHREAD, nil)
+	}
+}
+
 // drain reaps whatever is left after an error.
 func (r *recorder) drain() {
 	for i := 0; i < 1000 && len(r.threads) > 0; i++ {
 		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		wpid, err := r.wait(&ws)
 		if err == unix.EINTR {
 			continue
 		}
@@ -394,7 +423,7 @@ func (r *recorder) newProc(pid, ppid, execs int) *proc {
 func (r *recorder) loop() error {
 	for len(r.threads) > 0 {
 		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
+		wpid, err := r.wait(&ws)
 		if err == unix.EINTR {
 			continue
 		}
