@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "bcc94dac347bf6ea2d03b377d51630952d56ca5b2ea147177c62908c4418d351"
+const BlobSHA256 = "ef5870b71c783b6ca178d74265c087e1c1f853aba78efcaf9e23a0f281113caf"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
