@@ -157,6 +157,62 @@ func TestRetLists(t *testing.T) {
 	}
 }
 
+// TestProbeThunks checks ABI 8's thunks on gzip: a direct probe of a
+// switchable patch carries, in its cache field, where its arm jumps in
+// the file (the off-switch sends arms back there); any other probe
+// carries 0.
+func TestProbeThunks(t *testing.T) {
+	readInput(t, gzipPath)
+	out := filepath.Join(t.TempDir(), "gzip")
+	if _, err := RewriteFile(gzipPath, out, Options{Budget: "10%", Period: "100ms"}); err != nil {
+		t.Fatal(err)
+	}
+	m, probes, _ := moduleRets(t, out)
+	ef, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	patches := make([]runtime.Patch, m.NPatches)
+	readAt(t, ef, m.PatchesVaddr, patches)
+	thunks := 0
+	for i, p := range probes {
+		switchable := p.Patch < m.NPatches && patches[p.Patch].Flags&runtime.PatchSwitch != 0
+		if p.Flags&runtime.PFDirect == 0 || p.Arm == 0 || !switchable {
+			if p.Cache != 0 {
+				t.Errorf("probe %d (src %#x, kind %d): cache %#x, want 0", i, p.Src, p.Kind, p.Cache)
+			}
+			continue
+		}
+		var rel int32
+		readAt(t, ef, p.Arm, &rel)
+		want := p.Arm + 4 + uint64(int64(rel))
+		if p.Cache != want || want < m.TrampLo || want >= m.TrampHi {
+			t.Errorf("probe %d (src %#x, kind %d): thunk %#x, want %#x (its arm's target, in the trampolines)", i, p.Src, p.Kind, p.Cache, want)
+		}
+		thunks++
+	}
+	if thunks == 0 {
+		t.Error("no probe of a switchable patch")
+	}
+	t.Logf("%d of %d probes carry a thunk", thunks, len(probes))
+}
+
+// readAt reads v at link vaddr a of ef's loaded segments.
+func readAt(t *testing.T, ef *elf.File, a uint64, v any) {
+	t.Helper()
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && a >= p.Vaddr && a < p.Vaddr+p.Filesz {
+			r := io.NewSectionReader(p, int64(a-p.Vaddr), int64(p.Filesz-(a-p.Vaddr)))
+			if err := binary.Read(r, binary.LittleEndian, v); err != nil {
+				t.Fatalf("read %#x: %v", a, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("%#x is not in the file", a)
+}
+
 // moduleRets reads a rewritten file's module (.stint.data), probes and
 // rets table.
 func moduleRets(t *testing.T, path string) (runtime.Module, []runtime.Probe, []uint32) {
@@ -166,18 +222,7 @@ func moduleRets(t *testing.T, path string) (runtime.Module, []runtime.Probe, []u
 		t.Fatal(err)
 	}
 	defer ef.Close()
-	read := func(a uint64, v any) {
-		for _, p := range ef.Progs {
-			if p.Type == elf.PT_LOAD && a >= p.Vaddr && a < p.Vaddr+p.Filesz {
-				r := io.NewSectionReader(p, int64(a-p.Vaddr), int64(p.Filesz-(a-p.Vaddr)))
-				if err := binary.Read(r, binary.LittleEndian, v); err != nil {
-					t.Fatalf("read %#x: %v", a, err)
-				}
-				return
-			}
-		}
-		t.Fatalf("%#x is not in the file", a)
-	}
+	read := func(a uint64, v any) { readAt(t, ef, a, v) }
 	sd := ef.Section(".stint.data")
 	if sd == nil {
 		t.Fatal("no .stint.data")

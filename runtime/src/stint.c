@@ -1495,7 +1495,7 @@ static inline uint64_t mix(uint64_t a, uint64_t b)
 }
 
 /*
- * Slot i (0 <= i < HASH_SLOTS) of the probe sequence of the key that
+ * Slot number i (0 <= i < HASH_SEQ) of the probe sequence of the key that
  * hashes to h. The sequence is fixed per key: HASH_L12_PROBES slots in
  * level 1 (the table's first HASH_L1_SLOTS), as many in level 2 (the
  * HASH_L2_SLOTS after it), then HASH_PROBES anywhere in the table. Slots
