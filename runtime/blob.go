@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "ef5870b71c783b6ca178d74265c087e1c1f853aba78efcaf9e23a0f281113caf"
+const BlobSHA256 = "54d913f91cca9c0df0a4edb7310ad382b6df8c84c354df97f1c0a6f1ee935630"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

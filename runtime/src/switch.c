@@ -857,7 +857,7 @@ static void sw_self_end(struct stint_global *g, int mode, int on, int keep_fresh
  * start sends it back to its thunk (sw_take). */
 static void sw_mute(struct stint_module *m, struct sw_mod *s, struct stint_probe *p)
 {
-	if (!p->arm || !p->arm_to || !p->cache || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 0)
+	if (!(p->flags & STINT_PF_DIRECT) || !p->arm || !p->arm_to || !p->cache || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 0)
 		return;
 	if (((m->base + p->arm) & 63) > 60)
 		return;
@@ -891,7 +891,11 @@ static void sw_bell(struct stint_global *g)
 				continue;
 			for (uint32_t j = e->p0; j < e->p0 + e->np && j < m->nprobes; j++) {
 				struct stint_probe *p = &pr[j];
-				if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 1 || !p->cache || !p->arm)
+				/* (an indirect probe has no arm: its arm fields are
+				 * cache entries, destinations; its trampoline checks the
+				 * gate at every run, so it calls anyway once the window
+				 * is over) */
+				if (!(p->flags & STINT_PF_DIRECT) || __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != 1 || !p->cache || !p->arm)
 					continue;
 				uint64_t a = m->base + p->arm;
 				if ((a & 63) > 60)
