@@ -65,6 +65,13 @@ type Options struct {
 	// returns and syscalls of which the log holds at least one outcome;
 	// new destinations of those are then not traced.
 	SkipSeenIndirect bool
+	// EmulateIndirectCalls probes every indirect call in its own
+	// trampoline, where it is emulated (push the return address, jump),
+	// as before session 17. By default one is probed at the instruction
+	// before it where only that instruction leads to it, so that the
+	// call runs in place and the return-stack predictor stays in step
+	// (precall.go).
+	EmulateIndirectCalls bool
 	// Edges says which jcc outcomes are probed at their destination
 	// instead of at the jcc (edges.go): EdgesCovered ("" too) those of
 	// jccs with one outcome in the --skip-covered log, EdgesAll every
@@ -125,6 +132,9 @@ type Stats struct {
 	// (their jcc keeps that outcome's probe). Jccs with every outcome
 	// probed at its destination are not patched and count in Patched as
 	// "edge".
+	// PreCalls counts the indirect calls probed at the instruction
+	// before them (precall.go), so that they run in place.
+	PreCalls   int      `json:"pre_calls"`
 	EdgeProbes int      `json:"edge_probes"`
 	EdgeFailed int      `json:"edge_failed"`
 	Notes      []string `json:"notes,omitempty"`
@@ -297,6 +307,7 @@ type rewriter struct {
 	edgeOf  map[int]edgeSite // destination probe -> its jcc and outcome
 	edgesOf map[int][2]int   // jcc -> its destination probes (taken, not taken; -1 = none)
 	covOut  map[int][2]bool  // jcc -> outcomes the --skip-covered log holds
+	preCall map[int]int      // pre-call site -> the indirect call it probes (precall.go)
 	deleg   map[int][2]bool  // jcc -> outcomes with no probe at the jcc (patched destination, or covered)
 }
 
@@ -452,6 +463,7 @@ func (rw *rewriter) run() ([]byte, error) {
 		}
 		sites = sites[:w]
 	}
+	sites = rw.planPreCalls(sites)
 	rw.isSite = make([]bool, len(c.insts))
 	rw.siteSize = make([]int, len(c.insts))
 	rw.tramps = make([]*tramp, len(c.insts))
@@ -479,7 +491,7 @@ func (rw *rewriter) run() ([]byte, error) {
 			}
 		}
 		a := &asm{sizing: true}
-		sp := a.siteTramp(rw.opts.Tool, in, c.kinds[i], c.targets[i], nil, 0, rw.pic)
+		sp := rw.siteTramp(a, rw.opts.Tool, i, nil, 0)
 		for _, pr := range sp {
 			if pr.arm >= 0 {
 				rw.siteArms[i] = append(rw.siteArms[i], pr.arm)
@@ -541,6 +553,11 @@ func (rw *rewriter) run() ([]byte, error) {
 			}
 		}
 		t, err := p.Patch(i)
+		if j, pre := rw.preCall[i]; err != nil && pre && rw.unPreCall(i, j) {
+			// the call, probed where it is after all
+			i = j
+			t, err = p.Patch(i)
+		}
 		if err != nil {
 			rw.st.fail(reasonOf(err), c.insts[i].Addr)
 			continue
@@ -863,6 +880,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 			if edge {
 				tool, src = ToolBlock, c.insts[e.jcc].Addr
 			}
+			if j, pre := rw.preCall[i]; pre {
+				src = c.insts[j].Addr
+			}
 			// The trampoline has a probe slot per outcome; an outcome
 			// with no probe here (rw.deleg) gets another probe's
 			// address in its dead thunk and an arm that goes straight on.
@@ -882,7 +902,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 			if kept == 0 || kept != rw.nprobesOf(i) {
 				return nil, fmt.Errorf("site %#x: %d probes, want %d", in.Addr, kept, rw.nprobesOf(i))
 			}
-			sp := a.siteTramp(tool, in, c.kinds[i], c.targets[i], pv, probeEntry, rw.pic)
+			sp := rw.siteTramp(a, tool, i, pv, probeEntry)
 			if a.err == nil && len(sp) != n {
 				a.err = errors.New("probe count mismatch")
 			}

@@ -311,6 +311,18 @@ func (a *asm) relocate(in *place.Inst, k kind, tgt uint64, pic bool) {
 		a.pushRet(next, pic)
 		a.encodeRM(op, false, 0xff, 4, 8)
 	default:
+		a.relocateBody(in)
+		a.jmp(next)
+	}
+}
+
+// relocateBody emits instruction in (one that is no branch) so that it
+// behaves as at its original address: its rip-relative operand, if
+// any, is fixed; nothing follows it.
+func (a *asm) relocateBody(in *place.Inst) {
+	next := in.Addr + uint64(in.Len())
+	b := in.Bytes
+	{
 		d, ok := decodeOne(b)
 		start := a.off()
 		a.emit(b...)
@@ -327,7 +339,6 @@ func (a *asm) relocate(in *place.Inst, k kind, tgt uint64, pic bool) {
 		} else if ok && d.PCRel != 0 {
 			a.setErr(fmt.Errorf("unsupported pc-relative operand at %#x", in.Addr))
 		}
-		a.jmp(next)
 	}
 }
 
@@ -452,62 +463,9 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 		a.emit(in.Bytes...)
 		return []siteProbe{{kind: kRetKind, arm: -1}}
 	case kIndJmp, kIndCall:
-		op, _, err := parseRM(in)
-		if err != nil {
-			a.setErr(err)
+		sp, ok := a.indirectThunk(in, k, p(0), entry, func() { a.relocate(in, k, tgt, pic) })
+		if !ok {
 			return nil
-		}
-		// The thunk with an inline cache check (see retCacheCheck)
-		// between loading %rsi and the call:
-		//   <thunk up to %rsi> ; push %rcx ; compare %rsi with cache ;
-		//   jrcxz hit ; pop %rcx ; <rest of thunk> ; original
-		//   hit: pop %rcx ; pop %rsi ; pop %rdi ; lea 0x80(%rsp),%rsp ; original
-		// The relocated original never falls through.
-		a.emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
-		a.emit(0x57, 0x56)                   // push %rdi; push %rsi
-		if op.mod == 3 {
-			a.encodeRM(op, true, 0x8b, 6, 0) // mov %reg,%rsi
-		} else {
-			a.encodeRM(op, true, 0x8b, 6, thunkFrame) // mov OP,%rsi
-		}
-		a.emit(0x51)               // push %rcx
-		gateField := a.gateCheck() // closed: to the hit path
-		a.emit(0x48, 0x8b, 0x0d)   // mov cache(%rip),%rcx
-		a.rel32(p(0)+probeCacheOff, 0)
-		a.emit(0x48, 0xf7, 0xd1)             // not %rcx
-		a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
-		a.emit(0xe3, 0x00)                   // jrcxz hit
-		a.extraHits = append(a.extraHits, a.off()-1)
-		for _, off := range probeCacheMore {
-			a.emit(0x48, 0x8b, 0x0d) // mov cacheN(%rip),%rcx
-			a.rel32(p(0)+off, 0)
-			a.emit(0x48, 0xf7, 0xd1)             // not %rcx
-			a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
-			a.emit(0xe3, 0x00)                   // jrcxz hit
-			a.extraHits = append(a.extraHits, a.off()-1)
-		}
-		hitField := a.extraHits[len(a.extraHits)-1]
-		a.extraHits = a.extraHits[:len(a.extraHits)-1]
-		a.emit(0x59)             // pop %rcx
-		a.emit(0x48, 0x8d, 0x3d) // lea probe(%rip),%rdi
-		a.rel32(p(0), 0)
-		a.emit(0xe8) // call stint_probe_entry
-		a.rel32(entry, 0)
-		a.emit(0x5e, 0x5f)                                     // pop %rsi; pop %rdi
-		a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
-		a.relocate(in, k, tgt, pic)
-		a.patchRel8(hitField, a.off())
-		a.patchRel8(gateField, a.off())
-		a.patchExtraHits()
-		a.emit(0x59, 0x5e, 0x5f)                               // pop %rcx; pop %rsi; pop %rdi
-		a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
-		a.relocate(in, k, tgt, pic)
-		sp := siteProbe{kind: kIndJmpKind, arm: -1}
-		if k == kIndCall {
-			sp.kind = kIndCallKind
-		}
-		if op.ripRel && op.seg == 0 {
-			sp.flags, sp.dst = pfSlot, uint64(int64(op.next)+op.disp)
 		}
 		return []siteProbe{sp}
 	case kSyscall:
@@ -519,6 +477,95 @@ func (a *asm) siteTramp(t Tool, in *place.Inst, k kind, tgt uint64, probes []uin
 	}
 	a.setErr(fmt.Errorf("no trampoline for %v", k))
 	return nil
+}
+
+// indirectThunk emits the probe of indirect jmp or call in (kind k)
+// with an inline cache check between loading %rsi and the call:
+//
+//	<thunk up to %rsi> ; push %rcx ; compare %rsi with cache ;
+//	jrcxz hit ; pop %rcx ; <rest of thunk> ; exit
+//	hit: pop %rcx ; pop %rsi ; pop %rdi ; lea 0x80(%rsp),%rsp ; exit
+//
+// exit emits what follows the probe on both paths and never falls
+// through: the relocated original, or a jump back to it (preCallTramp).
+func (a *asm) indirectThunk(in *place.Inst, k kind, probe, entry uint64, exit func()) (siteProbe, bool) {
+	op, _, err := parseRM(in)
+	if err != nil {
+		a.setErr(err)
+		return siteProbe{}, false
+	}
+	a.emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
+	a.emit(0x57, 0x56)                   // push %rdi; push %rsi
+	if op.mod == 3 {
+		a.encodeRM(op, true, 0x8b, 6, 0) // mov %reg,%rsi
+	} else {
+		a.encodeRM(op, true, 0x8b, 6, thunkFrame) // mov OP,%rsi
+	}
+	a.emit(0x51)               // push %rcx
+	gateField := a.gateCheck() // closed: to the hit path
+	a.emit(0x48, 0x8b, 0x0d)   // mov cache(%rip),%rcx
+	a.rel32(probe+probeCacheOff, 0)
+	a.emit(0x48, 0xf7, 0xd1)             // not %rcx
+	a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
+	a.emit(0xe3, 0x00)                   // jrcxz hit
+	a.extraHits = append(a.extraHits, a.off()-1)
+	for _, off := range probeCacheMore {
+		a.emit(0x48, 0x8b, 0x0d) // mov cacheN(%rip),%rcx
+		a.rel32(probe+off, 0)
+		a.emit(0x48, 0xf7, 0xd1)             // not %rcx
+		a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
+		a.emit(0xe3, 0x00)                   // jrcxz hit
+		a.extraHits = append(a.extraHits, a.off()-1)
+	}
+	hitField := a.extraHits[len(a.extraHits)-1]
+	a.extraHits = a.extraHits[:len(a.extraHits)-1]
+	a.emit(0x59)             // pop %rcx
+	a.emit(0x48, 0x8d, 0x3d) // lea probe(%rip),%rdi
+	a.rel32(probe, 0)
+	a.emit(0xe8) // call stint_probe_entry
+	a.rel32(entry, 0)
+	a.emit(0x5e, 0x5f)                                     // pop %rsi; pop %rdi
+	a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+	exit()
+	a.patchRel8(hitField, a.off())
+	a.patchRel8(gateField, a.off())
+	a.patchExtraHits()
+	a.emit(0x59, 0x5e, 0x5f)                               // pop %rcx; pop %rsi; pop %rdi
+	a.emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+	exit()
+	sp := siteProbe{kind: kIndJmpKind, arm: -1}
+	if k == kIndCall {
+		sp.kind = kIndCallKind
+	}
+	if op.ripRel && op.seg == 0 {
+		sp.flags, sp.dst = pfSlot, uint64(int64(op.next)+op.disp)
+	}
+	return sp, true
+}
+
+// preCallTramp emits the trampoline of a pre-call site (rewriter.
+// preCall): instruction in (kind k), patched, runs here, then the probe
+// of the indirect call that follows it, with the call's operand as it
+// now stands, then a jump back to the call, which runs in place. A call
+// emulated in a trampoline (push the return address, jmp) leaves the
+// return-stack predictor one entry short, so the callee's ret and every
+// ret above it mispredict; run in place, the call pushes what its ret
+// will pop, and the program still sees its own return address.
+func (a *asm) preCallTramp(in *place.Inst, k kind, call *place.Inst, probes []uint64, entry uint64, pic bool) []siteProbe {
+	var probe uint64
+	if len(probes) > 0 {
+		probe = probes[0]
+	}
+	if k != kOther {
+		a.setErr(fmt.Errorf("%v at %#x is not a plain instruction", k, in.Addr))
+		return nil
+	}
+	a.relocateBody(in)
+	sp, ok := a.indirectThunk(call, kIndCall, probe, entry, func() { a.jmp(call.Addr) })
+	if !ok {
+		return nil
+	}
+	return []siteProbe{sp}
 }
 
 // probeCacheOff is offsetof(struct stint_probe, cache); with cache2 and,

@@ -136,6 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&opts.SkipCovered, "skip-covered", "", "leave unpatched every site whose outcomes are all in the exact redundancy log `LOG` (code covered by earlier runs then costs nothing)")
 	fs.BoolVar(&opts.SkipSeenIndirect, "skip-seen-indirect", false, "with --skip-covered, also leave unpatched returns, indirect branches and syscalls with at least one logged outcome (their new destinations are then not traced)")
 	fs.StringVar(&opts.Edges, "edges", "covered", "probe a jcc outcome at its destination, where only the jcc leads, instead of at the jcc, so the jcc's common side runs unpatched and its rare side is recorded whenever it happens: `MODE` covered (jccs with one outcome in the --skip-covered log), all (every jcc: more coverage after two runs, but slower on sqlite3), or none")
+	fs.BoolVar(&opts.EmulateIndirectCalls, "emulate-indirect-calls", false, "probe every indirect call in its own trampoline, where it is emulated (push the return address, jump); by default one is probed at the instruction before it where only that instruction leads to it, so that the call runs in place and the processor's return-stack predictor stays in step")
 	fs.Uint64Var(&opts.ChunkGap, "chunk-gap", 0, "merge stub pages closer than `BYTES` into one run-time mapping (0 = default 1 MiB; smaller = fewer resident stub pages, more mappings)")
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
