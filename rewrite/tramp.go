@@ -503,20 +503,7 @@ func (a *asm) indirectThunk(in *place.Inst, k kind, probe, entry uint64, exit fu
 	}
 	a.emit(0x51)               // push %rcx
 	gateField := a.gateCheck() // closed: to the hit path
-	a.emit(0x48, 0x8b, 0x0d)   // mov cache(%rip),%rcx
-	a.rel32(probe+probeCacheOff, 0)
-	a.emit(0x48, 0xf7, 0xd1)             // not %rcx
-	a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
-	a.emit(0xe3, 0x00)                   // jrcxz hit
-	a.extraHits = append(a.extraHits, a.off()-1)
-	for _, off := range probeCacheMore {
-		a.emit(0x48, 0x8b, 0x0d) // mov cacheN(%rip),%rcx
-		a.rel32(probe+off, 0)
-		a.emit(0x48, 0xf7, 0xd1)             // not %rcx
-		a.emit(0x48, 0x8d, 0x4c, 0x0e, 0x01) // lea 1(%rsi,%rcx),%rcx
-		a.emit(0xe3, 0x00)                   // jrcxz hit
-		a.extraHits = append(a.extraHits, a.off()-1)
-	}
+	a.cacheCompares(probe, sibBaseRSI)
 	hitField := a.extraHits[len(a.extraHits)-1]
 	a.extraHits = a.extraHits[:len(a.extraHits)-1]
 	a.emit(0x59)             // pop %rcx
@@ -568,6 +555,29 @@ func (a *asm) preCallTramp(in *place.Inst, k kind, call *place.Inst, probes []ui
 	return []siteProbe{sp}
 }
 
+// SIB bytes of lea 1(%base,%rcx): scale 1, index %rcx, base %rsi or %rax.
+const (
+	sibBaseRSI = 0x0e
+	sibBaseRAX = 0x08
+)
+
+// cacheCompares emits the inline cache check of probe: the destination
+// in a register (sib: sibBaseRSI or sibBaseRAX) compared with each of
+// the probe's four cache entries with flag-free instructions, each a
+// jrcxz to a hit whose rel8 is appended to a.extraHits:
+//
+//	mov cacheN(%rip),%rcx ; not %rcx ; lea 1(%reg,%rcx),%rcx ; jrcxz hit
+func (a *asm) cacheCompares(probe uint64, sib byte) {
+	for _, off := range append([]uint64{probeCacheOff}, probeCacheMore...) {
+		a.emit(0x48, 0x8b, 0x0d) // mov cacheN(%rip),%rcx
+		a.rel32(probe+off, 0)
+		a.emit(0x48, 0xf7, 0xd1)            // not %rcx
+		a.emit(0x48, 0x8d, 0x4c, sib, 0x01) // lea 1(%reg,%rcx),%rcx
+		a.emit(0xe3, 0x00)                  // jrcxz hit
+		a.extraHits = append(a.extraHits, a.off()-1)
+	}
+}
+
 // probeCacheOff is offsetof(struct stint_probe, cache); with cache2 and,
 // in probes without a direct destination, the arm and arm_to fields, the
 // four destinations an indirect or ret probe recorded last, most recent
@@ -609,21 +619,7 @@ func (a *asm) retCacheCheck(probe uint64) (gateField int) {
 	a.emit(0x50, 0x51)                                     // push %rax; push %rcx
 	gateField = a.gateCheck()                              // closed: to the hit path
 	a.emit(0x48, 0x8b, 0x84, 0x24, 0x90, 0x00, 0x00, 0x00) // mov 0x90(%rsp),%rax
-	a.emit(0x48, 0x8b, 0x0d)                               // mov cache(%rip),%rcx
-	a.rel32(probe+probeCacheOff, 0)
-	a.emit(0x48, 0xf7, 0xd1)             // not %rcx
-	a.emit(0x48, 0x8d, 0x4c, 0x08, 0x01) // lea 1(%rax,%rcx),%rcx
-	a.emit(0xe3, 0x00)                   // jrcxz hit
-	hit1 := a.off() - 1
-	a.extraHits = append(a.extraHits, hit1)
-	for _, off := range probeCacheMore {
-		a.emit(0x48, 0x8b, 0x0d) // mov cacheN(%rip),%rcx
-		a.rel32(probe+off, 0)
-		a.emit(0x48, 0xf7, 0xd1)             // not %rcx
-		a.emit(0x48, 0x8d, 0x4c, 0x08, 0x01) // lea 1(%rax,%rcx),%rcx
-		a.emit(0xe3, 0x00)                   // jrcxz hit
-		a.extraHits = append(a.extraHits, a.off()-1)
-	}
+	a.cacheCompares(probe, sibBaseRAX)
 	a.extraHits = a.extraHits[:len(a.extraHits)-1] // the last is the caller's hit field
 	return gateField
 }
