@@ -25,7 +25,8 @@ import (
 //
 // Every traced run is preceded by a native run, so native is measured
 // throughout the experiment; slowdowns are against the median of all
-// native runs of the workload.
+// native runs of the workload, and paired ones against the native run
+// just before.
 //
 // The budgeted variants need `rewrite --budget`; when the rewriter does
 // not offer it yet, only native and full run and the report says so.
@@ -84,6 +85,8 @@ type VariantDIME struct {
 	Metrics  string    `json:"metrics_from"` // "cov compare" or "traces (in-process)"
 	Runs     []RunDIME `json:"runs"`
 	Slowdown float64   `json:"slowdown_geomean"`
+	// SlowdownPaired is the geometric mean of the runs' SlowdownPaired.
+	SlowdownPaired float64 `json:"slowdown_paired_geomean"`
 	// Overshoot is the distribution over every period of every run.
 	Overshoot Dist `json:"overshoot"`
 }
@@ -93,6 +96,12 @@ type RunDIME struct {
 	Run      int     `json:"run"`
 	Merit    float64 `json:"merit"` // seconds or requests/s
 	Slowdown float64 `json:"slowdown"`
+	// NativeBefore is the native run just before this one, and
+	// SlowdownPaired the slowdown against it: a machine whose speed
+	// changes between minutes (this VM has two speed states) moves both
+	// runs of a pair alike, and the median of all natives not.
+	NativeBefore   float64 `json:"native_before"`
+	SlowdownPaired float64 `json:"slowdown_paired"`
 	RunMetrics
 	OvershootP99Cov *float64 `json:"overshoot_p99_us_cov,omitempty"` // cov compare's figure, when it ran
 	// LogFalseNegative is the false-negative ratio of an exact log
@@ -279,7 +288,7 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 			if err != nil {
 				return nil, fmt.Errorf("%s run %d: %w", s.name, i, err)
 			}
-			r := RunDIME{Run: i, Merit: m, Traces: rt.Files, Warnings: rt.Warnings, Patched: patched,
+			r := RunDIME{Run: i, Merit: m, NativeBefore: wr.Native[len(wr.Native)-1], Traces: rt.Files, Warnings: rt.Warnings, Patched: patched,
 				Overshoot: Distribution(Overshoots(rt.Periods)), Periods: len(rt.Periods), RunTimeMS: float64(rt.RunTimeNS) / 1e6}
 			for _, p := range rt.Periods {
 				r.Recorded += p.Recorded
@@ -324,12 +333,16 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 	wr.FullEvents = len(fullSet)
 	wr.NativeMedian = Median(wr.Native)
 	for _, v := range wr.Variants {
-		var sl []float64
+		var sl, sp []float64
 		for i := range v.Runs {
-			v.Runs[i].Slowdown = Slowdown(w, wr.NativeMedian, v.Runs[i].Merit)
-			sl = append(sl, v.Runs[i].Slowdown)
+			r := &v.Runs[i]
+			r.Slowdown = Slowdown(w, wr.NativeMedian, r.Merit)
+			r.SlowdownPaired = Slowdown(w, r.NativeBefore, r.Merit)
+			sl = append(sl, r.Slowdown)
+			sp = append(sp, r.SlowdownPaired)
 		}
 		v.Slowdown = GeoMean(sl)
+		v.SlowdownPaired = GeoMean(sp)
 	}
 	return wr, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -99,6 +100,14 @@ func TestDIMESmoke(t *testing.T) {
 			for _, r := range v.Runs {
 				if r.Cumulative < prev || r.Cumulative > 1 || r.Coverage > r.Cumulative+1e-9 || r.Slowdown <= 0 {
 					t.Errorf("%s/%s run %d: coverage %v, cumulative %v (before %v), slowdown %v", w.Key, v.Name, r.Run, r.Coverage, r.Cumulative, prev, r.Slowdown)
+				}
+				// the paired slowdown is against a native run of this workload
+				want := r.Merit / r.NativeBefore
+				if w.Unit == "req/s" {
+					want = r.NativeBefore / r.Merit
+				}
+				if !slices.Contains(w.Native, r.NativeBefore) || r.SlowdownPaired != want {
+					t.Errorf("%s/%s run %d: paired slowdown %v against %v, natives %v", w.Key, v.Name, r.Run, r.SlowdownPaired, r.NativeBefore, w.Native)
 				}
 				prev = r.Cumulative
 			}
