@@ -1076,6 +1076,19 @@ static uint64_t fs_base(void)
 	return fs;
 }
 
+/* The first use of a thread-pointer mode: whether glibc's tid field at
+ * thread pointer fs is this thread's id, read with process_vm_readv,
+ * which fails instead of faulting. Decides the mode (ok, else
+ * TID_SYSCALL) and returns the id. */
+static uint32_t tid_check(struct stint_global *g, uint64_t fs, uint32_t ok)
+{
+	int32_t t = 0, real = (int32_t)sys_call0(SYS_gettid);
+	struct { uint64_t base, len; } local = {(uint64_t)&t, sizeof t}, remote = {fs + GLIBC_TID_OFF, sizeof t};
+	long n = sys_call6(SYS_process_vm_readv, sys_call0(SYS_getpid), (long)&local, 1, (long)&remote, 1, 0);
+	__atomic_store_n(&g->tid_mode, n == (long)sizeof t && t == real ? ok : TID_SYSCALL, __ATOMIC_RELAXED);
+	return (uint32_t)real;
+}
+
 static uint32_t current_tid(struct stint_global *g)
 {
 	uint32_t mode = __atomic_load_n(&g->tid_mode, __ATOMIC_RELAXED);
@@ -1088,13 +1101,8 @@ static uint32_t current_tid(struct stint_global *g)
 		}
 	} else if (mode == TID_PROBE) {
 		uint64_t fs = fs_base();
-		if (fs) {
-			int32_t t = 0, real = (int32_t)sys_call0(SYS_gettid);
-			struct { uint64_t base, len; } local = {(uint64_t)&t, sizeof t}, remote = {fs + GLIBC_TID_OFF, sizeof t};
-			long n = sys_call6(SYS_process_vm_readv, sys_call0(SYS_getpid), (long)&local, 1, (long)&remote, 1, 0);
-			__atomic_store_n(&g->tid_mode, n == (long)sizeof t && t == real ? TID_GLIBC : TID_SYSCALL, __ATOMIC_RELAXED);
-			return (uint32_t)real;
-		}
+		if (fs)
+			return tid_check(g, fs, TID_GLIBC);
 	} else if (mode == TID_SEG) {
 		int32_t t;
 		__asm__ volatile("movl %%fs:%c1, %0" : "=r"(t) : "i"(GLIBC_TID_OFF));
@@ -1114,13 +1122,8 @@ static uint32_t current_tid(struct stint_global *g)
 		 * once the word proved to be the thread id here.
 		 */
 		uint64_t fs = 0;
-		if (!sys_failed(sys_call2(SYS_arch_prctl, S_ARCH_GET_FS, (long)&fs)) && fs) {
-			int32_t t = 0, real = (int32_t)sys_call0(SYS_gettid);
-			struct { uint64_t base, len; } local = {(uint64_t)&t, sizeof t}, remote = {fs + GLIBC_TID_OFF, sizeof t};
-			long n = sys_call6(SYS_process_vm_readv, sys_call0(SYS_getpid), (long)&local, 1, (long)&remote, 1, 0);
-			__atomic_store_n(&g->tid_mode, n == (long)sizeof t && t == real ? TID_SEG : TID_SYSCALL, __ATOMIC_RELAXED);
-			return (uint32_t)real;
-		}
+		if (!sys_failed(sys_call2(SYS_arch_prctl, S_ARCH_GET_FS, (long)&fs)) && fs)
+			return tid_check(g, fs, TID_SEG);
 	}
 	return (uint32_t)sys_call0(SYS_gettid);
 }
