@@ -1,7 +1,6 @@
 package rewrite
 
 import (
-	"debug/elf"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,6 +17,10 @@ import (
 func TestPreCalls(t *testing.T) {
 	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
 	orig := readInput(t, lib)
+	f, err := parseELF(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, emulate := range []bool{false, true} {
 		out := filepath.Join(t.TempDir(), "lib.so")
 		st, err := RewriteFile(lib, out, Options{Budget: "10%", Period: "100ms", EmulateIndirectCalls: emulate})
@@ -29,31 +32,20 @@ func TestPreCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ef, err := elf.Open(lib)
-		if err != nil {
-			t.Fatal(err)
-		}
-		off := func(a uint64) int {
-			for _, p := range ef.Progs {
-				if p.Type == elf.PT_LOAD && a >= p.Vaddr && a < p.Vaddr+p.Filesz {
-					return int(a - p.Vaddr + p.Off)
-				}
-			}
-			t.Fatalf("%#x is not in the file", a)
-			return 0
-		}
 		calls, inPlace := 0, 0
 		for _, p := range probes {
 			if p.Kind != uint8(runtime.KIndCall) {
 				continue
 			}
 			calls++
-			o := off(p.Src)
+			o, ok := f.offsetOf(p.Src, 2)
+			if !ok {
+				t.Fatalf("call %#x is not in the file", p.Src)
+			}
 			if data[o] == orig[o] && data[o+1] == orig[o+1] {
 				inPlace++ // an indirect call is 2 bytes or more
 			}
 		}
-		ef.Close()
 		want := st.PreCalls
 		if emulate {
 			want = 0
