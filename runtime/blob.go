@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "0eee75d50cf33ca5845ea94fd44d5241518833e78d8c647abf54a90e6edda699"
+const BlobSHA256 = "76df7844936adade314a22c5393210f1db1385294ef21f50e5437a8a20062363"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

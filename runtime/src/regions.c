@@ -348,7 +348,7 @@ static uint64_t regions_blocks(struct stint_global *g, uint8_t *buf, uint64_t ca
 			count++;
 		}
 		if (count)
-			len += log_seal_block(h, count, gm);
+			len += log_seal_block(g, h, count, gm);
 	}
 	unlock(&g->regions_lock);
 	return len;

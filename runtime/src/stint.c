@@ -403,11 +403,14 @@ struct stint_global {
 	/* redundancy log (redlog.c) */
 	uint32_t log_policy, log_lock, log_warned, pad5;
 	uint64_t logset, logset_slots, logset_n; /* entries read from the log */
+	uint64_t logset_filter;      /* a bit per slots * 8, set from each entry's k0 (redlog.c, logset_has) */
 	uint64_t log_pending, log_npend, log_saved; /* outcomes noted this run */
 	uint32_t region_mode, regions_lock; /* a region policy (regions.c) */
 	uint32_t sync_core, pad6;    /* membarrier SYNC_CORE registered: restore_sync works */
 	uint64_t regions, nregions, decisions, thr_slots;
 	char log_path[512];
+	uint32_t crc_ready, pad_crc;  /* crc_tab is built (redlog.c, crc_tables) */
+	uint32_t crc_tab[8][256];
 	struct slot_ring ring[RING];
 	struct anon_region anon[MAX_ANON];
 	char scratch[SCRATCH_SIZE];
@@ -1717,6 +1720,7 @@ static void ret_watched(struct stint_global *g, struct stint_module *m, struct s
  * thread; redlog.c: the redundancy log. */
 #include "switch.c"
 #include "budget.c"
+static long populate_write(uint64_t lo, uint64_t hi);
 #include "redlog.c"
 #include "regions.c"
 #include "rets.c"
