@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "76df7844936adade314a22c5393210f1db1385294ef21f50e5437a8a20062363"
+const BlobSHA256 = "0e6b438a5223c788e41e03853f1bac8c28dc69b3c9e50c9f0612e3cb26810a7d"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

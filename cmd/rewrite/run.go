@@ -83,6 +83,8 @@ Environment read by the rewritten program:
   STINT_RETS        set to 0 to stop a call whose return is not recorded
                     from switching its callee's ret sites on (and a
                     logged call from waiting for its return)
+  STINT_HUGE        set to 0 to keep the tables and trampolines in the
+                    file's 4 KiB pages instead of 2 MiB anonymous pages
   STINT_SWITCH_SELF set to 0 to stop a program with one thread from
                     switching the patches that straddle a word itself
                     (they then stay on, or with --switch-sync the

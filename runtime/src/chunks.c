@@ -191,6 +191,111 @@ static long stubs_file_open(const struct stint_module *m, uint64_t base, char **
 	return fd;
 }
 
+#define SYS_mremap 25
+#define S_MREMAP_MAYMOVE 1
+#define S_MREMAP_FIXED 2
+#define S_MADV_HUGEPAGE 14
+#define HUGE_PAGE ((uint64_t)2 << 20)
+
+/* Shrink [*lo, *hi) to its larger part beside [xlo, xhi) when they overlap. */
+static void range_clip(uint64_t *lo, uint64_t *hi, uint64_t xlo, uint64_t xhi)
+{
+	if (xhi <= *lo || xlo >= *hi)
+		return;
+	if (xlo > *lo && xlo - *lo >= (*hi > xhi ? *hi - xhi : 0))
+		*hi = xlo;
+	else
+		*lo = xhi > *hi ? *hi : xhi;
+}
+
+extern const uint8_t stint_blob_start[] __attribute__((visibility("hidden"))); /* entry.S: the blob's header */
+
+/*
+ * Replace the whole 2 MiB pages of [lo, hi) (the load segment ph of a
+ * module loaded at base, whose file is fd) with anonymous memory asked to
+ * be huge, holding the same bytes (read from the file), with protection
+ * prot. Anything failing leaves the file's mapping as it is.
+ */
+static void seg_huge(const struct elf64_phdr *ph, uint64_t base, uint64_t lo, uint64_t hi, long fd, int prot)
+{
+	lo = (lo + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	hi &= ~(HUGE_PAGE - 1);
+	if (hi <= lo)
+		return;
+	uint64_t len = hi - lo, foff = ph->offset + (lo - base - ph->vaddr);
+	long t = sys_mmap(0, len + HUGE_PAGE, prot, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+	if (sys_failed(t))
+		return;
+	uint64_t at = ((uint64_t)t + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	sys_call3(SYS_madvise, (long)at, (long)len, S_MADV_HUGEPAGE);
+	uint64_t done = 0;
+	while (done < len) {
+		long r = sys_call4(SYS_pread64, fd, (long)(at + done), (long)(len - done), (long)(foff + done));
+		if (sys_failed(r) || r == 0)
+			break;
+		done += (uint64_t)r;
+	}
+	long r = done == len ? sys_call6(SYS_mremap, (long)at, (long)len, (long)len, S_MREMAP_MAYMOVE | S_MREMAP_FIXED, (long)lo, 0) : -1;
+	if (sys_failed(r)) {
+		sys_call2(SYS_munmap, t, (long)(len + HUGE_PAGE));
+		return;
+	}
+	if (at > (uint64_t)t)
+		sys_call2(SYS_munmap, t, (long)(at - (uint64_t)t));
+	sys_call2(SYS_munmap, (long)(at + len), (long)((uint64_t)t + HUGE_PAGE - at));
+}
+
+/*
+ * Back the probe and patch tables and the trampolines with huge pages
+ * where they cover whole 2 MiB pages. On this VM (shadow paging) the
+ * first touch of each 4 KiB page costs the thread about 5.5 us even after
+ * MADV_POPULATE_WRITE made it (the hypervisor fills its own table then):
+ * a logged start-up touches every page of the tables (libsqlite3: 1,800
+ * of them, about 10 ms), a run many of the trampolines'. A 2 MiB page is
+ * filled once. The bytes are read from the module's file (fd) into an
+ * anonymous region asked to be huge, which then replaces them (mremap);
+ * reading them through the mapping would touch each page, the cost this
+ * saves. Nothing has written them yet: the module header (written
+ * first), the gate page, the dynamic section (which the rewriter moves
+ * there, and ld.so may write) and the runtime's own code are left out,
+ * and no relocation lands in the rewriter's segments. The trampolines
+ * only when they could be made writable (writable), as the file's
+ * mapping was.
+ */
+static void tables_huge(const struct stint_module *m, uint64_t base, long fd, int writable)
+{
+	struct elf64_ehdr eh;
+	struct elf64_phdr ph[32];
+	if (sys_call4(SYS_pread64, fd, (long)&eh, sizeof eh, 0) != (long)sizeof eh || eh.ident[0] != 0x7f || eh.ident[1] != 'E' || eh.ident[2] != 'L' || eh.ident[3] != 'F' || eh.ident[4] != 2 ||
+	    eh.phentsize != sizeof ph[0] || eh.phnum == 0 || eh.phnum > 32)
+		return;
+	long want = (long)(eh.phnum * sizeof ph[0]);
+	if (sys_call4(SYS_pread64, fd, (long)ph, want, (long)eh.phoff) != want)
+		return;
+	for (int i = 0; i < eh.phnum; i++) {
+		if (ph[i].type != 1 /* PT_LOAD */ || (ph[i].offset & 4095) != (ph[i].vaddr & 4095))
+			continue;
+		int tables = (ph[i].flags & 2 /* PF_W */) && ph[i].vaddr <= m->probes_vaddr && m->probes_vaddr < ph[i].vaddr + ph[i].filesz;
+		int tramps = writable && m->tramp_hi > m->tramp_lo && ph[i].vaddr <= m->tramp_lo && m->tramp_hi <= ph[i].vaddr + ph[i].filesz;
+		if (!tables && !tramps)
+			continue;
+		uint64_t lo = base + ph[i].vaddr, hi = lo + ph[i].filesz;
+		if (tramps) {
+			lo = base + m->tramp_lo;
+			hi = base + m->tramp_hi;
+		}
+		range_clip(&lo, &hi, base + m->self_vaddr, base + m->self_vaddr + sizeof *m);
+		range_clip(&lo, &hi, (uint64_t)stint_blob_start,
+			   (uint64_t)stint_blob_start + ((const struct stint_blob_header *)(const void *)stint_blob_start)->size);
+		if (m->gate_vaddr)
+			range_clip(&lo, &hi, base + m->gate_vaddr, base + m->gate_vaddr + 4096);
+		for (int k = 0; k < eh.phnum; k++)
+			if (ph[k].type == 2 /* PT_DYNAMIC */)
+				range_clip(&lo, &hi, base + ph[k].vaddr, base + ph[k].vaddr + ph[k].memsz);
+		seg_huge(&ph[i], base, lo, hi, fd, tables ? S_PROT_READ | S_PROT_WRITE : S_PROT_READ | S_PROT_WRITE | S_PROT_EXEC);
+	}
+}
+
 /* The stub area built in a memfd from the stub list; -errno if that fails
  * (then each chunk becomes an anonymous copy). */
 static long stubs_memfd(const struct stint_stub *st, uint32_t nst, uint64_t area, char **envp)
@@ -237,6 +342,9 @@ static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int w
 	long fd = stubs_file_open(m, base, envp, path, cap);
 	long foff = 0, share = S_MAP_SHARED;
 	if (fd >= 0) {
+		const char *huge = env_get(envp, "STINT_HUGE");
+		if (!huge || huge[0] != '0')
+			tables_huge(m, base, fd, writable);
 		foff = (long)m->stub_file_off + 4096;
 		share = S_MAP_PRIVATE;
 	} else {

@@ -1,0 +1,185 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stint-project/stint/rewrite"
+)
+
+// TestHugeBacking: at load the runtime replaces the whole 2 MiB pages of
+// a module's tables and trampolines with anonymous memory holding the
+// same bytes (runtime/src/chunks.c, tables_huge), unless STINT_HUGE=0.
+// libsqlite3 (about 7 MiB of tables and 5.5 MiB of trampolines) runs
+// under STINT_DISABLE=1, which gives the code its original bytes back but
+// leaves the tables and trampolines as the file has them; sqlite3 then
+// waits for input while /proc/PID/maps and /proc/PID/mem are read. The
+// test fails if the ranges are not replaced, if STINT_HUGE=0 does not
+// stop it, or if one byte of them differs from the file.
+func TestHugeBacking(t *testing.T) {
+	lib := filepath.Join(libdir, "libsqlite3.so.0")
+	need(t, lib, "/usr/bin/sqlite3")
+	dir := t.TempDir()
+	out, _ := rewritten(t, lib, dir, rewrite.Options{Budget: "10%", Period: "100ms"})
+	m, _, _ := probesAndPatches(t, out)
+	file, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ef, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	fileBytes := func(lo, hi uint64) []byte {
+		for _, p := range ef.Progs {
+			if p.Type == elf.PT_LOAD && p.Vaddr <= lo && hi <= p.Vaddr+p.Filesz {
+				return file[p.Off+lo-p.Vaddr : p.Off+hi-p.Vaddr]
+			}
+		}
+		t.Fatalf("%#x-%#x is not in one load segment of the file", lo, hi)
+		return nil
+	}
+	const probeSize, patchSize = 64, 32
+	ranges := []struct {
+		name   string
+		lo, hi uint64 // module-relative
+	}{
+		{"probe and patch tables", m.ProbesVaddr, m.PatchesVaddr + uint64(m.NPatches)*patchSize},
+		{"trampolines", m.TrampLo, m.TrampHi},
+	}
+	if m.ProbesVaddr+uint64(m.NProbes)*probeSize > m.PatchesVaddr {
+		t.Fatalf("the patch table (%#x) does not follow the probe table (%#x, %d probes)", m.PatchesVaddr, m.ProbesVaddr, m.NProbes)
+	}
+	for _, huge := range []bool{true, false} {
+		t.Run(fmt.Sprintf("huge=%v", huge), func(t *testing.T) {
+			env := append(traceEnv(filepath.Join(dir, "traces")), "LD_LIBRARY_PATH="+dir, "STINT_DISABLE=1")
+			if !huge {
+				env = append(env, "STINT_HUGE=0")
+			}
+			cmd := exec.Command("/usr/bin/sqlite3", ":memory:")
+			cmd.Env = env
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			if _, err := stdin.Write([]byte(".print ready\n")); err != nil {
+				t.Fatal(err)
+			}
+			line := make([]byte, 6)
+			if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "ready\n" {
+				t.Fatalf("sqlite3 said %q (%v), stderr %q", line, err, stderr.String())
+			}
+			base, err := loadBase(cmd.Process.Pid, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maps, err := readMaps(cmd.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			for _, r := range ranges {
+				lo, hi := base+r.lo, base+r.hi
+				var anon uint64
+				for _, mp := range maps {
+					if mp.hi <= lo || mp.lo >= hi {
+						continue
+					}
+					switch {
+					case mp.path == out:
+					case mp.path == "" && mp.inode == 0:
+						anon += min(mp.hi, hi) - max(mp.lo, lo)
+					default:
+						t.Errorf("%s: %#x-%#x is mapped from %q", r.name, mp.lo, mp.hi, mp.path)
+					}
+				}
+				// the whole 2 MiB pages inside, less at most one for the
+				// parts left out (the runtime's code, the dynamic section)
+				inner := (hi&^(2<<20-1) - (lo+2<<20-1)&^(2<<20-1))
+				switch {
+				case huge && (anon == 0 || anon%(2<<20) != 0 || anon+2<<20 < inner):
+					t.Errorf("%s (%#x-%#x): %d bytes anonymous, want whole 2 MiB pages covering about %d", r.name, lo, hi, anon, inner)
+				case !huge && anon != 0:
+					t.Errorf("%s: %d bytes anonymous with STINT_HUGE=0", r.name, anon)
+				}
+				got := make([]byte, hi-lo)
+				if _, err := mem.ReadAt(got, int64(lo)); err != nil {
+					t.Fatal(err)
+				}
+				want := fileBytes(r.lo, r.hi)
+				if !bytes.Equal(got, want) {
+					i := 0
+					for i < len(got) && got[i] == want[i] {
+						i++
+					}
+					t.Errorf("%s: memory differs from the file from %#x on (% x, want % x)", r.name, r.lo+uint64(i), got[i:min(i+8, len(got))], want[i:min(i+8, len(want))])
+				}
+				t.Logf("%s: %d of %d bytes anonymous", r.name, anon, hi-lo)
+			}
+			stdin.Close()
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("sqlite3: %v, stderr %q", err, stderr.String())
+			}
+		})
+	}
+}
+
+type mapping struct {
+	lo, hi uint64
+	inode  uint64
+	path   string
+}
+
+// readMaps reads /proc/PID/maps.
+func readMaps(pid int) ([]mapping, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []mapping
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 5 {
+			continue
+		}
+		a, b, _ := strings.Cut(fs[0], "-")
+		lo, err1 := strconv.ParseUint(a, 16, 64)
+		hi, err2 := strconv.ParseUint(b, 16, 64)
+		ino, err3 := strconv.ParseUint(fs[4], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("maps line %q", sc.Text())
+		}
+		mp := mapping{lo: lo, hi: hi, inode: ino}
+		if len(fs) >= 6 {
+			mp.path = fs[5]
+		}
+		out = append(out, mp)
+	}
+	return out, sc.Err()
+}
