@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "0e6b438a5223c788e41e03853f1bac8c28dc69b3c9e50c9f0612e3cb26810a7d"
+const BlobSHA256 = "c80ef6183ba401252d1f593a3ae99e8776e348e2daa0337a936202f63ad8c193"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
