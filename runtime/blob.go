@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "c80ef6183ba401252d1f593a3ae99e8776e348e2daa0337a936202f63ad8c193"
+const BlobSHA256 = "1e58b3fd552c888ec64cf52a1ef03a4a82043e611ab4831db115cf00496eb933"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -382,7 +382,6 @@ struct stint_global {
 	uint64_t sw_site_tsc;        /* what switching one site costs (budget.c, sw_site_cost) */
 	uint64_t sw_sync_tsc;        /* what one membarrier(SYNC_CORE) costs (measured at start) */
 	uint64_t sw_fixed_tsc;       /* what a batch costs besides its sites (budget.c, sw_reserve) */
-	uint64_t sw_site_hi_tsc;     /* a high mark of sw_site_tsc, for reserves (budget.c, sw_site_cost) */
 	uint32_t sw_off_paid;        /* this period's reserved switch-off ran (budget.c, sw_all_off) */
 	uint32_t pad_off;
 	uint32_t sw_epoch;           /* switch.c, sw_barrier: the current barrier epoch */
