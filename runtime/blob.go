@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1e58b3fd552c888ec64cf52a1ef03a4a82043e611ab4831db115cf00496eb933"
+const BlobSHA256 = "639a2048f8c39ac1d7401a13aad09cb5e429238279a07cd7c10c53144e86582f"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
