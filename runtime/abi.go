@@ -115,6 +115,12 @@ const TestNoMemfdEnv = "STINT_TEST_NO_MEMFD"
 // instead of mapping it from the module's file (ABI 7).
 const TestNoStubFileEnv = "STINT_TEST_NO_STUB_FILE"
 
+// TestSaveHoldEnv is STINT_TEST_SAVE_HOLD_ENV: a test hook. With
+// STINT_TEST_SAVE_HOLD=PATH the runtime's thread creates PATH each time it
+// saves the redundancy log and holds the log's lock for 300 ms before it
+// writes.
+const TestSaveHoldEnv = "STINT_TEST_SAVE_HOLD"
+
 // NoPatch is STINT_NO_PATCH.
 const NoPatch uint32 = 0xffffffff
 

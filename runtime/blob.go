@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "639a2048f8c39ac1d7401a13aad09cb5e429238279a07cd7c10c53144e86582f"
+const BlobSHA256 = "8f55bdb96d06d8245f04cb1100f3e8c83f77b7c42d95eb65290e6486e94ecd59"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

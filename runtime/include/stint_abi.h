@@ -109,6 +109,11 @@
 /* Test hook: STINT_TEST_NO_STUB_FILE=1 makes the runtime build the stub
  * area in a memfd, as for a file without one (ABI 7). */
 #define STINT_TEST_NO_STUB_FILE_ENV "STINT_TEST_NO_STUB_FILE"
+/* Test hook: STINT_TEST_SAVE_HOLD=PATH makes the runtime's thread, each
+ * time it saves the redundancy log, create PATH and hold the log's lock
+ * for 300 ms before it writes, so a test can end the program while a
+ * save is under way. */
+#define STINT_TEST_SAVE_HOLD_ENV "STINT_TEST_SAVE_HOLD"
 
 /* Bytes of struct stint_module.options (NUL included). */
 #define STINT_OPTIONS_SIZE 136

@@ -651,7 +651,7 @@ static void emit_record(uint8_t kind, uint64_t time, uint64_t src, uint64_t dst,
 	emit(&rw);
 }
 
-static void log_save(struct stint_global *g);
+static void log_save(struct stint_global *g, int exiting);
 
 /*
  * The QoS controller (QDIME, Equation 1). At every period boundary the
@@ -1114,7 +1114,7 @@ static void period_main(void)
 			g->period_mono0 = nm;
 		unlock(&g->period_lock);
 		if (g->log_on && nm - last_save >= 1000000000ULL) {
-			log_save(g);
+			log_save(g, 0);
 			last_save = nm;
 		}
 	}

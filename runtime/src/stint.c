@@ -408,6 +408,7 @@ struct stint_global {
 	uint32_t sync_core, pad6;    /* membarrier SYNC_CORE registered: restore_sync works */
 	uint64_t regions, nregions, decisions, thr_slots;
 	char log_path[512];
+	char log_hold[256];          /* STINT_TEST_SAVE_HOLD (redlog.c, log_save) */
 	uint32_t crc_ready, pad_crc;  /* crc_tab is built (redlog.c, crc_tables) */
 	uint32_t crc_tab[8][256];
 	struct slot_ring ring[RING];
@@ -1298,6 +1299,12 @@ static void fork_child_reopen(struct stint_global *g)
 	__atomic_store_n(&g->init_lock, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&g->scratch_lock, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&g->period_lock, 0, __ATOMIC_RELEASE);
+	/* the parent's period thread may have been saving the log (the
+	 * child's exit would wait for that save, which never ends), writing
+	 * its region log or its sync sites */
+	__atomic_store_n(&g->log_lock, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->regions_lock, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&g->sw_self_lock, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&g->run_ended, 0, __ATOMIC_RELEASE);
 	ctx_reset(g);
 	g->period_thread = 0;
@@ -2269,7 +2276,7 @@ STINT_API uint64_t stint_fini(const uint8_t *blob)
 	if (__atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE) & RS_ACTIVE) {
 		if (m->flags & STINT_MF_EXEC)
 			run_end(G());
-		log_save(G());
+		log_save(G(), 1);
 		flush(G());
 	}
 	uint64_t base = (uint64_t)m - m->self_vaddr;
