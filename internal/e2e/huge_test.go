@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,29 +64,7 @@ func TestHugeBacking(t *testing.T) {
 			if !huge {
 				env = append(env, "STINT_HUGE=0")
 			}
-			cmd := exec.Command("/usr/bin/sqlite3", ":memory:")
-			cmd.Env = env
-			stdin, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer cmd.Process.Kill()
-			if _, err := stdin.Write([]byte(".print ready\n")); err != nil {
-				t.Fatal(err)
-			}
-			line := make([]byte, 6)
-			if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "ready\n" {
-				t.Fatalf("sqlite3 said %q (%v), stderr %q", line, err, stderr.String())
-			}
+			cmd, stdin, stderr := startSqlite3(t, env, ".print ready\n", "ready\n")
 			base, err := loadBase(cmd.Process.Pid, out)
 			if err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,4 +181,36 @@ func TestSqlite3WithRewrittenLibsqlite3(t *testing.T) {
 		t.Fatal(err)
 	}
 	libTest(t, "libsqlite3.so.0", sql, "/usr/bin/sqlite3", ":memory:")
+}
+
+// startSqlite3 starts sqlite3 :memory: with env, writes input to it and
+// waits until its output begins with want. It returns the running
+// command, its stdin (closing it lets sqlite3 exit) and its stderr; the
+// process is killed when the test ends.
+func startSqlite3(t *testing.T, env []string, input, want string) (*exec.Cmd, io.WriteCloser, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/sqlite3", ":memory:")
+	cmd.Env = env
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &bytes.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	if _, err := stdin.Write([]byte(input)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(stdout, got); err != nil || string(got) != want {
+		t.Fatalf("sqlite3 said %q (%v), stderr %q", got, err, stderr.String())
+	}
+	return cmd, stdin, stderr
 }

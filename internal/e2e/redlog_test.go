@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -162,30 +161,9 @@ func TestLogSavedAtExit(t *testing.T) {
 	rewritten(t, lib, dir, rewrite.Options{Log: logPath})
 	hold := filepath.Join(dir, "saving")
 	traces := filepath.Join(dir, "traces")
-	cmd := exec.Command("/usr/bin/sqlite3", ":memory:")
-	cmd.Env = append(traceEnv(traces), "LD_LIBRARY_PATH="+dir, runtime.TestSaveHoldEnv+"="+hold)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	env := append(traceEnv(traces), "LD_LIBRARY_PATH="+dir, runtime.TestSaveHoldEnv+"="+hold)
 	q := "create table t(x); insert into t values (1), (2), (3); select sum(x) from t;\n.print ready\n"
-	if _, err := stdin.Write([]byte(q)); err != nil {
-		t.Fatal(err)
-	}
-	line := make([]byte, 8)
-	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "6\nready\n" {
-		t.Fatalf("sqlite3 said %q (%v), stderr %q", line, err, stderr.String())
-	}
+	cmd, stdin, stderr := startSqlite3(t, env, q, "6\nready\n")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := os.Stat(hold); err == nil {
@@ -726,29 +704,7 @@ func TestLogRestoresAtLoad(t *testing.T) {
 	}
 
 	second := filepath.Join(dir, "second")
-	cmd := exec.Command("/usr/bin/sqlite3", ":memory:")
-	cmd.Env = env(second)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	if _, err := stdin.Write([]byte(".print ready\n")); err != nil {
-		t.Fatal(err)
-	}
-	line := make([]byte, 6)
-	if _, err := io.ReadFull(stdout, line); err != nil || string(line) != "ready\n" {
-		t.Fatalf("sqlite3 said %q (%v), stderr %q", line, err, stderr.String())
-	}
+	cmd, stdin, stderr := startSqlite3(t, env(second), ".print ready\n", "ready\n")
 	base, err := loadBase(cmd.Process.Pid, out)
 	if err != nil {
 		t.Fatal(err)
