@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "8f55bdb96d06d8245f04cb1100f3e8c83f77b7c42d95eb65290e6486e94ecd59"
+const BlobSHA256 = "ceb616c18d1deb940aabdc012eab557f5c5dc122adfe370426165ea6f9ed37c9"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -741,14 +741,14 @@ static void qos_map(struct stint_global *g)
 	if (sys_failed(fd))
 		return; /* not there yet (qos watch may start later): retry next period */
 	/* A file shorter than the page would fault on access: check first. */
-	uint64_t st[18]; /* struct stat: st_size at byte 48 */
+	struct s_stat st;
 	long a = -1;
-	int stat_ok = !sys_failed(sys_call2(SYS_fstat, fd, (long)st));
-	if (stat_ok && st[6] == 0) {
+	int stat_ok = !sys_failed(sys_call2(SYS_fstat, fd, (long)&st));
+	if (stat_ok && st.size == 0) {
 		sys_call1(SYS_close, fd); /* just created: retry next period */
 		return;
 	}
-	if (stat_ok && st[6] >= STINT_QOS_PAGE_SIZE)
+	if (stat_ok && st.size >= STINT_QOS_PAGE_SIZE)
 		a = sys_mmap(0, STINT_QOS_PAGE_SIZE, S_PROT_READ, S_MAP_SHARED, (int)fd, 0);
 	sys_call1(SYS_close, fd);
 	const struct stint_qos_page *pg = (const void *)a;

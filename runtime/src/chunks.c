@@ -266,8 +266,8 @@ static void tables_huge(const struct stint_module *m, uint64_t base, long fd, in
 {
 	struct elf64_ehdr eh;
 	struct elf64_phdr ph[32];
-	if (sys_call4(SYS_pread64, fd, (long)&eh, sizeof eh, 0) != (long)sizeof eh || eh.ident[0] != 0x7f || eh.ident[1] != 'E' || eh.ident[2] != 'L' || eh.ident[3] != 'F' || eh.ident[4] != 2 ||
-	    eh.phentsize != sizeof ph[0] || eh.phnum == 0 || eh.phnum > 32)
+	if (sys_call4(SYS_pread64, fd, (long)&eh, sizeof eh, 0) != (long)sizeof eh || !elf64_ident_ok(&eh) || eh.phentsize != sizeof ph[0] ||
+	    eh.phnum == 0 || eh.phnum > 32)
 		return;
 	long want = (long)(eh.phnum * sizeof ph[0]);
 	if (sys_call4(SYS_pread64, fd, (long)ph, want, (long)eh.phoff) != want)

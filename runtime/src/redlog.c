@@ -350,7 +350,7 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 	uint64_t size = 0;
 	const uint8_t *p = 0;
 	if (!sys_failed(fd)) {
-		struct { uint64_t dev, ino, nlink; uint32_t mode, uid, gid, pad; uint64_t rdev; int64_t size; uint64_t rest[12]; } st; /* struct stat: 144 bytes */
+		struct s_stat st;
 		if (!sys_failed(sys_call2(SYS_fstat, fd, (long)&st)) && st.size > 0) {
 			size = (uint64_t)st.size;
 			long mp = sys_mmap(0, size, S_PROT_READ, S_MAP_PRIVATE, (int)fd, 0);
@@ -619,7 +619,7 @@ write:;
 		goto out;
 	}
 	sys_call2(SYS_flock, fd, S_LOCK_EX);
-	struct { uint64_t dev, ino, nlink; uint32_t mode, uid, gid, pad; uint64_t rdev; int64_t size; uint64_t rest[12]; } st; /* struct stat: 144 bytes */
+	struct s_stat st;
 	uint64_t size = 0;
 	if (!sys_failed(sys_call2(SYS_fstat, fd, (long)&st)))
 		size = (uint64_t)st.size;

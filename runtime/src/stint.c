@@ -491,10 +491,16 @@ struct elf64_sym {
  * The kernel maps the whole vDSO image, section headers included, so the
  * dynamic symbol table is found through them.
  */
+/* Whether eh starts a 64-bit ELF file. */
+static int elf64_ident_ok(const struct elf64_ehdr *eh)
+{
+	return eh->ident[0] == 0x7f && eh->ident[1] == 'E' && eh->ident[2] == 'L' && eh->ident[3] == 'F' && eh->ident[4] == 2;
+}
+
 static uint64_t vdso_lookup(uint64_t ehdr_addr, const char *name)
 {
 	const struct elf64_ehdr *eh = (const void *)ehdr_addr;
-	if (!eh || eh->ident[0] != 0x7f || eh->ident[1] != 'E' || eh->ident[4] != 2)
+	if (!eh || !elf64_ident_ok(eh))
 		return 0;
 	uint64_t load = 0;
 	int found = 0;
@@ -722,10 +728,10 @@ static void put64(uint8_t *p, uint64_t v) { s_memcpy(p, &v, 8); }
  */
 static int fd_is_ours(struct stint_global *g)
 {
-	uint64_t st[18]; /* struct stat is 144 bytes: st_dev at 0, st_ino at 8 */
-	if (g->fd < 0 || sys_failed(sys_call2(SYS_fstat, g->fd, (long)st)))
+	struct s_stat st;
+	if (g->fd < 0 || sys_failed(sys_call2(SYS_fstat, g->fd, (long)&st)))
 		return 0;
-	return st[0] == g->fd_dev && st[1] == g->fd_ino;
+	return st.dev == g->fd_dev && st.ino == g->fd_ino;
 }
 
 static void set_untraced_once(struct stint_global *g, const char *what, const char *arg, long err)
@@ -896,16 +902,16 @@ static long trace_open(struct stint_global *g, const char **what)
 		return fd;
 	}
 	g->fd = (int32_t)fd;
-	uint64_t st[18];
-	long sr = sys_call2(SYS_fstat, fd, (long)st);
+	struct s_stat st;
+	long sr = sys_call2(SYS_fstat, fd, (long)&st);
 	if (sys_failed(sr)) {
 		sys_call1(SYS_close, fd);
 		g->fd = -1;
 		*what = "stat trace file";
 		return sr;
 	}
-	g->fd_dev = st[0];
-	g->fd_ino = st[1];
+	g->fd_dev = st.dev;
+	g->fd_ino = st.ino;
 	/* A hint far from where the loader puts modules: placed top-down,
 	 * the 64 GiB reservation lands right below the libraries, where a
 	 * rewritten library loaded later (or initialised after the
@@ -1644,7 +1650,7 @@ static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *or
 		 * so no jmp-to-self and no membarrier (switch.c's self mode
 		 * writes its sync sites so). A sqlite3 run restored 383 sites
 		 * here, three membarriers each (an IPI and a wait, about 30 us
-		 * each on this VM); reading /proc/self/stat costs less. */
+		 * each on this VM); sw_alone's stat costs 2 us. */
 		write_alone(addr, orig, len);
 		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
 		return 1;

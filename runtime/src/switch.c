@@ -682,8 +682,6 @@ static void sw_take(struct stint_global *g, enum sw_take_what what);
  * goes back to parking.
  */
 
-#define SYS_newfstatat 262
-
 /* Whether the program has one thread: the process's thread count is at
  * most that thread and the period thread. The count is the link count of
  * /proc/self/task less 2 (one stat: 2 us on this VM), or field 20 of
@@ -692,7 +690,7 @@ static void sw_take(struct stint_global *g, enum sw_take_what what);
 static int sw_alone(struct stint_global *g)
 {
 	uint64_t runtime = __atomic_load_n(&g->period_thread, __ATOMIC_ACQUIRE) ? 1 : 0;
-	struct { uint64_t dev, ino, nlink, rest[15]; } st; /* struct stat: 144 bytes */
+	struct s_stat st;
 	if (!sys_failed(sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)&st, 0)) && st.nlink >= 3)
 		return st.nlink - 2 <= 1 + runtime;
 	char buf[512];

@@ -14,6 +14,7 @@
 #define SYS_write 1
 #define SYS_close 3
 #define SYS_fstat 5
+#define SYS_newfstatat 262
 #define SYS_mmap 9
 #define SYS_rt_sigprocmask 14
 #define SYS_mprotect 10
@@ -122,6 +123,15 @@ static inline long sys_call6(long n, long a, long b, long c, long d, long e, lon
 	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9) : "rcx", "r11", "memory");
 	return r;
 }
+
+/* The kernel's struct stat (x86-64, 144 bytes), for fstat and newfstatat. */
+struct s_stat {
+	uint64_t dev, ino, nlink;
+	uint32_t mode, uid, gid, pad;
+	uint64_t rdev;
+	int64_t size;
+	uint64_t rest[12];
+};
 
 /* Results in [-4095, -1] are negated errno values. */
 static inline int sys_failed(long r) { return (unsigned long)r > (unsigned long)-4096L; }
