@@ -1633,14 +1633,17 @@ static void restore_all(struct stint_module *m, uint64_t base)
  * bytes; then the tail is written, the cores serialised again, and the
  * first two bytes written last, releasing the waiters. Signals are
  * blocked meanwhile, so a handler on this thread never waits for itself.
- * Returns 1 if restored.
+ * That needs the patch to start at its instruction (at_start: where a
+ * thread can arrive), 3 bytes or more, the first two in one 8-byte word.
+ * A program with one thread needs none of it (below), whatever the
+ * patch's length or alignment. Returns 1 if restored.
  */
 static int sw_alone(struct stint_global *g);
 static void write_alone(uint64_t addr, const uint8_t *b, uint32_t len);
 
-static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *orig, uint32_t len)
+static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *orig, uint32_t len, int at_start)
 {
-	if (len < 3 || len > 16 || (addr & 7) == 7)
+	if (len > 16)
 		return 0;
 	uint64_t all = ~0ULL, old = 0;
 	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
@@ -1650,12 +1653,18 @@ static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *or
 		 * so no jmp-to-self and no membarrier (switch.c's self mode
 		 * writes its sync sites so). A sqlite3 run restored 383 sites
 		 * here, three membarriers each (an IPI and a wait, about 30 us
-		 * each on this VM); sw_alone's stat costs 2 us. */
+		 * each on this VM); sw_alone's stat costs 2 us. Until session
+		 * 19 a patch at a word's last byte, or of 2 bytes, or not at
+		 * its instruction's start, was left patched for good, its
+		 * arms straight: a direct call among them was emulated (push,
+		 * jmp) on every run, so every return above it mispredicted
+		 * (sqlite3: one call at 0xa6a9f ran its trampoline 72,000
+		 * times in a run). */
 		write_alone(addr, orig, len);
 		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
 		return 1;
 	}
-	if (!g->sync_core) {
+	if (!at_start || len < 3 || (addr & 7) == 7 || !g->sync_core) {
 		if (!sys_failed(masked))
 			sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
 		return 0;
@@ -1723,8 +1732,8 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int 
 	if (pt->flags & STINT_PATCH_RESTORABLE) {
 		if (alone)
 			write_alone(base + pt->addr, pt->orig, pt->len);
-		else if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len) && (pt->flags & STINT_PATCH_AT_START))
-			restore_sync(G(), base + pt->addr, pt->orig, pt->len);
+		else if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len))
+			restore_sync(G(), base + pt->addr, pt->orig, pt->len, (pt->flags & STINT_PATCH_AT_START) != 0);
 		if (pt->flags & STINT_PATCH_READER)
 			sw_done_stamp(m, idx);
 	}
