@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "7067e1b01ef2e85aacbb598d63bc30151afbd762e7e7d0c3eb12b733e3bff521"
+const BlobSHA256 = "ea46c298a898c6a5ea6b98102c781f811ea84af6a645c327877f3d2cfc36803f"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/stint-project/stint/internal/fixtures"
 	"github.com/stint-project/stint/rewrite"
 	"github.com/stint-project/stint/runtime"
 )
@@ -77,5 +80,54 @@ func TestRecordedPatchesRestored(t *testing.T) {
 	}
 	if wide == 0 {
 		t.Errorf("no recorded patch needed more than one store: the test checks nothing")
+	}
+}
+
+// TestSyncCallSwitchedOffSoon: a sync site (a patch that needs more than
+// one store) that runs once the budget is spent is switched off by the
+// program's own thread at its next runtime call (self mode), and meanwhile
+// its arm goes straight through (muted). The synccall fixture then runs
+// nothing but that site: the period thread's doorbell must unmute the arm
+// so that its next run calls and the site is switched off. With a 1 ns
+// budget and a 60 s period nothing else would do it before the fixture
+// gives up (10 s, "still patched"), which it did until session 19: the
+// doorbell rang only arms that had recorded, and switched-on periods
+// unmuted the rest.
+func TestSyncCallSwitchedOffSoon(t *testing.T) {
+	bin := fixtures.Build(t, "synccall", fixtures.Variant{Opt: fixtures.O2, PIE: true})
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "100ms"})
+	_, _, patches := probesAndPatches(t, out)
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	syms, err := ef.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var site uint64
+	for _, s := range syms {
+		if s.Name == "sc_site" {
+			site = s.Value
+		}
+	}
+	flags := -1
+	for _, pt := range patches {
+		if pt.Addr == site {
+			flags = int(pt.Flags)
+		}
+	}
+	if site == 0 || flags < 0 || flags&int(runtime.PatchSync) == 0 {
+		t.Fatalf("the call at sc_site (%#x) is not a sync site (patch flags %#x): the fixture tests nothing", site, flags)
+	}
+	env := append(traceEnv(filepath.Join(dir, "traces")), "STINT_BUDGET=1ns", "STINT_PERIOD=60s")
+	stdout, stderr, code, err := fixtures.RunTimeout(out, []string{"wait"}, env, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || string(stdout) != "call site restored\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want the call site restored", code, stdout, stderr)
 	}
 }
