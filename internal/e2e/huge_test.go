@@ -65,19 +65,11 @@ func TestHugeBacking(t *testing.T) {
 				env = append(env, "STINT_HUGE=0")
 			}
 			cmd, stdin, stderr := startSqlite3(t, env, ".print ready\n", "ready\n")
-			base, err := loadBase(cmd.Process.Pid, out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			base, mem := openMem(t, cmd.Process.Pid, out)
 			maps, err := readMaps(cmd.Process.Pid)
 			if err != nil {
 				t.Fatal(err)
 			}
-			mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
 			for _, r := range ranges {
 				lo, hi := base+r.lo, base+r.hi
 				var anon uint64

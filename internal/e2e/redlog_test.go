@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"debug/elf"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -705,15 +704,7 @@ func TestLogRestoresAtLoad(t *testing.T) {
 
 	second := filepath.Join(dir, "second")
 	cmd, stdin, stderr := startSqlite3(t, env(second), ".print ready\n", "ready\n")
-	base, err := loadBase(cmd.Process.Pid, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
+	base, mem := openMem(t, cmd.Process.Pid, out)
 	bad := 0
 	for i, p := range patches {
 		if !want[i] {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -35,15 +33,7 @@ func TestRecordedPatchesRestored(t *testing.T) {
 	input := ".output /dev/null\n" + string(sql) + "\n.output stdout\n.print ready\n"
 	cmd, stdin, _ := startSqlite3(t, env, input, "ready\n")
 	defer stdin.Close()
-	base, err := loadBase(cmd.Process.Pid, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
+	base, mem := openMem(t, cmd.Process.Pid, out)
 	const patchSize = 32
 	table := make([]byte, len(patches)*patchSize)
 	if _, err := mem.ReadAt(table, int64(base+m.PatchesVaddr)); err != nil {

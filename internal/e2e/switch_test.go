@@ -199,6 +199,22 @@ func loadBase(pid int, path string) (uint64, error) {
 	return 0, fmt.Errorf("%s not mapped in %d", path, pid)
 }
 
+// openMem returns where path is mapped in process pid and its memory
+// (/proc/PID/mem, closed when the test ends).
+func openMem(t *testing.T, pid int, path string) (uint64, *os.File) {
+	t.Helper()
+	base, err := loadBase(pid, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	return base, mem
+}
+
 // switchSeen is what watchSwitching saw of each site.
 type switchSeen struct {
 	samples   int
