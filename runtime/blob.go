@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "ea46c298a898c6a5ea6b98102c781f811ea84af6a645c327877f3d2cfc36803f"
+const BlobSHA256 = "6090b83510007fa393254864173076c182697b6841100742a0b2b1317e71f2b9"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

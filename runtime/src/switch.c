@@ -686,7 +686,7 @@ static void sw_take(struct stint_global *g, enum sw_take_what what);
  * most that thread and the period thread. The count is the link count of
  * /proc/self/task less 2 (one stat: 2 us on this VM), or field 20 of
  * /proc/self/stat (an open, a read and a close: 7.5 us) where that stat
- * fails. A sqlite3 run asks about 450 times (restore_sync, self mode). */
+ * fails. A sqlite3 run asks about 750 times (restore_sync, self mode). */
 static int sw_alone(struct stint_global *g)
 {
 	uint64_t runtime = __atomic_load_n(&g->period_thread, __ATOMIC_ACQUIRE) ? 1 : 0;
@@ -893,8 +893,10 @@ static void sw_bell(struct stint_global *g)
 		uint32_t nf = sw_nfew(s);
 		for (uint32_t k = 0; k < nf; k++) {
 			struct sw_entry *e = sw_few(s, k);
-			uint8_t st = e ? __atomic_load_n(&s->state[e->idx], __ATOMIC_ACQUIRE) : SW_COLD;
-			if (!e || !e->sync || e->read || (st != SW_ON && st != SW_PEND))
+			if (!e || !e->sync || e->read)
+				continue;
+			uint8_t st = __atomic_load_n(&s->state[e->idx], __ATOMIC_ACQUIRE);
+			if (st != SW_ON && st != SW_PEND)
 				continue;
 			for (uint32_t j = e->p0; j < e->p0 + e->np && j < m->nprobes; j++) {
 				struct stint_probe *p = &pr[j];
@@ -909,7 +911,8 @@ static void sw_bell(struct stint_global *g)
 				if (ps == 1 && st == SW_ON) {
 					__atomic_fetch_or(&s->bell[j / 64], bit, __ATOMIC_RELEASE);
 					sw_arm_thunk(m, p);
-				} else if (ps == 0 && (__atomic_fetch_and(&s->muted[j / 64], ~bit, __ATOMIC_ACQ_REL) & bit)) {
+				} else if (ps == 0 && (__atomic_load_n(&s->muted[j / 64], __ATOMIC_RELAXED) & bit) &&
+					   (__atomic_fetch_and(&s->muted[j / 64], ~bit, __ATOMIC_ACQ_REL) & bit)) {
 					/* muted while its site waits for this very
 					 * batch (sw_sync_closed): it calls again, and
 					 * its call runs the batch. Left muted, a site
