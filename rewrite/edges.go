@@ -162,7 +162,9 @@ func (rw *rewriter) planEdges(ok []int) []int {
 				rw.edgeOf[d] = edgeSite{jcc: j, outcome: o}
 				// Once its outcome is recorded it must be undone for
 				// good: no other patch may come to depend on it.
-				c.insts[d].Flags |= place.InstNoRead
+				// Nor may it depend on a site's patch, which would then
+				// stay for as long as it does.
+				c.insts[d].Flags |= place.InstNoRead | place.InstNoReadSites
 				out = append(out, d)
 			}
 		}

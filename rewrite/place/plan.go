@@ -40,6 +40,11 @@ const (
 	// instruction's patch modifies (read them through a pun, or land a
 	// T3 jump in them), so that the patch can always be undone alone.
 	InstNoRead
+	// InstNoReadSites: this instruction's patch may not depend on the
+	// bytes another site's patch modifies, which would keep that site
+	// patched for as long as this one is (an edge probe that is
+	// restored once recorded must not pin a hot call's detour).
+	InstNoReadSites
 )
 
 // Inst is one decoded instruction, in address order in Planner.Insts.

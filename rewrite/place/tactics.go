@@ -114,14 +114,15 @@ type txn struct {
 }
 
 type pstate struct {
-	hint    int      // last index find returned
-	tx      txn      // reused by newTx
-	site    []bool   // known sites (MarkSites, PatchAll, Patch)
-	cur     [][]byte // current bytes, nil while original
-	st      [][]uint8
-	written []bool // Writes has an entry for the instruction
-	reads   map[[2]int]bool
-	peeks   map[[2]int]bool
+	hint     int      // last index find returned
+	tx       txn      // reused by newTx
+	site     []bool   // known sites (MarkSites, PatchAll, Patch)
+	patching int      // the site Patch is placing
+	cur      [][]byte // current bytes, nil while original
+	st       [][]uint8
+	written  []bool // Writes has an entry for the instruction
+	reads    map[[2]int]bool
+	peeks    map[[2]int]bool
 }
 
 func (p *Planner) init() error {
@@ -301,11 +302,18 @@ func (p *Planner) setTactic(tx *txn, i int, t Tactic) {
 }
 
 // commit makes tx's changes part of the plan, or, if they make a patch
-// depend on an InstNoRead instruction's patch, rolls them back and
-// returns false.
+// depend on an InstNoRead instruction's patch, or an InstNoReadSites
+// instruction's patch depend on a site's, rolls them back and returns
+// false.
 func (p *Planner) commit(tx *txn) bool {
 	for _, r := range tx.reads {
-		if r[0] != r[1] && p.Insts[r[1]].Flags&InstNoRead != 0 {
+		if r[0] == r[1] {
+			continue
+		}
+		// r[0] may be an instruction evicted for the site being patched
+		// (a T3 neighbour whose jump is punned): the rule is the site's.
+		if p.Insts[r[1]].Flags&InstNoRead != 0 ||
+			p.Insts[p.s.patching].Flags&InstNoReadSites != 0 && p.s.site[r[1]] && r[1] != p.s.patching {
 			p.rollback(tx)
 			return false
 		}
@@ -532,6 +540,7 @@ func (p *Planner) Patch(i int) (Tactic, error) {
 		return t, nil
 	}
 	p.s.site[i] = true
+	p.s.patching = i
 	in := &p.Insts[i]
 	fail := func(err error) (Tactic, error) {
 		// A site that cannot be patched keeps its bytes: others may read them.

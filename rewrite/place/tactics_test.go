@@ -10,7 +10,7 @@ import (
 
 // stream builds instructions at base from "hex/flags" words: flags are
 // letters t (target), u (untouchable), p (padding), r (relocatable), n
-// (no read).
+// (no read), s (reads no site).
 func stream(t *testing.T, base uint64, words ...string) []Inst {
 	t.Helper()
 	var out []Inst
@@ -34,6 +34,8 @@ func stream(t *testing.T, base uint64, words ...string) []Inst {
 				f |= InstRelocatable
 			case 'n':
 				f |= InstNoRead
+			case 's':
+				f |= InstNoReadSites
 			}
 		}
 		out = append(out, Inst{Addr: a, Bytes: b, Flags: f})
@@ -285,6 +287,24 @@ func TestNoRead(t *testing.T) {
 	for _, r := range p.Reads {
 		if r[1] == 1 && r[0] != 1 {
 			t.Errorf("Reads %v: patch %d reads the InstNoRead patch 1", p.Reads, r[0])
+		}
+	}
+	t.Logf("site 0: %v (%v)", p.Tactics[0], errs[0])
+	checkInvariants(t, p)
+}
+
+// TestNoReadSites: the same stream with site 0 InstNoReadSites (an edge
+// probe): neither its pun nor a neighbour evicted for it may read site
+// 1's jump, which would keep site 1 patched for as long as site 0 is.
+func TestNoReadSites(t *testing.T) {
+	p := newPlanner(stream(t, codeBase, "74 05/rs", "75 03/r", "48 8b 45 f8/u", "c3/u", "90/p", "90/p", "90/p", "90/p"), wide...)
+	errs := p.PatchAll([]int{0, 1})
+	if errs[1] != nil {
+		t.Fatalf("site 1: %v", errs[1])
+	}
+	for _, r := range p.Reads {
+		if r[1] == 1 && r[0] != 1 {
+			t.Errorf("Reads %v: patch %d reads site 1's patch for the InstNoReadSites site 0", p.Reads, r[0])
 		}
 	}
 	t.Logf("site 0: %v (%v)", p.Tactics[0], errs[0])
