@@ -40,6 +40,7 @@ type DIME struct {
 	Budget     string     // rewrite --budget value, e.g. "10%"
 	Period     string     // rewrite --period value, e.g. "100ms"
 	Policies   []string   // log policies (exact, hash, bst, merger)
+	Edges      string     // rewrite --edges for the budgeted series ("" = the rewriter's default)
 	// SkipCovered adds the exact + --skip-covered series.
 	SkipCovered bool
 	// NoSwitch adds the exact series run with STINT_SWITCH=0 (every
@@ -209,6 +210,9 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 	}
 	wr := &WorkloadDIME{Key: w.Key(), Title: w.Title(), Unit: w.Unit()}
 	budgetArgs := []string{"--budget", d.Budget, "--period", d.Period}
+	if d.Edges != "" {
+		budgetArgs = append(budgetArgs, "--edges", d.Edges)
+	}
 	full := w.OutPath(mkdir(base, "bin-full"))
 	if _, err := d.rewrite(ctx, w.Target(), full); err != nil {
 		return nil, err

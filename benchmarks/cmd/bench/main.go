@@ -57,6 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&d.NativeRuns, "dime-native-runs", 3, "dime: native runs before the series (one more precedes every traced run)")
 	fs.StringVar(&d.Budget, "budget", "10%", "dime: rewrite --budget (fraction of the period or a duration)")
 	fs.StringVar(&d.Period, "period", "100ms", "dime: rewrite --period")
+	fs.StringVar(&d.Edges, "edges", "", "dime: rewrite --edges for the budgeted series (covered, all, none; empty = the rewriter's default)")
 	fs.StringSliceVar(&d.Policies, "policies", []string{"exact", "hash", "bst", "merger"}, "dime: log policies, one DIME* series each")
 	fs.BoolVar(&d.SkipCovered, "skip-covered", true, "dime: add the exact + --skip-covered series")
 	fs.BoolVar(&d.NoSwitch, "no-switch", true, "dime: add the exact series with STINT_SWITCH=0 (what the off-switch saves)")
