@@ -41,6 +41,9 @@ const (
 	mfPark    = runtime.MFPark
 	mfRets    = runtime.MFRets
 
+	pfDeleg      = runtime.PFDeleg
+	probeWatched = runtime.ProbeWatched
+
 	patchRestorable = runtime.PatchRestorable
 	patchAtStart    = runtime.PatchAtStart
 	patchSwitch     = runtime.PatchSwitch

@@ -322,9 +322,40 @@ func (rw *rewriter) indirectTargets() map[uint64]bool {
 	return out
 }
 
-// nprobesOf returns how many probes instruction i's site has: an edge
-// site one, a jcc two less those its edge sites or the --skip-covered log
-// took (rw.deleg), any other site nprobes.
+// nslotsOf returns how many probe records instruction i's site has:
+// nprobesOf, and a watched jcc's STINT_PF_DELEG probe.
+func (rw *rewriter) nslotsOf(i int) int {
+	if rw.watch[i] {
+		return rw.nprobesOf(i) + 1
+	}
+	return rw.nprobesOf(i)
+}
+
+// planWatch picks the watched jccs (rw.watch): a switchable jcc patch
+// with one outcome probed elsewhere (rw.deleg) and one here. That
+// outcome's arm would go straight on, and a site whose only probe never
+// fires would never reach the runtime, so the off-switch would never
+// list it: it would stay patched all run, its detour on every run of the
+// delegated side (on sqlite3, the fall-through of a jcc whose taken
+// side never comes, as hot as the loop around it). Its probe for the
+// delegated outcome never records (the edge probe or the log has it);
+// it starts watched (the runtime's PROBE_WATCHED), as an outcome the log
+// holds does, so its first runs list the site and, if the program keeps
+// running it, leave it to the windows.
+func (rw *rewriter) planWatch(modified []*patchRec) {
+	rw.watch = map[int]bool{}
+	for i, d := range rw.deleg {
+		if d[0] != d[1] && modified[i] != nil && modified[i].switchable {
+			rw.watch[i] = true
+			rw.st.Delegated++
+		}
+	}
+}
+
+// nprobesOf returns how many probes instruction i's site has that can
+// record: an edge site one, a jcc two less those its edge sites or the
+// --skip-covered log took (rw.deleg), any other site nprobes. The
+// patch's remaining count starts there.
 func (rw *rewriter) nprobesOf(i int) int {
 	if _, ok := rw.edgeOf[i]; ok {
 		return 1

@@ -134,9 +134,13 @@ type Stats struct {
 	// "edge".
 	// PreCalls counts the indirect calls probed at the instruction
 	// before them (precall.go), so that they run in place.
+	// Delegated counts the jccs with one outcome probed elsewhere that
+	// keep a STINT_PF_DELEG probe for it (planWatch); Probes counts
+	// those probes too.
 	PreCalls   int      `json:"pre_calls"`
 	EdgeProbes int      `json:"edge_probes"`
 	EdgeFailed int      `json:"edge_failed"`
+	Delegated  int      `json:"delegated"`
 	Notes      []string `json:"notes,omitempty"`
 }
 
@@ -309,6 +313,10 @@ type rewriter struct {
 	covOut  map[int][2]bool  // jcc -> outcomes the --skip-covered log holds
 	preCall map[int]int      // pre-call site -> the indirect call it probes (precall.go)
 	deleg   map[int][2]bool  // jcc -> outcomes with no probe at the jcc (patched destination, or covered)
+	// watch: switchable jccs with one outcome in deleg; that outcome
+	// keeps a probe here too (STINT_PF_DELEG), which never records but
+	// calls the runtime, so that the site is listed for the off-switch.
+	watch map[int]bool
 }
 
 // stableSlot reports whether the 8 bytes at link vaddr a lie where only
@@ -728,6 +736,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		pr.restorable = !read[i] && (patched[i] || evicted[i])
 	}
 	pairs := rw.planSwitch(p, patchOrder, modified, patched, evicted, read)
+	rw.planWatch(modified)
 	for _, i := range patchOrder {
 		if pr := modified[i]; pr.switchable {
 			st.Switchable++
@@ -751,7 +760,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 			return nil, fmt.Errorf("site %#x patched without a trampoline", c.insts[i].Addr)
 		}
 		t.probe0 = nprobe
-		nprobe += rw.nprobesOf(i)
+		nprobe += rw.nslotsOf(i)
 	}
 	st.Probes = nprobe
 	st.Patches = len(patchOrder)
@@ -887,8 +896,14 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 			// with no probe here (rw.deleg) gets another probe's
 			// address in its dead thunk and an arm that goes straight on.
 			// The site's probes are numbered from t.probe0, in slot order.
+			// A watched site (rw.watch) keeps the slot's probe, flagged
+			// STINT_PF_DELEG.
 			n := nprobes(tool, c.kinds[i])
-			skip := rw.deleg[i]
+			deleg := rw.deleg[i]
+			skip := deleg
+			if rw.watch[i] {
+				skip = [2]bool{}
+			}
 			probeAt := func(k int) uint64 { return probesAt + uint64(t.probe0+k)*probeSize }
 			pv := make([]uint64, n)
 			kept := 0
@@ -899,8 +914,8 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 					kept++
 				}
 			}
-			if kept == 0 || kept != rw.nprobesOf(i) {
-				return nil, fmt.Errorf("site %#x: %d probes, want %d", in.Addr, kept, rw.nprobesOf(i))
+			if kept == 0 || kept != rw.nslotsOf(i) {
+				return nil, fmt.Errorf("site %#x: %d probes, want %d", in.Addr, kept, rw.nslotsOf(i))
 			}
 			sp := rw.siteTramp(a, tool, i, pv, probeEntry)
 			if a.err == nil && len(sp) != n {
@@ -914,6 +929,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 				}
 				if edge {
 					s.kind = uint8(kJccTaken + e.outcome)
+				}
+				if k < 2 && deleg[k] {
+					s.flags |= pfDeleg
 				}
 				probed = append(probed, s)
 			}
@@ -945,6 +963,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 				le.PutUint32(b[36:], pidx)
 				b[40] = s.kind
 				b[41] = s.flags
+				if s.flags&pfDeleg != 0 {
+					b[42] = probeWatched
+				}
 				if w, ok := retWord[i]; ok && s.flags&pfDirect != 0 {
 					le.PutUint32(b[44:], w)
 				}

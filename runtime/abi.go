@@ -10,7 +10,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 8
+const ABIVersion = 9
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -60,7 +60,12 @@ const (
 	PFDirect uint8 = 0x1
 	PFValue  uint8 = 0x2
 	PFSlot   uint8 = 0x4
+	PFDeleg  uint8 = 0x8
 )
+
+// ProbeWatched is STINT_PROBE_WATCHED: the initial state of a
+// STINT_PF_DELEG probe.
+const ProbeWatched uint8 = 2
 
 // PatchRestorable is STINT_PATCH_RESTORABLE.
 const PatchRestorable uint8 = 0x1

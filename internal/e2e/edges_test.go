@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"bytes"
+	"debug/elf"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stint-project/stint/internal/fixtures"
 	"github.com/stint-project/stint/internal/oracle"
 	"github.com/stint-project/stint/rewrite"
+	"github.com/stint-project/stint/runtime"
 )
 
 // TestEdgeProbesAvoidIndirectTargets checks the rewriter's edge probes
@@ -76,4 +80,92 @@ func TestEdgeProbesAvoidIndirectTargets(t *testing.T) {
 			t.Error("no edge probe in any fixture: the check above checked nothing")
 		}
 	})
+}
+
+// TestDelegatedArmsListed: a jcc whose one outcome is probed at its
+// destination (an edge probe) keeps a probe for the other only; its arm
+// for the delegated outcome went straight on, so a site whose probed
+// outcome never came never reached the runtime, was never listed for
+// the off-switch, and stayed patched all run, its detour on every run of
+// the delegated side (on sqlite3 with --edges all, jccs whose other side
+// never comes, as hot as their loops). That arm now carries a
+// STINT_PF_DELEG probe, which records nothing but lists the site on its
+// first run. The deleg fixture's loop back edge is such a jcc; rewritten
+// with --edges all and run with a 1 µs window, it must be seen with its
+// original bytes, and the output must equal native.
+func TestDelegatedArmsListed(t *testing.T) {
+	bin := fixtures.Build(t, "deleg", fixtures.Variant{Opt: fixtures.O2, PIE: true})
+	args := []string{"300"}
+	want, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "20ms", Edges: rewrite.EdgesAll})
+	_, probes, patches := probesAndPatches(t, out)
+	lo, hi := funcRange(t, bin, "scan")
+	// the jcc with an edge probe: a probe of its event patched elsewhere
+	var jcc uint64
+	for _, p := range probes {
+		if (p.Kind == 1 || p.Kind == 2) && p.Src >= lo && p.Src < hi && int(p.Patch) < len(patches) && patches[p.Patch].Addr != p.Src {
+			jcc = p.Src
+		}
+	}
+	var site []switchSite
+	deleg := 0
+	for _, p := range probes {
+		if p.Src != jcc || int(p.Patch) >= len(patches) || patches[p.Patch].Addr != jcc {
+			continue
+		}
+		if p.Flags&runtime.PFDeleg != 0 {
+			deleg++
+			if p.State != runtime.ProbeWatched {
+				t.Errorf("the delegated probe of the jcc at %#x starts in state %d, want %d", p.Src, p.State, runtime.ProbeWatched)
+			}
+		}
+		if len(site) > 0 {
+			continue
+		}
+		for _, s := range switchSites(t, out) {
+			if s.addr == patches[p.Patch].Addr {
+				site = append(site, s)
+			}
+		}
+	}
+	if jcc == 0 || len(site) != 1 {
+		t.Fatalf("scan() has no switchable jcc with an edge probe (%#x, %d sites): the fixture's layout changed", jcc, len(site))
+	}
+	if deleg != 1 {
+		t.Errorf("the jcc at %#x has %d STINT_PF_DELEG probes, want 1", jcc, deleg)
+	}
+	cmd, stdout, stderr, done := startTraced(t, out, args, append(traceEnv(filepath.Join(dir, "traces")), "STINT_WINDOW=1us"), nil)
+	seen := watchSwitching(t, cmd, stderr, done, out, site)
+	if !bytes.Equal(stdout.Bytes(), want) {
+		t.Fatalf("stdout %q, want %q", stdout.String(), want)
+	}
+	if !seen.seenOrig[0] {
+		t.Errorf("scan()'s jcc at %#x was patched in all %d samples: never listed, its detour cost every run", site[0].addr, seen.samples)
+	}
+	t.Logf("%d samples of scan()'s jcc, seen original: %v", seen.samples, seen.seenOrig[0])
+}
+
+// funcRange returns the address range of function name in bin.
+func funcRange(t *testing.T, bin, name string) (lo, hi uint64) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syms {
+		if s.Name == name && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+			return s.Value, s.Value + s.Size
+		}
+	}
+	t.Fatalf("no function %s in %s", name, bin)
+	return 0, 0
 }

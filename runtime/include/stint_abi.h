@@ -24,7 +24,7 @@
 #define STINT_U64(x) x##ULL
 #endif
 
-#define STINT_ABI_VERSION 8
+#define STINT_ABI_VERSION 9
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -77,6 +77,14 @@
 #define STINT_PF_VALUE    0x2  /* %rsi carries a value (syscall number), not a destination */
 #define STINT_PF_SLOT     0x4  /* an indirect branch through a fixed slot the program does not write (a GOT
                                * entry, RELRO data): probe.dst is the slot's module-relative address */
+#define STINT_PF_DELEG    0x8  /* (ABI 9) a jcc outcome that another probe records (an edge probe at its
+                               * destination) or the --skip-covered log holds: this probe never records and
+                               * its patch's nprobes leaves it out. The rewriter sets its state to
+                               * STINT_PROBE_WATCHED, so that its arm calls the runtime, which lists the
+                               * site for the off-switch (a site whose only recording probe never fires
+                               * would otherwise never be listed, and never switched off) */
+#define STINT_PROBE_WATCHED 2 /* stint_probe.state: an outcome recorded elsewhere (the log, or STINT_PF_DELEG)
+                               * whose arm still calls the runtime (the off-switch's watch) */
 
 /* struct stint_patch.flags */
 #define STINT_PATCH_RESTORABLE 0x1 /* no other patch reads this patch's modified bytes */
@@ -342,7 +350,8 @@ struct stint_probe {
 	uint32_t patch;        /* 36: index of the site's patch, or STINT_NO_PATCH */
 	uint8_t  kind;         /* 40: STINT_K_* */
 	uint8_t  flags;        /* 41: STINT_PF_* */
-	uint8_t  state;        /* 42: runtime: nonzero once recorded */
+	uint8_t  state;        /* 42: runtime: nonzero once recorded (the rewriter writes STINT_PROBE_WATCHED
+	                        *     for a STINT_PF_DELEG probe, 0 for any other) */
 	uint8_t  pad0[1];      /* 43: runtime (the off-switch's watch count) */
 	uint32_t rets;         /* 44: a direct call's callee returns (STINT_MF_RETS): 1 + the word offset in
 	                        *     rets_vaddr of the list of the ret probes it may return through (its

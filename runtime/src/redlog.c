@@ -423,8 +423,8 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 	struct stint_patch *pts = (struct stint_patch *)(base + m->patches_vaddr);
 	for (uint32_t i = 0; i < m->nprobes; i++) {
 		struct stint_probe *p = &pr[i];
-		if (!(p->flags & STINT_PF_DIRECT))
-			continue;
+		if (!(p->flags & STINT_PF_DIRECT) || (p->flags & STINT_PF_DELEG))
+			continue; /* (a STINT_PF_DELEG probe's outcome is its edge probe's) */
 		uint64_t k0, k1;
 		logkey(bid, p->src, p->kind, bid, p->dst, &k0, &k1);
 		if (!logset_has(g, k0, k1))

@@ -1899,6 +1899,14 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 		return;
 	struct stint_global *g = G();
 	int ctx = (m->flags & STINT_MF_CONTEXT) != 0;
+	if (UNLIKELY(p->flags & STINT_PF_DELEG) && (!g->budget_on || !g->sw_on || !(rs & RS_PATCHING) || g->region_mode || !sw_of(g, m, p->patch))) {
+		/* a watch for the off-switch, and there is none here: the arm
+		 * goes straight on, as it would without the watch (its outcome
+		 * is another probe's to record) */
+		__atomic_store_n(&p->state, 1, __ATOMIC_RELAXED);
+		retarget(m->base, p);
+		return;
+	}
 	if (LIKELY(!g->budget_on)) {
 		if (UNLIKELY(ctx))
 			ctx_record(g, m, p, v, entry_sp, 1);

@@ -107,7 +107,7 @@ struct sw_mod {
  * straight until the next period, which watches it again (a site cool at
  * start-up may run hot later). */
 #define SW_WATCH_COOL_NS 10000000ULL
-#define PROBE_WATCHED 2 /* stint_probe.state: logged, arm still calls (count in pad0[0]) */
+#define PROBE_WATCHED STINT_PROBE_WATCHED /* stint_probe.state: logged (or STINT_PF_DELEG), arm still calls (count in pad0[0]) */
 #define PROBE_RETWATCH 3 /* stint_probe.state: logged call, its return not: arm still calls (rets.c) */
 
 /* Set up a module's list (module init). 0 if the module has no switchable
@@ -526,6 +526,14 @@ static int sw_missed(struct stint_global *g, struct stint_module *m, const struc
  */
 static void sw_watched(struct stint_global *g, struct stint_module *m, struct stint_probe *p)
 {
+	if (p->flags & STINT_PF_DELEG) {
+		/* its outcome is another probe's (the rewriter's
+		 * STINT_PF_DELEG): the site is listed fresh on its first run,
+		 * as log_load_module lists a half-logged site at load */
+		struct sw_mod *s0 = sw_of(g, m, p->patch);
+		if (s0 && __atomic_load_n(&s0->state[p->patch], __ATOMIC_ACQUIRE) == SW_COLD)
+			sw_call(g, m, p, 0, 1);
+	}
 	uint8_t *c = &p->pad0[0];
 	uint8_t v = *c; /* racy counts are fine: a heuristic */
 	if (v < 255)
