@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "b56a8d1fd97b1d74da45874547461525a941f3fd78b8e6dcc64fbcfc5a84ed00"
+const BlobSHA256 = "96117302bfe1703463dc6075b9c4ff2831bbfd95dc4919313bd3315b8df36106"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
