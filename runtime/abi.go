@@ -126,6 +126,11 @@ const TestNoStubFileEnv = "STINT_TEST_NO_STUB_FILE"
 // writes.
 const TestSaveHoldEnv = "STINT_TEST_SAVE_HOLD"
 
+// TestChargeStallEnv is STINT_TEST_CHARGE_STALL_ENV: a test hook. With
+// STINT_TEST_CHARGE_STALL=DURATION the first probe call whose charge
+// spends a period's budget sleeps that long before it closes the gate.
+const TestChargeStallEnv = "STINT_TEST_CHARGE_STALL"
+
 // NoPatch is STINT_NO_PATCH.
 const NoPatch uint32 = 0xffffffff
 

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "96117302bfe1703463dc6075b9c4ff2831bbfd95dc4919313bd3315b8df36106"
+const BlobSHA256 = "cdb821013821e88203aae585ac1aacae213144752eaecd4b838a3c70ec38ec4c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -122,6 +122,11 @@
  * for 300 ms before it writes, so a test can end the program while a
  * save is under way. */
 #define STINT_TEST_SAVE_HOLD_ENV "STINT_TEST_SAVE_HOLD"
+/* Test hook: STINT_TEST_CHARGE_STALL=DURATION ("30ms") makes the first
+ * probe call whose charge spends a period's budget sleep that long before
+ * it closes the gate, so that a test can have the period roll over in
+ * between (a thread descheduled there). */
+#define STINT_TEST_CHARGE_STALL_ENV "STINT_TEST_CHARGE_STALL"
 
 /* Bytes of struct stint_module.options (NUL included). */
 #define STINT_OPTIONS_SIZE 136

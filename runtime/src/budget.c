@@ -278,6 +278,9 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	g->budget_tsc = ns_to_tsc(g, budget);
 	g->charge_cap_tsc = ns_to_tsc(g, CHARGE_CAP_NS);
 	g->budget_on = 1;
+	const char *stall = env_get(envp, STINT_TEST_CHARGE_STALL_ENV);
+	if (stall && stall[0])
+		g->test_charge_stall_ns = parse_duration(stall, s_strlen(stall));
 	/* The off-switch (switch.c) is on unless STINT_SWITCH=0 (for
 	 * measuring what it saves). */
 	const char *sw = env_get(envp, "STINT_SWITCH");
@@ -607,8 +610,15 @@ static void sw_rearm_over(struct stint_global *g)
 {
 	g->sw_rearm_end = 0;
 	__atomic_store_n(&g->sw_rearmed, SW_REARM_NONE, __ATOMIC_RELEASE);
-	if (g->sw_is_on && !__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
+	if (g->sw_is_on && !GATE_CLOSED(g))
 		sw_all_off(g, 1);
+}
+
+/* Sleep for ns (STINT_TEST_CHARGE_STALL). */
+static void sleep_for(uint64_t ns)
+{
+	struct s_timespec ts = {(long)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
+	sys_call4(SYS_clock_nanosleep, S_CLOCK_MONOTONIC, 0, (long)&ts, 0);
 }
 
 /*
@@ -619,21 +629,36 @@ static void sw_rearm_over(struct stint_global *g)
 static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int grew)
 {
 	uint64_t t1 = rdtsc();
-	uint64_t d = call_charge(g, t1 - t0, grew);
-	uint64_t used = __atomic_add_fetch(&g->used_tsc, d + g->call_overhead_tsc, __ATOMIC_RELAXED);
-	if (!recorded)
-		__atomic_fetch_add(&g->suppressed, 1, __ATOMIC_RELAXED);
+	uint64_t d = call_charge(g, t1 - t0, grew) + g->call_overhead_tsc;
 	/* keep what switching the listed sites off will cost (sw_reserve:
 	 * a margin on the average per site, a guess until the first batch
 	 * is measured, and what a batch costs besides) */
-	used += sw_off_reserve(g);
-	if (used >= __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED)) {
-		uint32_t z = 0;
-		if (__atomic_compare_exchange_n(&g->gate_closed, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			g->closed_at_tsc = t1;
-			gates_set(g, STINT_GATE_CLOSED);
-			sw_request(g, SW_REQ_OFF);
-		}
+	uint64_t reserve = sw_off_reserve(g), budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
+	/* The gate word before the charge is added: the period it names is
+	 * the one this charge may close. A charge about to spend the budget
+	 * says when it ended first, so that a period roll that takes it in
+	 * before it closes the gate (its thread descheduled in between) can
+	 * still tell when the period was spent. */
+	uint32_t gw = __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED) + d + reserve >= budget)
+		__atomic_store_n(&g->spend_tsc, t1, __ATOMIC_RELAXED);
+	uint64_t used = __atomic_add_fetch(&g->used_tsc, d, __ATOMIC_ACQ_REL);
+	if (!recorded)
+		__atomic_fetch_add(&g->suppressed, 1, __ATOMIC_RELAXED);
+	if (used + reserve < budget || (gw & 1u))
+		return;
+	if (UNLIKELY(g->test_charge_stall_ns)) {
+		uint64_t ns = __atomic_exchange_n(&g->test_charge_stall_ns, 0, __ATOMIC_ACQ_REL);
+		if (ns)
+			sleep_for(ns); /* once a run */
+	}
+	/* fails if the period rolled meanwhile: the roll took this charge
+	 * (period_roll), and the next period is not this charge's to close
+	 * (a charge added after the roll is seen by the next call) */
+	if (__atomic_compare_exchange_n(&g->gate_closed, &gw, gw | 1u, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		g->closed_at_tsc = t1;
+		gates_set(g, STINT_GATE_CLOSED);
+		sw_request(g, SW_REQ_OFF);
 	}
 }
 
@@ -844,7 +869,7 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	}
 	if (spent) {
 		g->closed_at_tsc = now_tsc;
-		__atomic_store_n(&g->gate_closed, 1, __ATOMIC_RELEASE);
+		__atomic_fetch_or(&g->gate_closed, 1u, __ATOMIC_ACQ_REL);
 		gates_set(g, STINT_GATE_CLOSED);
 		if (g->sw_on && g->sw_is_on && !last)
 			sw_all_off(g, 0);
@@ -858,7 +883,7 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 			gates_word1(g, STINT_GATE_OPEN);
 	}
 	if (was_closed) {
-		__atomic_store_n(&g->gate_closed, 0, __ATOMIC_RELEASE);
+		__atomic_fetch_and(&g->gate_closed, ~1u, __ATOMIC_ACQ_REL);
 		gates_set(g, STINT_GATE_OPEN);
 	}
 	if (!g->sw_on || last)
@@ -890,7 +915,19 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 		if (hz > 10000000ULL)
 			g->tsc_hz = hz;
 	}
+	/* A new period number first: from here no charge closes the period
+	 * that ends (budget_charge's compare-and-swap fails), so bit 0 read
+	 * here is final for it. */
+	uint64_t closed = __atomic_fetch_add(&g->gate_closed, 2u, __ATOMIC_ACQ_REL) & 1u;
+	uint64_t budget_tsc = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
 	uint64_t used = __atomic_exchange_n(&g->used_tsc, 0, __ATOMIC_ACQ_REL);
+	if (!closed && g->budget_ns && used + sw_off_reserve(g) >= budget_tsc) {
+		/* spent by a charge that had not closed the gate yet, and now
+		 * never will: the period ended spent when that charge did */
+		uint64_t at = __atomic_load_n(&g->spend_tsc, __ATOMIC_RELAXED);
+		g->closed_at_tsc = at >= g->period_tsc0 && at <= now_tsc ? at : now_tsc;
+		closed = 1;
+	}
 	uint64_t sw = __atomic_exchange_n(&g->sw_tsc, 0, __ATOMIC_ACQ_REL);
 	uint64_t ons = __atomic_exchange_n(&g->sw_ons, 0, __ATOMIC_ACQ_REL);
 	uint64_t offs = __atomic_exchange_n(&g->sw_offs, 0, __ATOMIC_ACQ_REL);
@@ -907,7 +944,6 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t events = __atomic_load_n(&g->events, __ATOMIC_RELAXED);
 	uint64_t refused = __atomic_exchange_n(&g->refused, 0, __ATOMIC_ACQ_REL);
 	uint64_t recorded = events - g->period_events0 - refused; /* refusal rows are not events */
-	uint64_t closed = __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE);
 	uint64_t enabled_tsc = (closed ? g->closed_at_tsc : now_tsc) - g->period_tsc0;
 	uint64_t granted = g->budget_ns;
 	emit_record(STINT_K_PERIOD, g->period_mono0, g->period_idx, granted, tsc_to_ns(g, used));
@@ -1040,7 +1076,7 @@ static void wait_period(struct stint_global *g, uint64_t mono_ns)
 		if (!lock_bounded(&g->period_lock))
 			continue;
 		uint32_t what = __atomic_exchange_n(&g->sw_req, 0, __ATOMIC_ACQ_REL);
-		int closed = __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE);
+		int closed = GATE_CLOSED(g);
 		if (what == SW_REQ_SYNC) {
 			/* Sites reach SW_PEND one by one as they first run after the
 			 * gate closed, thousands in a row in a large program: gather

@@ -333,7 +333,10 @@ struct stint_global {
 	/* budget (budget.c) */
 	uint32_t budget_on;          /* a budget below 100% of the period */
 	uint32_t log_on;             /* a redundancy log is kept (redlog.c) */
-	uint32_t gate_closed;        /* the budget of this period is spent */
+	uint32_t gate_closed;        /* bit 0: the budget of this period is spent; the rest counts the periods
+	                              * (period_roll), so that a charge that closes the gate for the period it
+	                              * was made in (a compare-and-swap from the word it read before it was
+	                              * added) cannot close the next one: GATE_CLOSED(g) reads bit 0 */
 	uint32_t pad4;
 	uint64_t budget_ns, period_ns;
 	uint64_t tsc_hz;             /* TSC ticks per second, calibrated */
@@ -343,6 +346,8 @@ struct stint_global {
 	uint64_t refused;            /* refusal rows written, this period */
 	uint64_t call_overhead_tsc;  /* cost of entering and leaving the runtime */
 	uint64_t closed_at_tsc;
+	uint64_t spend_tsc;          /* the end of the last charge that spent (or was about to spend) the budget */
+	uint64_t test_charge_stall_ns; /* STINT_TEST_CHARGE_STALL (stint_abi.h) */
 	uint64_t period_idx, period_tsc0, period_mono0, period_events0;
 	uint64_t cal_tsc, cal_mono;  /* calibration anchor */
 	/* QoS controller (budget.c) */
@@ -434,6 +439,9 @@ struct wipe_page {
 #define RS_PATCHING 0x2   /* text and trampolines writable: may retarget/restore */
 
 static inline struct stint_global *G(void) { return (struct stint_global *)STINT_GLOBAL_ADDR; }
+
+/* Whether this period's budget is spent (bit 0 of gate_closed). */
+#define GATE_CLOSED(g) (__atomic_load_n(&(g)->gate_closed, __ATOMIC_ACQUIRE) & 1u)
 static inline struct wipe_page *W(void) { return (struct wipe_page *)STINT_WIPE_ADDR; }
 
 static inline void cpu_pause(void) { __asm__ volatile("pause" ::: "memory"); }
@@ -1932,13 +1940,13 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 		 * closed as the next period's debt (sw_closed_call) */
 		uint64_t t0 = rdtsc();
 		ret_watched(g, m, p);
-		if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE))
+		if (GATE_CLOSED(g))
 			__atomic_fetch_add(&g->late_tsc, call_charge(g, rdtsc() - t0, 0) + g->call_overhead_tsc, __ATOMIC_RELAXED);
 		else
 			budget_charge(g, t0, 0, 0);
 		return;
 	}
-	if (__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE)) {
+	if (GATE_CLOSED(g)) {
 		/* a switchable site while the gate is closed (gate word 1), or
 		 * a race with the gate closing; a context module's gate never
 		 * closes: it keeps tracking, and writes nothing */
@@ -2257,7 +2265,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		__atomic_store_n(&g->modules[id].sw, sw_module_new(m, base), __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&g->modules[id].gate, gate, __ATOMIC_RELEASE);
-	if (gate && !(m->flags & STINT_MF_CONTEXT) && __atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE)) {
+	if (gate && !(m->flags & STINT_MF_CONTEXT) && GATE_CLOSED(g)) {
 		__atomic_store_n((uint64_t *)gate, STINT_GATE_CLOSED, __ATOMIC_RELEASE);
 		__atomic_store_n((uint64_t *)(gate + STINT_GATE_WORD1), sw_closed_word(g, &g->modules[id]), __ATOMIC_RELEASE);
 	}
