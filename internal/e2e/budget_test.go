@@ -73,20 +73,17 @@ func spinNative(t *testing.T, args []string) (bin string, stdout []byte) {
 	return bin, out
 }
 
-// TestBudgetAccounting: a CPU-bound program rewritten with --every (each
-// occurrence is an event, so the budget is always the limit) and a 10%
-// budget. The runtime's own period records must be consistent: periods
-// numbered in order with the configured grant, the gate closed (enabled
-// time shorter than the period) whenever the grant was used up, no event
-// written while the gate was closed, and the recorded counts adding up
-// to the events in the file.
-func TestBudgetAccounting(t *testing.T) {
+// spinBudgetTrace runs "spin 400" rewritten with --every, a 10% budget
+// and 20 ms periods (env added to the trace environment), checks that
+// its output equals native, and returns its one trace.
+func spinBudgetTrace(t *testing.T, env ...string) *formats.Trace {
+	t.Helper()
 	args := []string{"400"}
 	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true, Budget: "10%", Period: "20ms"})
 	traces := filepath.Join(dir, "traces")
-	rOut, rErr, code, err := fixtures.Run(out, args, traceEnv(traces))
+	rOut, rErr, code, err := fixtures.Run(out, args, append(traceEnv(traces), env...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +94,18 @@ func TestBudgetAccounting(t *testing.T) {
 	if len(trs) != 1 {
 		t.Fatalf("%d traces, want 1", len(trs))
 	}
-	tr := trs[0]
+	return trs[0]
+}
+
+// TestBudgetAccounting: a CPU-bound program rewritten with --every (each
+// occurrence is an event, so the budget is always the limit) and a 10%
+// budget. The runtime's own period records must be consistent: periods
+// numbered in order with the configured grant, the gate closed (enabled
+// time shorter than the period) whenever the grant was used up, no event
+// written while the gate was closed, and the recorded counts adding up
+// to the events in the file.
+func TestBudgetAccounting(t *testing.T) {
+	tr := spinBudgetTrace(t)
 	if tr.Run.BudgetNS != 2000000 || tr.Run.PeriodNS != 20000000 {
 		t.Fatalf("run metadata: budget %d ns, period %d ns; want 2000000 and 20000000", tr.Run.BudgetNS, tr.Run.PeriodNS)
 	}
@@ -173,23 +181,7 @@ func TestBudgetAccounting(t *testing.T) {
 // when it is spent (--every: no switching reserve closes a gate early),
 // and the output must equal native.
 func TestChargeAcrossRoll(t *testing.T) {
-	args := []string{"400"}
-	bin, nOut := spinNative(t, args)
-	dir := t.TempDir()
-	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true, Budget: "10%", Period: "20ms"})
-	traces := filepath.Join(dir, "traces")
-	rOut, rErr, code, err := fixtures.Run(out, args, append(traceEnv(traces), runtime.TestChargeStallEnv+"=25ms"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code != 0 || !bytes.Equal(nOut, rOut) {
-		t.Fatalf("rewritten run: exit %d, stdout %q (native %q), stderr %q", code, rOut, nOut, rErr)
-	}
-	trs := readTraces(t, traces)
-	if len(trs) != 1 {
-		t.Fatalf("%d traces, want 1", len(trs))
-	}
-	ps := periods(t, trs[0])
+	ps := periods(t, spinBudgetTrace(t, runtime.TestChargeStallEnv+"=25ms"))
 	spent := 0
 	for i, p := range ps {
 		if p.next == 0 {

@@ -152,6 +152,14 @@ func TestDelegatedArmsListed(t *testing.T) {
 // funcRange returns the address range of function name in bin.
 func funcRange(t *testing.T, bin, name string) (lo, hi uint64) {
 	t.Helper()
+	s := elfSymbol(t, bin, name, func(s elf.Symbol) bool { return elf.ST_TYPE(s.Info) == elf.STT_FUNC })
+	return s.Value, s.Value + s.Size
+}
+
+// elfSymbol returns the symbol name of bin's symbol table that ok
+// accepts (ok nil: any), and fails the test if there is none.
+func elfSymbol(t *testing.T, bin, name string, ok func(elf.Symbol) bool) elf.Symbol {
+	t.Helper()
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -162,10 +170,10 @@ func funcRange(t *testing.T, bin, name string) (lo, hi uint64) {
 		t.Fatal(err)
 	}
 	for _, s := range syms {
-		if s.Name == name && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-			return s.Value, s.Value + s.Size
+		if s.Name == name && (ok == nil || ok(s)) {
+			return s
 		}
 	}
-	t.Fatalf("no function %s in %s", name, bin)
-	return 0, 0
+	t.Fatalf("no symbol %s in %s", name, bin)
+	return elf.Symbol{}
 }

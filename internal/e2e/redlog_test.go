@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -520,25 +519,12 @@ func TestLogWatchedSites(t *testing.T) {
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "20ms", Log: logPath})
 
 	// the jcc of each function, and its patch
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := f.Symbols()
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	_, probes, patches := probesAndPatches(t, out)
 	jccOf := func(name string) (src uint64, patch runtime.Patch) {
-		for _, s := range syms {
-			if s.Name != name || elf.ST_TYPE(s.Info) != elf.STT_FUNC {
-				continue
-			}
-			for _, p := range probes {
-				if p.Kind == uint8(formats.KindJccTaken) && p.Src >= s.Value && p.Src < s.Value+s.Size && int(p.Patch) < len(patches) {
-					return p.Src, patches[p.Patch]
-				}
+		lo, hi := funcRange(t, bin, name)
+		for _, p := range probes {
+			if p.Kind == uint8(formats.KindJccTaken) && p.Src >= lo && p.Src < hi && int(p.Patch) < len(patches) {
+				return p.Src, patches[p.Patch]
 			}
 		}
 		t.Fatalf("no probed jcc in %s", name)

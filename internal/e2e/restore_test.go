@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
 	"path/filepath"
 	"testing"
@@ -88,21 +87,7 @@ func TestSyncCallSwitchedOffSoon(t *testing.T) {
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "100ms"})
 	_, _, patches := probesAndPatches(t, out)
-	ef, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	syms, err := ef.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var site uint64
-	for _, s := range syms {
-		if s.Name == "sc_site" {
-			site = s.Value
-		}
-	}
+	site := elfSymbol(t, bin, "sc_site", nil).Value
 	flags := -1
 	for _, pt := range patches {
 		if pt.Addr == site {
