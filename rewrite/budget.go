@@ -78,9 +78,9 @@ var LogPolicies = []string{"exact", "hash", "bst", "merger"}
 // checkBudgetOptions validates the budget and log options.
 func (o *Options) checkBudgetOptions() error {
 	switch o.Edges {
-	case "", EdgesAll, EdgesCovered, EdgesNone:
+	case "", EdgesAuto, EdgesAll, EdgesCovered, EdgesNone:
 	default:
-		return fmt.Errorf("bad edge mode %q (want all, covered or none)", o.Edges)
+		return fmt.Errorf("bad edge mode %q (want auto, all, covered or none)", o.Edges)
 	}
 	if o.Period != "" && o.Budget == "" {
 		return errors.New("a period needs a budget")

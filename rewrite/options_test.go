@@ -30,6 +30,7 @@ func TestOptionsCheck(t *testing.T) {
 		{"context needs call", Options{Context: true}, "needs --tool call", ""},
 		{"edges all", Options{Edges: EdgesAll}, "", "tool=branch"},
 		{"edges covered", Options{Edges: EdgesCovered}, "", "tool=branch"},
+		{"edges auto", Options{Edges: EdgesAuto}, "", "tool=branch"},
 		{"bad edges", Options{Edges: "some"}, "bad edge mode", ""},
 		{"context and log", Options{Tool: ToolCall, Context: true, Log: "l"}, "cannot be combined with a redundancy log", ""},
 	}

@@ -73,9 +73,10 @@ type Options struct {
 	// (precall.go).
 	EmulateIndirectCalls bool
 	// Edges says which jcc outcomes are probed at their destination
-	// instead of at the jcc (edges.go): EdgesCovered ("" too) those of
-	// jccs with one outcome in the --skip-covered log, EdgesAll every
-	// jcc's where the destination allows, EdgesNone none.
+	// instead of at the jcc (edges.go): EdgesCovered those of jccs with
+	// one outcome in the --skip-covered log, EdgesAll every jcc's where
+	// the destination allows, EdgesAuto ("" too) EdgesCovered's and the
+	// others' at destinations a jmp rel32 replaces, EdgesNone none.
 	Edges string
 }
 
