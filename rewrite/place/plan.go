@@ -43,7 +43,8 @@ const (
 	// InstNoReadSites: this instruction's patch may not depend on the
 	// bytes another site's patch modifies, which would keep that site
 	// patched for as long as this one is (an edge probe that is
-	// restored once recorded must not pin a hot call's detour).
+	// restored once recorded must not pin a hot call's detour), nor
+	// evict a neighbour, whose jump is then never undone.
 	InstNoReadSites
 )
 

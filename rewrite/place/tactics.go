@@ -303,9 +303,16 @@ func (p *Planner) setTactic(tx *txn, i int, t Tactic) {
 
 // commit makes tx's changes part of the plan, or, if they make a patch
 // depend on an InstNoRead instruction's patch, or an InstNoReadSites
-// instruction's patch depend on a site's, rolls them back and returns
-// false.
+// instruction's patch depend on a site's or evict an instruction, rolls
+// them back and returns false.
 func (p *Planner) commit(tx *txn) bool {
+	// An evicted instruction's jump is read by the patch it was evicted
+	// for, so the runtime never restores it: it would run from its
+	// trampoline for good.
+	if len(tx.evicted) > 0 && p.Insts[p.s.patching].Flags&InstNoReadSites != 0 {
+		p.rollback(tx)
+		return false
+	}
 	for _, r := range tx.reads {
 		if r[0] == r[1] {
 			continue

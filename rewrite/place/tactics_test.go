@@ -311,6 +311,41 @@ func TestNoReadSites(t *testing.T) {
 	checkInvariants(t, p)
 }
 
+// TestNoReadSitesEvicts: an InstNoReadSites site (an edge probe) may
+// not evict a neighbour either. The evicted instruction's jump is read
+// by the site's patch, so it is never restored: a hot instruction (on
+// sqlite3, a call to memset in sqlite3BtreeInsert evicted for an edge
+// probe of a --skip-covered rewrite) then ran from a trampoline for the
+// whole run, a call emulated, every return above it mispredicted. The
+// streams are TestTactics' T3 cases: without the flag the neighbour is
+// evicted, with it the site gets no tactic.
+func TestNoReadSitesEvicts(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		insts []string
+		site  int
+	}{
+		{"forward", []string{"74 05/r%s", "48 8b 45 f8/u", "48 b8 11 22 33 44 55 66 77 88/r", "c3/r"}, 0},
+		{"backward", []string{"48 b8 11 22 33 44 55 66 77 88/r", "90/r", "90/r", "90/r", "90/r", "74 05/r%s", "48 8b 45 f8/u"}, 5},
+	} {
+		for _, flag := range []string{"", "s"} {
+			words := append([]string(nil), tt.insts...)
+			words[tt.site] = strings.Replace(words[tt.site], "%s", flag, 1)
+			p := newPlanner(stream(t, codeBase, words...))
+			err := p.PatchAll([]int{tt.site})[0]
+			switch {
+			case flag == "" && (err != nil || len(p.Evicted) == 0):
+				t.Errorf("%s: without the flag: %v, evicted %v (the stream should need an eviction)", tt.name, err, p.Evicted)
+			case flag == "s" && len(p.Evicted) > 0:
+				t.Errorf("%s: the InstNoReadSites site evicted %v (tactic %v)", tt.name, p.Evicted, p.Tactics[tt.site])
+			case flag == "s" && err == nil:
+				t.Errorf("%s: the InstNoReadSites site was patched (%v) where only an eviction fits", tt.name, p.Tactics[tt.site])
+			}
+			checkInvariants(t, p)
+		}
+	}
+}
+
 // TestPeeks: a ret's pun that reads only the opcode of the jmp rel32
 // after it, whose B1 patch writes the same opcode back, peeks at that
 // patch (Planner.Peeks) without reading it (Reads); a pun that reads a
