@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "cdb821013821e88203aae585ac1aacae213144752eaecd4b838a3c70ec38ec4c"
+const BlobSHA256 = "2a3f64fbf3383f81a7e221c9a2f814656e9bf5f62c96812b14e26c6ec353c0aa"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

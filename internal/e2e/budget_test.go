@@ -304,6 +304,37 @@ func TestBudgetForkedChild(t *testing.T) {
 	}
 }
 
+// TestTaskFdForkedChild: the runtime counts the program's threads (the
+// off-switch's self mode: may one thread write code no other can run?)
+// by an fstat of a descriptor it keeps open on /proc/<pid>/task. A forked
+// child inherits its parent's, where its own threads are not counted: it
+// must close that one and count its own. spin's "fork-fds" mode has
+// parent and child look through their descriptors after spinning under a
+// budget; stdout must equal native's ("fds ok"), and stderr must show
+// that each held one of its own, or the check checked nothing.
+func TestTaskFdForkedChild(t *testing.T) {
+	bin := buildSpin(t)
+	args := []string{"400", "fork-fds"}
+	want, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "20ms"})
+	got, stderr, code, err := fixtures.Run(out, args, traceEnv(filepath.Join(dir, "traces")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || !bytes.Equal(got, want) {
+		t.Fatalf("exit %d, stdout %q, want %q (stderr %q)", code, got, want, stderr)
+	}
+	for _, who := range []string{"parent", "child"} {
+		if !strings.Contains(string(stderr), who+" own task fd: yes") {
+			t.Errorf("the %s held no descriptor on its own task directory (stderr %q): nothing was checked", who, stderr)
+		}
+	}
+}
+
 // TestRunEnd: a process that leaves through exit writes one run-end row
 // (its run time, the status unknown) after the rows of its last, partial
 // period, with or without a budget, and so does a forked child in its

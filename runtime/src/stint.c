@@ -314,6 +314,9 @@ struct stint_global {
 	int32_t fd;
 	int32_t exe_registered;
 	uint64_t fd_dev, fd_ino;     /* identity of the trace file behind fd */
+	int32_t task_fd1;            /* 1 + an fd of this process's /proc/self/task (switch.c, sw_alone), 0 = none */
+	int32_t task_pid;            /* the process it was opened in */
+	uint64_t task_dev, task_ino; /* its identity */
 	uint64_t map;                /* file mapping (FILE_RESERVE bytes) */
 	uint64_t file_len;           /* current ftruncate length */
 	uint64_t next_pos;           /* where the next slot opens */
@@ -1329,6 +1332,15 @@ static void fork_child_reopen(struct stint_global *g)
 	__atomic_store_n(&g->run_ended, 0, __ATOMIC_RELEASE);
 	ctx_reset(g);
 	g->period_thread = 0;
+	/* the parent's /proc/<pid>/task (switch.c, task_stat): this child's
+	 * thread count is not there */
+	int32_t t1 = g->task_fd1;
+	if (t1 > 0) {
+		struct s_stat st;
+		if (!sys_failed(sys_call2(SYS_fstat, t1 - 1, (long)&st)) && st.dev == g->task_dev && st.ino == g->task_ino)
+			sys_call1(SYS_close, t1 - 1);
+		__atomic_store_n(&g->task_fd1, 0, __ATOMIC_RELEASE);
+	}
 	int was = (int)__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&g->recording, 0, __ATOMIC_RELEASE);
 	if (g->map)
@@ -1668,7 +1680,7 @@ static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *or
 		 * so no jmp-to-self and no membarrier (switch.c's self mode
 		 * writes its sync sites so). A sqlite3 run restored 383 sites
 		 * here, three membarriers each (an IPI and a wait, about 30 us
-		 * each on this VM); sw_alone's stat costs 2 us. Until session
+		 * each on this VM); sw_alone's fstat costs less. Until session
 		 * 19 a patch at a word's last byte, or of 2 bytes, or not at
 		 * its instruction's start, was left patched for good, its
 		 * arms straight: a direct call among them was emulated (push,

@@ -690,16 +690,62 @@ static void sw_take(struct stint_global *g, enum sw_take_what what);
  * goes back to parking.
  */
 
+/*
+ * The link count of this process's /proc/<pid>/task (2 + its threads)
+ * into *st, by an fstat of a descriptor kept open, else by a stat of the
+ * path. A sqlite3 run asks about 900 times, and the path's walk through
+ * /proc was most of the cost (perf: about 4 ms a run in the kernel's
+ * lookups on this VM). The descriptor is checked each time: the program
+ * may close it, or give its number to another file (its identity then
+ * differs). A forked child inherits its parent's, opened for another
+ * pid: fork_child_reopen closes it, and until that has run the child
+ * stats the path.
+ */
+static long task_stat(struct stint_global *g, struct s_stat *st)
+{
+	int alive = __atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) == 1;
+	int32_t fd1 = __atomic_load_n(&g->task_fd1, __ATOMIC_ACQUIRE);
+	if (fd1 > 0) {
+		int same = !sys_failed(sys_call2(SYS_fstat, fd1 - 1, (long)st)) && st->dev == g->task_dev && st->ino == g->task_ino;
+		if (same && alive && g->task_pid == g->pid)
+			return 0;
+		if (!alive) /* a child before fork_child_reopen: not yet its own */
+			return sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)st, 0);
+		/* a child's copy of its parent's (closed), or the program closed
+		 * it or gave its number to another file (not ours to close) */
+		if (__atomic_compare_exchange_n(&g->task_fd1, &fd1, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) && same)
+			sys_call1(SYS_close, fd1 - 1);
+	}
+	if (!alive || !lock_bounded(&g->scratch_lock))
+		return sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)st, 0);
+	long r = 0;
+	if (__atomic_load_n(&g->task_fd1, __ATOMIC_ACQUIRE) == 0) {
+		long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)"/proc/self/task", S_O_RDONLY | S_O_DIRECTORY | S_O_CLOEXEC, 0);
+		r = sys_failed(fd) ? fd : sys_call2(SYS_fstat, fd, (long)st);
+		if (!sys_failed(r)) {
+			g->task_dev = st->dev;
+			g->task_ino = st->ino;
+			g->task_pid = g->pid;
+			__atomic_store_n(&g->task_fd1, (int32_t)fd + 1, __ATOMIC_RELEASE);
+		} else if (!sys_failed(fd)) {
+			sys_call1(SYS_close, fd);
+		}
+	} else {
+		r = sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)st, 0);
+	}
+	unlock(&g->scratch_lock);
+	return r;
+}
+
 /* Whether the program has one thread: the process's thread count is at
  * most that thread and the period thread. The count is the link count of
- * /proc/self/task less 2 (one stat: 2 us on this VM), or field 20 of
- * /proc/self/stat (an open, a read and a close: 7.5 us) where that stat
- * fails. A sqlite3 run asks about 750 times (restore_sync, self mode). */
+ * /proc/self/task less 2 (task_stat), or field 20 of /proc/self/stat (an
+ * open, a read and a close: 7.5 us) where that fails. */
 static int sw_alone(struct stint_global *g)
 {
 	uint64_t runtime = __atomic_load_n(&g->period_thread, __ATOMIC_ACQUIRE) ? 1 : 0;
 	struct s_stat st;
-	if (!sys_failed(sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)&st, 0)) && st.nlink >= 3)
+	if (!sys_failed(task_stat(g, &st)) && st.nlink >= 3)
 		return st.nlink - 2 <= 1 + runtime;
 	char buf[512];
 	long n = read_small("/proc/self/stat", buf, sizeof buf);

@@ -39,6 +39,7 @@
 #define S_O_RDWR 2
 #define S_O_CREAT 0100
 #define S_O_EXCL 0200
+#define S_O_DIRECTORY 0200000
 #define S_O_CLOEXEC 02000000
 
 #define S_PROT_NONE 0
