@@ -52,22 +52,7 @@ func TestEdgeProbesAvoidIndirectTargets(t *testing.T) {
 					t.Fatal("the oracle saw no indirect jump land in the fixture")
 				}
 				out, _ := rewritten(t, bin, t.TempDir(), rewrite.Options{Edges: rewrite.EdgesAll})
-				_, probes, err := Probed(out)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, patches, err := Patched(out)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, p := range probes {
-					if p.Kind != 1 && p.Kind != 2 || int(p.Patch) >= len(patches) {
-						continue
-					}
-					pt := patches[p.Patch]
-					if p.Src >= pt.Addr && p.Src < pt.Addr+uint64(pt.Len) {
-						continue // at the jcc itself
-					}
+				for _, p := range edgeProbes(t, out) {
 					edges.Add(1)
 					if landed[p.Dst] {
 						t.Errorf("edge probe of the jcc at %#x (kind %d) sits at %#x, where an indirect jump lands", p.Src, p.Kind, p.Dst)
@@ -197,21 +182,9 @@ func TestEdgesAutoPlainDestinations(t *testing.T) {
 		code := origCode(t, bin)
 		for _, mode := range []string{"", rewrite.EdgesAll} {
 			out, _ := rewritten(t, bin, t.TempDir(), rewrite.Options{Edges: mode})
-			_, probes, err := Probed(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, patches, err := Patched(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range probes {
-				if p.Kind != 1 && p.Kind != 2 || int(p.Patch) >= len(patches) || p.Flags&runtime.PFDeleg != 0 {
+			for _, p := range edgeProbes(t, out) {
+				if p.Flags&runtime.PFDeleg != 0 {
 					continue
-				}
-				pt := patches[p.Patch]
-				if p.Src >= pt.Addr && p.Src < pt.Addr+uint64(pt.Len) {
-					continue // at the jcc itself
 				}
 				edges[mode]++
 				n := code(p.Dst)
@@ -233,6 +206,25 @@ func TestEdgesAutoPlainDestinations(t *testing.T) {
 	if short[rewrite.EdgesAll] == 0 {
 		t.Error("--edges all put no edge probe at a short destination: the contrast checks nothing")
 	}
+}
+
+// edgeProbes returns the jcc-outcome probes of a rewritten file that sit
+// away from their jcc's patch: at a destination (rewrite/edges.go).
+func edgeProbes(t *testing.T, path string) []runtime.Probe {
+	t.Helper()
+	_, probes, patches := probesAndPatches(t, path)
+	var out []runtime.Probe
+	for _, p := range probes {
+		if p.Kind != 1 && p.Kind != 2 || int(p.Patch) >= len(patches) {
+			continue
+		}
+		pt := patches[p.Patch]
+		if p.Src >= pt.Addr && p.Src < pt.Addr+uint64(pt.Len) {
+			continue // at the jcc itself
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // origCode returns a function giving the length of the original
