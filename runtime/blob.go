@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "2a3f64fbf3383f81a7e221c9a2f814656e9bf5f62c96812b14e26c6ec353c0aa"
+const BlobSHA256 = "c5c92d7dbd185f9e0de8e6014f374f1de4c46ad26543617c08574dd81b07a6c3"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -614,12 +614,7 @@ static void sw_rearm_over(struct stint_global *g)
 		sw_all_off(g, 1);
 }
 
-/* Sleep for ns (STINT_TEST_CHARGE_STALL). */
-static void sleep_for(uint64_t ns)
-{
-	struct s_timespec ts = {(long)(ns / 1000000000ULL), (long)(ns % 1000000000ULL)};
-	sys_call4(SYS_clock_nanosleep, S_CLOCK_MONOTONIC, 0, (long)&ts, 0);
-}
+static void sleep_until(uint64_t mono_ns);
 
 /*
  * Charge a probe call that started at t0 to the period's budget
@@ -650,7 +645,7 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 	if (UNLIKELY(g->test_charge_stall_ns)) {
 		uint64_t ns = __atomic_exchange_n(&g->test_charge_stall_ns, 0, __ATOMIC_ACQ_REL);
 		if (ns)
-			sleep_for(ns); /* once a run */
+			sleep_until(now_ns(S_CLOCK_MONOTONIC) + ns); /* once a run */
 	}
 	/* fails if the period rolled meanwhile: the roll took this charge
 	 * (period_roll), and the next period is not this charge's to close
