@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "c5c92d7dbd185f9e0de8e6014f374f1de4c46ad26543617c08574dd81b07a6c3"
+const BlobSHA256 = "ddc321499dcc22093eefeefa8c3e7a4623205d59b17413d76a108772e451f56a"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

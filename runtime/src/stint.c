@@ -315,7 +315,7 @@ struct stint_global {
 	int32_t exe_registered;
 	uint64_t fd_dev, fd_ino;     /* identity of the trace file behind fd */
 	int32_t task_fd1;            /* 1 + an fd of this process's /proc/self/task (switch.c, sw_alone), 0 = none */
-	int32_t task_pid;            /* the process it was opened in */
+	int32_t task_pad;
 	uint64_t task_dev, task_ino; /* its identity */
 	uint64_t map;                /* file mapping (FILE_RESERVE bytes) */
 	uint64_t file_len;           /* current ftruncate length */

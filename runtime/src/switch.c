@@ -706,15 +706,13 @@ static long task_stat(struct stint_global *g, struct s_stat *st)
 	int alive = __atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) == 1;
 	int32_t fd1 = __atomic_load_n(&g->task_fd1, __ATOMIC_ACQUIRE);
 	if (fd1 > 0) {
-		int same = !sys_failed(sys_call2(SYS_fstat, fd1 - 1, (long)st)) && st->dev == g->task_dev && st->ino == g->task_ino;
-		if (same && alive && g->task_pid == g->pid)
-			return 0;
-		if (!alive) /* a child before fork_child_reopen: not yet its own */
+		if (!alive) /* a child before fork_child_reopen: its parent's */
 			return sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)st, 0);
-		/* a child's copy of its parent's (closed), or the program closed
-		 * it or gave its number to another file (not ours to close) */
-		if (__atomic_compare_exchange_n(&g->task_fd1, &fd1, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) && same)
-			sys_call1(SYS_close, fd1 - 1);
+		if (!sys_failed(sys_call2(SYS_fstat, fd1 - 1, (long)st)) && st->dev == g->task_dev && st->ino == g->task_ino)
+			return 0;
+		/* the program closed it or gave its number to another file: not
+		 * ours to close */
+		__atomic_compare_exchange_n(&g->task_fd1, &fd1, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 	}
 	if (!alive || !lock_bounded(&g->scratch_lock))
 		return sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)st, 0);
@@ -725,7 +723,6 @@ static long task_stat(struct stint_global *g, struct s_stat *st)
 		if (!sys_failed(r)) {
 			g->task_dev = st->dev;
 			g->task_ino = st->ino;
-			g->task_pid = g->pid;
 			__atomic_store_n(&g->task_fd1, (int32_t)fd + 1, __ATOMIC_RELEASE);
 		} else if (!sys_failed(fd)) {
 			sys_call1(SYS_close, fd);
