@@ -64,18 +64,20 @@ func TestHelp(t *testing.T) {
 
 // TestRunAndShow: qos run passes the child's status through and the
 // child can print the page with qos show (through run, in-process).
+// The period is long enough that `echo 42` answers within its 3/4 even on
+// a loaded machine (at 50 ms the first sample sometimes timed out in CI).
 func TestRunAndShow(t *testing.T) {
 	dir := t.TempDir()
 	samples := filepath.Join(dir, "s.csv")
 	page := filepath.Join(dir, "page")
 	var out, errb bytes.Buffer
-	err := run(context.Background(), []string{"run", "--metric", "cmd:echo 42", "--threshold", "30k", "--period", "50ms",
+	err := run(context.Background(), []string{"run", "--metric", "cmd:echo 42", "--threshold", "30k", "--period", "400ms",
 		"--samples", samples, "--page", page, "--default-budget", "none", "--",
-		"sh", "-c", `sleep 0.2; echo "QOS=$STINT_QOS BUDGET=$STINT_BUDGET PERIOD=$STINT_PERIOD"; exit 5`}, &out, &errb)
+		"sh", "-c", `sleep 1; echo "QOS=$STINT_QOS BUDGET=$STINT_BUDGET PERIOD=$STINT_PERIOD"; exit 5`}, &out, &errb)
 	if cli.ExitCode(err) != 5 {
 		t.Fatalf("have %v (exit %d), want exit 5; stderr %s", err, cli.ExitCode(err), errb.String())
 	}
-	if want := "QOS=" + page + " BUDGET=none PERIOD=50ms\n"; out.String() != want {
+	if want := "QOS=" + page + " BUDGET=none PERIOD=400ms\n"; out.String() != want {
 		t.Errorf("child printed %q, want %q", out.String(), want)
 	}
 	f, err := os.Open(samples)
