@@ -22,6 +22,14 @@ import (
 // and keeps a logged call's site patched until that return is recorded
 // (runtime/src/rets.c).
 //
+// Each of a function's other direct probes (jccs, their destination
+// probes, jmps) carries the list of the function's own open-ended probes
+// instead (call length 0): its rets and those of the functions it
+// tail-jumps to, as for a callee, and its indirect jumps and calls. When
+// one of them records a new outcome after the window, new code is
+// running, and the runtime switches those sites on: its way out may be
+// new too (runtime/src/budget.c, sw_after_record).
+//
 // A callee's rets are those in its FDE's range, and those of every
 // function it reaches by a direct jump out of that range, through a PLT
 // stub too (see below): tail calls, and gcc's .cold parts, which have
@@ -33,6 +41,7 @@ import (
 const (
 	retsMaxFuncs = 8  // functions in one callee's closure
 	retsMaxRets  = 32 // ret probes in one list
+	retsMaxOwn   = 64 // open-ended probes in one own list
 	retsOffBits  = 28 // stint_probe.rets: offset + 1 below, call length above
 )
 
@@ -155,47 +164,90 @@ func (c *code) calleeRets(fdes []fdeRange, plt map[uint64]uint64, callee uint64)
 	return rets, true
 }
 
-// retLists builds the rets table and, per direct call site (instruction
-// index), its stint_probe.rets word. probeOf gives a site's probe index,
-// or -1 when the site has none. Lists are shared by the calls of one
-// callee; a callee none of whose rets has a probe gets none.
-func (rw *rewriter) retLists(probeOf func(i int) int) (table []uint32, word map[int]uint32) {
+// ownOpen returns the instruction indices of the open-ended sites of the
+// function in FDE range fr (see above).
+func (c *code) ownOpen(fdes []fdeRange, plt map[uint64]uint64, fr fdeRange) []int {
+	out, _ := c.calleeRets(fdes, plt, fr.lo)
+	i := sort.Search(len(c.insts), func(i int) bool { return c.insts[i].Addr >= fr.lo })
+	for ; i < len(c.insts) && c.insts[i].Addr < fr.hi; i++ {
+		if k := c.kinds[i]; k == kIndJmp || k == kIndCall || k == kRet && !slices.Contains(out, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// retLists builds the rets table and, per direct probe's site
+// (instruction index), its stint_probe.rets word; calls counts the call
+// sites among them. probeOf gives a site's probe index, or -1 when the
+// site has none. Lists are shared by the calls of one callee and by the
+// sites of one function; one without probes, or too long, is left out.
+func (rw *rewriter) retLists(probeOf func(i int) int) (table []uint32, word map[int]uint32, calls int) {
 	if rw.opts.Tool != ToolBranch && rw.opts.Tool != ToolCall || rw.opts.Every || rw.opts.Context {
-		return nil, nil
+		return nil, nil, 0
 	}
 	c := rw.c
 	fdes := rw.f.fdeRanges()
 	if len(fdes) == 0 {
-		return nil, nil
+		return nil, nil, 0
 	}
 	plt := rw.pltCallees()
 	word = map[int]uint32{}
+	// add appends the list of sites' probes, returning its offset + 1,
+	// or 0 when it has no probes or more than max
+	add := func(sites []int, max int) uint32 {
+		var ps []uint32
+		for _, r := range sites {
+			p := probeOf(r)
+			if p < 0 && r > 0 && rw.preCall[r-1] == r {
+				p = probeOf(r - 1) // an indirect call probed before it (precall.go)
+			}
+			if p >= 0 {
+				ps = append(ps, uint32(p))
+			}
+		}
+		if len(ps) == 0 || len(ps) > max || len(table)+1 >= 1<<retsOffBits-1 {
+			return 0
+		}
+		off := uint32(len(table)) + 1
+		table = append(table, uint32(len(ps)))
+		table = append(table, ps...)
+		return off
+	}
 	byCallee := map[uint64]uint32{} // callee -> offset + 1, 0 = no list
+	byFunc := map[uint64]uint32{}   // FDE start -> offset + 1 of its own list
 	for i := range c.insts {
-		if c.kinds[i] != kCall || probeOf(i) < 0 {
+		k := c.kinds[i]
+		if _, pre := rw.preCall[i]; pre || k == kRet || k == kIndJmp || k == kIndCall || probeOf(i) < 0 {
+			continue
+		}
+		if k != kCall {
+			fr, ok := fdeOf(fdes, c.insts[i].Addr)
+			if !ok {
+				continue
+			}
+			off, done := byFunc[fr.lo]
+			if !done {
+				off = add(c.ownOpen(fdes, plt, fr), retsMaxOwn)
+				byFunc[fr.lo] = off
+			}
+			if off != 0 {
+				word[i] = off
+			}
 			continue
 		}
 		callee := c.targets[i]
 		off, done := byCallee[callee]
 		if !done {
 			if rets, ok := c.calleeRets(fdes, plt, callee); ok {
-				var ps []uint32
-				for _, r := range rets {
-					if p := probeOf(r); p >= 0 {
-						ps = append(ps, uint32(p))
-					}
-				}
-				if len(ps) > 0 && len(ps) <= retsMaxRets && len(table)+1 < 1<<retsOffBits-1 {
-					off = uint32(len(table)) + 1
-					table = append(table, uint32(len(ps)))
-					table = append(table, ps...)
-				}
+				off = add(rets, retsMaxRets)
 			}
 			byCallee[callee] = off
 		}
 		if n := c.insts[i].Len(); off != 0 && n < 16 {
 			word[i] = off | uint32(n)<<retsOffBits
+			calls++
 		}
 	}
-	return table, word
+	return table, word, calls
 }

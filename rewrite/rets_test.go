@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"io"
@@ -18,7 +19,11 @@ import (
 // relocation; its extent from the symbol's size (not the FDEs the
 // rewriter uses). Each list must hold only ret probes, and every ret
 // probe inside the callee's own extent; most calls that the symbols
-// resolve must carry a list.
+// resolve must carry a list. Every other direct probe's list (call
+// length 0) is its own function's: only open-ended probes, and every one
+// inside the extent of the function symbol that holds the probe; most
+// direct probes inside such a symbol must carry one. Open-ended probes
+// carry none.
 func TestRetLists(t *testing.T) {
 	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
 	readInput(t, lib)
@@ -107,11 +112,68 @@ func TestRetLists(t *testing.T) {
 		}
 	}
 	slices.Sort(retSrcs)
+	isOpen := func(k runtime.Kind) bool { return k == runtime.KRet || k == runtime.KIndJmp || k == runtime.KIndCall }
+	var openSrcs []uint64
+	for _, p := range probes {
+		if isOpen(runtime.Kind(p.Kind)) && (len(openSrcs) == 0 || openSrcs[len(openSrcs)-1] != p.Src) {
+			openSrcs = append(openSrcs, p.Src)
+		}
+	}
+	slices.Sort(openSrcs)
+	openSrcs = slices.Compact(openSrcs)
+	probeAt := map[uint64]uint32{} // open-ended site -> its probes' sources' first probe index
+	for k, p := range probes {
+		if _, ok := probeAt[p.Src]; !ok && isOpen(runtime.Kind(p.Kind)) {
+			probeAt[p.Src] = uint32(k)
+		}
+	}
+	var funcList []fn
+	for _, f := range funcs {
+		funcList = append(funcList, f)
+	}
+	slices.SortFunc(funcList, func(a, b fn) int { return cmp.Compare(a.lo, b.lo) })
+	ownIn, ownListed, owns := 0, 0, 0
 	resolved, listed, calls := 0, 0, 0
 	for _, p := range probes {
-		if runtime.Kind(p.Kind) != runtime.KCall || p.Flags&runtime.PFDirect == 0 {
+		if p.Flags&runtime.PFDirect == 0 || runtime.Kind(p.Kind) != runtime.KCall {
+			if p.Rets != 0 && (p.Flags&runtime.PFDirect == 0 || isOpen(runtime.Kind(p.Kind))) {
+				t.Errorf("probe %#x (kind %d) has a rets word %#x; only direct probes may", p.Src, p.Kind, p.Rets)
+			}
+			if p.Flags&runtime.PFDirect == 0 {
+				continue
+			}
+			var list []uint32
 			if p.Rets != 0 {
-				t.Errorf("probe %#x (kind %d) has a rets word %#x; only direct calls may", p.Src, p.Kind, p.Rets)
+				owns++
+				off := p.Rets&(1<<28-1) - 1
+				if n := p.Rets >> 28; n != 0 {
+					t.Errorf("probe %#x (kind %d): length %d in its rets word, want 0", p.Src, p.Kind, n)
+				}
+				if int(off) >= len(rets) || int(off)+1+int(rets[off]) > len(rets) || rets[off] == 0 {
+					t.Fatalf("probe %#x: list at %d (of %d words) out of bounds", p.Src, off, len(rets))
+				}
+				list = rets[off+1 : off+1+rets[off]]
+				for _, q := range list {
+					if int(q) >= len(probes) || !isOpen(runtime.Kind(probes[q].Kind)) {
+						t.Fatalf("probe %#x: listed probe %d is not open-ended", p.Src, q)
+					}
+				}
+			}
+			i, _ := slices.BinarySearchFunc(funcList, p.Src, func(f fn, a uint64) int { return cmp.Compare(f.lo, a+1) })
+			if i == 0 || p.Src >= funcList[i-1].hi {
+				continue
+			}
+			f := funcList[i-1]
+			ownIn++
+			if list == nil {
+				continue
+			}
+			ownListed++
+			j, _ := slices.BinarySearch(openSrcs, f.lo)
+			for ; j < len(openSrcs) && openSrcs[j] < f.hi; j++ {
+				if !slices.Contains(list, probeAt[openSrcs[j]]) {
+					t.Errorf("probe %#x in %#x-%#x: its open-ended site %#x is not in the list", p.Src, f.lo, f.hi, openSrcs[j])
+				}
 			}
 			continue
 		}
@@ -154,6 +216,13 @@ func TestRetLists(t *testing.T) {
 	}
 	if resolved == 0 || listed < resolved/2 {
 		t.Errorf("only %d lists for %d calls the symbols resolve", listed, resolved)
+	}
+	t.Logf("%d other direct probes with an own list (rewrite stats: %d sites); %d inside function symbols, %d of them with a list", owns, st.OwnOpen, ownIn, ownListed)
+	if st.OwnOpen == 0 || owns < st.OwnOpen {
+		t.Errorf("%d probes carry an own list, the statistics say %d sites", owns, st.OwnOpen)
+	}
+	if ownIn == 0 || ownListed < ownIn/2 {
+		t.Errorf("only %d own lists for %d direct probes inside function symbols", ownListed, ownIn)
 	}
 }
 

@@ -124,6 +124,9 @@ type Stats struct {
 	// CallRets counts the direct calls whose probes carry the list of
 	// their callee's ret probes (STINT_MF_RETS).
 	CallRets int `json:"call_rets"`
+	// OwnOpen counts the other direct probes' sites that carry the list
+	// of their function's open-ended probes (STINT_MF_RETS).
+	OwnOpen int `json:"own_open"`
 	// Peeks counts the (reader, readee) pairs left out because the
 	// reader's pun reads only bytes the readee's one-store patch wrote
 	// with their own values (keepPeeks).
@@ -765,13 +768,14 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	}
 	st.Probes = nprobe
 	st.Patches = len(patchOrder)
-	retTable, retWord := rw.retLists(func(i int) int {
+	retTable, retWord, callRets := rw.retLists(func(i int) int {
 		if t := rw.tramps[i]; t != nil {
 			return t.probe0 // -1 unless numbered above
 		}
 		return -1
 	})
-	st.CallRets = len(retWord)
+	st.CallRets = callRets
+	st.OwnOpen = len(retWord) - callRets
 	st.Stubs = len(p.Stubs)
 
 	// Dynamic section: moved to the RW segment (it cannot grow in place)

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "ddc321499dcc22093eefeefa8c3e7a4623205d59b17413d76a108772e451f56a"
+const BlobSHA256 = "7085e27e7f4d35bce53beb44fd3b5382eba76b0c08f1807cb755a682598f3ecc"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -881,3 +881,76 @@ func TestCallReturns(t *testing.T) {
 		t.Logf("attempt %d: %d distinct returns, %d with STINT_RETS=0; once more", attempt, distinct["on"], distinct["off"])
 	}
 }
+
+// TestOwnOpenSites: a direct probe that records a new outcome after the
+// window switches its own function's open-ended sites on at once
+// (runtime/src/rets.c, own_open). The wayout fixture's two_rets returns
+// through its second ret to a call that retired long ago, right after a
+// block nothing ran before, and after the window (a 1 s period, 10%
+// budget, and a 300 ms sleep): that return must be recorded. With
+// STINT_RETS=calls only the period thread's rearm could switch the ret
+// on, which takes longer than two_rets does to return, so the test
+// checks the fixture with it too: in at least one of three runs the
+// return goes unrecorded (it would be recorded anyway if the ret were
+// left on).
+func TestOwnOpenSites(t *testing.T) {
+	bin := fixtures.Build(t, "wayout", fixtures.Variant{Opt: fixtures.O2, PIE: true})
+	args := []string{"300"}
+	want, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "1s"})
+	lo, hi := funcRange(t, bin, "two_rets")
+	// rets of two_rets: returns (src, dst), and its ret sites in order
+	rets := func(env ...string) (map[[2]uint64]bool, []uint64) {
+		traces := filepath.Join(t.TempDir(), "traces")
+		got, _, code, err := fixtures.Run(out, args, append(traceEnv(traces), env...))
+		if err != nil || code != 0 || !bytes.Equal(got, want) {
+			t.Fatalf("rewritten wayout %s: %q, exit %d, %v; want %q", env, got, code, err, want)
+		}
+		trs := readTraces(t, traces)
+		if len(trs) != 1 {
+			t.Fatalf("%d traces, want 1", len(trs))
+		}
+		seen := map[[2]uint64]bool{}
+		var srcs []uint64
+		for _, e := range trs[0].Events {
+			if e.Kind == formats.KindRet && e.Src >= lo && e.Src < hi {
+				seen[[2]uint64{e.Src, e.Dst}] = true
+				if !slices.Contains(srcs, e.Src) {
+					srcs = append(srcs, e.Src)
+				}
+			}
+		}
+		slices.Sort(srcs)
+		return seen, srcs
+	}
+	// the late return: R2 to where R1 returned
+	late := func(seen map[[2]uint64]bool, srcs []uint64) (bool, [2]uint64) {
+		if len(srcs) != 2 {
+			t.Fatalf("two_rets returned through %d ret sites (%v), want 2: the fixture's layout changed", len(srcs), seen)
+		}
+		var a uint64
+		for r := range seen {
+			if r[0] == srcs[0] {
+				a = r[1]
+			}
+		}
+		r := [2]uint64{srcs[1], a}
+		return seen[r], r
+	}
+	if ok, r := late(rets()); !ok {
+		t.Errorf("the return %#x -> %#x after two_rets' new block was not recorded", r[0], r[1])
+	}
+	missed := 0
+	for i := 0; i < 3 && missed == 0; i++ {
+		if ok, _ := late(rets("STINT_RETS=calls")); !ok {
+			missed++
+		}
+	}
+	if missed == 0 {
+		t.Errorf("with STINT_RETS=calls the late return was recorded in three runs out of three: the fixture does not tell")
+	}
+}

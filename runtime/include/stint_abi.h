@@ -70,7 +70,7 @@
                                * stacks; each distinct calling context recorded once (STINT_K_CONTEXT) */
 #define STINT_MF_PARK    0x20 /* rewrite --switch-sync: the off-switch may park threads on "jmp ." to switch
                                * STINT_PATCH_SYNC sites while the program has several (else only self mode) */
-#define STINT_MF_RETS    0x40 /* rets_vaddr and nrets are set, and direct call probes' rets fields with them */
+#define STINT_MF_RETS    0x40 /* rets_vaddr and nrets are set, and direct probes' rets fields with them */
 
 /* struct stint_probe.flags */
 #define STINT_PF_DIRECT   0x1  /* dst is known statically (probe.dst); else dst/value in %rsi */
@@ -361,7 +361,9 @@ struct stint_probe {
 	uint32_t rets;         /* 44: a direct call's callee returns (STINT_MF_RETS): 1 + the word offset in
 	                        *     rets_vaddr of the list of the ret probes it may return through (its
 	                        *     own, and those of functions it tail-jumps to) in bits 0-27, the
-	                        *     call's length in bits 28-31; 0 = no list */
+	                        *     call's length in bits 28-31; any other direct probe: its own
+	                        *     function's open-ended probes (rets, those of functions it tail-jumps
+	                        *     to, its indirect jumps and calls), length 0; 0 = no list */
 	uint64_t cache;        /* 48: runtime: last destination recorded (indirect probes); ABI 8: a direct
 	                        *     probe of a STINT_PATCH_SWITCH patch holds its thunk, the module-relative
 	                        *     address its arm first jumps to (written by the rewriter: the off-switch

@@ -24,6 +24,12 @@
  *    did not bring it (a callee that longjmps, or whose rets cannot be
  *    switched from here), the call retires as it would have at load.
  *
+ * The rewriter also lists, per function, its open-ended probes (rets,
+ * indirect jumps and calls; those of the functions it tail-jumps to too),
+ * in the rets field of its other direct probes (call length 0): when one
+ * records a new outcome after the window, new code is running, and its
+ * way out may be new (own_open, sw_after_record in budget.c).
+ *
  * Plain switchable ret sites and readers are switched on here (a reader
  * while the patches it reads are held patched: ret_hold_readees); a sync
  * site or a readee is the period thread's to write (switch.c), and is
@@ -32,21 +38,39 @@
 
 #define RET_WATCH_MAX 16 /* runs of a PROBE_RETWATCH call (switch.c), counted in pad0[0] */
 
-/* The ret probe list of direct call probe p of m (n of them, probe
- * indices) and the call's module-relative return address; 0 if none. */
-static const uint32_t *call_rets(const struct stint_module *m, uint64_t base, const struct stint_probe *p, uint32_t *n, uint64_t *ret)
+/* The list a stint_probe.rets word names (n probe indices), or 0. */
+static const uint32_t *rets_list(const struct stint_module *m, uint64_t base, uint32_t word, uint32_t *n)
 {
-	if (!(m->flags & STINT_MF_RETS) || !m->rets_vaddr || !(p->flags & STINT_PF_DIRECT) || !(p->rets & 0x0fffffff))
-		return 0;
-	uint32_t off = (p->rets & 0x0fffffff) - 1;
+	uint32_t off = (word & 0x0fffffff) - 1;
 	if (off >= m->nrets)
 		return 0;
 	const uint32_t *w = (const uint32_t *)(base + m->rets_vaddr) + off;
 	if (!w[0] || w[0] > m->nrets - off - 1)
 		return 0;
 	*n = w[0];
-	*ret = p->src + (p->rets >> 28);
 	return w + 1;
+}
+
+/* The ret probe list of direct call probe p of m (n of them, probe
+ * indices) and the call's module-relative return address; 0 if none. */
+static const uint32_t *call_rets(const struct stint_module *m, uint64_t base, const struct stint_probe *p, uint32_t *n, uint64_t *ret)
+{
+	if (!(m->flags & STINT_MF_RETS) || !m->rets_vaddr || !(p->flags & STINT_PF_DIRECT) || !(p->rets & 0x0fffffff) ||
+	    !(p->rets >> 28))
+		return 0;
+	*ret = p->src + (p->rets >> 28);
+	return rets_list(m, base, p->rets, n);
+}
+
+/* The own list of direct probe p of m (any site but a call: the word's
+ * call length is 0): the open-ended probes of its function, n of them;
+ * 0 if none. */
+static const uint32_t *own_open(const struct stint_module *m, const struct stint_probe *p, uint32_t *n)
+{
+	if (!(m->flags & STINT_MF_RETS) || !m->rets_vaddr || !(p->flags & STINT_PF_DIRECT) || !(p->rets & 0x0fffffff) ||
+	    (p->rets >> 28))
+		return 0;
+	return rets_list(m, m->base, p->rets, n);
 }
 
 /* Whether (k0, k1) is in the in-run set (hash_add's probe sequence; the
@@ -170,7 +194,7 @@ static const uint32_t *ret_pending(struct stint_global *g, const struct stint_mo
 	return l && !ret_seen(g, m, base, l, *n, ret) ? l : 0;
 }
 
-/* Switch the n ret sites l of m on where this thread may (those off now
+/* Switch the n sites l of m (probe indices) on where this thread may (those off now
  * that are plain switchable sites or readers). Returns how many of them
  * are on after it. */
 static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, const uint32_t *l, uint32_t n)

@@ -398,7 +398,7 @@ struct stint_global {
 	uint64_t sw_listed_on;       /* listed sites now switched on (about: for the reserve) */
 
 	uint64_t sw_ons, sw_offs;    /* sites switched on / off this period */
-	uint32_t rets_on, pad_rets;  /* STINT_RETS is not 0 (rets.c) */
+	uint32_t rets_on, pad_rets;  /* RETS_*: STINT_RETS (rets.c) */
 	uint64_t charge_cap_tsc;     /* most a call that did not grow the file is charged (budget.c) */
 	uint64_t capped;             /* calls charged the cap instead of their measured time */
 	uint32_t qos_on;             /* STINT_QOS names a QoS page */
@@ -1778,10 +1778,16 @@ static int probe_cached(const struct stint_probe *p, uint64_t v)
 	       __atomic_load_n(&p->arm, __ATOMIC_RELAXED) == v || __atomic_load_n(&p->arm_to, __ATOMIC_RELAXED) == v;
 }
 
-/* rets.c: a call's return still to see. */
+/* rets.c: a call's return still to see, new code's way out.
+ * g->rets_on (STINT_RETS): */
+#define RETS_OFF   0 /* 0: neither */
+#define RETS_CALLS 1 /* calls: only calls' returns */
+#define RETS_ALL   2 /* both (the default) */
 static void ret_expect(struct stint_global *g, struct stint_module *m, const struct stint_probe *p);
 static const uint32_t *ret_pending(struct stint_global *g, const struct stint_module *m, uint64_t base, const struct stint_probe *p, uint32_t *n);
 static void ret_watched(struct stint_global *g, struct stint_module *m, struct stint_probe *p);
+static const uint32_t *own_open(const struct stint_module *m, const struct stint_probe *p, uint32_t *n);
+static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, const uint32_t *l, uint32_t n);
 
 /* switch.c: the off-switch; budget.c: the time budget and the period
  * thread; redlog.c: the redundancy log. */
