@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "7085e27e7f4d35bce53beb44fd3b5382eba76b0c08f1807cb755a682598f3ecc"
+const BlobSHA256 = "e317ba8a527c517988a160d48c6050542c199e4c9d4bf87f5662117aed263117"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

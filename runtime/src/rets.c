@@ -30,10 +30,11 @@
  * records a new outcome after the window, new code is running, and its
  * way out may be new (own_open, sw_after_record in budget.c).
  *
- * Plain switchable ret sites and readers are switched on here (a reader
- * while the patches it reads are held patched: ret_hold_readees); a sync
- * site or a readee is the period thread's to write (switch.c), and is
- * left as it is.
+ * Plain switchable ret sites, readers and readees are switched on here
+ * (a reader while the patches it reads are held patched:
+ * ret_hold_readees; a readee with a membarrier before it counts as on);
+ * a sync site is the period thread's to write (switch.c), and is left
+ * as it is.
  */
 
 #define RET_WATCH_MAX 16 /* runs of a PROBE_RETWATCH call (switch.c), counted in pad0[0] */
@@ -215,7 +216,11 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 			on++;
 			continue;
 		}
-		if (st != SW_OFF || (pt->flags & (STINT_PATCH_SYNC | STINT_PATCH_READ)))
+		/* a readee as ret_hold_readees switches one on: its readers
+		 * stay off, and every core is serialised before the period
+		 * thread may see it on and switch one of them on to read it */
+		int read = (pt->flags & STINT_PATCH_READ) != 0;
+		if (st != SW_OFF || (pt->flags & STINT_PATCH_SYNC) || (read && !g->sync_core))
 			continue;
 		uint32_t ei = __atomic_load_n(&s->eidx[idx], __ATOMIC_ACQUIRE);
 		if (!ei || !__atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -227,6 +232,8 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 			continue;
 		}
 		sw_write(pt, &s->e[ei - 1], 1);
+		if (read)
+			sync_core(); /* (before the state says it is on) */
 		__atomic_store_n(&s->state[idx], SW_ON, __ATOMIC_RELEASE);
 		if (pt->flags & STINT_PATCH_READER)
 			ret_release_readees(m, s, idx, held, nheld);
