@@ -23,12 +23,13 @@ import (
 // (runtime/src/rets.c).
 //
 // Each of a function's other direct probes (jccs, their destination
-// probes, jmps) carries the list of the function's own open-ended probes
-// instead (call length 0): its rets and those of the functions it
-// tail-jumps to, as for a callee, and its indirect jumps and calls. When
-// one of them records a new outcome after the window, new code is
-// running, and the runtime switches those sites on: its way out may be
-// new too (runtime/src/budget.c, sw_after_record).
+// probes, jmps) carries the list of the function's own sites instead
+// (call length 0): its rets and those of the functions it tail-jumps to,
+// as for a callee, its indirect jumps and calls, and its jccs unless that
+// makes the list longer than retsMaxOwnJcc (then it goes without them).
+// When one of them records a new outcome after the window, new code is
+// running, and the runtime switches those sites on: what follows it in
+// the function may be new too (runtime/src/budget.c, sw_after_record).
 //
 // A callee's rets are those in its FDE's range, and those of every
 // function it reaches by a direct jump out of that range, through a PLT
@@ -39,10 +40,11 @@ import (
 // followed; its target's rets are simply not in the list.
 
 const (
-	retsMaxFuncs = 8  // functions in one callee's closure
-	retsMaxRets  = 32 // ret probes in one list
-	retsMaxOwn   = 64 // open-ended probes in one own list
-	retsOffBits  = 28 // stint_probe.rets: offset + 1 below, call length above
+	retsMaxFuncs  = 8   // functions in one callee's closure
+	retsMaxRets   = 32  // ret probes in one list
+	retsMaxOwn    = 64  // open-ended probes in one own list without jccs
+	retsMaxOwnJcc = 256 // probes in one own list with its jccs
+	retsOffBits   = 28  // stint_probe.rets: offset + 1 below, call length above
 )
 
 // fdeRanges returns the module's FDE ranges sorted by start, overlaps
@@ -164,17 +166,20 @@ func (c *code) calleeRets(fdes []fdeRange, plt map[uint64]uint64, callee uint64)
 	return rets, true
 }
 
-// ownOpen returns the instruction indices of the open-ended sites of the
-// function in FDE range fr (see above).
-func (c *code) ownOpen(fdes []fdeRange, plt map[uint64]uint64, fr fdeRange) []int {
-	out, _ := c.calleeRets(fdes, plt, fr.lo)
+// ownSites returns the instruction indices of the open-ended sites of
+// the function in FDE range fr, and of its jccs (see above).
+func (c *code) ownSites(fdes []fdeRange, plt map[uint64]uint64, fr fdeRange) (open, jccs []int) {
+	open, _ = c.calleeRets(fdes, plt, fr.lo)
 	i := sort.Search(len(c.insts), func(i int) bool { return c.insts[i].Addr >= fr.lo })
 	for ; i < len(c.insts) && c.insts[i].Addr < fr.hi; i++ {
-		if k := c.kinds[i]; k == kIndJmp || k == kIndCall || k == kRet && !slices.Contains(out, i) {
-			out = append(out, i)
+		switch k := c.kinds[i]; {
+		case k == kIndJmp || k == kIndCall || k == kRet && !slices.Contains(open, i):
+			open = append(open, i)
+		case k == kJcc || k == kJcxz:
+			jccs = append(jccs, i)
 		}
 	}
-	return out
+	return open, jccs
 }
 
 // retLists builds the rets table and, per direct probe's site
@@ -228,7 +233,10 @@ func (rw *rewriter) retLists(probeOf func(i int) int) (table []uint32, word map[
 			}
 			off, done := byFunc[fr.lo]
 			if !done {
-				off = add(c.ownOpen(fdes, plt, fr), retsMaxOwn)
+				open, jccs := c.ownSites(fdes, plt, fr)
+				if off = add(append(open, jccs...), retsMaxOwnJcc); off == 0 {
+					off = add(open, retsMaxOwn)
+				}
 				byFunc[fr.lo] = off
 			}
 			if off != 0 {

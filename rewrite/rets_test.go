@@ -20,10 +20,10 @@ import (
 // rewriter uses). Each list must hold only ret probes, and every ret
 // probe inside the callee's own extent; most calls that the symbols
 // resolve must carry a list. Every other direct probe's list (call
-// length 0) is its own function's: only open-ended probes, and every one
-// inside the extent of the function symbol that holds the probe; most
-// direct probes inside such a symbol must carry one. Open-ended probes
-// carry none.
+// length 0) is its own function's: open-ended probes and jccs' only
+// (some lists must hold jccs'), and every open-ended probe inside the
+// extent of the function symbol that holds the probe; most direct probes
+// inside such a symbol must carry one. Open-ended probes carry none.
 func TestRetLists(t *testing.T) {
 	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
 	readInput(t, lib)
@@ -132,7 +132,7 @@ func TestRetLists(t *testing.T) {
 		funcList = append(funcList, f)
 	}
 	slices.SortFunc(funcList, func(a, b fn) int { return cmp.Compare(a.lo, b.lo) })
-	ownIn, ownListed, owns := 0, 0, 0
+	ownIn, ownListed, owns, ownJccs := 0, 0, 0, 0
 	resolved, listed, calls := 0, 0, 0
 	for _, p := range probes {
 		if p.Flags&runtime.PFDirect == 0 || runtime.Kind(p.Kind) != runtime.KCall {
@@ -154,8 +154,14 @@ func TestRetLists(t *testing.T) {
 				}
 				list = rets[off+1 : off+1+rets[off]]
 				for _, q := range list {
-					if int(q) >= len(probes) || !isOpen(runtime.Kind(probes[q].Kind)) {
-						t.Fatalf("probe %#x: listed probe %d is not open-ended", p.Src, q)
+					if int(q) >= len(probes) {
+						t.Fatalf("probe %#x: listed probe %d of %d", p.Src, q, len(probes))
+					}
+					switch k := runtime.Kind(probes[q].Kind); {
+					case k == runtime.KJccTaken || k == runtime.KJccNotTaken:
+						ownJccs++
+					case !isOpen(k):
+						t.Fatalf("probe %#x: listed probe %d is neither open-ended nor a jcc's", p.Src, q)
 					}
 				}
 			}
@@ -217,12 +223,15 @@ func TestRetLists(t *testing.T) {
 	if resolved == 0 || listed < resolved/2 {
 		t.Errorf("only %d lists for %d calls the symbols resolve", listed, resolved)
 	}
-	t.Logf("%d other direct probes with an own list (rewrite stats: %d sites); %d inside function symbols, %d of them with a list", owns, st.OwnOpen, ownIn, ownListed)
-	if st.OwnOpen == 0 || owns < st.OwnOpen {
-		t.Errorf("%d probes carry an own list, the statistics say %d sites", owns, st.OwnOpen)
+	t.Logf("%d other direct probes with an own list (rewrite stats: %d sites); %d inside function symbols, %d of them with a list", owns, st.OwnSites, ownIn, ownListed)
+	if st.OwnSites == 0 || owns < st.OwnSites {
+		t.Errorf("%d probes carry an own list, the statistics say %d sites", owns, st.OwnSites)
 	}
 	if ownIn == 0 || ownListed < ownIn/2 {
 		t.Errorf("only %d own lists for %d direct probes inside function symbols", ownListed, ownIn)
+	}
+	if ownJccs == 0 {
+		t.Error("no own list holds a jcc's probe")
 	}
 }
 

@@ -124,9 +124,9 @@ type Stats struct {
 	// CallRets counts the direct calls whose probes carry the list of
 	// their callee's ret probes (STINT_MF_RETS).
 	CallRets int `json:"call_rets"`
-	// OwnOpen counts the other direct probes' sites that carry the list
-	// of their function's open-ended probes (STINT_MF_RETS).
-	OwnOpen int `json:"own_open"`
+	// OwnSites counts the other direct probes' sites that carry the list
+	// of their function's own sites (STINT_MF_RETS).
+	OwnSites int `json:"own_sites"`
 	// Peeks counts the (reader, readee) pairs left out because the
 	// reader's pun reads only bytes the readee's one-store patch wrote
 	// with their own values (keepPeeks).
@@ -775,7 +775,7 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		return -1
 	})
 	st.CallRets = callRets
-	st.OwnOpen = len(retWord) - callRets
+	st.OwnSites = len(retWord) - callRets
 	st.Stubs = len(p.Stubs)
 
 	// Dynamic section: moved to the RW segment (it cannot grow in place)

@@ -84,8 +84,8 @@ Environment read by the rewritten program:
                     from switching its callee's ret sites on (and a
                     logged call from waiting for its return), and new
                     code after the window from switching its function's
-                    rets and indirect branches on; "calls" stops only
-                    the last
+                    rets, indirect branches and jccs on; "calls" stops
+                    only the last
   STINT_HUGE        set to 0 to keep the tables and trampolines in the
                     file's 4 KiB pages instead of 2 MiB anonymous pages
   STINT_SWITCH_SELF set to 0 to stop a program with one thread from

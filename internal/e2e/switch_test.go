@@ -882,18 +882,18 @@ func TestCallReturns(t *testing.T) {
 	}
 }
 
-// TestOwnOpenSites: a direct probe that records a new outcome after the
-// window switches its own function's open-ended sites on at once
-// (runtime/src/rets.c, own_open). The wayout fixture's two_rets returns
-// through its second ret to a call that retired long ago, right after a
-// block nothing ran before, and after the window (a 1 s period, 10%
-// budget, and a 300 ms sleep): that return must be recorded. With
-// STINT_RETS=calls only the period thread's rearm could switch the ret
-// on, which takes longer than two_rets does to return, so the test
-// checks the fixture with it too: in at least one of three runs the
-// return goes unrecorded (it would be recorded anyway if the ret were
-// left on).
-func TestOwnOpenSites(t *testing.T) {
+// TestOwnSites: a direct probe that records a new outcome after the
+// window switches its own function's sites on at once (runtime/src/
+// rets.c, own_sites). The wayout fixture's two_rets, after the window (a
+// 1 s period, 10% budget, and a 300 ms sleep), runs a block nothing ran
+// before, then the other side of a jcc J that went one way before, then
+// returns through its second ret R2 to a call that retired long ago:
+// both outcomes must be recorded. With STINT_RETS=calls only the period
+// thread's rearm could switch the sites on, which takes longer than
+// two_rets does to return, so the test checks the fixture with it too:
+// in at least one of three runs neither is recorded (both would be if
+// the sites were left on).
+func TestOwnSites(t *testing.T) {
 	bin := fixtures.Build(t, "wayout", fixtures.Variant{Opt: fixtures.O2, PIE: true})
 	args := []string{"300"}
 	want, _, _, err := fixtures.Run(bin, args, nil)
@@ -903,8 +903,17 @@ func TestOwnOpenSites(t *testing.T) {
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "1s"})
 	lo, hi := funcRange(t, bin, "two_rets")
-	// rets of two_rets: returns (src, dst), and its ret sites in order
-	rets := func(env ...string) (map[[2]uint64]bool, []uint64) {
+	// J: the last jcc of two_rets, and its fall-through's address
+	var jcc, fall uint64
+	_, probes, _ := probesAndPatches(t, out)
+	for _, p := range probes {
+		if runtime.Kind(p.Kind) == runtime.KJccNotTaken && p.Src >= lo && p.Src < hi && p.Src > jcc {
+			jcc, fall = p.Src, p.Dst
+		}
+	}
+	// late reports whether a run recorded R2's return to where R1 returned
+	// and J's fall-through
+	late := func(env ...string) (ret, notTaken bool) {
 		traces := filepath.Join(t.TempDir(), "traces")
 		got, _, code, err := fixtures.Run(out, args, append(traceEnv(traces), env...))
 		if err != nil || code != 0 || !bytes.Equal(got, want) {
@@ -917,40 +926,36 @@ func TestOwnOpenSites(t *testing.T) {
 		seen := map[[2]uint64]bool{}
 		var srcs []uint64
 		for _, e := range trs[0].Events {
-			if e.Kind == formats.KindRet && e.Src >= lo && e.Src < hi {
+			switch {
+			case e.Kind == formats.KindRet && e.Src >= lo && e.Src < hi:
 				seen[[2]uint64{e.Src, e.Dst}] = true
 				if !slices.Contains(srcs, e.Src) {
 					srcs = append(srcs, e.Src)
 				}
+			case e.Kind == formats.KindJccNotTaken && e.Src == jcc && e.Dst == fall:
+				notTaken = true
 			}
 		}
 		slices.Sort(srcs)
-		return seen, srcs
-	}
-	// the late return: R2 to where R1 returned
-	late := func(seen map[[2]uint64]bool, srcs []uint64) (bool, [2]uint64) {
-		if len(srcs) != 2 {
-			t.Fatalf("two_rets returned through %d ret sites (%v), want 2: the fixture's layout changed", len(srcs), seen)
+		if len(srcs) != 2 || jcc == 0 {
+			t.Fatalf("two_rets returned through %d ret sites (%v; want 2), its last jcc %#x: the fixture's layout changed", len(srcs), seen, jcc)
 		}
-		var a uint64
 		for r := range seen {
-			if r[0] == srcs[0] {
-				a = r[1]
+			if r[0] == srcs[0] && seen[[2]uint64{srcs[1], r[1]}] {
+				ret = true
 			}
 		}
-		r := [2]uint64{srcs[1], a}
-		return seen[r], r
+		return ret, notTaken
 	}
-	if ok, r := late(rets()); !ok {
-		t.Errorf("the return %#x -> %#x after two_rets' new block was not recorded", r[0], r[1])
+	if ret, nt := late(); !ret || !nt {
+		t.Errorf("after two_rets' new block: R2's late return recorded %v, J's (%#x) fall-through recorded %v; want both", ret, jcc, nt)
 	}
-	missed := 0
-	for i := 0; i < 3 && missed == 0; i++ {
-		if ok, _ := late(rets("STINT_RETS=calls")); !ok {
-			missed++
-		}
+	missed := false
+	for i := 0; i < 3 && !missed; i++ {
+		ret, nt := late("STINT_RETS=calls")
+		missed = !ret && !nt
 	}
-	if missed == 0 {
-		t.Errorf("with STINT_RETS=calls the late return was recorded in three runs out of three: the fixture does not tell")
+	if !missed {
+		t.Errorf("with STINT_RETS=calls the late outcomes were recorded in three runs out of three: the fixture does not tell")
 	}
 }

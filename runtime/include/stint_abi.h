@@ -362,8 +362,9 @@ struct stint_probe {
 	                        *     rets_vaddr of the list of the ret probes it may return through (its
 	                        *     own, and those of functions it tail-jumps to) in bits 0-27, the
 	                        *     call's length in bits 28-31; any other direct probe: its own
-	                        *     function's open-ended probes (rets, those of functions it tail-jumps
-	                        *     to, its indirect jumps and calls), length 0; 0 = no list */
+	                        *     function's sites (rets, those of functions it tail-jumps to, its
+	                        *     indirect jumps and calls, and its jccs if the list stays short),
+	                        *     length 0; 0 = no list */
 	uint64_t cache;        /* 48: runtime: last destination recorded (indirect probes); ABI 8: a direct
 	                        *     probe of a STINT_PATCH_SWITCH patch holds its thunk, the module-relative
 	                        *     address its arm first jumps to (written by the rewriter: the off-switch

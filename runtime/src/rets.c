@@ -24,11 +24,13 @@
  *    did not bring it (a callee that longjmps, or whose rets cannot be
  *    switched from here), the call retires as it would have at load.
  *
- * The rewriter also lists, per function, its open-ended probes (rets,
- * indirect jumps and calls; those of the functions it tail-jumps to too),
- * in the rets field of its other direct probes (call length 0): when one
- * records a new outcome after the window, new code is running, and its
- * way out may be new (own_open, sw_after_record in budget.c).
+ * The rewriter also lists, per function, its own sites: open-ended
+ * probes (rets, indirect jumps and calls; the rets of the functions it
+ * tail-jumps to too) and, where the list stays short enough, its jccs,
+ * in the rets field of its other direct probes (call length 0). When one
+ * records a new outcome after the window, new code is running, and what
+ * follows it in the function may be new too (own_sites, sw_after_record
+ * in budget.c).
  *
  * Plain switchable ret sites, readers and readees are switched on here
  * (a reader while the patches it reads are held patched:
@@ -64,9 +66,8 @@ static const uint32_t *call_rets(const struct stint_module *m, uint64_t base, co
 }
 
 /* The own list of direct probe p of m (any site but a call: the word's
- * call length is 0): the open-ended probes of its function, n of them;
- * 0 if none. */
-static const uint32_t *own_open(const struct stint_module *m, const struct stint_probe *p, uint32_t *n)
+ * call length is 0): its function's own sites, n of them; 0 if none. */
+static const uint32_t *own_sites(const struct stint_module *m, const struct stint_probe *p, uint32_t *n)
 {
 	if (!(m->flags & STINT_MF_RETS) || !m->rets_vaddr || !(p->flags & STINT_PF_DIRECT) || !(p->rets & 0x0fffffff) ||
 	    (p->rets >> 28))

@@ -1786,7 +1786,7 @@ static int probe_cached(const struct stint_probe *p, uint64_t v)
 static void ret_expect(struct stint_global *g, struct stint_module *m, const struct stint_probe *p);
 static const uint32_t *ret_pending(struct stint_global *g, const struct stint_module *m, uint64_t base, const struct stint_probe *p, uint32_t *n);
 static void ret_watched(struct stint_global *g, struct stint_module *m, struct stint_probe *p);
-static const uint32_t *own_open(const struct stint_module *m, const struct stint_probe *p, uint32_t *n);
+static const uint32_t *own_sites(const struct stint_module *m, const struct stint_probe *p, uint32_t *n);
 static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, const uint32_t *l, uint32_t n);
 
 /* switch.c: the off-switch; budget.c: the time budget and the period
