@@ -285,8 +285,8 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	 * measuring what it saves). */
 	const char *sw = env_get(envp, "STINT_SWITCH");
 	g->sw_on = !(sw && sw[0] == '0' && !sw[1]);
-	/* Calls' returns still to see and new code's own open-ended sites
-	 * (rets.c) unless STINT_RETS=0; STINT_RETS=calls keeps the first. */
+	/* Calls' returns still to see and new code's own sites (rets.c)
+	 * unless STINT_RETS=0; STINT_RETS=calls keeps the first. */
 	const char *rets = env_get(envp, "STINT_RETS");
 	g->rets_on = rets && rets[0] == '0' && !rets[1] ? RETS_OFF : rets && !s_strncmp(rets, "calls", 6) ? RETS_CALLS : RETS_ALL;
 	/* Self mode (switch.c) unless STINT_SWITCH_SELF=0. */

@@ -196,9 +196,9 @@ static const uint32_t *ret_pending(struct stint_global *g, const struct stint_mo
 	return l && !ret_seen(g, m, base, l, *n, ret) ? l : 0;
 }
 
-/* Switch the n sites l of m (probe indices) on where this thread may (those off now
- * that are plain switchable sites or readers). Returns how many of them
- * are on after it. */
+/* Switch the n sites l of m (probe indices) on where this thread may
+ * (those off now that are plain switchable sites, readers or readees).
+ * Returns how many of them are on after it. */
 static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, const uint32_t *l, uint32_t n)
 {
 	const struct stint_probe *pr = (const struct stint_probe *)(m->base + m->probes_vaddr);
