@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "e317ba8a527c517988a160d48c6050542c199e4c9d4bf87f5662117aed263117"
+const BlobSHA256 = "61bb6831f6187d3e9233365c5035d0952b46e08386e5ed3657cb6e5dad3a70ca"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

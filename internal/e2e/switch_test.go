@@ -886,9 +886,10 @@ func TestCallReturns(t *testing.T) {
 // window switches its own function's sites on at once (runtime/src/
 // rets.c, own_sites). The wayout fixture's two_rets, after the window (a
 // 1 s period, 10% budget, and a 300 ms sleep), runs a block nothing ran
-// before, then the other side of a jcc J that went one way before, then
-// returns through its second ret R2 to a call that retired long ago:
-// both outcomes must be recorded. With STINT_RETS=calls only the period
+// before, then the other side of a jcc J that went one way before (its
+// patch straddles a word: the program's one thread writes it, in self
+// mode), then returns through its second ret R2 to a call that retired
+// long ago: both outcomes must be recorded. With STINT_RETS=calls only the period
 // thread's rearm could switch the sites on, which takes longer than
 // two_rets does to return, so the test checks the fixture with it too:
 // in at least one of three runs neither is recorded (both would be if
@@ -903,13 +904,19 @@ func TestOwnSites(t *testing.T) {
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "1s"})
 	lo, hi := funcRange(t, bin, "two_rets")
-	// J: the last jcc of two_rets, and its fall-through's address
+	// J: the last jcc of two_rets, and its fall-through's address; its
+	// patch straddles a word (a sync site), which only self mode writes
+	// from the program's thread
 	var jcc, fall uint64
-	_, probes, _ := probesAndPatches(t, out)
+	var jflags uint8
+	_, probes, patches := probesAndPatches(t, out)
 	for _, p := range probes {
-		if runtime.Kind(p.Kind) == runtime.KJccNotTaken && p.Src >= lo && p.Src < hi && p.Src > jcc {
-			jcc, fall = p.Src, p.Dst
+		if runtime.Kind(p.Kind) == runtime.KJccNotTaken && p.Src >= lo && p.Src < hi && p.Src > jcc && int(p.Patch) < len(patches) {
+			jcc, fall, jflags = p.Src, p.Dst, patches[p.Patch].Flags
 		}
+	}
+	if jflags&runtime.PatchSync == 0 {
+		t.Fatalf("two_rets' last jcc %#x has patch flags %#x, want a sync site: the fixture's layout changed", jcc, jflags)
 	}
 	// late reports whether a run recorded R2's return to where R1 returned
 	// and J's fall-through

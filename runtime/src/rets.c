@@ -35,8 +35,9 @@
  * Plain switchable ret sites, readers and readees are switched on here
  * (a reader while the patches it reads are held patched:
  * ret_hold_readees; a readee with a membarrier before it counts as on);
- * a sync site is the period thread's to write (switch.c), and is left
- * as it is.
+ * a sync site only while the program has one thread (ret_switch_sync,
+ * as a self batch would), else it is the period thread's to write
+ * (switch.c), and is left as it is.
  */
 
 #define RET_WATCH_MAX 16 /* runs of a PROBE_RETWATCH call (switch.c), counted in pad0[0] */
@@ -196,14 +197,63 @@ static const uint32_t *ret_pending(struct stint_global *g, const struct stint_mo
 	return l && !ret_seen(g, m, base, l, *n, ret) ? l : 0;
 }
 
+/* The sync sites among the n sites l of m that are off (and read by no
+ * other patch): switched on here while the program has this one thread
+ * (self mode), as a self batch would (sw_self_batch: under the self
+ * batches' lock, signals blocked, so that no handler runs the bytes half
+ * written). Not near the budget's end: the call is charged as any is
+ * (call_charge), capped, and its three syscalls could take it past.
+ * Returns how many it switched on. */
+static uint32_t ret_switch_sync(struct stint_global *g, struct stint_module *m, const uint32_t *l, uint32_t n)
+{
+	if (!__atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED) + sw_off_reserve(g) + 4 * g->charge_cap_tsc >=
+		    __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED) ||
+	    !try_lock(&g->sw_self_lock))
+		return 0;
+	const struct stint_probe *pr = (const struct stint_probe *)(m->base + m->probes_vaddr);
+	const struct stint_patch *pts = (const struct stint_patch *)(m->base + m->patches_vaddr);
+	uint64_t all = ~0ULL, old = 0;
+	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
+	uint32_t on = 0;
+	if (!sys_failed(masked) && sw_alone(g)) {
+		for (uint32_t k = 0; k < n; k++) {
+			if (l[k] >= m->nprobes)
+				continue;
+			uint32_t idx = pr[l[k]].patch;
+			struct sw_mod *s = sw_of(g, m, idx);
+			const struct stint_patch *pt = &pts[idx];
+			if (!s || (pt->flags & (STINT_PATCH_SYNC | STINT_PATCH_READ)) != STINT_PATCH_SYNC ||
+			    __atomic_load_n(&s->state[idx], __ATOMIC_ACQUIRE) != SW_OFF ||
+			    __atomic_load_n(&pt->remaining, __ATOMIC_ACQUIRE) == 0)
+				continue;
+			uint32_t ei = __atomic_load_n(&s->eidx[idx], __ATOMIC_ACQUIRE);
+			if (!ei)
+				continue;
+			const struct sw_entry *e = &s->e[ei - 1];
+			write_alone(e->addr, e->code, e->len);
+			__atomic_store_n(&s->state[idx], SW_ON, __ATOMIC_RELEASE);
+			on++;
+		}
+	}
+	unlock(&g->sw_self_lock);
+	if (!sys_failed(masked))
+		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
+	if (on) {
+		sw_count_on(g, on);
+		__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
+	}
+	return on;
+}
+
 /* Switch the n sites l of m (probe indices) on where this thread may
- * (those off now that are plain switchable sites, readers or readees).
- * Returns how many of them are on after it. */
+ * (those off now that are plain switchable sites, readers or readees;
+ * sync sites in self mode). Returns how many of them are on after it. */
 static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, const uint32_t *l, uint32_t n)
 {
 	const struct stint_probe *pr = (const struct stint_probe *)(m->base + m->probes_vaddr);
 	const struct stint_patch *pts = (const struct stint_patch *)(m->base + m->patches_vaddr);
-	uint32_t on = 0;
+	uint32_t on = 0, nsync = 0;
 	for (uint32_t k = 0; k < n; k++) {
 		if (l[k] >= m->nprobes)
 			continue;
@@ -221,6 +271,8 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 		 * stay off, and every core is serialised before the period
 		 * thread may see it on and switch one of them on to read it */
 		int read = (pt->flags & STINT_PATCH_READ) != 0;
+		if (st == SW_OFF && (pt->flags & STINT_PATCH_SYNC) && !read)
+			nsync++;
 		if (st != SW_OFF || (pt->flags & STINT_PATCH_SYNC) || (read && !g->sync_core))
 			continue;
 		uint32_t ei = __atomic_load_n(&s->eidx[idx], __ATOMIC_ACQUIRE);
@@ -242,6 +294,8 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 		__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
 		on++;
 	}
+	if (nsync)
+		on += ret_switch_sync(g, m, l, n);
 	return on;
 }
 
