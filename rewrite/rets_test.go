@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -113,19 +114,21 @@ func TestRetLists(t *testing.T) {
 	}
 	slices.Sort(retSrcs)
 	isOpen := func(k runtime.Kind) bool { return k == runtime.KRet || k == runtime.KIndJmp || k == runtime.KIndCall }
-	var openSrcs []uint64
-	for _, p := range probes {
-		if isOpen(runtime.Kind(p.Kind)) && (len(openSrcs) == 0 || openSrcs[len(openSrcs)-1] != p.Src) {
-			openSrcs = append(openSrcs, p.Src)
-		}
-	}
-	slices.Sort(openSrcs)
-	openSrcs = slices.Compact(openSrcs)
-	probeAt := map[uint64]uint32{} // open-ended site -> its probes' sources' first probe index
+	probeAt := map[uint64]uint32{} // open-ended site -> its first probe's index
 	for k, p := range probes {
 		if _, ok := probeAt[p.Src]; !ok && isOpen(runtime.Kind(p.Kind)) {
 			probeAt[p.Src] = uint32(k)
 		}
+	}
+	openSrcs := slices.Sorted(maps.Keys(probeAt))
+	// listOf returns the list p's rets word names, failing the test if
+	// it lies outside the table
+	listOf := func(p runtime.Probe) []uint32 {
+		off := p.Rets&(1<<28-1) - 1
+		if int(off) >= len(rets) || int(off)+1+int(rets[off]) > len(rets) || rets[off] == 0 {
+			t.Fatalf("probe %#x: list at %d (of %d words) out of bounds", p.Src, off, len(rets))
+		}
+		return rets[off+1 : off+1+rets[off]]
 	}
 	var funcList []fn
 	for _, f := range funcs {
@@ -145,14 +148,10 @@ func TestRetLists(t *testing.T) {
 			var list []uint32
 			if p.Rets != 0 {
 				owns++
-				off := p.Rets&(1<<28-1) - 1
 				if n := p.Rets >> 28; n != 0 {
 					t.Errorf("probe %#x (kind %d): length %d in its rets word, want 0", p.Src, p.Kind, n)
 				}
-				if int(off) >= len(rets) || int(off)+1+int(rets[off]) > len(rets) || rets[off] == 0 {
-					t.Fatalf("probe %#x: list at %d (of %d words) out of bounds", p.Src, off, len(rets))
-				}
-				list = rets[off+1 : off+1+rets[off]]
+				list = listOf(p)
 				for _, q := range list {
 					if int(q) >= len(probes) {
 						t.Fatalf("probe %#x: listed probe %d of %d", p.Src, q, len(probes))
@@ -186,14 +185,10 @@ func TestRetLists(t *testing.T) {
 		calls++
 		var list []uint32
 		if p.Rets != 0 {
-			off := p.Rets&(1<<28-1) - 1
 			if n := p.Rets >> 28; n != 5 && n != 6 {
 				t.Errorf("call %#x: length %d in its rets word", p.Src, n)
 			}
-			if int(off) >= len(rets) || int(off)+1+int(rets[off]) > len(rets) || rets[off] == 0 {
-				t.Fatalf("call %#x: list at %d (of %d words) out of bounds", p.Src, off, len(rets))
-			}
-			list = rets[off+1 : off+1+rets[off]]
+			list = listOf(p)
 			listed++
 			for _, q := range list {
 				if int(q) >= len(probes) || runtime.Kind(probes[q].Kind) != runtime.KRet {

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "61bb6831f6187d3e9233365c5035d0952b46e08386e5ed3657cb6e5dad3a70ca"
+const BlobSHA256 = "7e40f31855a23b990da32109ec57a155dabeef236c30d0035b0562e98d886244"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

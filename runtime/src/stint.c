@@ -1312,6 +1312,8 @@ static void flush(struct stint_global *g)
  * this thread the only one to reopen (a signal handler that interrupts
  * the reopen sees 2 and drops its event), 1 means done.
  */
+static int task_fd_ours(const struct stint_global *g, int32_t fd1, struct s_stat *st); /* switch.c */
+
 static void fork_child_reopen(struct stint_global *g)
 {
 	uint32_t z = 0;
@@ -1337,7 +1339,7 @@ static void fork_child_reopen(struct stint_global *g)
 	int32_t t1 = g->task_fd1;
 	if (t1 > 0) {
 		struct s_stat st;
-		if (!sys_failed(sys_call2(SYS_fstat, t1 - 1, (long)&st)) && st.dev == g->task_dev && st.ino == g->task_ino)
+		if (task_fd_ours(g, t1, &st))
 			sys_call1(SYS_close, t1 - 1);
 		__atomic_store_n(&g->task_fd1, 0, __ATOMIC_RELEASE);
 	}

@@ -701,21 +701,33 @@ static void sw_take(struct stint_global *g, enum sw_take_what what);
  * pid: fork_child_reopen closes it, and until that has run the child
  * stats the path.
  */
+static long task_stat_path(struct s_stat *st)
+{
+	return sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)st, 0);
+}
+
+/* Whether fd1 (1 + a descriptor) is still the one task_stat opened:
+ * open, on the same file (*st: its fstat). */
+static int task_fd_ours(const struct stint_global *g, int32_t fd1, struct s_stat *st)
+{
+	return fd1 > 0 && !sys_failed(sys_call2(SYS_fstat, fd1 - 1, (long)st)) && st->dev == g->task_dev && st->ino == g->task_ino;
+}
+
 static long task_stat(struct stint_global *g, struct s_stat *st)
 {
 	int alive = __atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) == 1;
 	int32_t fd1 = __atomic_load_n(&g->task_fd1, __ATOMIC_ACQUIRE);
 	if (fd1 > 0) {
 		if (!alive) /* a child before fork_child_reopen: its parent's */
-			return sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)st, 0);
-		if (!sys_failed(sys_call2(SYS_fstat, fd1 - 1, (long)st)) && st->dev == g->task_dev && st->ino == g->task_ino)
+			return task_stat_path(st);
+		if (task_fd_ours(g, fd1, st))
 			return 0;
 		/* the program closed it or gave its number to another file: not
 		 * ours to close */
 		__atomic_compare_exchange_n(&g->task_fd1, &fd1, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 	}
 	if (!alive || !lock_bounded(&g->scratch_lock))
-		return sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)st, 0);
+		return task_stat_path(st);
 	long r = 0;
 	if (__atomic_load_n(&g->task_fd1, __ATOMIC_ACQUIRE) == 0) {
 		long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)"/proc/self/task", S_O_RDONLY | S_O_DIRECTORY | S_O_CLOEXEC, 0);
@@ -728,7 +740,7 @@ static long task_stat(struct stint_global *g, struct s_stat *st)
 			sys_call1(SYS_close, fd);
 		}
 	} else {
-		r = sys_call4(SYS_newfstatat, S_AT_FDCWD, (long)"/proc/self/task", (long)st, 0);
+		r = task_stat_path(st);
 	}
 	unlock(&g->scratch_lock);
 	return r;
