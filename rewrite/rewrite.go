@@ -188,6 +188,11 @@ const (
 	// belowGap is the space right below a shared object kept free of
 	// stubs: libraries loaded after it land there.
 	belowGap = 256 << 20
+	// hugePage is the size of the pages the runtime asks for when it
+	// copies the trampolines and the tables into anonymous memory
+	// (runtime/src/chunks.c, tables_huge): only whole ones that hold
+	// nothing else are copied, so the layout puts both on its boundaries.
+	hugePage = 2 << 20
 )
 
 // DefaultChunkGap is the ChunkGap used when Options.ChunkGap is 0 (see
@@ -395,9 +400,13 @@ func (rw *rewriter) run() ([]byte, error) {
 
 	// Layout of what we know now: the RX segment (blob, then trampolines
 	// allocated as the planner asks for them) comes first above the image.
-	rw.rxVaddr = alignUp(rw.origHi, pageSize)
+	// The blob takes the pages right below a 2 MiB boundary, so that the
+	// trampolines start on one (the gap below the blob is address space,
+	// not file).
+	blobPages := alignUp(uint64(len(rw.blob.data)), pageSize)
+	rw.rxVaddr = alignUp(alignUp(rw.origHi, pageSize)+blobPages, hugePage) - blobPages
 	rw.rxOff = alignUp(uint64(len(f.data)), pageSize)
-	rw.rxCursor = rw.rxVaddr + alignUp(uint64(len(rw.blob.data)), 16)
+	rw.rxCursor = rw.rxVaddr + blobPages
 
 	// Stub space: above the brk gap, below the reserve page; for a
 	// fixed-address executable also below the image.
@@ -794,7 +803,12 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	// Layout: RX | R (phdrs, note, relocations, chunk sources) | RW, then
 	// the reserve.
 	rxSize := rw.rxCursor - rw.rxVaddr
-	rVaddr := alignUp(rw.rxCursor, pageSize)
+	if tramps := rw.rxCursor - rw.rxVaddr - alignUp(uint64(len(rw.blob.data)), pageSize); tramps > hugePage {
+		// More than one huge page of trampolines: pad the last one
+		// out (int3), so that it is copied whole too.
+		rxSize = alignUp(rw.rxCursor, hugePage) - rw.rxVaddr
+	}
+	rVaddr := alignUp(rw.rxVaddr+rxSize, pageSize)
 	rOff := rw.rxOff + (rVaddr - rw.rxVaddr)
 
 	nph := len(f.progs) + 4 // RX, R, RW, note
@@ -841,12 +855,24 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		}
 	}
 
-	rwVaddr := rVaddr + rSize
+	// RW: the module's header in the page right below a 2 MiB boundary,
+	// the tables (probes, patches, chunks) from that boundary on, and,
+	// when they take more than one huge page, padding to the next one,
+	// so that the runtime can copy every page of them into huge pages;
+	// then the DT_PREINIT_ARRAY, the dynamic section and the gate page,
+	// which it leaves where they are. The gap below the header is
+	// address space, not file.
 	rwOff := rOff + rSize
-	probesAt := rwVaddr + alignUp(moduleSize, 64)
+	rwVaddr := alignUp(rVaddr+rSize+pageSize, hugePage) - pageSize
+	probesAt := rwVaddr + pageSize
+	const _ = uint(pageSize - moduleSize) // (the header fits its page)
 	patchesAt := probesAt + uint64(nprobe)*probeSize
 	chunksAt := patchesAt + uint64(len(patchOrder))*patchSize
-	preinitAt := alignUp(chunksAt+uint64(len(chunks))*chunkSize, 16)
+	tablesEnd := chunksAt + uint64(len(chunks))*chunkSize
+	preinitAt := alignUp(tablesEnd, 16)
+	if tablesEnd-probesAt > hugePage {
+		preinitAt = alignUp(tablesEnd, hugePage)
+	}
 	dynAt := preinitAt
 	if dp.preinit {
 		dynAt += 16
