@@ -538,6 +538,19 @@ func (rw *rewriter) run() ([]byte, error) {
 		}
 	}
 
+	if rw.opts.Budget != "" && !rw.opts.Every && !rw.opts.Context {
+		// Returns and indirect branches never run out of outcomes, so
+		// the off-switch is what keeps their detours to the windows: no
+		// other patch may depend on their bytes, which would keep them
+		// patched for good (libsqlite3's hot tail call through a
+		// function pointer in sqlite3PcacheFetch was one).
+		for _, i := range ok {
+			_, pre := rw.preCall[i]
+			if k := c.kinds[i]; k == kRet || k == kIndJmp || k == kIndCall || pre {
+				c.insts[i].Flags |= place.InstNoRead
+			}
+		}
+	}
 	p := &place.Planner{Insts: c.insts, Space: space, Near: rw.near, ShortJumps: !rw.opts.Every && !rw.opts.Context}
 	// The planner must know every site before the first patch, or a
 	// lower site's bytes may be locked by a higher site's pun.
