@@ -131,6 +131,12 @@ const TestSaveHoldEnv = "STINT_TEST_SAVE_HOLD"
 // spends a period's budget sleeps that long before it closes the gate.
 const TestChargeStallEnv = "STINT_TEST_CHARGE_STALL"
 
+// TestReadeeStallEnv is STINT_TEST_READEE_STALL_ENV: a test hook. With
+// STINT_TEST_READEE_STALL=DURATION the runtime's thread waits that long,
+// in each pass that switches readees off, between finding a readee's
+// readers off and taking the readee.
+const TestReadeeStallEnv = "STINT_TEST_READEE_STALL"
+
 // NoPatch is STINT_NO_PATCH.
 const NoPatch uint32 = 0xffffffff
 

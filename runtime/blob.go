@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "7e40f31855a23b990da32109ec57a155dabeef236c30d0035b0562e98d886244"
+const BlobSHA256 = "95ebba9cf5cadd3cf0f1227ea1e833f7876acb8ea7fee5b84d6ffce60310cf44"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

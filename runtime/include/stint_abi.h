@@ -127,6 +127,12 @@
  * it closes the gate, so that a test can have the period roll over in
  * between (a thread descheduled there). */
 #define STINT_TEST_CHARGE_STALL_ENV "STINT_TEST_CHARGE_STALL"
+/* Test hook: STINT_TEST_READEE_STALL=DURATION ("200us") makes the
+ * runtime's thread, in each pass that switches readees off, wait that
+ * long between finding a readee's readers off and taking the readee, so
+ * that a test can have the program's thread switch a reader on in
+ * between (rets.c, ret_hold_readees). */
+#define STINT_TEST_READEE_STALL_ENV "STINT_TEST_READEE_STALL"
 
 /* Bytes of struct stint_module.options (NUL included). */
 #define STINT_OPTIONS_SIZE 136

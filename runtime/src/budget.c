@@ -281,6 +281,9 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	const char *stall = env_get(envp, STINT_TEST_CHARGE_STALL_ENV);
 	if (stall && stall[0])
 		g->test_charge_stall_ns = parse_duration(stall, s_strlen(stall));
+	const char *rstall = env_get(envp, STINT_TEST_READEE_STALL_ENV);
+	if (rstall && rstall[0])
+		g->test_readee_stall_ns = parse_duration(rstall, s_strlen(rstall));
 	/* The off-switch (switch.c) is on unless STINT_SWITCH=0 (for
 	 * measuring what it saves). */
 	const char *sw = env_get(envp, "STINT_SWITCH");

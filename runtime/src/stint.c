@@ -351,6 +351,7 @@ struct stint_global {
 	uint64_t closed_at_tsc;
 	uint64_t spend_tsc;          /* the end of the last charge that spent (or was about to spend) the budget */
 	uint64_t test_charge_stall_ns; /* STINT_TEST_CHARGE_STALL (stint_abi.h) */
+	uint64_t test_readee_stall_ns; /* STINT_TEST_READEE_STALL (stint_abi.h) */
 	uint64_t period_idx, period_tsc0, period_mono0, period_events0;
 	uint64_t cal_tsc, cal_mono;  /* calibration anchor */
 	/* QoS controller (budget.c) */

@@ -1155,6 +1155,17 @@ static int sw_orig_now(const struct stint_module *m, struct sw_mod *s, uint32_t 
 	return st == SW_OFF || st == SW_DEAD || (st == SW_COLD && sw_is_orig(m, r));
 }
 
+/* Whether every reader of readee e has its original bytes now. */
+static int sw_readers_orig(const struct stint_module *m, struct sw_mod *s, const struct sw_entry *e)
+{
+	uint32_t n;
+	const struct stint_read *rd = sw_epairs(m, e, 1, &n);
+	for (uint32_t k = 0; k < n; k++)
+		if (rd[k].reader < m->npatches && !sw_orig_now(m, s, rd[k].reader))
+			return 0;
+	return 1;
+}
+
 /* Whether every readee that entry e reads is patched now. (A readee's
  * own patch_done never restores it, so its state says.) */
 static int sw_readees_on(const struct stint_module *m, struct sw_mod *s, const struct sw_entry *e)
@@ -1363,6 +1374,11 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
 					int r = sw_readers_off(g, m, s, e, flags, forced);
 					if (!r)
 						continue;
+					if (UNLIKELY(g->test_readee_stall_ns)) {
+						uint64_t until = now_ns(S_CLOCK_MONOTONIC) + g->test_readee_stall_ns;
+						while (now_ns(S_CLOCK_MONOTONIC) < until)
+							__asm__ volatile("pause");
+					}
 					barrier |= r == 1;
 				}
 				if (__atomic_compare_exchange_n(sp, &st, SW_NEXT, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -1385,6 +1401,16 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
 			for (uint32_t k = 0; k < nv; k++) {
 				struct sw_entry *e = sw_visit(s, pend, k);
 				if (e && e->read && __atomic_load_n(&s->state[e->idx], __ATOMIC_ACQUIRE) == SW_NEXT) {
+					if (!on && !sw_readers_orig(m, s, e)) {
+						/* a reader went on after sw_readers_off looked: the
+						 * program thread had held this readee (on or
+						 * waiting) to switch it on (ret_hold_readees) and
+						 * let it go again. None can now (SW_NEXT): it
+						 * stays on, or the reader's pun would read the
+						 * original bytes and jump anywhere */
+						__atomic_store_n(&s->state[e->idx], SW_ON, __ATOMIC_RELEASE);
+						continue;
+					}
 					nsync += sw_put(s, e, &pts[e->idx], on);
 					changed++;
 				}
