@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "95ebba9cf5cadd3cf0f1227ea1e833f7876acb8ea7fee5b84d6ffce60310cf44"
+const BlobSHA256 = "6f1ed5f00f80e086d15fb3432a03657b31096dbf3c98d75856c3e09c1efefcfb"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

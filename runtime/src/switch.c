@@ -1155,7 +1155,9 @@ static int sw_orig_now(const struct stint_module *m, struct sw_mod *s, uint32_t 
 	return st == SW_OFF || st == SW_DEAD || (st == SW_COLD && sw_is_orig(m, r));
 }
 
-/* Whether every reader of readee e has its original bytes now. */
+/* Whether every reader of readee e has its original bytes now (what
+ * sw_readers_off ends with, and sw_readees checks again once it has
+ * taken e). */
 static int sw_readers_orig(const struct stint_module *m, struct sw_mod *s, const struct sw_entry *e)
 {
 	uint32_t n;
@@ -1240,16 +1242,13 @@ static int sw_readers_off(struct stint_global *g, const struct stint_module *m, 
 			(*forced)++;
 		}
 	}
+	if (!all && !sw_readers_orig(m, s, re))
+		return 0;
 	uint32_t synced = __atomic_load_n(&g->sw_synced, __ATOMIC_ACQUIRE);
 	int covered = 1;
-	for (uint32_t k = 0; k < n; k++) {
-		uint32_t r = rd[k].reader;
-		if (r >= m->npatches)
-			continue;
-		if (!all && !sw_orig_now(m, s, r))
-			return 0;
-		covered &= __atomic_load_n(&s->offep[r], __ATOMIC_ACQUIRE) < synced;
-	}
+	for (uint32_t k = 0; k < n; k++)
+		if (rd[k].reader < m->npatches)
+			covered &= __atomic_load_n(&s->offep[rd[k].reader], __ATOMIC_ACQUIRE) < synced;
 	return covered ? 2 : 1;
 }
 
