@@ -50,6 +50,7 @@ const (
 	patchSync       = runtime.PatchSync
 	patchRead       = runtime.PatchRead
 	patchReader     = runtime.PatchReader
+	patchCold       = runtime.PatchCold
 	readSize        = runtime.ReadStructSize
 	moduleReadsOff  = 368 // offsetof(struct stint_module, reads_vaddr)
 	moduleRetsOff   = 384 // offsetof(struct stint_module, rets_vaddr)

@@ -179,6 +179,7 @@ type coveredSet struct {
 	self    uint64 // BuildIDHash of this module
 	has     map[redlog.Entry]bool
 	anyFrom map[[2]uint64]bool // (src, kind) with at least one outcome
+	retTo   map[uint64]bool    // destinations of the module's own returns into itself
 }
 
 // loadCovered reads the log at path for the module with build-id bid.
@@ -193,10 +194,13 @@ func loadCovered(path string, bid []byte) (*coveredSet, []redlog.Problem, error)
 	if l.Policy != redlog.Exact {
 		return nil, nil, fmt.Errorf("--skip-covered: log %s has policy %s; only an exact log says which outcomes are covered", path, l.Policy)
 	}
-	cs := &coveredSet{self: redlog.BuildIDHash(bid), has: map[redlog.Entry]bool{}, anyFrom: map[[2]uint64]bool{}}
+	cs := &coveredSet{self: redlog.BuildIDHash(bid), has: map[redlog.Entry]bool{}, anyFrom: map[[2]uint64]bool{}, retTo: map[uint64]bool{}}
 	for _, e := range l.Modules[hex.EncodeToString(bid)] {
 		cs.has[e] = true
 		cs.anyFrom[[2]uint64{e.A, uint64(e.Kind)}] = true
+		if e.Kind == kRetKind && e.DstMod == cs.self {
+			cs.retTo[e.B] = true
+		}
 	}
 	return cs, probs, nil
 }
@@ -226,13 +230,40 @@ func (rw *rewriter) covered(i int) bool {
 	case kJmp:
 		return has(kDirJmp, c.targets[i])
 	case kCall:
-		return has(kDirCall, c.targets[i])
+		// and its return: a call left unpatched with its return
+		// unseen would leave that return to the windows of the
+		// callee's rets, which start off here (STINT_PATCH_COLD);
+		// patched, its logged outcome makes the runtime switch them on
+		// until the return comes (PROBE_RETWATCH), or retire the call at
+		// load when it has no list of them (a call out of the module)
+		return has(kDirCall, c.targets[i]) && cs.retTo[next]
 	case kRet, kIndJmp, kIndCall, kSyscall:
 		if !rw.opts.SkipSeenIndirect {
 			return false
 		}
 		return cs.anyFrom[[2]uint64{in.Addr, uint64(probeKindOf[c.kinds[i]])}]
 	}
+	return false
+}
+
+// seenOpen reports whether a probe of kind k at src is an open-ended one
+// (ret, indirect jump, syscall) with an outcome in the --skip-covered
+// log. Without --skip-seen-indirect such a site stays patched, since its
+// next outcome may be new; the runtime starts it switched off
+// (STINT_PATCH_COLD) and lets new code switch it on.
+func (rw *rewriter) seenOpen(src uint64, k uint8) bool {
+	if rw.cov == nil || rw.opts.SkipSeenIndirect {
+		return false
+	}
+	switch k {
+	case kRetKind:
+		return rw.coldRet[src] && rw.cov.anyFrom[[2]uint64{src, uint64(k)}]
+	case kIndJmpKind, kSyscallKind:
+		return rw.cov.anyFrom[[2]uint64{src, uint64(k)}]
+	}
+	// (an indirect call stays warm: a new target of a known call into
+	// known code is new code to no probe, and the windows are what see
+	// it and the return that follows it)
 	return false
 }
 

@@ -108,6 +108,7 @@ type Stats struct {
 	Fallback    int                `json:"fallback"`
 	Failed      int                `json:"failed"`
 	Covered     int                `json:"covered"` // left unpatched: every outcome is in the --skip-covered log
+	Cold        int                `json:"cold"`    // switchable patches of returns and indirect jumps the --skip-covered log saw: they start off (STINT_PATCH_COLD)
 	Reasons     map[string]*Reason `json:"reasons"` // why sites failed
 	Evicted     int                `json:"evicted"` // neighbours moved to relocated-instruction trampolines
 	Probes      int                `json:"probes"`
@@ -312,9 +313,10 @@ type rewriter struct {
 	siteArms  [][]int  // by instruction index: offsets of the site trampoline's arm rel32 fields
 	trampList []int    // instruction indices in allocation order
 	cov       *coveredSet
-	fini      *finiHook    // static executables: the _fini hook
-	early     map[int]bool // shared objects: instructions that run before DT_INIT (early.go)
-	stable    [][2]uint64  // stableSlot's ranges (classify)
+	coldRet   map[uint64]bool // rets new code alone can give a new destination (coldRets), with rw.cov
+	fini      *finiHook       // static executables: the _fini hook
+	early     map[int]bool    // shared objects: instructions that run before DT_INIT (early.go)
+	stable    [][2]uint64     // stableSlot's ranges (classify)
 
 	// Edge probes (edges.go), by instruction index.
 	edgeOf  map[int]edgeSite // destination probe -> its jcc and outcome
@@ -473,6 +475,9 @@ func (rw *rewriter) run() ([]byte, error) {
 			rw.st.Notes = append(rw.st.Notes, "--skip-covered log "+rw.opts.SkipCovered+": "+p.String())
 		}
 		rw.cov = cs
+		if !rw.opts.SkipSeenIndirect {
+			rw.coldRet = rw.coldRets()
+		}
 		w := 0
 		for _, i := range sites {
 			if rw.covered(i) {
@@ -920,6 +925,9 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	le.PutUint64(out[rw.rxOff+blobOffModuleRel:], rwVaddr-rw.rxVaddr)
 	fillInt3(out[rw.rxOff+uint64(len(rw.blob.data)) : rw.rxOff+rxSize])
 	probes := make([]byte, uint64(nprobe)*probeSize)
+	// Per patch index: its probes, and how many of them are open-ended
+	// ones of a site the --skip-covered log saw (STINT_PATCH_COLD).
+	seenOf := map[uint32][2]int{}
 	for _, i := range rw.trampList {
 		t := rw.tramps[i]
 		in := &c.insts[i]
@@ -1005,6 +1013,14 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 					pidx = uint32(k)
 				}
 				le.PutUint32(b[36:], pidx)
+				if pidx != noPatch {
+					n := seenOf[pidx]
+					n[0]++
+					if rw.seenOpen(src, s.kind) {
+						n[1]++
+					}
+					seenOf[pidx] = n
+				}
 				b[40] = s.kind
 				b[41] = s.flags
 				if s.flags&pfDeleg != 0 {
@@ -1154,6 +1170,10 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		}
 		if pr.reader {
 			b[9] |= patchReader
+		}
+		if n := seenOf[uint32(k)]; pr.switchable && !pr.sync && !pr.readee && n[0] > 0 && n[1] == n[0] {
+			b[9] |= patchCold
+			rw.st.Cold++
 		}
 		le.PutUint16(b[10:], uint16(pr.nprobes))
 		le.PutUint32(b[12:], uint32(pr.nprobes))

@@ -90,6 +90,11 @@ const PatchRead uint8 = 0x10
 // PatchRead patches.
 const PatchReader uint8 = 0x20
 
+// PatchCold is STINT_PATCH_COLD: with PatchSwitch, every probe of the
+// patch is an open-ended one of a site the --skip-covered log saw; the
+// runtime starts it switched off and switches it on only for new code.
+const PatchCold uint8 = 0x40
+
 // ReadStructSize is sizeof(struct stint_read).
 const ReadStructSize = 8
 

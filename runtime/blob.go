@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "6f1ed5f00f80e086d15fb3432a03657b31096dbf3c98d75856c3e09c1efefcfb"
+const BlobSHA256 = "bf44c4e10f66ae56aa746fc41dac6a0765ac0ea5672f1e940bf2fce69475cd5c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

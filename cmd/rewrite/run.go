@@ -66,6 +66,9 @@ runs share the file safely (flock, append only).
 With --skip-covered LOG, sites whose outcomes are all in the log are left
 unpatched, so a later rewrite costs nothing where earlier runs covered:
   $ rewrite --budget 10% --log gzip.log --skip-covered gzip.log -o gzip.stint /usr/bin/gzip
+Returns and indirect jumps the log saw stay patched (a new destination is
+possible) but start switched off: new code switches them on (a new call
+its callee's returns, new code in a function its own sites).
 
 Environment read by the rewritten program:
   STINT_OUT         directory for trace files (default ./traces)
@@ -86,6 +89,8 @@ Environment read by the rewritten program:
                     code after the window from switching its function's
                     rets, indirect branches and jccs on; "calls" stops
                     only the last
+  STINT_COLD        set to 0 to start the returns and indirect jumps a
+                    --skip-covered log saw switched on, like other sites
   STINT_HUGE        set to 0 to keep the tables and trampolines in the
                     file's 4 KiB pages instead of 2 MiB anonymous pages
   STINT_SWITCH_SELF set to 0 to stop a program with one thread from
@@ -202,6 +207,9 @@ func summary(name string, st *rewrite.Stats) string {
 	}
 	if st.Covered > 0 {
 		fmt.Fprintf(&b, ", %d covered by the log (left unpatched)", st.Covered)
+	}
+	if st.Cold > 0 {
+		fmt.Fprintf(&b, ", %d returns and indirect jumps it saw start off", st.Cold)
 	}
 	fmt.Fprintf(&b, ", %d fallback, %d failed, %d evicted; %d stubs on %d pages in %d mappings",
 		st.Fallback, st.Failed, st.Evicted, st.Stubs, st.StubPages, st.Chunks)

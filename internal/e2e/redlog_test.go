@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -287,8 +288,9 @@ func TestLogDamaged(t *testing.T) {
 
 // TestSkipCovered: rewriting with --skip-covered leaves unpatched exactly
 // the sites whose every outcome is in the log (direct sites only: the
-// outcomes of returns and indirect branches cannot be listed in full),
-// and the program still behaves as before.
+// outcomes of returns and indirect branches cannot be listed in full; a
+// direct call's return counts as one of its outcomes), and the program
+// still behaves as before.
 func TestSkipCovered(t *testing.T) {
 	args := []string{"5"}
 	bin, nOut := spinNative(t, args)
@@ -309,6 +311,17 @@ func TestSkipCovered(t *testing.T) {
 	}
 	raw, _ := redlog.ParseBuildID(bid)
 	self := redlog.BuildIDHash(raw)
+	retTo := map[uint64]bool{} // where the module's logged returns into itself went
+	for _, e := range l.Modules[bid] {
+		if e.Kind == uint32(runtime.KRet) && e.DstMod == self {
+			retTo[e.B] = true
+		}
+	}
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
 	// Site -> all its probes' outcomes logged?
 	covered := map[uint64]bool{}
 	sites := map[uint64]bool{}
@@ -319,6 +332,20 @@ func TestSkipCovered(t *testing.T) {
 		}
 		if p.Flags&1 == 0 || !l.Has(bid, redlog.Entry{A: p.Src, B: p.Dst, DstMod: self, Kind: uint32(p.Kind)}) {
 			covered[p.Src] = false
+		}
+		if runtime.Kind(p.Kind) == runtime.KCall {
+			// e8 rel32, or f2 e8 rel32 (bnd)
+			b, err := readVaddr(ef, p.Src, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := uint64(5)
+			if b[0] != 0xe8 {
+				n = 6
+			}
+			if !retTo[p.Src+n] {
+				covered[p.Src] = false
+			}
 		}
 	}
 	want := map[uint64]bool{}
@@ -737,4 +764,117 @@ func probesAndPatches(t *testing.T, path string) (*runtime.Module, []runtime.Pro
 		t.Fatal(err)
 	}
 	return m, probes, patches
+}
+
+// TestColdRets: a skip-covered rewrite starts the rets and indirect jumps
+// the log saw switched off (STINT_PATCH_COLD), and new code switches
+// them on. The coldret fixture's leaf is only ever called directly; a
+// logged run of mode a records its ret's return to call site A. In the
+// skip-covered rewrite (with a budget) that ret is cold: mode b's calls
+// from A never reach the runtime (no refusal row for the ret, where
+// STINT_COLD=0, which leaves it on, gives one), and the new call from B
+// switches it on before leaf runs, so that its return to B is recorded
+// either way.
+func TestColdRets(t *testing.T) {
+	bin := fixtures.Build(t, "coldret", fixtures.Variant{Opt: fixtures.O2, PIE: true})
+	args := []string{"b", "1000"}
+	want, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "coldret.log")
+	logged, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
+	if _, e, code, err := fixtures.Run(logged, []string{"a", "1000"}, traceEnv(filepath.Join(dir, "t0"))); err != nil || code != 0 || len(e) != 0 {
+		t.Fatalf("logged run: exit %d, %v, %q", code, err, e)
+	}
+	l, _ := readLog(t, logPath)
+	seen := map[[2]uint64]bool{} // (src, kind) with a logged outcome
+	for _, id := range l.BuildIDs() {
+		for _, e := range l.Modules[id] {
+			seen[[2]uint64{e.A, uint64(e.Kind)}] = true
+		}
+	}
+	skipDir := t.TempDir()
+	out, st := rewritten(t, bin, skipDir, rewrite.Options{SkipCovered: logPath, Budget: "10%", Period: "100ms"})
+	lo, hi := funcRange(t, bin, "leaf")
+	bLo, bHi := funcRange(t, bin, "site_b")
+	_, probes, patches := probesAndPatches(t, out)
+	var ret uint64
+	var retFlags uint8
+	probesOf := map[uint32][]runtime.Probe{}
+	for _, p := range probes {
+		if int(p.Patch) < len(patches) {
+			probesOf[p.Patch] = append(probesOf[p.Patch], p)
+		}
+		if runtime.Kind(p.Kind) == runtime.KRet && p.Src >= lo && p.Src < hi && int(p.Patch) < len(patches) {
+			ret, retFlags = p.Src, patches[p.Patch].Flags
+		}
+	}
+	if ret == 0 {
+		t.Fatal("leaf's ret is not patched in the skip-covered rewrite")
+	}
+	if retFlags&runtime.PatchCold == 0 {
+		t.Fatalf("leaf's ret %#x has patch flags %#x, want STINT_PATCH_COLD", ret, retFlags)
+	}
+	// Every cold patch: switchable, not a sync site or readee, and every
+	// probe of it a ret or indirect jump (or syscall) the log saw.
+	nCold := 0
+	for k, pt := range patches {
+		if pt.Flags&runtime.PatchCold == 0 {
+			continue
+		}
+		nCold++
+		if pt.Flags&runtime.PatchSwitch == 0 || pt.Flags&(runtime.PatchSync|runtime.PatchRead) != 0 {
+			t.Errorf("cold patch %d at %#x has flags %#x", k, pt.Addr, pt.Flags)
+		}
+		for _, p := range probesOf[uint32(k)] {
+			switch runtime.Kind(p.Kind) {
+			case runtime.KRet, runtime.KIndJmp, runtime.KSyscall:
+			default:
+				t.Errorf("cold patch %d at %#x has a probe of kind %d at %#x", k, pt.Addr, p.Kind, p.Src)
+			}
+			if !seen[[2]uint64{p.Src, uint64(p.Kind)}] {
+				t.Errorf("cold patch %d: probe at %#x (kind %d) has no logged outcome", k, p.Src, p.Kind)
+			}
+		}
+	}
+	if nCold != st.Cold {
+		t.Errorf("%d cold patches, stats say %d", nCold, st.Cold)
+	}
+	run := func(env ...string) (refused, toB bool) {
+		d := t.TempDir()
+		lp := filepath.Join(d, "log")
+		b, err := os.ReadFile(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(lp, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		traces := filepath.Join(d, "traces")
+		got, e, code, err := fixtures.Run(out, args, append(append(traceEnv(traces), "STINT_LOG="+lp), env...))
+		if err != nil || code != 0 || !bytes.Equal(got, want) || len(e) != 0 {
+			t.Fatalf("skip-covered coldret %v: %q, exit %d, %v, stderr %q; want %q", env, got, code, err, e, want)
+		}
+		trs := readTraces(t, traces)
+		if len(trs) != 1 {
+			t.Fatalf("%d traces, want 1", len(trs))
+		}
+		for _, ev := range trs[0].Events {
+			switch {
+			case ev.Kind == formats.KindRefusedBase+formats.KindRet && ev.Src == ret:
+				refused = true
+			case ev.Kind == formats.KindRet && ev.Src == ret && ev.Dst >= bLo && ev.Dst < bHi:
+				toB = true
+			}
+		}
+		return refused, toB
+	}
+	if refused, toB := run(); refused || !toB {
+		t.Errorf("cold: leaf's ret refused a logged return %v (want false), recorded its return to site_b %v (want true)", refused, toB)
+	}
+	if refused, toB := run("STINT_COLD=0"); !refused || !toB {
+		t.Errorf("STINT_COLD=0: leaf's ret refused a logged return %v (want true: the test cannot tell otherwise), recorded its return to site_b %v (want true)", refused, toB)
+	}
 }

@@ -100,6 +100,10 @@
                                      * off only after its readers and on before them */
 #define STINT_PATCH_READER     0x20 /* this patch's pun reads bytes of STINT_PATCH_READ patches: switched on only
                                      * while they are on */
+#define STINT_PATCH_COLD       0x40 /* with STINT_PATCH_SWITCH: every probe of the patch is an open-ended one (ret,
+                                     * indirect jump, syscall) of a site the rewrite --skip-covered log saw: the
+                                     * runtime starts it switched off and switches it on only for new code (its
+                                     * function's, a new call's return), not at period starts or rearms */
 
 /* struct stint_chunk.flags */
 #define STINT_CHUNK_RESERVED 0x1 /* lies inside a PROT_NONE PT_LOAD the loader reserved: map with MAP_FIXED */

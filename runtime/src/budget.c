@@ -288,6 +288,9 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	 * measuring what it saves). */
 	const char *sw = env_get(envp, "STINT_SWITCH");
 	g->sw_on = !(sw && sw[0] == '0' && !sw[1]);
+	/* Cold sites (switch.c, sw_cold_load) start off unless STINT_COLD=0. */
+	const char *cold = env_get(envp, "STINT_COLD");
+	g->sw_cold = !(cold && cold[0] == '0' && !cold[1]);
 	/* Calls' returns still to see and new code's own sites (rets.c)
 	 * unless STINT_RETS=0; STINT_RETS=calls keeps the first. */
 	const char *rets = env_get(envp, "STINT_RETS");

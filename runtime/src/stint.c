@@ -367,7 +367,7 @@ struct stint_global {
 	uint32_t sw_is_on;           /* the last batch switched on */
 	uint32_t sw_window_over;     /* this period's window is over: calling sites switch off */
 	uint32_t sw_rearmed;         /* SW_REARM_*: new code ran after the window: open-ended sites are back on */
-	uint32_t pad10;
+	uint32_t sw_cold;            /* STINT_PATCH_COLD sites start off (switch.c, sw_cold_load) */
 	uint64_t sw_window_ns;       /* how long listed sites stay on per period (0: the budget) */
 	uint64_t sw_tsc;             /* switching cost this period (batches and closed calls) */
 	uint64_t sw_charged_tsc;     /* the part of sw_tsc already in used_tsc (switching on) */
@@ -2284,6 +2284,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		tables_populate(m, base);
 	if (g->sw_on && patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT))) {
 		__atomic_store_n(&g->modules[id].sw, sw_module_new(m, base), __ATOMIC_RELEASE);
+		sw_cold_load(g, m, base);
 	}
 	__atomic_store_n(&g->modules[id].gate, gate, __ATOMIC_RELEASE);
 	if (gate && !(m->flags & STINT_MF_CONTEXT) && GATE_CLOSED(g)) {

@@ -60,7 +60,7 @@ struct sw_entry {
 	uint8_t reader;   /* STINT_PATCH_READER: on only while what it reads is on */
 	uint16_t nr, nd;  /* its pairs as the reader, as the read patch (struct stint_read) */
 	uint8_t np;       /* its probes: np from index p0 (0 if not known: listed by a reader or readee) */
-	uint8_t pad;
+	uint8_t cold;     /* started off by sw_cold_load: on only for new code (ret_switch_on), never in batches */
 	uint32_t p0;
 	uint32_t r0, d0;  /* where they start in the table's two halves */
 	uint8_t code[16]; /* the patched bytes */
@@ -555,6 +555,51 @@ static void sw_watched(struct stint_global *g, struct stint_module *m, struct st
 	if (__atomic_load_n(&g->sw_window_over, __ATOMIC_ACQUIRE) &&
 	    __atomic_load_n(&g->sw_rearmed, __ATOMIC_ACQUIRE) != SW_REARM_ON && sw_call(g, m, p, 1, 0))
 		__atomic_fetch_add(&g->sw_offs, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * At load, before anything of module m runs: switch its cold patches
+ * off (STINT_PATCH_COLD: every probe of the patch is a ret, an indirect
+ * jump or a syscall of a site the rewrite --skip-covered log saw).
+ * Such a site stays patched in a skip-covered rewrite, since its next
+ * outcome may be new, but the program keeps running it with outcomes
+ * it has seen: patched, its first run costs a page fault or two (its
+ * stub's and trampoline's pages) and a refused call before the window's
+ * end switches it off, and every window after that its detour (sqlite3
+ * with a complete log: 2,246 such sites, about 8% of the run against
+ * leaving them unpatched). Listed off and cold, it is left out of the
+ * batches (period starts, rearms): only new code switches it on, as it
+ * does any listed site (ret_switch_on: a new call's callee's rets, the
+ * own sites of a function running new code), which is when a return or
+ * an indirect branch meets a new destination. What that misses (a known
+ * indirect call's new target into known code) the windows caught with
+ * the budget's odds. Sites the period thread must write (STINT_PATCH_SYNC,
+ * _READ) stay as they are. STINT_COLD=0 leaves all of them on.
+ */
+static void sw_cold_load(struct stint_global *g, struct stint_module *m, uint64_t base)
+{
+	if (!g->sw_cold || !g->budget_on || !g->sw_on || g->region_mode)
+		return;
+	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
+	const struct stint_patch *pts = (const struct stint_patch *)(base + m->patches_vaddr);
+	for (uint32_t i = 0; i < m->nprobes; i++) {
+		struct stint_probe *p = &pr[i];
+		uint32_t idx = p->patch;
+		if (idx >= m->npatches || (p->flags & STINT_PF_DIRECT))
+			continue;
+		const struct stint_patch *pt = &pts[idx];
+		if ((pt->flags & (STINT_PATCH_COLD | STINT_PATCH_SWITCH | STINT_PATCH_SYNC | STINT_PATCH_READ)) !=
+		    (STINT_PATCH_COLD | STINT_PATCH_SWITCH))
+			continue;
+		struct sw_mod *s = sw_of(g, m, idx);
+		if (!s || __atomic_load_n(&s->state[idx], __ATOMIC_ACQUIRE) != SW_COLD)
+			continue; /* (the site's other probe listed it) */
+		if (!sw_call(g, m, p, 1, 0))
+			continue;
+		uint32_t ei = __atomic_load_n(&s->eidx[idx], __ATOMIC_ACQUIRE);
+		if (ei)
+			__atomic_store_n(&s->e[ei - 1].cold, 1, __ATOMIC_RELAXED);
+	}
 }
 
 /*
@@ -1542,6 +1587,8 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 				continue; /* what it reads is off: it stays off */
 			if (on && e->open && sw_slot_held(m, e))
 				continue; /* its slot holds a recorded destination */
+			if (on && __atomic_load_n(&e->cold, __ATOMIC_RELAXED))
+				continue; /* new code's to switch on (sw_cold_load) */
 			if (!__atomic_compare_exchange_n(sp, &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 				continue;
 			changed++;
