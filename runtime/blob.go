@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "bf44c4e10f66ae56aa746fc41dac6a0765ac0ea5672f1e940bf2fce69475cd5c"
+const BlobSHA256 = "fa263ab92a6267b09532aea53eb58615dee502a4c015f0afb7d4be21142f7389"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

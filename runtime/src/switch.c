@@ -576,9 +576,14 @@ static void sw_watched(struct stint_global *g, struct stint_module *m, struct st
  * the budget's odds. Sites the period thread must write (STINT_PATCH_SYNC,
  * _READ) stay as they are. STINT_COLD=0 leaves all of them on.
  */
+static int sw_cold_on(const struct stint_global *g)
+{
+	return g->sw_cold && g->budget_on && g->sw_on && !g->region_mode;
+}
+
 static void sw_cold_load(struct stint_global *g, struct stint_module *m, uint64_t base)
 {
-	if (!g->sw_cold || !g->budget_on || !g->sw_on || g->region_mode)
+	if (!sw_cold_on(g))
 		return;
 	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
 	const struct stint_patch *pts = (const struct stint_patch *)(base + m->patches_vaddr);
@@ -610,12 +615,15 @@ static void sw_cold_load(struct stint_global *g, struct stint_module *m, uint64_
  * cost its detour on every run: restore it with plain stores (alone, as
  * patch_done at load) and mark it dead for the off-switch. A readee that
  * is a reader itself may free its own readees: a pass per link of a
- * chain (the rewriter makes them at most four long).
+ * chain (the rewriter makes them at most four long). A cold reader
+ * (sw_cold_load) holds its original bytes but is not done: new code may
+ * switch it on, which needs its readees (ret_hold_readees).
  */
 static void log_restore_readees(struct stint_global *g, struct stint_module *m, uint64_t base)
 {
 	const struct stint_patch *pts = (const struct stint_patch *)(base + m->patches_vaddr);
 	struct sw_mod *s = sw_of(g, m, 0);
+	int cold = sw_cold_on(g);
 	for (int pass = 0; pass < 4; pass++) {
 		int changed = 0;
 		for (uint32_t i = 0; i < m->npatches; i++) {
@@ -628,7 +636,8 @@ static void log_restore_readees(struct stint_global *g, struct stint_module *m, 
 			const struct stint_read *rd = sw_pairs(m, i, 1, &n);
 			int free = n > 0;
 			for (uint32_t k = 0; k < n && free; k++)
-				free = rd[k].reader < m->npatches && sw_is_orig(m, rd[k].reader);
+				free = rd[k].reader < m->npatches && sw_is_orig(m, rd[k].reader) &&
+				       !(cold && (pts[rd[k].reader].flags & STINT_PATCH_COLD));
 			if (!free)
 				continue;
 			write_alone(base + pt->addr, pt->orig, pt->len);
