@@ -142,6 +142,11 @@ const TestChargeStallEnv = "STINT_TEST_CHARGE_STALL"
 // readers off and taking the readee.
 const TestReadeeStallEnv = "STINT_TEST_READEE_STALL"
 
+// TestSwitchStallEnv is STINT_TEST_SWITCH_STALL_ENV: a test hook. With
+// STINT_TEST_SWITCH_STALL=DURATION the runtime's thread waits that long
+// after each site it switches on at a period's start.
+const TestSwitchStallEnv = "STINT_TEST_SWITCH_STALL"
+
 // NoPatch is STINT_NO_PATCH.
 const NoPatch uint32 = 0xffffffff
 

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "fa263ab92a6267b09532aea53eb58615dee502a4c015f0afb7d4be21142f7389"
+const BlobSHA256 = "36d6917812325dd0dcaa4787a2852facaf0ddc75d59095362ffbc4058add8abd"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

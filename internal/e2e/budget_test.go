@@ -206,6 +206,53 @@ func TestChargeAcrossRoll(t *testing.T) {
 	t.Logf("%d periods, %d spent", len(ps), spent)
 }
 
+// TestSwitchOnWithinBudget: a period's switch-on batch that costs far
+// more than its estimate (STINT_TEST_SWITCH_STALL: 2 ms after each site,
+// against an estimate of a few hundred ns; on this VM a descheduled
+// thread, or membarriers waiting on busy cores, can do that) stops at
+// half of what the period has left, so that switching its sites off
+// again still fits: no period may go more than 1 ms over its budget
+// (spin rewritten with a 10% budget of 100 ms periods). Without the
+// stop, the first period's batch switched a dozen sites on and the
+// period used 26 ms of its 10.
+func TestSwitchOnWithinBudget(t *testing.T) {
+	args := []string{"20000"}
+	bin, nOut := spinNative(t, args)
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "100ms"})
+	traces := filepath.Join(dir, "traces")
+	rOut, rErr, code, err := fixtures.Run(out, args, append(traceEnv(traces), runtime.TestSwitchStallEnv+"=2ms"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || !bytes.Equal(nOut, rOut) {
+		t.Fatalf("rewritten run: exit %d, stdout %q (native %q), stderr %q", code, rOut, nOut, rErr)
+	}
+	trs := readTraces(t, traces)
+	if len(trs) != 1 {
+		t.Fatalf("%d traces, want 1", len(trs))
+	}
+	ps := periods(t, trs[0])
+	var ons, worst uint64
+	for _, e := range trs[0].Events {
+		if e.Kind == formats.KindPeriodSwitch && e.Src > 0 {
+			ons += e.Src
+		}
+	}
+	for i, p := range ps {
+		if p.used > p.granted && p.used-p.granted > worst {
+			worst = p.used - p.granted
+		}
+		if p.used > p.granted+1000000 {
+			t.Errorf("period %d: used %d ns of %d", i, p.used, p.granted)
+		}
+	}
+	if len(ps) < 3 || ons == 0 {
+		t.Errorf("%d periods, %d sites switched on: the stall was not exercised", len(ps), ons)
+	}
+	t.Logf("%d periods, %d sites switched on, worst overshoot %d ns", len(ps), ons, worst)
+}
+
 // TestBudgetEnvironment: STINT_BUDGET=none turns a rewritten budget off
 // (no period records); a bad STINT_BUDGET, STINT_PERIOD or STINT_WINDOW
 // is reported on stderr and the rewrite's own value holds (a typo must

@@ -137,6 +137,12 @@
  * that a test can have the program's thread switch a reader on in
  * between (rets.c, ret_hold_readees). */
 #define STINT_TEST_READEE_STALL_ENV "STINT_TEST_READEE_STALL"
+/* Test hook: STINT_TEST_SWITCH_STALL=DURATION ("200us") makes the
+ * runtime's thread wait that long after each site it switches on at a
+ * period's start, so that a test can have that batch cost more than the
+ * budget (a batch far slower than its estimate: the VM descheduling the
+ * thread, membarriers that wait on busy cores). */
+#define STINT_TEST_SWITCH_STALL_ENV "STINT_TEST_SWITCH_STALL"
 
 /* Bytes of struct stint_module.options (NUL included). */
 #define STINT_OPTIONS_SIZE 136

@@ -284,6 +284,9 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	const char *rstall = env_get(envp, STINT_TEST_READEE_STALL_ENV);
 	if (rstall && rstall[0])
 		g->test_readee_stall_ns = parse_duration(rstall, s_strlen(rstall));
+	const char *sstall = env_get(envp, STINT_TEST_SWITCH_STALL_ENV);
+	if (sstall && sstall[0])
+		g->test_switch_stall_ns = parse_duration(sstall, s_strlen(sstall));
 	/* The off-switch (switch.c) is on unless STINT_SWITCH=0 (for
 	 * measuring what it saves). */
 	const char *sw = env_get(envp, "STINT_SWITCH");
@@ -924,7 +927,16 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	/* nor when the debt leaves too little to switch them on and off */
 	if (__atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED) + 2 * (guess * g->sw_site_tsc + sw_fixed(g)) > budget)
 		return;
+	/* The estimate can be far off (the thread descheduled in mid-batch,
+	 * membarriers waiting on busy cores): the batch stops at half of
+	 * what the period has left, so that switching its sites off again
+	 * fits too (TestSwitchOnWithinBudget); the sites it did not reach
+	 * stay off this period. */
+	uint64_t used = __atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED), fixed = 2 * sw_fixed(g);
+	uint64_t left = budget > used + fixed ? budget - used - fixed : 0;
+	g->sw_stop_tsc = rdtsc() + left / 2;
 	g->sw_last_on = sw_timed(g, 1, 0, 1);
+	g->sw_stop_tsc = 0;
 	if (!g->sw_last_on)
 		g->sw_last_on = 1;
 	g->sw_is_on = 1;

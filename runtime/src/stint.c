@@ -352,6 +352,7 @@ struct stint_global {
 	uint64_t spend_tsc;          /* the end of the last charge that spent (or was about to spend) the budget */
 	uint64_t test_charge_stall_ns; /* STINT_TEST_CHARGE_STALL (stint_abi.h) */
 	uint64_t test_readee_stall_ns; /* STINT_TEST_READEE_STALL (stint_abi.h) */
+	uint64_t test_switch_stall_ns; /* STINT_TEST_SWITCH_STALL (stint_abi.h) */
 	uint64_t period_idx, period_tsc0, period_mono0, period_events0;
 	uint64_t cal_tsc, cal_mono;  /* calibration anchor */
 	/* QoS controller (budget.c) */
@@ -377,6 +378,7 @@ struct stint_global {
 	uint64_t sw_pend_mono;       /* when the last batch of SW_PEND sites ended (CLOCK_MONOTONIC ns) */
 	uint64_t sw_rearm_end;       /* when this period's rearm ends (CLOCK_MONOTONIC ns), 0 = none running */
 	uint64_t sw_last_on;         /* sites the last period-start switch-on changed (0 = none yet) */
+	uint64_t sw_stop_tsc;        /* the period-start switch-on stops here (0 = no limit; budget.c) */
 	/* self mode (switch.c, sw_self_batch): the program's only thread writes the sync sites */
 	uint32_t sw_self_ok;         /* allowed (STINT_SWITCH_SELF, default on) */
 	uint32_t sw_self;            /* the period thread's last batch found the program single-threaded */

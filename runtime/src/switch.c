@@ -1571,7 +1571,9 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 		changed += sw_readees(g, 1, flags, &forced);
 	if (pend_only)
 		nsync = sw_drain(g, &changed, self, &selfpend);
-	for (struct sw_walk it = sw_walk(g); !pend_only && sw_next(&it);) {
+	/* a period's switch-on stops at g->sw_stop_tsc (budget.c) */
+	uint64_t stop = on && !open_only ? __atomic_load_n(&g->sw_stop_tsc, __ATOMIC_RELAXED) : 0;
+	for (struct sw_walk it = sw_walk(g); !pend_only && !(stop && rdtsc() > stop) && sw_next(&it);) {
 		const struct stint_module *m = it.m;
 		const struct stint_patch *pts = it.pts;
 		uint32_t n = it.n;
@@ -1602,6 +1604,13 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 				continue;
 			changed++;
 			nsync += sw_put(s, e, pt, on);
+			if (UNLIKELY(g->test_switch_stall_ns) && on && !open_only) {
+				uint64_t until = now_ns(S_CLOCK_MONOTONIC) + g->test_switch_stall_ns;
+				while (now_ns(S_CLOCK_MONOTONIC) < until)
+					__asm__ volatile("pause");
+			}
+			if (stop && rdtsc() > stop)
+				break;
 		}
 	}
 	if (nsync)
