@@ -40,6 +40,7 @@ const (
 	mfContext = runtime.MFContext
 	mfPark    = runtime.MFPark
 	mfRets    = runtime.MFRets
+	mfCold    = runtime.MFCold
 
 	pfDeleg      = runtime.PFDeleg
 	probeWatched = runtime.ProbeWatched

@@ -53,6 +53,7 @@ const (
 	MFContext uint32 = 0x10
 	MFPark    uint32 = 0x20
 	MFRets    uint32 = 0x40
+	MFCold    uint32 = 0x80
 )
 
 // Probe flags (STINT_PF_*).

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "36d6917812325dd0dcaa4787a2852facaf0ddc75d59095362ffbc4058add8abd"
+const BlobSHA256 = "8ce362521b697558704b7bcce5b586f38935ee2abffce2d94290c97c5b0d9b1c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

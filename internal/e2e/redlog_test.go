@@ -799,7 +799,13 @@ func TestColdRets(t *testing.T) {
 	out, st := rewritten(t, bin, skipDir, rewrite.Options{SkipCovered: logPath, Budget: "10%", Period: "100ms"})
 	lo, hi := funcRange(t, bin, "leaf")
 	bLo, bHi := funcRange(t, bin, "site_b")
-	_, probes, patches := probesAndPatches(t, out)
+	mod, probes, patches := probesAndPatches(t, out)
+	if mod.Flags&runtime.MFCold == 0 {
+		t.Errorf("skip-covered rewrite: module flags %#x lack STINT_MF_COLD", mod.Flags)
+	}
+	if lm, _, _ := probesAndPatches(t, logged); lm.Flags&runtime.MFCold != 0 {
+		t.Errorf("rewrite without --skip-covered: module flags %#x have STINT_MF_COLD", lm.Flags)
+	}
 	var ret uint64
 	var retFlags uint8
 	probesOf := map[uint32][]runtime.Probe{}

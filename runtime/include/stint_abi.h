@@ -71,6 +71,7 @@
 #define STINT_MF_PARK    0x20 /* rewrite --switch-sync: the off-switch may park threads on "jmp ." to switch
                                * STINT_PATCH_SYNC sites while the program has several (else only self mode) */
 #define STINT_MF_RETS    0x40 /* rets_vaddr and nrets are set, and direct probes' rets fields with them */
+#define STINT_MF_COLD    0x80 /* some patch has STINT_PATCH_COLD (the runtime looks for them only then) */
 
 /* struct stint_probe.flags */
 #define STINT_PF_DIRECT   0x1  /* dst is known statically (probe.dst); else dst/value in %rsi */

@@ -583,7 +583,7 @@ static int sw_cold_on(const struct stint_global *g)
 
 static void sw_cold_load(struct stint_global *g, struct stint_module *m, uint64_t base)
 {
-	if (!sw_cold_on(g))
+	if (!sw_cold_on(g) || !(m->flags & STINT_MF_COLD))
 		return;
 	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
 	const struct stint_patch *pts = (const struct stint_patch *)(base + m->patches_vaddr);
