@@ -1174,13 +1174,16 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 		if n := seenOf[uint32(k)]; pr.switchable && !pr.sync && !pr.readee && n[0] > 0 && n[1] == n[0] {
 			b[9] |= patchCold
 			rw.st.Cold++
-			le.PutUint32(m[12:], le.Uint32(m[12:])|mfCold)
 		}
 		le.PutUint16(b[10:], uint16(pr.nprobes))
 		le.PutUint32(b[12:], uint32(pr.nprobes))
 		in := &c.insts[i]
 		copy(b[16:32], in.Bytes[pr.lo-in.Addr:pr.hi-in.Addr])
 	}
+	if rw.st.Cold > 0 {
+		le.PutUint32(m[12:], le.Uint32(m[12:])|mfCold)
+	}
+
 	dk = 0
 	for k, co := range chunks {
 		b := m[chunksAt-rwVaddr+uint64(k)*chunkSize:]

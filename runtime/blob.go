@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "3d96c9805f3d1680fa8197af5a061799a12e521f6e826ad81cf08a5d1e820813"
+const BlobSHA256 = "27d7c1d26c95c7794b08d05482e41425215ac0e04855036767e54bfb65bdf5db"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -78,10 +78,17 @@ func spinNative(t *testing.T, args []string) (bin string, stdout []byte) {
 // its output equals native, and returns its one trace.
 func spinBudgetTrace(t *testing.T, env ...string) *formats.Trace {
 	t.Helper()
-	args := []string{"400"}
+	return spinTrace(t, []string{"400"}, rewrite.Options{Every: true, Budget: "10%", Period: "20ms"}, env...)
+}
+
+// spinTrace runs spin on args rewritten with opts (env added to the
+// trace environment), checks that its output equals native, and returns
+// its one trace.
+func spinTrace(t *testing.T, args []string, opts rewrite.Options, env ...string) *formats.Trace {
+	t.Helper()
 	bin, nOut := spinNative(t, args)
 	dir := t.TempDir()
-	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true, Budget: "10%", Period: "20ms"})
+	out, _ := rewritten(t, bin, dir, opts)
 	traces := filepath.Join(dir, "traces")
 	rOut, rErr, code, err := fixtures.Run(out, args, append(traceEnv(traces), env...))
 	if err != nil {
@@ -216,25 +223,10 @@ func TestChargeAcrossRoll(t *testing.T) {
 // stop, the first period's batch switched a dozen sites on and the
 // period used 26 ms of its 10.
 func TestSwitchOnWithinBudget(t *testing.T) {
-	args := []string{"20000"}
-	bin, nOut := spinNative(t, args)
-	dir := t.TempDir()
-	out, _ := rewritten(t, bin, dir, rewrite.Options{Budget: "10%", Period: "100ms"})
-	traces := filepath.Join(dir, "traces")
-	rOut, rErr, code, err := fixtures.Run(out, args, append(traceEnv(traces), runtime.TestSwitchStallEnv+"=2ms"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code != 0 || !bytes.Equal(nOut, rOut) {
-		t.Fatalf("rewritten run: exit %d, stdout %q (native %q), stderr %q", code, rOut, nOut, rErr)
-	}
-	trs := readTraces(t, traces)
-	if len(trs) != 1 {
-		t.Fatalf("%d traces, want 1", len(trs))
-	}
-	ps := periods(t, trs[0])
+	tr := spinTrace(t, []string{"20000"}, rewrite.Options{Budget: "10%", Period: "100ms"}, runtime.TestSwitchStallEnv+"=2ms")
+	ps := periods(t, tr)
 	var ons, worst uint64
-	for _, e := range trs[0].Events {
+	for _, e := range tr.Events {
 		if e.Kind == formats.KindPeriodSwitch && e.Src > 0 {
 			ons += e.Src
 		}

@@ -925,14 +925,14 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 		return;
 	}
 	/* nor when the debt leaves too little to switch them on and off */
-	if (__atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED) + 2 * (guess * g->sw_site_tsc + sw_fixed(g)) > budget)
+	uint64_t used = __atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED), fixed = 2 * sw_fixed(g);
+	if (used + 2 * guess * g->sw_site_tsc + fixed > budget)
 		return;
 	/* The estimate can be far off (the thread descheduled in mid-batch,
 	 * membarriers waiting on busy cores): the batch stops at half of
 	 * what the period has left, so that switching its sites off again
 	 * fits too (TestSwitchOnWithinBudget); the sites it did not reach
 	 * stay off this period. */
-	uint64_t used = __atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED), fixed = 2 * sw_fixed(g);
 	uint64_t left = budget > used + fixed ? budget - used - fixed : 0;
 	g->sw_stop_tsc = rdtsc() + left / 2;
 	g->sw_last_on = sw_timed(g, 1, 0, 1);
@@ -983,15 +983,19 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t recorded = events - g->period_events0 - refused; /* refusal rows are not events */
 	uint64_t enabled_tsc = (closed ? g->closed_at_tsc : now_tsc) - g->period_tsc0;
 	uint64_t granted = g->budget_ns;
+	uint64_t rows = 2; /* the rows emitted here, which count as events */
 	emit_record(STINT_K_PERIOD, g->period_mono0, g->period_idx, granted, tsc_to_ns(g, used));
 	emit_record(STINT_K_PERIOD_STATS, g->period_mono0, recorded, suppressed,
 		    (int64_t)enabled_tsc > 0 ? tsc_to_ns(g, enabled_tsc) : 0);
 	if (g->qos_on) {
 		emit_record(STINT_K_PERIOD_QOS, g->period_mono0, g->qos_value, g->qos_threshold, granted);
 		qos_next(g, now_mono);
+		rows++;
 	}
-	if (g->sw_on)
+	if (g->sw_on) {
 		emit_record(STINT_K_PERIOD_SWITCH, g->period_mono0, ons, offs, tsc_to_ns(g, sw));
+		rows++;
+	}
 	g->period_idx++;
 	g->period_tsc0 = now_tsc;
 	g->period_mono0 = now_mono;
@@ -999,7 +1003,7 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	 * an event written while the records were emitted (the thread
 	 * descheduled there) would count in neither period
 	 * (TestBudgetAccounting saw 3 so in a slow CI run) */
-	g->period_events0 = events + 2 + (g->qos_on ? 1 : 0) + (g->sw_on ? 1 : 0);
+	g->period_events0 = events + rows;
 	__atomic_store_n(&g->budget_tsc, ns_to_tsc(g, g->budget_ns), __ATOMIC_RELAXED);
 	budget_gates_start(g, closed, now_tsc, last);
 }
