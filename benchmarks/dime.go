@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 )
@@ -142,8 +141,7 @@ func (d *DIME) Run(ctx context.Context, stdout io.Writer) error {
 	if err := os.MkdirAll(d.Config.WorkDir, 0o755); err != nil {
 		return err
 	}
-	host, _ := os.Hostname()
-	rep := &DIMEReport{Date: time.Now().UTC().Format(time.RFC3339), Host: fmt.Sprintf("%s %d cores", host, runtime.NumCPU()),
+	rep := &DIMEReport{Date: time.Now().UTC().Format(time.RFC3339), Host: hostDesc(),
 		Budget: d.Budget, Period: d.Period, Runs: d.Runs, Command: d.Command}
 	c := d.caps(ctx)
 	if !c.budget {

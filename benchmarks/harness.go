@@ -15,7 +15,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -57,11 +59,79 @@ type Cmd struct {
 	Env   []string
 	Stdin string // file to feed on stdin ("" = none)
 	Out   string // file to write stdout to ("" = discard)
+	// Pin runs the command on the CPU [PinCPU] names (the program
+	// measured, not the tools around it).
+	Pin bool
+}
+
+// PinCPU is the CPU that measured programs run on (through taskset), or
+// -1 to let the scheduler choose. The two vCPUs of the VM these numbers
+// come from often differ in speed by up to 1.75x for minutes at a time
+// (sqlite3 workload: 0.42-0.45 s on one, 0.72-0.78 s on the other, in
+// the same minute), so a native run and a traced run that land on
+// different CPUs give a ratio that says nothing about stint. Pinned,
+// every thread of the program shares that CPU, the runtime's period
+// thread included: its work is paid by the program, never hidden on an
+// idle core.
+var PinCPU = -1
+
+// pinned returns argv run through taskset on cpu (argv itself when cpu
+// is negative).
+func pinned(argv []string, cpu int) []string {
+	if cpu < 0 {
+		return argv
+	}
+	return append([]string{"taskset", "--cpu-list", strconv.Itoa(cpu)}, argv...)
+}
+
+// otherCPU is a CPU other than PinCPU for a measured program's client
+// (redis-benchmark, wrk), or -1 when nothing is pinned or there is no
+// other CPU.
+func otherCPU() int {
+	if PinCPU < 0 || runtime.NumCPU() < 2 {
+		return -1
+	}
+	if PinCPU == 0 {
+		return 1
+	}
+	return 0
+}
+
+// hostDesc names the machine for a report: host name, CPUs, and where
+// the measured programs ran.
+func hostDesc() string {
+	host, _ := os.Hostname()
+	s := fmt.Sprintf("%s %d cores", host, runtime.NumCPU())
+	if PinCPU >= 0 {
+		s += fmt.Sprintf(", measured programs pinned to CPU %d", PinCPU)
+		if o := otherCPU(); o >= 0 {
+			s += fmt.Sprintf(" (their clients to CPU %d)", o)
+		}
+	}
+	return s
+}
+
+// CheckPin says whether pinning to PinCPU can work here.
+func CheckPin() error {
+	if PinCPU < 0 {
+		return nil
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		return fmt.Errorf("--cpu %d needs taskset (util-linux): %w", PinCPU, err)
+	}
+	if PinCPU >= runtime.NumCPU() {
+		return fmt.Errorf("--cpu %d: this machine has CPUs 0-%d", PinCPU, runtime.NumCPU()-1)
+	}
+	return nil
 }
 
 // RunOnce runs c and returns its wall time.
 func RunOnce(ctx context.Context, c Cmd) (time.Duration, error) {
-	cmd := exec.CommandContext(ctx, c.Argv[0], c.Argv[1:]...)
+	argv := c.Argv
+	if c.Pin {
+		argv = pinned(argv, PinCPU)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), c.Env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -150,8 +150,9 @@ func (n *NginxWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	}
 	url := "http://" + addr + "/index.html"
 	n.Load.Start = monoNS()
-	out, werr := exec.CommandContext(ctx, n.Wrk, "-t", "1", "-c", strconv.Itoa(n.conns()),
-		"-d", fmt.Sprintf("%ds", int(n.Duration.Seconds()+0.5)), url).CombinedOutput()
+	client := pinned([]string{n.Wrk, "-t", "1", "-c", strconv.Itoa(n.conns()),
+		"-d", fmt.Sprintf("%ds", int(n.Duration.Seconds()+0.5)), url}, otherCPU())
+	out, werr := exec.CommandContext(ctx, client[0], client[1:]...).CombinedOutput()
 	n.Load.End = monoNS()
 	// SIGQUIT: graceful shutdown; nginx exits through exit(), so the
 	// runtime flushes its trace. The analyzer (if any) passes it on.

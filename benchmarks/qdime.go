@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -159,8 +158,7 @@ func (q *QDIME) Run(ctx context.Context, stdout io.Writer) error {
 	if _, err := exec.LookPath(q.Qos); err != nil {
 		return fmt.Errorf("qdime: the qos command %q: %w (go build -o bin/ ./cmd/...)", q.Qos, err)
 	}
-	host, _ := os.Hostname()
-	rep := &QDIMEReport{Date: time.Now().UTC().Format(time.RFC3339), Host: fmt.Sprintf("%s %d cores", host, runtime.NumCPU()),
+	rep := &QDIMEReport{Date: time.Now().UTC().Format(time.RFC3339), Host: hostDesc(),
 		Period: q.Period, Default: q.Default, Runs: q.Runs, Command: q.Command}
 	for _, app := range q.Apps {
 		w := app.Workload

@@ -100,7 +100,8 @@ func (r *RedisWorkload) Run(ctx context.Context, mod string, env []string) (floa
 	bctx, cancel := timeout(ctx, 30*time.Minute)
 	defer cancel()
 	r.Load.Start = monoNS()
-	out, berr := exec.CommandContext(bctx, r.Benchmark, args...).Output()
+	client := pinned(append([]string{r.Benchmark}, args...), otherCPU())
+	out, berr := exec.CommandContext(bctx, client[0], client[1:]...).Output()
 	r.Load.End = monoNS()
 	// Stop the server whatever the benchmark did: SHUTDOWN NOSAVE makes
 	// it exit(0), so the runtime writes its run-end row and flushes.

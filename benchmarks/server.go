@@ -21,9 +21,11 @@ type server struct {
 	err  error         // its exit status, once done is closed
 }
 
-// startServer starts argv with the environment additions env.
+// startServer starts argv with the environment additions env, on
+// PinCPU when that is set.
 func startServer(argv, env []string) (*server, error) {
 	s := &server{name: argv[0], done: make(chan struct{})}
+	argv = pinned(argv, PinCPU)
 	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

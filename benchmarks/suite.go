@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -43,8 +42,7 @@ func (s *Suite) Run(ctx context.Context, stdout io.Writer) error {
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return err
 	}
-	host, _ := os.Hostname()
-	rep := &Report{Date: time.Now().UTC().Format(time.RFC3339), Host: fmt.Sprintf("%s %d cores", host, runtime.NumCPU()),
+	rep := &Report{Date: time.Now().UTC().Format(time.RFC3339), Host: hostDesc(),
 		Slowdown: map[string][]Timing{}, Notes: map[string]string{}}
 	if s.want("rewrite") {
 		for _, bin := range []string{"/usr/bin/gzip", "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0", "/usr/bin/git", "/usr/bin/gdb"} {
@@ -125,9 +123,9 @@ func (s *Suite) gzip(ctx context.Context, rep *Report) error {
 	cg := []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "/usr/bin/gzip", "-c"}
 	fmt.Fprintf(cfg.Log, "gzip %d MiB: native, stint default, callgrind branch profile\n", s.GzipMB)
 	t, err := s.timeVariants(ctx, []variant{
-		{"native", Cmd{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: big, Out: out}, cfg.Runs},
-		{"stint branch (default)", Cmd{Argv: []string{def, "-c"}, Stdin: big, Out: out, Env: s.traceEnv("gzip-default")}, cfg.Runs},
-		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: big, Out: out}, s.CallgrindRuns},
+		{"native", Cmd{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: big, Out: out, Pin: true}, cfg.Runs},
+		{"stint branch (default)", Cmd{Argv: []string{def, "-c"}, Stdin: big, Out: out, Env: s.traceEnv("gzip-default"), Pin: true}, cfg.Runs},
+		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: big, Out: out, Pin: true}, s.CallgrindRuns},
 	})
 	if err != nil {
 		return err
@@ -135,9 +133,9 @@ func (s *Suite) gzip(ctx context.Context, rep *Report) error {
 	rep.Slowdown[fmt.Sprintf("gzip -c, %d MiB text", s.GzipMB)] = t
 	fmt.Fprintf(cfg.Log, "gzip 4 MiB: native, stint --every, callgrind\n")
 	t, err = s.timeVariants(ctx, []variant{
-		{"native", Cmd{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: small, Out: out}, cfg.Runs},
-		{"stint branch --every", Cmd{Argv: []string{every, "-c"}, Stdin: small, Out: out, Env: s.traceEnv("gzip-every")}, s.EveryRuns},
-		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: small, Out: out}, s.CallgrindRuns},
+		{"native", Cmd{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: small, Out: out, Pin: true}, cfg.Runs},
+		{"stint branch --every", Cmd{Argv: []string{every, "-c"}, Stdin: small, Out: out, Env: s.traceEnv("gzip-every"), Pin: true}, s.EveryRuns},
+		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: small, Out: out, Pin: true}, s.CallgrindRuns},
 	})
 	if err != nil {
 		return err
@@ -169,9 +167,9 @@ func (s *Suite) sqlite(ctx context.Context, rep *Report) error {
 	cg := []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "sqlite3", ":memory:"}
 	fmt.Fprintf(cfg.Log, "sqlite3 workload: native, stint default, callgrind\n")
 	t, err := s.timeVariants(ctx, []variant{
-		{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql}, cfg.Runs},
-		{"stint branch (default)", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-default"), "LD_LIBRARY_PATH="+defDir)}, cfg.Runs},
-		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: sql}, s.CallgrindRuns},
+		{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Pin: true}, cfg.Runs},
+		{"stint branch (default)", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-default"), "LD_LIBRARY_PATH="+defDir), Pin: true}, cfg.Runs},
+		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: sql, Pin: true}, s.CallgrindRuns},
 	})
 	if err != nil {
 		return err
@@ -192,9 +190,9 @@ func (s *Suite) sqlite(ctx context.Context, rep *Report) error {
 	}
 	fmt.Fprintf(cfg.Log, "sqlite3 small workload: native, stint --every, callgrind\n")
 	t, err = s.timeVariants(ctx, []variant{
-		{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small}, cfg.Runs},
-		{"stint branch --every", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small, Env: append(s.traceEnv("sqlite-every"), "LD_LIBRARY_PATH="+everyDir)}, s.EveryRuns},
-		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: small}, s.CallgrindRuns},
+		{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small, Pin: true}, cfg.Runs},
+		{"stint branch --every", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small, Env: append(s.traceEnv("sqlite-every"), "LD_LIBRARY_PATH="+everyDir), Pin: true}, s.EveryRuns},
+		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: small, Pin: true}, s.CallgrindRuns},
 	})
 	if err != nil {
 		return err
@@ -238,7 +236,7 @@ func (s *Suite) contexts(ctx context.Context, rep *Report) error {
 		{"stint call --context, 10% budget", []string{"--tool", "call", "--context", "--budget", "10%", "--period", "100ms"}, cfg.Runs},
 		{"stint call --every", []string{"--tool", "call", "--every"}, s.EveryRuns},
 	}
-	vs := []variant{{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small}, cfg.Runs}}
+	vs := []variant{{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small, Pin: true}, cfg.Runs}}
 	for i, m := range modes {
 		dir := filepath.Join(cfg.WorkDir, fmt.Sprintf("sqlite-call-%d", i))
 		if err := os.MkdirAll(dir, 0o755); err != nil {

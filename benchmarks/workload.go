@@ -83,7 +83,7 @@ func (g *GzipWorkload) Run(ctx context.Context, mod string, env []string) (float
 		argv = g.Wrap(argv, "file-rate:"+g.out)
 	}
 	g.Load.Start = monoNS()
-	d, err := RunOnce(ctx, Cmd{Argv: argv, Env: env, Stdin: g.input, Out: g.out})
+	d, err := RunOnce(ctx, Cmd{Argv: argv, Env: env, Stdin: g.input, Out: g.out, Pin: true})
 	g.Load.End = monoNS()
 	return d.Seconds(), err
 }
@@ -132,7 +132,7 @@ func (s *SQLiteWorkload) Run(ctx context.Context, mod string, env []string) (flo
 	if mod != "" {
 		env = append(env, "LD_LIBRARY_PATH="+filepath.Dir(mod))
 	}
-	d, err := RunOnce(ctx, Cmd{Argv: []string{"sqlite3", ":memory:"}, Env: env, Stdin: s.script})
+	d, err := RunOnce(ctx, Cmd{Argv: []string{"sqlite3", ":memory:"}, Env: env, Stdin: s.script, Pin: true})
 	return d.Seconds(), err
 }
 

@@ -43,6 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o benchmarks.Suite
 	fs.StringVar(&o.Config.Rewrite, "rewrite", "bin/rewrite", "path of the rewrite command")
 	fs.StringVar(&o.Config.WorkDir, "work", "/tmp/stint-bench", "scratch directory")
+	fs.IntVar(&benchmarks.PinCPU, "cpu", 0, "run every measured program (native and traced, all its threads) on this CPU, its load generator on another; -1 = wherever the scheduler puts them (vCPUs of a shared VM can differ in speed for minutes)")
 	fs.IntVar(&o.Config.Runs, "runs", 5, "timed runs per fast variant (median reported)")
 	fs.StringSliceVar(&o.Only, "only", nil, "run only these parts: rewrite, gzip, sqlite, dime (dime runs only when named)")
 	fs.StringVar(&o.Results, "results", "benchmarks/results", "directory for the results")
@@ -85,6 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&qRedisN, "qdime-redis-requests", 100000, "qdime: redis-benchmark -n per test")
 	fs.DurationVar(&qNginx, "qdime-nginx-time", 12*time.Second, "qdime: wrk -d")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := benchmarks.CheckPin(); err != nil {
 		return err
 	}
 	if slices.Contains(o.Only, "qdime") {
