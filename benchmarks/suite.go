@@ -84,6 +84,12 @@ func (s *Suite) Run(ctx context.Context, stdout io.Writer) error {
 			return fmt.Errorf("context: %w", err)
 		}
 	}
+	// Only when named: it measures the machine, not stint.
+	if slices.Contains(s.Only, "pages") {
+		if err := s.pages(ctx, rep); err != nil {
+			return fmt.Errorf("pages: %w", err)
+		}
+	}
 	return s.write(rep, stdout)
 }
 
@@ -331,9 +337,22 @@ func Markdown(rep *Report) string {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, "**%s**\n\n| variant | median | ratio to native | runs |\n|---|---|---|---|\n", k)
+		notes := slices.ContainsFunc(rep.Slowdown[k], func(t Timing) bool { return t.Note != "" })
+		fmt.Fprintf(&b, "**%s**\n\n| variant | median | ratio to native | runs |", k)
+		if notes {
+			b.WriteString(" note |")
+		}
+		b.WriteString("\n|---|---|---|---|")
+		if notes {
+			b.WriteString("---|")
+		}
+		b.WriteString("\n")
 		for _, t := range rep.Slowdown[k] {
-			fmt.Fprintf(&b, "| %s | %.3f s | %.2fx | %d |\n", t.Variant, t.Median, t.Ratio, len(t.Seconds))
+			fmt.Fprintf(&b, "| %s | %.3f s | %.2fx | %d |", t.Variant, t.Median, t.Ratio, len(t.Seconds))
+			if notes {
+				fmt.Fprintf(&b, " %s |", t.Note)
+			}
+			b.WriteString("\n")
 		}
 		b.WriteString("\n")
 	}

@@ -5,6 +5,7 @@
 //	go run ./benchmarks/cmd/bench --only rewrite   # rewrite cost and patch coverage only
 //	go run ./benchmarks/cmd/bench --only dime      # issue 3: DIME and DIME* (about 40 minutes)
 //	go run ./benchmarks/cmd/bench --only qdime     # issue 4: QDIME's Table I (about 25 minutes)
+//	go run ./benchmarks/cmd/bench --only pages     # what scattered first page touches cost here (about 1 minute)
 //
 // The dime part is not in the default set (it is long); it writes
 // benchmarks/results/issue3.{json,md} and SVG plots beside them. A smoke
@@ -45,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Config.WorkDir, "work", "/tmp/stint-bench", "scratch directory")
 	fs.IntVar(&benchmarks.PinCPU, "cpu", 0, "run every measured program (native and traced, all its threads) on this CPU, its load generator on another; -1 = wherever the scheduler puts them (vCPUs of a shared VM can differ in speed for minutes)")
 	fs.IntVar(&o.Config.Runs, "runs", 5, "timed runs per fast variant (median reported)")
-	fs.StringSliceVar(&o.Only, "only", nil, "run only these parts: rewrite, gzip, sqlite, dime (dime runs only when named)")
+	fs.StringSliceVar(&o.Only, "only", nil, "run only these parts: rewrite, gzip, sqlite, context, dime, qdime, pages (dime, qdime and pages run only when named; pages times sqlite3 after first touches of scattered pages, what stub pages cost on this machine)")
 	fs.StringVar(&o.Results, "results", "benchmarks/results", "directory for the results")
 	fs.Int64Var(&o.GzipMB, "gzip-mb", 64, "gzip input size in MiB")
 	fs.IntVar(&o.EveryRuns, "every-runs", 3, "timed runs of the --every variants (0 = leave them out)")
