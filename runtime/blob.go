@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "27d7c1d26c95c7794b08d05482e41425215ac0e04855036767e54bfb65bdf5db"
+const BlobSHA256 = "95b83cfc6e8f157feb289188a33721f786423f526ecd0073922038ff0a8b653c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
