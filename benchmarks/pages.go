@@ -56,6 +56,9 @@ func (s *Suite) pages(ctx context.Context, rep *Report) error {
 		return err
 	}
 	// What the touches took while they ran, beside what the run lost.
+	if len(t) != len(ts)+1 {
+		return fmt.Errorf("pages: %d timings for %d variants (--runs 0?)", len(t), len(ts)+1)
+	}
 	native := t[0].Median
 	for i, tc := range ts {
 		ns, err := readNanos(tc.report)
@@ -63,7 +66,7 @@ func (s *Suite) pages(ctx context.Context, rep *Report) error {
 			return fmt.Errorf("%s: %w", tc.name, err)
 		}
 		own := Median(ns) / 1e9
-		t[i+1].Note = fmt.Sprintf("touches took %.1f ms (%.1f us a page); the run lost %.1f ms",
+		t[i+1].Note = fmt.Sprintf("touches took %.1f ms (%.1f us a touch); the run lost %.1f ms",
 			own*1e3, own*1e6/float64(tc.pages), (t[i+1].Median-native)*1e3)
 	}
 	rep.Slowdown["sqlite3 workload after first touches of scattered pages (benchmarks/workloads/touch_pages.c)"] = t

@@ -1,8 +1,9 @@
 /*
  * touch_pages.so: an LD_PRELOAD constructor that, before the program
- * starts, reads one byte of STINT_TOUCH_PAGES pages spread at random over
- * an anonymous mapping of STINT_TOUCH_SPAN_MB MiB (each read maps the zero
- * page), in runs of STINT_TOUCH_RUN consecutive pages. It changes nothing
+ * starts, reads one byte of STINT_TOUCH_PAGES pages drawn at random
+ * (so in a small span some repeat) from an anonymous mapping of
+ * STINT_TOUCH_SPAN_MB MiB (each first read maps the zero page), in runs
+ * of STINT_TOUCH_RUN consecutive pages. It changes nothing
  * the program sees; `bench --only pages` times a program with and
  * without it to measure what scattered first touches cost on this
  * machine, the cost a rewritten binary's stub pages pay (docs/DESIGN.md,
