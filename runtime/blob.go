@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "95b83cfc6e8f157feb289188a33721f786423f526ecd0073922038ff0a8b653c"
+const BlobSHA256 = "a360bafa911c411bc2baaeb07852764f23ab516769ab7b8b3a4701fd392f0adb"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -1013,6 +1013,19 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	budget_gates_start(g, closed, now_tsc, last);
 }
 
+/* The median of the n timings t (sorted in place: an insertion sort, n
+ * is small), the upper one of the middle two when n is even. */
+static uint64_t median_of(uint64_t *t, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+			uint64_t x = t[j];
+			t[j] = t[j - 1];
+			t[j - 1] = x;
+		}
+	return t[n / 2];
+}
+
 /*
  * The cap on a call's charge (call_charge), in TSC ticks: CHARGE_CAP_NS
  * plus two first touches of a page, the median of TOUCH_PAGES timed
@@ -1037,13 +1050,7 @@ static uint64_t charge_cap_measure(struct stint_global *g)
 		t[i] = rdtsc() - t0;
 	}
 	sys_call2(SYS_munmap, a, TOUCH_PAGES * 4096);
-	for (int i = 1; i < TOUCH_PAGES; i++)
-		for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-			uint64_t x = t[j];
-			t[j] = t[j - 1];
-			t[j - 1] = x;
-		}
-	cap += 2 * t[TOUCH_PAGES / 2];
+	cap += 2 * median_of(t, TOUCH_PAGES);
 	uint64_t most = ns_to_tsc(g, CHARGE_CAP_MAX_NS);
 	return cap < most ? cap : most;
 }
@@ -1072,14 +1079,7 @@ static uint64_t measure_call_overhead(void)
 				 : "memory");
 		best[i] = rdtsc() - t0;
 	}
-	/* insertion sort, then the median */
-	for (int i = 1; i < 64; i++)
-		for (int j = i; j > 0 && best[j - 1] > best[j]; j--) {
-			uint64_t t = best[j];
-			best[j] = best[j - 1];
-			best[j - 1] = t;
-		}
-	return best[32];
+	return median_of(best, 64);
 }
 
 static void sleep_until(uint64_t mono_ns)
