@@ -31,37 +31,36 @@ func (s *Suite) pages(ctx context.Context, rep *Report) error {
 	if out, err := exec.CommandContext(ctx, "gcc", "-O2", "-shared", "-fPIC", "-o", so, src).CombinedOutput(); err != nil {
 		return fmt.Errorf("gcc %s: %w: %s", src, err, lastLine(string(out)))
 	}
-	type touches struct {
+	// Each variant touches pages pages spread over spanMB MiB.
+	touches := []struct {
 		name          string
 		pages, spanMB int
-		report        string
+	}{
+		{"1,300 pages over 700 MiB", 1300, 700},
+		{"1,300 pages over 8 MiB", 1300, 8},
+		{"5,000 pages over 700 MiB", 5000, 700},
 	}
-	var ts []touches
-	run := func(name string, pages, spanMB int) variant {
-		report := filepath.Join(cfg.WorkDir, fmt.Sprintf("touch-%d-%d.ns", pages, spanMB))
-		os.Remove(report)
-		ts = append(ts, touches{name, pages, spanMB, report})
-		env := []string{"LD_PRELOAD=" + so, fmt.Sprintf("STINT_TOUCH_PAGES=%d", pages),
-			fmt.Sprintf("STINT_TOUCH_SPAN_MB=%d", spanMB), "STINT_TOUCH_REPORT=" + report}
-		return variant{name, Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: env, Pin: true}, cfg.Runs}
+	vs := []variant{{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Pin: true}, cfg.Runs}}
+	reports := make([]string, len(touches))
+	for i, tc := range touches {
+		reports[i] = filepath.Join(cfg.WorkDir, fmt.Sprintf("touch-%d-%d.ns", tc.pages, tc.spanMB))
+		os.Remove(reports[i])
+		env := []string{"LD_PRELOAD=" + so, fmt.Sprintf("STINT_TOUCH_PAGES=%d", tc.pages),
+			fmt.Sprintf("STINT_TOUCH_SPAN_MB=%d", tc.spanMB), "STINT_TOUCH_REPORT=" + reports[i]}
+		vs = append(vs, variant{tc.name, Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: env, Pin: true}, cfg.Runs})
 	}
 	fmt.Fprintf(cfg.Log, "sqlite3 workload: native, and after touching scattered pages\n")
-	t, err := s.timeVariants(ctx, []variant{
-		{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Pin: true}, cfg.Runs},
-		run("1,300 pages over 700 MiB", 1300, 700),
-		run("1,300 pages over 8 MiB", 1300, 8),
-		run("5,000 pages over 700 MiB", 5000, 700),
-	})
+	t, err := s.timeVariants(ctx, vs)
 	if err != nil {
 		return err
 	}
 	// What the touches took while they ran, beside what the run lost.
-	if len(t) != len(ts)+1 {
-		return fmt.Errorf("pages: %d timings for %d variants (--runs 0?)", len(t), len(ts)+1)
+	if len(t) != len(vs) {
+		return fmt.Errorf("pages: %d timings for %d variants (--runs 0?)", len(t), len(vs))
 	}
 	native := t[0].Median
-	for i, tc := range ts {
-		ns, err := readNanos(tc.report)
+	for i, tc := range touches {
+		ns, err := readNanos(reports[i])
 		if err != nil {
 			return fmt.Errorf("%s: %w", tc.name, err)
 		}

@@ -2,9 +2,8 @@
  * touch_pages.so: an LD_PRELOAD constructor that, before the program
  * starts, reads one byte of STINT_TOUCH_PAGES pages drawn at random
  * (so in a small span some repeat) from an anonymous mapping of
- * STINT_TOUCH_SPAN_MB MiB (each first read maps the zero page), in runs
- * of STINT_TOUCH_RUN consecutive pages. It changes nothing
- * the program sees; `bench --only pages` times a program with and
+ * STINT_TOUCH_SPAN_MB MiB (each first read maps the zero page). It
+ * changes nothing the program sees; `bench --only pages` times a program with and
  * without it to measure what scattered first touches cost on this
  * machine, the cost a rewritten binary's stub pages pay (docs/DESIGN.md,
  * "Where a run's time goes"). With STINT_TOUCH_REPORT=FILE it appends the
@@ -28,13 +27,10 @@ __attribute__((constructor)) static void touch_pages(void)
 {
 	long n = env_long("STINT_TOUCH_PAGES", 0);
 	long span_mb = env_long("STINT_TOUCH_SPAN_MB", 700);
-	long run = env_long("STINT_TOUCH_RUN", 1);
-	if (n <= 0 || span_mb <= 0 || run <= 0)
+	if (n <= 0 || span_mb <= 0)
 		return;
 	size_t span = (size_t)span_mb << 20;
 	long pages = (long)(span / 4096);
-	if (run > pages)
-		run = pages;
 	volatile char *p = mmap(0, span, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return;
@@ -42,13 +38,11 @@ __attribute__((constructor)) static void touch_pages(void)
 	char sum = 0;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (long i = 0; i < n; i += run) {
+	for (long i = 0; i < n; i++) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
-		long first = (long)(x % (uint64_t)(pages - run + 1));
-		for (long j = 0; j < run; j++)
-			sum += p[(first + j) * 4096];
+		sum += p[(long)(x % (uint64_t)pages) * 4096];
 	}
 	(void)sum;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
