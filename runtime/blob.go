@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "a360bafa911c411bc2baaeb07852764f23ab516769ab7b8b3a4701fd392f0adb"
+const BlobSHA256 = "f3b456c3e56980ac40dcf0fed66e33431fa469ef7753b36567cfda88e9a2c86e"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

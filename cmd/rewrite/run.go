@@ -53,8 +53,10 @@ their original bytes back while probes are off, so the program then runs
 its own code, not trampolines. Sites that keep reaching their trampoline
 (a jcc with one outcome left to see, returns, indirect branches) are
 patched again at each period's start and switched off after the window
-(--window, by default as long as the budget) or when the budget is spent;
-code never seen before stays patched and is recorded the first time it
+(--window, by default as long as the budget) or when the budget is spent.
+Windows thin out while periods record nothing (one in two, four, then
+eight periods) and come back in every period once one records; code
+never seen before stays patched and is recorded the first time it
 runs while the budget lasts.
 
 Redundancy log (DIME*): with --log, outcomes recorded by earlier runs are
@@ -91,6 +93,9 @@ Environment read by the rewritten program:
                     only the last
   STINT_COLD        set to 0 to start the returns and indirect jumps a
                     --skip-covered log saw switched on, like other sites
+  STINT_QUIET       set to 0 to keep a window in every period; by default
+                    windows back off after periods that record nothing
+                    (down to one in eight periods) until one records
   STINT_HUGE        set to 0 to keep the tables and trampolines in the
                     file's 4 KiB pages instead of 2 MiB anonymous pages
   STINT_SWITCH_SELF set to 0 to stop a program with one thread from

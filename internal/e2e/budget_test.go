@@ -446,3 +446,62 @@ func TestRunEnd(t *testing.T) {
 		})
 	}
 }
+
+// TestQuietWindows: windows back off in periods that record nothing
+// (runtime/src/budget.c, sw_quiet_skip). spin's "watch" mode (hot() a
+// million times a round, its jcc listed with one outcome still to come)
+// rewritten with a 10% budget of 20 ms periods records everything it
+// will in its first rounds and then runs quiet for some 20 periods.
+// With STINT_QUIET=0 every period but the last switches the listed
+// sites on (a window); by default every period that follows one that
+// recorded has its window, and at least half of the others have none.
+func TestQuietWindows(t *testing.T) {
+	args := []string{"150", "watch"}
+	opts := rewrite.Options{Budget: "10%", Period: "20ms"}
+	type window struct {
+		period
+		ons uint64
+	}
+	windows := func(env ...string) []window {
+		tr := spinTrace(t, args, opts, env...)
+		ons := map[uint64]uint64{}
+		for _, e := range tr.Events {
+			if e.Kind == formats.KindPeriodSwitch {
+				ons[e.Time] = e.Src
+			}
+		}
+		var ws []window
+		for _, p := range periods(t, tr) {
+			ws = append(ws, window{p, ons[p.start]})
+		}
+		// the last period is cut short by the exit
+		if len(ws) < 8 {
+			t.Fatalf("%d periods: too few to see windows back off", len(ws))
+		}
+		return ws[:len(ws)-1]
+	}
+
+	for i, w := range windows("STINT_QUIET=0") {
+		if i > 0 && w.ons == 0 {
+			t.Errorf("STINT_QUIET=0: period %d (recorded %d) switched no site on", i, w.recorded)
+		}
+	}
+
+	ws := windows()
+	skipped, quiet := 0, 0
+	for i := 1; i < len(ws); i++ {
+		if ws[i-1].recorded > 0 && ws[i].ons == 0 {
+			t.Errorf("period %d follows one that recorded %d events but switched no site on", i, ws[i-1].recorded)
+		}
+		if ws[i-1].recorded == 0 {
+			quiet++
+			if ws[i].ons == 0 {
+				skipped++
+			}
+		}
+	}
+	if quiet < 4 || 2*skipped < quiet {
+		t.Errorf("%d of %d periods after a quiet one had no window, want at least half", skipped, quiet)
+	}
+	t.Logf("%d periods, %d after a quiet one, %d of those without a window", len(ws), quiet, skipped)
+}

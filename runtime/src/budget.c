@@ -296,6 +296,10 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	/* Cold sites (switch.c, sw_cold_load) start off unless STINT_COLD=0. */
 	const char *cold = env_get(envp, "STINT_COLD");
 	g->sw_cold = !(cold && cold[0] == '0' && !cold[1]);
+	/* Quiet periods thin the windows out (sw_quiet_skip) unless
+	 * STINT_QUIET=0. */
+	const char *quiet = env_get(envp, "STINT_QUIET");
+	g->sw_quiet_on = !(quiet && quiet[0] == '0' && !quiet[1]);
 	/* Calls' returns still to see and new code's own sites (rets.c)
 	 * unless STINT_RETS=0; STINT_RETS=calls keeps the first. */
 	const char *rets = env_get(envp, "STINT_RETS");
@@ -855,21 +859,38 @@ static void qos_next(struct stint_global *g, uint64_t now_mono)
 }
 
 /*
- * At the start of a period: a zero budget keeps the gates closed for the
- * whole period (and the sites switched off); otherwise open the gates if
- * the last period closed them and switch the listed sites back on.
- *
- * Switching costs are instrumentation time: each period's used time
- * (the KindPeriod row) is what its probes were charged plus what
- * switching cost in it (sw_tsc). Switching on is done before the budget
- * starts to run, so its cost comes out of the budget at once; switching
- * off comes after the budget is spent, so budget_charge closes the gate
- * early by what switching the sites now on would cost (their number
- * times the measured cost per site). When switching the listed sites
- * on and off would take more than half the budget they stay off for the
- * period: the budget goes to probes that are still patched (how many
- * there are is guessed from the last switch-on).
+ * Quiet periods. A window costs what its sites' detours cost, which no
+ * probe call is charged for: a sqlite3 run of 3.4 s (10% of 100 ms)
+ * whose listed sites were all kept on (STINT_SWITCH=0) took 2.19x, so
+ * windows as long as the budget cost some 12% of the run, more than the
+ * budget, in periods that recorded nothing at all (most of that run's
+ * 37). So the windows back off: after q windows in a row whose periods
+ * recorded nothing, the next 2^q - 1 periods get none (q at most
+ * SW_QUIET_MAX: one window in eight periods). Any period that records
+ * (new code is running: its sites are patched whether or not the listed
+ * ones are on) brings a window back in every period from the next on.
+ * A skipped window switches nothing, so its switching costs nothing
+ * either. Runs whose periods all record something (sqlite3's 0.45 s
+ * workload) are unchanged. STINT_QUIET=0 keeps a window in every period.
  */
+#define SW_QUIET_MAX 3
+
+static int sw_quiet_skip(struct stint_global *g)
+{
+	g->sw_skipping = 0;
+	if (!g->sw_quiet_on || !g->sw_quiet) {
+		g->sw_skipped = 0;
+		return 0;
+	}
+	if (g->sw_skipped + 1 < (1u << g->sw_quiet)) {
+		g->sw_skipped++;
+		g->sw_skipping = 1;
+		return 1;
+	}
+	g->sw_skipped = 0;
+	return 0;
+}
+
 static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint64_t now_tsc, int last)
 {
 	g->sw_charged_tsc = 0;
@@ -919,7 +940,7 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 		__atomic_fetch_and(&g->gate_closed, ~1u, __ATOMIC_ACQ_REL);
 		gates_set(g, STINT_GATE_OPEN);
 	}
-	if (!g->sw_on || last)
+	if (!g->sw_on || last || sw_quiet_skip(g))
 		return;
 	/* what the last switch-on took (at first every listed site); when it
 	 * is too much, halve the guess each period, so that a later period,
@@ -987,6 +1008,10 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t refused = __atomic_exchange_n(&g->refused, 0, __ATOMIC_ACQ_REL);
 	uint64_t recorded = events - g->period_events0 - refused; /* refusal rows are not events */
 	uint64_t enabled_tsc = (closed ? g->closed_at_tsc : now_tsc) - g->period_tsc0;
+	if (recorded)
+		g->sw_quiet = 0;
+	else if (!g->sw_skipping && g->sw_quiet < SW_QUIET_MAX)
+		g->sw_quiet++;
 	uint64_t granted = g->budget_ns;
 	uint64_t rows = 2; /* the rows emitted here, which count as events */
 	emit_record(STINT_K_PERIOD, g->period_mono0, g->period_idx, granted, tsc_to_ns(g, used));
@@ -1297,6 +1322,9 @@ static void periods_start(struct stint_global *g, int spawn)
 	__atomic_store_n(&g->sw_lazy_tsc, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&g->late_tsc, 0, __ATOMIC_RELAXED);
 	g->sw_debt_tsc = 0;
+	g->sw_quiet = 0;
+	g->sw_skipped = 0;
+	g->sw_skipping = 0;
 	if (!g->sw_site_tsc)
 		g->sw_site_tsc = ns_to_tsc(g, 300); /* until a batch is measured */
 	g->sw_is_on = 1; /* as the rewriter left them, or as the parent had them: switch on to be sure */

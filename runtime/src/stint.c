@@ -369,6 +369,10 @@ struct stint_global {
 	uint32_t sw_window_over;     /* this period's window is over: calling sites switch off */
 	uint32_t sw_rearmed;         /* SW_REARM_*: new code ran after the window: open-ended sites are back on */
 	uint32_t sw_cold;            /* STINT_PATCH_COLD sites start off (switch.c, sw_cold_load) */
+	uint32_t sw_quiet_on;        /* windows thin out in quiet periods (budget.c, sw_quiet_skip) */
+	uint32_t sw_quiet;           /* windows in a row whose periods recorded nothing */
+	uint32_t sw_skipped;         /* windows skipped since the last one */
+	uint32_t sw_skipping;        /* this period's window is skipped */
 	uint64_t sw_window_ns;       /* how long listed sites stay on per period (0: the budget) */
 	uint64_t sw_tsc;             /* switching cost this period (batches and closed calls) */
 	uint64_t sw_charged_tsc;     /* the part of sw_tsc already in used_tsc (switching on) */
