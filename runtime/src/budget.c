@@ -940,8 +940,12 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 		__atomic_fetch_and(&g->gate_closed, ~1u, __ATOMIC_ACQ_REL);
 		gates_set(g, STINT_GATE_OPEN);
 	}
-	if (!g->sw_on || last || sw_quiet_skip(g))
+	if (!g->sw_on || last)
 		return;
+	if (sw_quiet_skip(g)) {
+		sw_period_upkeep(g);
+		return;
+	}
 	/* what the last switch-on took (at first every listed site); when it
 	 * is too much, halve the guess each period, so that a later period,
 	 * when more sites have recorded all they had to, tries again */
