@@ -891,6 +891,23 @@ static int sw_quiet_skip(struct stint_global *g)
 	return 0;
 }
 
+/*
+ * At the start of a period: a zero budget keeps the gates closed for the
+ * whole period (and the sites switched off); otherwise open the gates if
+ * the last period closed them and switch the listed sites back on
+ * (unless the window is skipped, sw_quiet_skip).
+ *
+ * Switching costs are instrumentation time: each period's used time
+ * (the KindPeriod row) is what its probes were charged plus what
+ * switching cost in it (sw_tsc). Switching on is done before the budget
+ * starts to run, so its cost comes out of the budget at once; switching
+ * off comes after the budget is spent, so budget_charge closes the gate
+ * early by what switching the sites now on would cost (their number
+ * times the measured cost per site). When switching the listed sites
+ * on and off would take more than half the budget they stay off for the
+ * period: the budget goes to probes that are still patched (how many
+ * there are is guessed from the last switch-on).
+ */
 static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint64_t now_tsc, int last)
 {
 	g->sw_charged_tsc = 0;
