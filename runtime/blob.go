@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f2bcd157d54353245a51da0bf3b5590180f490e831c84307578c59a07a93ac44"
+const BlobSHA256 = "eabda60d2ce81d441a1db7ccaa2461f9ac1740424ac66bade283943425523812"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

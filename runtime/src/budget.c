@@ -877,14 +877,12 @@ static void qos_next(struct stint_global *g, uint64_t now_mono)
 
 static int sw_quiet_skip(struct stint_global *g)
 {
-	g->sw_skipping = 0;
 	if (!g->sw_quiet_on || !g->sw_quiet) {
 		g->sw_skipped = 0;
 		return 0;
 	}
 	if (g->sw_skipped + 1 < (1u << g->sw_quiet)) {
 		g->sw_skipped++;
-		g->sw_skipping = 1;
 		return 1;
 	}
 	g->sw_skipped = 0;
@@ -912,6 +910,9 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 {
 	g->sw_charged_tsc = 0;
 	g->sw_off_paid = 0;
+	/* until a window opens below: a period without one (skipped, spent
+	 * at its start, too costly to switch) is no sign of quiet */
+	g->sw_no_window = 1;
 	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
 	int spent = !g->budget_ns;
 	if (g->sw_debt_tsc && !last) {
@@ -983,6 +984,7 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	uint64_t left = budget > used + fixed ? budget - used - fixed : 0;
 	g->sw_stop_tsc = rdtsc() + left / 2;
 	g->sw_last_on = sw_timed(g, 1, 0, 1);
+	g->sw_no_window = 0;
 	g->sw_stop_tsc = 0;
 	if (!g->sw_last_on)
 		g->sw_last_on = 1;
@@ -1031,7 +1033,7 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t enabled_tsc = (closed ? g->closed_at_tsc : now_tsc) - g->period_tsc0;
 	if (recorded)
 		g->sw_quiet = 0;
-	else if (!g->sw_skipping && g->sw_quiet < SW_QUIET_MAX)
+	else if (!g->sw_no_window && g->sw_quiet < SW_QUIET_MAX)
 		g->sw_quiet++;
 	uint64_t granted = g->budget_ns;
 	uint64_t rows = 2; /* the rows emitted here, which count as events */
@@ -1345,7 +1347,7 @@ static void periods_start(struct stint_global *g, int spawn)
 	g->sw_debt_tsc = 0;
 	g->sw_quiet = 0;
 	g->sw_skipped = 0;
-	g->sw_skipping = 0;
+	g->sw_no_window = 0;
 	if (!g->sw_site_tsc)
 		g->sw_site_tsc = ns_to_tsc(g, 300); /* until a batch is measured */
 	g->sw_is_on = 1; /* as the rewriter left them, or as the parent had them: switch on to be sure */

@@ -372,7 +372,7 @@ struct stint_global {
 	uint32_t sw_quiet_on;        /* windows thin out in quiet periods (budget.c, sw_quiet_skip) */
 	uint32_t sw_quiet;           /* windows in a row whose periods recorded nothing */
 	uint32_t sw_skipped;         /* windows skipped since the last one */
-	uint32_t sw_skipping;        /* this period's window is skipped */
+	uint32_t sw_no_window;       /* this period opened no window (skipped, spent, too costly) */
 	uint64_t sw_window_ns;       /* how long listed sites stay on per period (0: the budget) */
 	uint64_t sw_tsc;             /* switching cost this period (batches and closed calls) */
 	uint64_t sw_charged_tsc;     /* the part of sw_tsc already in used_tsc (switching on) */
