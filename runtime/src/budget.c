@@ -291,22 +291,18 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 		g->test_switch_stall_ns = parse_duration(sstall, s_strlen(sstall));
 	/* The off-switch (switch.c) is on unless STINT_SWITCH=0 (for
 	 * measuring what it saves). */
-	const char *sw = env_get(envp, "STINT_SWITCH");
-	g->sw_on = !(sw && sw[0] == '0' && !sw[1]);
+	g->sw_on = !env_is_zero(env_get(envp, "STINT_SWITCH"));
 	/* Cold sites (switch.c, sw_cold_load) start off unless STINT_COLD=0. */
-	const char *cold = env_get(envp, "STINT_COLD");
-	g->sw_cold = !(cold && cold[0] == '0' && !cold[1]);
+	g->sw_cold = !env_is_zero(env_get(envp, "STINT_COLD"));
 	/* Quiet periods thin the windows out (sw_quiet_skip) unless
 	 * STINT_QUIET=0. */
-	const char *quiet = env_get(envp, "STINT_QUIET");
-	g->sw_quiet_on = !(quiet && quiet[0] == '0' && !quiet[1]);
+	g->sw_quiet_on = !env_is_zero(env_get(envp, "STINT_QUIET"));
 	/* Calls' returns still to see and new code's own sites (rets.c)
 	 * unless STINT_RETS=0; STINT_RETS=calls keeps the first. */
 	const char *rets = env_get(envp, "STINT_RETS");
-	g->rets_on = rets && rets[0] == '0' && !rets[1] ? RETS_OFF : rets && !s_strncmp(rets, "calls", 6) ? RETS_CALLS : RETS_ALL;
+	g->rets_on = env_is_zero(rets) ? RETS_OFF : rets && !s_strncmp(rets, "calls", 6) ? RETS_CALLS : RETS_ALL;
 	/* Self mode (switch.c) unless STINT_SWITCH_SELF=0. */
-	const char *self = env_get(envp, "STINT_SWITCH_SELF");
-	g->sw_self_ok = !(self && self[0] == '0' && !self[1]);
+	g->sw_self_ok = !env_is_zero(env_get(envp, "STINT_SWITCH_SELF"));
 	size_t wn = 0;
 	const char *w = setting_checked(envp, "STINT_WINDOW", opts, "window", &wn, share_ok, period,
 					"bad window (STINT_WINDOW), want e.g. 10% or 5ms; using the rewrite's (--window)");

@@ -603,6 +603,14 @@ static const char *env_get(char **envp, const char *name)
 	return 0;
 }
 
+/* Whether an environment value is exactly "0": how the STINT_SWITCH,
+ * STINT_COLD, STINT_QUIET, STINT_RETS and STINT_SWITCH_SELF switches
+ * turn a feature off (budget.c, budget_setup). */
+static int env_is_zero(const char *v)
+{
+	return v && v[0] == '0' && !v[1];
+}
+
 static const char *base_name(const char *p)
 {
 	const char *b = p;
