@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "5ec8deeae749ffe01b2bc2fb696041f3c651d2b1812f92a86c5e8ab00d88a33c"
+const BlobSHA256 = "30061581686becb4609a41f833031b0ab261f56bf121e06f28835a5ba76ac12a"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -396,6 +396,7 @@ struct stint_global {
 	uint64_t sw_listed_open;     /* listed open-ended sites (what a rearm switches) */
 	uint64_t sw_site_tsc;        /* what switching one site costs (budget.c, sw_site_cost) */
 	uint64_t sw_sync_tsc;        /* what one membarrier(SYNC_CORE) costs (measured at start) */
+	uint64_t sw_stall_tsc;       /* room for a stall in the switch-off (budget.c, SW_STALL_NS) */
 	uint64_t sw_fixed_tsc;       /* what a batch costs besides its sites (budget.c, sw_reserve) */
 	uint32_t sw_off_paid;        /* this period's reserved switch-off ran (budget.c, sw_all_off) */
 	uint32_t pad_off;
