@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "30061581686becb4609a41f833031b0ab261f56bf121e06f28835a5ba76ac12a"
+const BlobSHA256 = "872f155ea4d67c79ec5ff2bf99e240676a4585a205c0694d44005b0193a57f13"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

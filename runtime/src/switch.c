@@ -1303,6 +1303,9 @@ static int sw_readers_off(struct stint_global *g, const struct stint_module *m, 
 			struct sw_entry *e = sw_add(g, (struct stint_module *)m, s, r, 0, 1, 0);
 			if (!e)
 				continue;
+			/* listed patched, so on, and then switched off: the batch's
+			 * count (sw_timed) takes it off the listed sites on again */
+			sw_count_on(g, 1);
 			__atomic_store_n(&e->ready, 1, __ATOMIC_RELEASE);
 			sw_write(pt, e, 0);
 			sw_stamp(g, s, pt, r);
