@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "872f155ea4d67c79ec5ff2bf99e240676a4585a205c0694d44005b0193a57f13"
+const BlobSHA256 = "10dd34936a3b1307817ed5e60bdb9e4c21ce95c9efba149cbbff0c18cc0a4bde"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
