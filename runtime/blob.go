@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "10dd34936a3b1307817ed5e60bdb9e4c21ce95c9efba149cbbff0c18cc0a4bde"
+const BlobSHA256 = "30d3090fbfaaf867a8d67a67465ce6b4e27a301ae1c0b1026b22cb8367afc2e1"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

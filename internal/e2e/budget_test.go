@@ -455,31 +455,36 @@ func TestRunEnd(t *testing.T) {
 // With STINT_QUIET=0 every period but the last switches the listed
 // sites on (a window); by default every period that follows one that
 // recorded has its window, and at least half of the others have none.
+// window is a period, the sites it switched on and its switching time.
+type window struct {
+	period
+	ons, swNS uint64
+}
+
+// spinWindows runs the spin fixture ("150 watch", 10% of 20 ms) with env
+// and returns its periods with the sites each switched on, the last one
+// (cut short by the exit) left out.
+func spinWindows(t *testing.T, env ...string) []window {
+	t.Helper()
+	tr := spinTrace(t, []string{"150", "watch"}, rewrite.Options{Budget: "10%", Period: "20ms"}, env...)
+	sw := map[uint64]formats.Event{}
+	for _, e := range tr.Events {
+		if e.Kind == formats.KindPeriodSwitch {
+			sw[e.Time] = e
+		}
+	}
+	var ws []window
+	for _, p := range periods(t, tr) {
+		ws = append(ws, window{p, sw[p.start].Src, sw[p.start].Value})
+	}
+	if len(ws) < 8 {
+		t.Fatalf("%d periods: too few to see windows back off", len(ws))
+	}
+	return ws[:len(ws)-1]
+}
+
 func TestQuietWindows(t *testing.T) {
-	args := []string{"150", "watch"}
-	opts := rewrite.Options{Budget: "10%", Period: "20ms"}
-	type window struct {
-		period
-		ons uint64
-	}
-	windows := func(env ...string) []window {
-		tr := spinTrace(t, args, opts, env...)
-		ons := map[uint64]uint64{}
-		for _, e := range tr.Events {
-			if e.Kind == formats.KindPeriodSwitch {
-				ons[e.Time] = e.Src
-			}
-		}
-		var ws []window
-		for _, p := range periods(t, tr) {
-			ws = append(ws, window{p, ons[p.start]})
-		}
-		// the last period is cut short by the exit
-		if len(ws) < 8 {
-			t.Fatalf("%d periods: too few to see windows back off", len(ws))
-		}
-		return ws[:len(ws)-1]
-	}
+	windows := func(env ...string) []window { return spinWindows(t, env...) }
 
 	for i, w := range windows("STINT_QUIET=0") {
 		if i > 0 && w.ons == 0 {
@@ -504,4 +509,43 @@ func TestQuietWindows(t *testing.T) {
 		t.Errorf("%d of %d periods after a quiet one had no window, want at least half", skipped, quiet)
 	}
 	t.Logf("%d periods, %d after a quiet one, %d of those without a window", len(ws), quiet, skipped)
+}
+
+// TestSlowBatchWindows: one small switching batch that takes 1.5 ms of
+// the runtime thread's time (STINT_TEST_BATCH_STALL; a loaded VM did
+// that in CI) must not keep windows shut for the rest of the run. It is
+// charged (its debt may close a period or two), but its cost must not
+// become the planned cost of every batch: a fixed part taken at once
+// as 1.5 ms, twice over, left a 2 ms budget no room for any window, and
+// with none there were few batches to bring it down again.
+func TestSlowBatchWindows(t *testing.T) {
+	ws := spinWindows(t, "STINT_QUIET=0", "STINT_TEST_BATCH_STALL=3ms")
+	var pattern []byte
+	run, longest, stalled := 0, 0, 0
+	for i, w := range ws {
+		if w.swNS > ws[stalled].swNS {
+			stalled = i
+		}
+		if w.ons > 0 {
+			pattern = append(pattern, '+')
+			run = 0
+			continue
+		}
+		pattern = append(pattern, '.')
+		if i > 0 {
+			run++
+			longest = max(longest, run)
+		}
+	}
+	var used []uint64
+	for _, w := range ws[:min(len(ws), 8)] {
+		used = append(used, w.used/1000)
+	}
+	t.Logf("windows by period (+ switched sites on): %s; the most switching, %d us, in period %d; used (us) %v", pattern, ws[stalled].swNS/1000, stalled, used)
+	if ws[stalled].swNS < 3000000 {
+		t.Fatalf("no period switched for 3 ms or more: the hook made no batch slow (%s)", pattern)
+	}
+	if longest > 3 {
+		t.Errorf("%d periods in a row switched no site on after one slow batch: %s", longest, pattern)
+	}
 }

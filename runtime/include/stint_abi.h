@@ -144,6 +144,12 @@
  * budget (a batch far slower than its estimate: the VM descheduling the
  * thread, membarriers that wait on busy cores). */
 #define STINT_TEST_SWITCH_STALL_ENV "STINT_TEST_SWITCH_STALL"
+/* Test hook: STINT_TEST_BATCH_STALL=DURATION ("3ms") makes the first
+ * batch of fewer than 16 sites from the fourth period on (a window's end,
+ * a rearm) spin that long of its thread's CPU time, once, so that a test
+ * can see one slow small batch and what the estimates make of it
+ * (budget.c, sw_site_cost). */
+#define STINT_TEST_BATCH_STALL_ENV "STINT_TEST_BATCH_STALL"
 
 /* Bytes of struct stint_module.options (NUL included). */
 #define STINT_OPTIONS_SIZE 136

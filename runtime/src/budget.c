@@ -310,6 +310,9 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	const char *sstall = env_get(envp, STINT_TEST_SWITCH_STALL_ENV);
 	if (sstall && sstall[0])
 		g->test_switch_stall_ns = parse_duration(sstall, s_strlen(sstall));
+	const char *bstall = env_get(envp, STINT_TEST_BATCH_STALL_ENV);
+	if (bstall && bstall[0])
+		g->test_batch_stall_ns = parse_duration(bstall, s_strlen(bstall));
 	/* The off-switch (switch.c) is on unless STINT_SWITCH=0 (for
 	 * measuring what it saves). */
 	g->sw_on = !env_is_zero(env_get(envp, "STINT_SWITCH"));
@@ -586,6 +589,13 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
 	uint64_t c0 = now_ns(S_CLOCK_THREAD_CPUTIME_ID);
 	uint64_t t0 = rdtsc();
 	uint64_t n = sw_batch(g, on, flags);
+	if (UNLIKELY(g->test_batch_stall_ns) && n < 16 && !(flags & SWB_PEND_ONLY) && g->period_idx >= 3) {
+		/* the thread's own time, which is what the batch is charged */
+		uint64_t until = now_ns(S_CLOCK_THREAD_CPUTIME_ID) + g->test_batch_stall_ns;
+		while (now_ns(S_CLOCK_THREAD_CPUTIME_ID) < until)
+			__asm__ volatile("pause");
+		g->test_batch_stall_ns = 0;
+	}
 	uint64_t d = rdtsc() - t0;
 	/* The time the period thread ran, not the time it waited for a CPU:
 	 * descheduled in the middle of a batch (this VM does that for

@@ -353,6 +353,7 @@ struct stint_global {
 	uint64_t test_charge_stall_ns; /* STINT_TEST_CHARGE_STALL (stint_abi.h) */
 	uint64_t test_readee_stall_ns; /* STINT_TEST_READEE_STALL (stint_abi.h) */
 	uint64_t test_switch_stall_ns; /* STINT_TEST_SWITCH_STALL (stint_abi.h) */
+	uint64_t test_batch_stall_ns;  /* STINT_TEST_BATCH_STALL (stint_abi.h) */
 	uint64_t period_idx, period_tsc0, period_mono0, period_events0;
 	uint64_t cal_tsc, cal_mono;  /* calibration anchor */
 	/* QoS controller (budget.c) */
