@@ -229,15 +229,19 @@ type switchSeen struct {
 	seenOrigMulti, reappliedMulti []bool
 }
 
-func (w *switchSeen) toggledMulti() int {
+// trues counts the true values of bs.
+func trues(bs []bool) int {
 	n := 0
-	for _, r := range w.reappliedMulti {
-		if r {
+	for _, b := range bs {
+		if b {
 			n++
 		}
 	}
 	return n
 }
+
+func (w *switchSeen) toggled() int      { return trues(w.reapplied) }
+func (w *switchSeen) toggledMulti() int { return trues(w.reappliedMulti) }
 
 // tasks counts the threads of process pid (0 once it is gone).
 func tasks(pid int) int {
@@ -246,16 +250,6 @@ func tasks(pid int) int {
 		return 0
 	}
 	return len(es)
-}
-
-func (w *switchSeen) toggled() int {
-	n := 0
-	for _, r := range w.reapplied {
-		if r {
-			n++
-		}
-	}
-	return n
 }
 
 // watchSwitching reads the sites' bytes in the running program every few
@@ -468,12 +462,7 @@ func TestOffSwitch(t *testing.T) {
 		if !bytes.Equal(stdout.Bytes(), want) {
 			t.Fatalf("stdout differs from native: %q vs %q", stdout.String(), want)
 		}
-		off := 0
-		for _, o := range seen.seenOrig {
-			if o {
-				off++
-			}
-		}
+		off := trues(seen.seenOrig)
 		t.Logf("%d samples; %d of %d sync sites seen with their original bytes, %d patched again after that, %d of them while the threads ran",
 			seen.samples, off, len(syncs), seen.toggled(), seen.toggledMulti())
 		if seen.samples < 10 {
@@ -603,12 +592,7 @@ func TestSwitchReadees(t *testing.T) {
 			if !bytes.Equal(stdout.Bytes(), native) || stderr.Len() > 0 {
 				t.Fatalf("output differs from native (%d vs %d bytes), stderr %q", stdout.Len(), len(native), clip(stderr.Bytes()))
 			}
-			off := 0
-			for _, o := range seen.seenOrig {
-				if o {
-					off++
-				}
-			}
+			off := trues(seen.seenOrig)
 			t.Logf("%d samples; %d of %d readees seen switched off, %d of them then patched again", seen.samples, off, len(reads), seen.toggled())
 			if seen.toggled() == 0 {
 				t.Errorf("no readee was seen switched off and then patched again in %d samples", seen.samples)
