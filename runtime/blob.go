@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "30d3090fbfaaf867a8d67a67465ce6b4e27a301ae1c0b1026b22cb8367afc2e1"
+const BlobSHA256 = "a736e3495a24ce450d0f84611fd6ed8030008cb11b8e3673a66041e968b3a7cc"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

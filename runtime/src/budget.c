@@ -591,9 +591,7 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
 	uint64_t n = sw_batch(g, on, flags);
 	if (UNLIKELY(g->test_batch_stall_ns) && n < 16 && !(flags & SWB_PEND_ONLY) && g->period_idx >= 3) {
 		/* the thread's own time, which is what the batch is charged */
-		uint64_t until = now_ns(S_CLOCK_THREAD_CPUTIME_ID) + g->test_batch_stall_ns;
-		while (now_ns(S_CLOCK_THREAD_CPUTIME_ID) < until)
-			__asm__ volatile("pause");
+		test_stall(S_CLOCK_THREAD_CPUTIME_ID, g->test_batch_stall_ns);
 		g->test_batch_stall_ns = 0;
 	}
 	uint64_t d = rdtsc() - t0;

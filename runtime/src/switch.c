@@ -223,11 +223,12 @@ static const struct stint_read *sw_pairs(const struct stint_module *m, uint32_t 
 	return rd + lo;
 }
 
-/* Test hooks (STINT_TEST_READEE_STALL, _SWITCH_STALL): spin ns. */
-static void test_stall(uint64_t ns)
+/* Test hooks (STINT_TEST_READEE_STALL, _SWITCH_STALL, _BATCH_STALL):
+ * spin ns on clock. */
+static void test_stall(int clock, uint64_t ns)
 {
-	uint64_t until = now_ns(S_CLOCK_MONOTONIC) + ns;
-	while (now_ns(S_CLOCK_MONOTONIC) < until)
+	uint64_t until = now_ns(clock) + ns;
+	while (now_ns(clock) < until)
 		__asm__ volatile("pause");
 }
 
@@ -1451,7 +1452,7 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
 					if (!r)
 						continue;
 					if (UNLIKELY(g->test_readee_stall_ns))
-						test_stall(g->test_readee_stall_ns);
+						test_stall(S_CLOCK_MONOTONIC, g->test_readee_stall_ns);
 					barrier |= r == 1;
 				}
 				if (__atomic_compare_exchange_n(sp, &st, SW_NEXT, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -1625,7 +1626,7 @@ static uint64_t sw_batch(struct stint_global *g, int on, int flags)
 			changed++;
 			nsync += sw_put(s, e, pt, on);
 			if (UNLIKELY(g->test_switch_stall_ns) && on && !open_only)
-				test_stall(g->test_switch_stall_ns);
+				test_stall(S_CLOCK_MONOTONIC, g->test_switch_stall_ns);
 			if (stop && rdtsc() > stop)
 				break;
 		}
