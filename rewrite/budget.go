@@ -82,6 +82,9 @@ func (o *Options) checkBudgetOptions() error {
 	default:
 		return fmt.Errorf("bad edge mode %q (want auto, all, covered or none)", o.Edges)
 	}
+	if o.RetireSince != "" && o.SkipCovered == "" {
+		return errors.New("--retire-since needs --skip-covered (it names an older copy of that log)")
+	}
 	if o.Period != "" && o.Budget == "" {
 		return errors.New("a period needs a budget")
 	}
@@ -179,6 +182,7 @@ type coveredSet struct {
 	self    uint64 // BuildIDHash of this module
 	has     map[redlog.Entry]bool
 	anyFrom map[[2]uint64]bool // (src, kind) with at least one outcome
+	count   map[[2]uint64]int  // outcomes per (src, kind)
 	retTo   map[uint64]bool    // destinations of the module's own returns into itself
 }
 
@@ -194,10 +198,11 @@ func loadCovered(path string, bid []byte) (*coveredSet, []redlog.Problem, error)
 	if l.Policy != redlog.Exact {
 		return nil, nil, fmt.Errorf("--skip-covered: log %s has policy %s; only an exact log says which outcomes are covered", path, l.Policy)
 	}
-	cs := &coveredSet{self: redlog.BuildIDHash(bid), has: map[redlog.Entry]bool{}, anyFrom: map[[2]uint64]bool{}, retTo: map[uint64]bool{}}
+	cs := &coveredSet{self: redlog.BuildIDHash(bid), has: map[redlog.Entry]bool{}, anyFrom: map[[2]uint64]bool{}, count: map[[2]uint64]int{}, retTo: map[uint64]bool{}}
 	for _, e := range l.Modules[hex.EncodeToString(bid)] {
 		cs.has[e] = true
 		cs.anyFrom[[2]uint64{e.A, uint64(e.Kind)}] = true
+		cs.count[[2]uint64{e.A, uint64(e.Kind)}]++
 		if e.Kind == kRetKind && e.DstMod == cs.self {
 			cs.retTo[e.B] = true
 		}

@@ -65,6 +65,11 @@ type Options struct {
 	// returns and syscalls of which the log holds at least one outcome;
 	// new destinations of those are then not traced.
 	SkipSeenIndirect bool
+	// RetireSince names an older copy of the SkipCovered log (taken
+	// before the last runs): a site with outcomes in it and none added
+	// since is left unpatched as well, though an outcome of it is still
+	// unseen. Those runs gave that outcome its chance (retire.go).
+	RetireSince string
 	// EmulateIndirectCalls probes every indirect call in its own
 	// trampoline, where it is emulated (push the return address, jump),
 	// as before session 17. By default one is probed at the instruction
@@ -108,6 +113,7 @@ type Stats struct {
 	Fallback    int                `json:"fallback"`
 	Failed      int                `json:"failed"`
 	Covered     int                `json:"covered"` // left unpatched: every outcome is in the --skip-covered log
+	Retired     int                `json:"retired"` // left unpatched: outcomes logged before --retire-since's log and none added since
 	Cold        int                `json:"cold"`    // switchable patches of returns and indirect jumps the --skip-covered log saw: they start off (STINT_PATCH_COLD)
 	Reasons     map[string]*Reason `json:"reasons"` // why sites failed
 	Evicted     int                `json:"evicted"` // neighbours moved to relocated-instruction trampolines
@@ -313,10 +319,11 @@ type rewriter struct {
 	siteArms  [][]int  // by instruction index: offsets of the site trampoline's arm rel32 fields
 	trampList []int    // instruction indices in allocation order
 	cov       *coveredSet
-	coldRet   map[uint64]bool // rets new code alone can give a new destination (coldRets), with rw.cov
-	fini      *finiHook       // static executables: the _fini hook
-	early     map[int]bool    // shared objects: instructions that run before DT_INIT (early.go)
-	stable    [][2]uint64     // stableSlot's ranges (classify)
+	old       map[[2]uint64]int // --retire-since: outcomes per (src, kind) in the older log
+	coldRet   map[uint64]bool   // rets new code alone can give a new destination (coldRets), with rw.cov
+	fini      *finiHook         // static executables: the _fini hook
+	early     map[int]bool      // shared objects: instructions that run before DT_INIT (early.go)
+	stable    [][2]uint64       // stableSlot's ranges (classify)
 
 	// Edge probes (edges.go), by instruction index.
 	edgeOf  map[int]edgeSite // destination probe -> its jcc and outcome
@@ -475,6 +482,11 @@ func (rw *rewriter) run() ([]byte, error) {
 			rw.st.Notes = append(rw.st.Notes, "--skip-covered log "+rw.opts.SkipCovered+": "+p.String())
 		}
 		rw.cov = cs
+		if rw.opts.RetireSince != "" {
+			if err := rw.loadRetire(); err != nil {
+				return nil, err
+			}
+		}
 		if !rw.opts.SkipSeenIndirect {
 			rw.coldRet = rw.coldRets()
 		}
@@ -482,6 +494,10 @@ func (rw *rewriter) run() ([]byte, error) {
 		for _, i := range sites {
 			if rw.covered(i) {
 				rw.st.Covered++
+				continue
+			}
+			if rw.retired(i) {
+				rw.st.Retired++
 				continue
 			}
 			sites[w] = i

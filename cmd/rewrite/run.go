@@ -71,6 +71,15 @@ unpatched, so a later rewrite costs nothing where earlier runs covered:
 Returns and indirect jumps the log saw stay patched (a new destination is
 possible) but start switched off: new code switches them on (a new call
 its callee's returns, new code in a function its own sites).
+Most sites a workload runs keep an outcome it never shows (an error
+path), so they stay patched, and cost, in every skip-covered rewrite.
+--retire-since OLD, with OLD a copy of the log taken before the last
+run, leaves unpatched too every site that has outcomes in OLD and got
+no new one since: that run had its chance there (OLD cannot tell
+whether it ran the site, so run the same workload). Retired sites stay
+unpatched, and what they did not show is given up:
+  $ cp gzip.log gzip.log.before; ./gzip.stint -c big.txt > /dev/null
+  $ rewrite --budget 10% --log gzip.log --skip-covered gzip.log --retire-since gzip.log.before -o gzip.stint /usr/bin/gzip
 
 Environment read by the rewritten program:
   STINT_OUT         directory for trace files (default ./traces)
@@ -149,6 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&opts.Log, "log", "", "redundancy log `FILE`: skip outcomes recorded by earlier runs, append new ones")
 	fs.StringVar(&opts.LogPolicy, "log-policy", "", "redundancy log `POLICY`: exact (default: each outcome once, probes retire), or the DIME* paper's region logs hash, bst, merger (for comparison: instrumented traces record every execution)")
 	fs.StringVar(&opts.SkipCovered, "skip-covered", "", "leave unpatched every site whose outcomes are all in the exact redundancy log `LOG` (code covered by earlier runs then costs nothing)")
+	fs.StringVar(&opts.RetireSince, "retire-since", "", "with --skip-covered LOG: also leave unpatched every site that has outcomes in `OLD`, an older copy of LOG (say, taken before the last run), and no outcome added since; those runs showed nothing new there, and what they did not see is given up")
 	fs.BoolVar(&opts.SkipSeenIndirect, "skip-seen-indirect", false, "with --skip-covered, also leave unpatched returns, indirect branches and syscalls with at least one logged outcome (their new destinations are then not traced)")
 	fs.StringVar(&opts.Edges, "edges", "auto", "probe a jcc outcome at its destination, where only the jcc leads, instead of at the jcc, so the jcc's common side runs unpatched and its rare side is recorded whenever it happens: `MODE` auto (the jccs of covered, and every other jcc's at destinations of 5 bytes or more, which a jmp replaces), covered (jccs with one outcome in the --skip-covered log), all (every jcc at any destination: slower on sqlite3), or none")
 	fs.BoolVar(&opts.EmulateIndirectCalls, "emulate-indirect-calls", false, "probe every indirect call in its own trampoline, where it is emulated (push the return address, jump); by default one is probed at the instruction before it where only that instruction leads to it, so that the call runs in place and the processor's return-stack predictor stays in step")
@@ -204,7 +214,7 @@ func summary(name string, st *rewrite.Stats) string {
 	if len(tactics) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(tactics, ", "))
 	}
-	if n := st.Sites - st.Covered; n > 0 {
+	if n := st.Sites - st.Covered - st.Retired; n > 0 {
 		fmt.Fprintf(&b, " = %.2f%%", 100*float64(st.PatchedTotal())/float64(n))
 	}
 	if st.EdgeProbes > 0 || st.EdgeFailed > 0 {
@@ -212,6 +222,9 @@ func summary(name string, st *rewrite.Stats) string {
 	}
 	if st.Covered > 0 {
 		fmt.Fprintf(&b, ", %d covered by the log (left unpatched)", st.Covered)
+	}
+	if st.Retired > 0 {
+		fmt.Fprintf(&b, ", %d retired (nothing new since --retire-since's log; left unpatched)", st.Retired)
 	}
 	if st.Cold > 0 {
 		fmt.Fprintf(&b, ", %d returns and indirect jumps it saw start off", st.Cold)

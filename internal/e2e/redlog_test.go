@@ -442,6 +442,171 @@ func TestSkipCovered(t *testing.T) {
 	t.Logf("%d sites, %d covered, %d jccs probed at %d destinations", len(sites), nCovered, st.Patched["edge"], edges)
 }
 
+// TestRetireSince: with --retire-since OLD beside --skip-covered LOG, a
+// site that is not covered but has outcomes in OLD and none added in LOG
+// since is left unpatched too; a site whose outcomes grew since OLD, or
+// that OLD lacks, stays patched. OLD here is the logged run's log with a
+// jcc's outcome taken out (a jcc with one outcome logged), and LOG has a
+// destination added to a ret. An OLD that is not an older copy of LOG,
+// or --retire-since alone, is an error.
+func TestRetireSince(t *testing.T) {
+	args := []string{"5"}
+	bin, nOut := spinNative(t, args)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "spin.log")
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
+	if _, e, code, err := fixtures.Run(out, args, traceEnv(filepath.Join(dir, "t0"))); err != nil || code != 0 || len(e) != 0 {
+		t.Fatalf("logged run: exit %d, %v, %q", code, err, e)
+	}
+	l, _ := readLog(t, logPath)
+	var bid string
+	for _, id := range l.BuildIDs() {
+		bid = id
+	}
+	raw, _ := redlog.ParseBuildID(bid)
+	self := redlog.BuildIDHash(raw)
+	logged := l.Modules[bid]
+	_, all, err := Probed(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[uint64]map[uint64]bool{} // the kinds of each site's probes
+	for _, p := range all {
+		if kinds[p.Src] == nil {
+			kinds[p.Src] = map[uint64]bool{}
+		}
+		kinds[p.Src][uint64(p.Kind)] = true
+	}
+	patched := func(path string) map[uint64]bool {
+		_, left, err := Probed(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[uint64]bool{}
+		for _, p := range left {
+			m[p.Src] = true
+		}
+		return m
+	}
+	skipped, _ := rewritten(t, bin, t.TempDir(), rewrite.Options{SkipCovered: logPath})
+	inLogged := patched(skipped)
+	// OLD: the logged run's log without the outcome of one half-logged
+	// jcc. LOG: that log with a destination added to one ret.
+	count := func(es []redlog.Entry) map[[2]uint64]int {
+		m := map[[2]uint64]int{}
+		for _, e := range es {
+			m[[2]uint64{e.A, uint64(e.Kind)}]++
+		}
+		return m
+	}
+	n := count(logged)
+	var jcc, ret uint64
+	var old []redlog.Entry
+	for _, e := range logged {
+		k := runtime.Kind(e.Kind)
+		if jcc == 0 && (k == runtime.KJccTaken || k == runtime.KJccNotTaken) && inLogged[e.A] &&
+			n[[2]uint64{e.A, uint64(runtime.KJccTaken)}]+n[[2]uint64{e.A, uint64(runtime.KJccNotTaken)}] == 1 {
+			jcc = e.A
+			continue
+		}
+		if ret == 0 && k == runtime.KRet && inLogged[e.A] {
+			ret = e.A
+		}
+		old = append(old, e)
+	}
+	if jcc == 0 || ret == 0 {
+		t.Fatalf("no half-logged jcc (%#x) or logged ret (%#x) still patched", jcc, ret)
+	}
+	newer := append(append([]redlog.Entry(nil), logged...), redlog.Entry{A: ret, B: 0x10, DstMod: self, Kind: uint32(runtime.KRet)})
+	newPath := filepath.Join(dir, "new.log")
+	writeLog(t, newPath, raw, newer)
+	plainDir := t.TempDir()
+	plain, stPlain := rewritten(t, bin, plainDir, rewrite.Options{SkipCovered: newPath})
+	inPlain := patched(plain)
+	count0, count1 := count(old), count(newer)
+	oldPath := filepath.Join(dir, "old.log")
+	writeLog(t, oldPath, raw, old)
+	// what the rule leaves unpatched beyond --skip-covered
+	want := map[uint64]bool{}
+	for s := range inPlain {
+		seen, same := false, true
+		for k := range kinds[s] {
+			n := count0[[2]uint64{s, k}]
+			seen = seen || n > 0
+			same = same && n == count1[[2]uint64{s, k}]
+		}
+		if seen && same {
+			want[s] = true
+		}
+	}
+	if want[jcc] || want[ret] || len(want) == 0 {
+		t.Fatalf("test setup: %d sites to retire (jcc %#x %v, ret %#x %v)", len(want), jcc, want[jcc], ret, want[ret])
+	}
+	retDir := t.TempDir()
+	retired, st := rewritten(t, bin, retDir, rewrite.Options{SkipCovered: newPath, RetireSince: oldPath})
+	if st.Retired != len(want) || st.Covered != stPlain.Covered {
+		t.Errorf("stats: %d retired, %d covered; want %d retired, %d covered", st.Retired, st.Covered, len(want), stPlain.Covered)
+	}
+	inRetired := patched(retired)
+	for s := range want {
+		if inRetired[s] {
+			t.Errorf("site %#x has outcomes in OLD and none added since, yet it is patched", s)
+		}
+	}
+	var lost []uint64
+	for s := range inPlain {
+		if !want[s] && !inRetired[s] {
+			lost = append(lost, s)
+		}
+	}
+	// (as in TestSkipCovered, a site whose neighbour's tactic is gone
+	// may fail; each such is a failure the stats count)
+	if extra := st.Failed - stPlain.Failed; len(lost) > max(extra, 0) {
+		t.Errorf("sites %#x have new outcomes since OLD (or none in it) but were left unpatched", lost)
+	}
+	if !inRetired[jcc] || !inRetired[ret] {
+		t.Errorf("jcc %#x (its outcome not in OLD) patched: %v; ret %#x (a destination added since OLD) patched: %v", jcc, inRetired[jcc], ret, inRetired[ret])
+	}
+	o, e, code, err := fixtures.Run(retired, args, traceEnv(filepath.Join(retDir, "t")))
+	if err != nil || code != 0 || !bytes.Equal(o, nOut) || len(e) != 0 {
+		t.Errorf("retired run: exit %d, %v, stdout %q (want %q), stderr %q", code, err, o, nOut, e)
+	}
+	t.Logf("%d sites patched by --skip-covered alone, %d retired", len(inPlain), st.Retired)
+
+	// OLD with an entry LOG lacks; OLD without --skip-covered; OLD not a log
+	alien := filepath.Join(dir, "alien.log")
+	writeLog(t, alien, raw, append(append([]redlog.Entry(nil), old...), redlog.Entry{A: 1, B: 2, Kind: uint32(runtime.KJccTaken)}))
+	junk := filepath.Join(dir, "junk.log")
+	if err := os.WriteFile(junk, []byte("not a log at all, just text\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		opts rewrite.Options
+		want string
+	}{
+		{rewrite.Options{SkipCovered: newPath, RetireSince: alien}, "not in the --skip-covered log"},
+		{rewrite.Options{RetireSince: oldPath}, "needs --skip-covered"},
+		{rewrite.Options{SkipCovered: newPath, RetireSince: junk}, "--retire-since"},
+	} {
+		_, err := rewrite.RewriteFile(bin, filepath.Join(t.TempDir(), "out"), c.opts)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--retire-since %s: error %v, want one saying %q", c.opts.RetireSince, err, c.want)
+		}
+	}
+}
+
+// writeLog writes an exact log of entries for the module with build-id bid.
+func writeLog(t *testing.T, path string, bid []byte, es []redlog.Entry) {
+	t.Helper()
+	b, err := redlog.AppendBlocks(redlog.EncodeHeader(redlog.Exact), bid, es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestRegionPolicies: the DIME* paper's region logs (hash, bst, merger)
 // run the program unchanged, write a log of their policy that package
 // redlog reads, and suppress in a second run: a bst run records fewer
