@@ -42,6 +42,10 @@ type DIME struct {
 	Edges      string     // rewrite --edges for the budgeted series ("" = the rewriter's default)
 	// SkipCovered adds the exact + --skip-covered series.
 	SkipCovered bool
+	// Retire adds, with 3 runs or more, the exact + --skip-covered series
+	// whose runs from the third on also retire (rewrite --retire-since)
+	// the sites the run before showed nothing new at.
+	Retire bool
 	// NoSwitch adds the exact series run with STINT_SWITCH=0 (every
 	// patch stays in place while the budget is spent), to show what the
 	// off-switch saves.
@@ -120,12 +124,12 @@ type RunDIME struct {
 }
 
 // rewriterCaps says which issue-3 options the rewriter offers.
-type rewriterCaps struct{ budget, skipCovered bool }
+type rewriterCaps struct{ budget, skipCovered, retire bool }
 
 func (d *DIME) caps(ctx context.Context) rewriterCaps {
 	out, _ := exec.CommandContext(ctx, d.Config.Rewrite, "--help").CombinedOutput()
 	h := string(out)
-	return rewriterCaps{budget: strings.Contains(h, "--budget"), skipCovered: strings.Contains(h, "--skip-covered")}
+	return rewriterCaps{budget: strings.Contains(h, "--budget"), skipCovered: strings.Contains(h, "--skip-covered"), retire: strings.Contains(h, "--retire-since")}
 }
 
 // Run runs the experiment and writes <Results>/<Name>.{json,md} and the
@@ -177,6 +181,7 @@ type series struct {
 	policy string
 	runs   int
 	skip   bool     // rewrite with --skip-covered from the log before runs 2..
+	retire bool     // and --retire-since the log before the previous run, from run 3 on
 	env    []string // more environment for the traced runs
 }
 
@@ -191,6 +196,9 @@ func (d *DIME) plan(c rewriterCaps) []series {
 	}
 	if d.SkipCovered && c.skipCovered {
 		ss = append(ss, series{name: "exact+skip-covered", policy: "exact", runs: d.Runs, skip: true})
+	}
+	if d.Retire && c.retire && d.Runs >= 3 {
+		ss = append(ss, series{name: "exact+retire", policy: "exact", runs: d.Runs, skip: true, retire: true})
 	}
 	if d.NoSwitch {
 		ss = append(ss, series{name: "exact+no-switch", policy: "exact", runs: d.Runs, env: []string{"STINT_SWITCH=0"}})
@@ -257,7 +265,12 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 			var patched *int
 			if s.skip && i > 1 {
 				bin = w.OutPath(mkdir(base, fmt.Sprintf("bin-skip-%d", i)))
-				st, err := d.rewrite(ctx, w.Target(), bin, append(budgetArgs, "--skip-covered", logFile)...)
+				args := append(append([]string(nil), budgetArgs...), "--skip-covered", logFile)
+				if s.retire && i > 2 && snapshots[i-2] != "" {
+					// the log before the previous run
+					args = append(args, "--retire-since", snapshots[i-2])
+				}
+				st, err := d.rewrite(ctx, w.Target(), bin, args...)
 				if err != nil {
 					return nil, err
 				}

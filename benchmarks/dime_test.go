@@ -126,3 +126,34 @@ func TestDIMESmoke(t *testing.T) {
 		t.Error("the Markdown does not say cov compare was missing")
 	}
 }
+
+// TestDIMEPlan: the retire series comes with three runs or more (runs 1
+// and 2 are the skip-covered series' own) and with a rewriter that has
+// --retire-since.
+func TestDIMEPlan(t *testing.T) {
+	names := func(d *DIME, c rewriterCaps) []string {
+		var out []string
+		for _, s := range d.plan(c) {
+			out = append(out, s.name)
+		}
+		return out
+	}
+	all := rewriterCaps{budget: true, skipCovered: true, retire: true}
+	d := &DIME{Runs: 3, Policies: []string{"exact"}, SkipCovered: true, Retire: true}
+	if got := names(d, all); !slices.Equal(got, []string{"full", "dime", "exact", "exact+skip-covered", "exact+retire"}) {
+		t.Errorf("3 runs: series %v", got)
+	}
+	for _, s := range d.plan(all) {
+		if s.name == "exact+retire" && (!s.skip || !s.retire || s.policy != "exact") {
+			t.Errorf("retire series: %+v", s)
+		}
+	}
+	d.Runs = 2
+	if got := names(d, all); slices.Contains(got, "exact+retire") {
+		t.Errorf("2 runs: series %v", got)
+	}
+	d.Runs = 8
+	if got := names(d, rewriterCaps{budget: true, skipCovered: true}); slices.Contains(got, "exact+retire") {
+		t.Errorf("a rewriter without --retire-since: series %v", got)
+	}
+}

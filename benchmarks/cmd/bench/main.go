@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&d.Edges, "edges", "", "dime: rewrite --edges for the budgeted series (covered, all, none; empty = the rewriter's default)")
 	fs.StringSliceVar(&d.Policies, "policies", []string{"exact", "hash", "bst", "merger"}, "dime: log policies, one DIME* series each")
 	fs.BoolVar(&d.SkipCovered, "skip-covered", true, "dime: add the exact + --skip-covered series")
+	fs.BoolVar(&d.Retire, "retire", true, "dime, with --dime-runs 3 or more: add the exact + --skip-covered series whose rewrites from run 3 on also pass --retire-since the log before the run before")
 	fs.BoolVar(&d.NoSwitch, "no-switch", true, "dime: add the exact series with STINT_SWITCH=0 (what the off-switch saves)")
 	fs.StringVar(&d.Cov, "cov", "bin/cov", "dime: cov command for `cov compare --json` (in-process metrics when it is missing)")
 	fs.StringSliceVar(&workloads, "workloads", []string{"gzip", "sqlite", "redis"}, "dime: workloads, in order")
