@@ -19,13 +19,15 @@ import (
 // runs; one full run (rewritten, no budget: the reference for coverage);
 // DIME (budget, no log) and DIME* (budget and a redundancy log, one
 // fresh log per policy, runs in sequence so the log accumulates) for
-// Runs runs each; and the exact policy with --skip-covered, the binary
-// rewritten from the current log before each run after the first.
+// Runs runs each; the exact policy with --skip-covered, the binary
+// rewritten from the current log before each run after the first; and
+// with 3 runs or more that series again with --retire-since from run 3.
 //
-// Every traced run is preceded by a native run, so native is measured
-// throughout the experiment; slowdowns are against the median of all
-// native runs of the workload, and paired ones against the native run
-// just before.
+// The series run interleaved: run 1 of each, then run 2 of each, and so
+// on. Every traced run is preceded by a native run, so native is
+// measured throughout the experiment; slowdowns are against the median
+// of all native runs of the workload, and paired ones against the
+// native run just before.
 //
 // The budgeted variants need `rewrite --budget`; when the rewriter does
 // not offer it yet, only native and full run and the report says so.
@@ -247,14 +249,32 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 	in := &Interner{}
 	var fullSet EventSet
 	var fullTrace string
+	// The series run interleaved, run by run (run 1 of every series,
+	// then run 2 of every series, ...), each run after a native run of
+	// its own: this VM's speed changes by up to 1.6x from one minute to
+	// the next, and a series run whole after another met other minutes.
+	type state struct {
+		s         series
+		v         *VariantDIME
+		logFile   string
+		sets      []EventSet
+		files     [][]string
+		all       []uint64 // overshoots of every period of the series
+		snapshots []string // the log before each run ("" = none)
+	}
+	var sts []*state
+	most := 0
 	for _, s := range d.plan(c) {
-		v := &VariantDIME{Name: s.name, Policy: s.policy, Metrics: "traces (in-process)"}
-		logFile := filepath.Join(base, "log-"+strings.ReplaceAll(s.name, "+", "-")+".stlog")
-		var sets []EventSet
-		var files [][]string
-		var all []uint64       // overshoots of every period of the series
-		var snapshots []string // the log before each run ("" = none)
-		for i := 1; i <= s.runs; i++ {
+		sts = append(sts, &state{s: s, v: &VariantDIME{Name: s.name, Policy: s.policy, Metrics: "traces (in-process)"},
+			logFile: filepath.Join(base, "log-"+strings.ReplaceAll(s.name, "+", "-")+".stlog")})
+		most = max(most, s.runs)
+	}
+	for i := 1; i <= most; i++ {
+		for _, st := range sts {
+			s, v, logFile := st.s, st.v, st.logFile
+			if i > s.runs {
+				continue
+			}
 			if err := native(); err != nil {
 				return nil, err
 			}
@@ -264,17 +284,17 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 			}
 			var patched *int
 			if s.skip && i > 1 {
-				bin = w.OutPath(mkdir(base, fmt.Sprintf("bin-skip-%d", i)))
+				bin = w.OutPath(mkdir(base, fmt.Sprintf("bin-%s-%d", strings.ReplaceAll(s.name, "+", "-"), i)))
 				args := append(append([]string(nil), budgetArgs...), "--skip-covered", logFile)
-				if s.retire && i > 2 && snapshots[i-2] != "" {
+				if s.retire && i > 2 && st.snapshots[i-2] != "" {
 					// the log before the previous run
-					args = append(args, "--retire-since", snapshots[i-2])
+					args = append(args, "--retire-since", st.snapshots[i-2])
 				}
-				st, err := d.rewrite(ctx, w.Target(), bin, args...)
+				n, err := d.rewrite(ctx, w.Target(), bin, args...)
 				if err != nil {
 					return nil, err
 				}
-				patched = st
+				patched = n
 			}
 			dir := filepath.Join(base, "traces", strings.ReplaceAll(s.name, "+", "-"), fmt.Sprint(i))
 			if err := freshDir(dir); err != nil {
@@ -290,7 +310,7 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 					}
 				}
 			}
-			snapshots = append(snapshots, snapshot)
+			st.snapshots = append(st.snapshots, snapshot)
 			if s.policy != "" {
 				env = append(env, "STINT_LOG="+logFile, "STINT_LOG_POLICY="+s.policy)
 			}
@@ -310,9 +330,9 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 				r.Suppressed += p.Suppressed
 			}
 			v.Runs = append(v.Runs, r)
-			sets = append(sets, rt.Events)
-			all = append(all, Overshoots(rt.Periods)...)
-			files = append(files, rt.Files)
+			st.sets = append(st.sets, rt.Events)
+			st.all = append(st.all, Overshoots(rt.Periods)...)
+			st.files = append(st.files, rt.Files)
 			fmt.Fprintf(d.Config.Log, "  %-20s run %d: %.3f %s, %d distinct events, %d periods\n", s.name, i, m, w.Unit(), len(rt.Events), len(rt.Periods))
 			if s.name == "full" {
 				fullSet = rt.Events
@@ -321,7 +341,10 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 				}
 			}
 		}
-		v.Overshoot = Distribution(all)
+	}
+	for _, st := range sts {
+		s, v, sets, snapshots := st.s, st.v, st.sets, st.snapshots
+		v.Overshoot = Distribution(st.all)
 		ms := CompareRuns(sets, fullSet)
 		prior := EventSet{}
 		for i := range v.Runs {
@@ -339,7 +362,7 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 			}
 		}
 		if d.Cov != "" && fullTrace != "" && s.name != "full" {
-			if err := d.covCompare(ctx, v, files, fullTrace); err != nil {
+			if err := d.covCompare(ctx, v, st.files, fullTrace); err != nil {
 				wr.Notes = append(wr.Notes, fmt.Sprintf("%s: cov compare failed, in-process metrics used: %v", s.name, err))
 			}
 		}
