@@ -6,6 +6,7 @@
 //	go run ./benchmarks/cmd/bench --only dime      # issue 3: DIME and DIME* (about 40 minutes)
 //	go run ./benchmarks/cmd/bench --only qdime     # issue 4: QDIME's Table I (about 25 minutes)
 //	go run ./benchmarks/cmd/bench --only pages     # what scattered first page touches cost here (about 1 minute)
+//	go run ./benchmarks/cmd/bench --only retire    # run 3 with --skip-covered against --retire-since too (about 3 minutes)
 //
 // The dime part is not in the default set (it is long); it writes
 // benchmarks/results/issue3.{json,md} and SVG plots beside them. A smoke
@@ -46,7 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Config.WorkDir, "work", "/tmp/stint-bench", "scratch directory")
 	fs.IntVar(&benchmarks.PinCPU, "cpu", 0, "run every measured program (native and traced, all its threads) on this CPU, its load generator on another; -1 = wherever the scheduler puts them (vCPUs of a shared VM can differ in speed for minutes)")
 	fs.IntVar(&o.Config.Runs, "runs", 5, "timed runs per fast variant (median reported)")
-	fs.StringSliceVar(&o.Only, "only", nil, "run only these parts: rewrite, gzip, sqlite, context, dime, qdime, pages (dime, qdime and pages run only when named; pages times sqlite3 after first touches of scattered pages, what stub pages cost on this machine)")
+	fs.StringSliceVar(&o.Only, "only", nil, "run only these parts: rewrite, gzip, sqlite, context, dime, qdime, pages (dime, qdime, pages and retire run only when named; retire times run 3 of an exact series rewritten with --skip-covered against --retire-since too, on --workloads; pages times sqlite3 after first touches of scattered pages, what stub pages cost on this machine)")
 	fs.StringVar(&o.Results, "results", "benchmarks/results", "directory for the results")
 	fs.Int64Var(&o.GzipMB, "gzip-mb", 64, "gzip input size in MiB")
 	fs.IntVar(&o.EveryRuns, "every-runs", 3, "timed runs of the --every variants (0 = leave them out)")
@@ -70,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&redisN, "redis-requests", 20000, "dime: redis-benchmark -n (requests per test)")
 	fs.StringVar(&redisTests, "redis-tests", "set,get,incr,lpush,lpop,sadd,hset,lrange_100", "dime: redis-benchmark -t")
 	fs.IntVar(&redisClients, "redis-clients", 0, "dime: redis-benchmark -c (0 = its default, 50)")
+	var retireRounds int
+	fs.IntVar(&retireRounds, "retire-rounds", 10, "retire: timed rounds (native, then both run-3 rewrites)")
 	q := benchmarks.QDIME{Name: "issue4"}
 	var qApps []string
 	var qGzipMB int64
@@ -118,6 +121,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	dimeWorkloads := func() ([]benchmarks.Workload, error) {
+		var ws []benchmarks.Workload
+		for _, w := range workloads {
+			switch w {
+			case "gzip":
+				ws = append(ws, &benchmarks.GzipWorkload{MB: o.GzipMB})
+			case "sqlite":
+				ws = append(ws, &benchmarks.SQLiteWorkload{Script: "benchmarks/workloads/sqlite.sql", Rows: sqliteRows})
+			case "redis":
+				ws = append(ws, &benchmarks.RedisWorkload{Requests: redisN, Tests: redisTests, Clients: redisClients})
+			default:
+				return nil, fmt.Errorf("unknown workload %q (want gzip, sqlite or redis)", w)
+			}
+		}
+		return ws, nil
+	}
+	if slices.Contains(o.Only, "retire") {
+		r := benchmarks.Retire{Config: o.Config, Results: o.Results, Rounds: retireRounds, Budget: d.Budget, Period: d.Period,
+			Command: "go run ./benchmarks/cmd/bench " + strings.Join(args, " ")}
+		r.Config.Log = stderr
+		ws, err := dimeWorkloads()
+		if err != nil {
+			return err
+		}
+		r.Workloads = ws
+		return r.Run(ctx, stdout)
+	}
 	o.Config.Log = stderr
 	dime := slices.Contains(o.Only, "dime")
 	if dime {
@@ -129,18 +159,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		d.Config = o.Config
 		d.Results = o.Results
-		for _, w := range workloads {
-			switch w {
-			case "gzip":
-				d.Workloads = append(d.Workloads, &benchmarks.GzipWorkload{MB: o.GzipMB})
-			case "sqlite":
-				d.Workloads = append(d.Workloads, &benchmarks.SQLiteWorkload{Script: "benchmarks/workloads/sqlite.sql", Rows: sqliteRows})
-			case "redis":
-				d.Workloads = append(d.Workloads, &benchmarks.RedisWorkload{Requests: redisN, Tests: redisTests, Clients: redisClients})
-			default:
-				return fmt.Errorf("unknown workload %q (want gzip, sqlite or redis)", w)
-			}
+		ws, err := dimeWorkloads()
+		if err != nil {
+			return err
 		}
+		d.Workloads = ws
 		d.Command = "go run ./benchmarks/cmd/bench " + strings.Join(args, " ")
 		return d.Run(ctx, stdout)
 	}

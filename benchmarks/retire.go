@@ -1,0 +1,298 @@
+package benchmarks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Retire is the experiment behind `rewrite --retire-since`: what the
+// third run of an exact series costs rewritten with --skip-covered alone
+// against with --retire-since too, both from the same log, timed in
+// alternating rounds against native runs (paired: each round's traced
+// runs against that round's native one, which a machine whose speed
+// changes from minute to minute needs), and what each adds to coverage.
+//
+// Per workload: a full run (the reference events); run 1 of the budgeted
+// rewrite with a fresh exact log; run 2 of a --skip-covered rewrite of
+// that log; then the two run-3 rewrites of the log after run 2, the
+// second retiring since the log before run 2. One traced run of each
+// measures coverage after three runs; the rounds that follow each use a
+// log of their own, copied from the log after run 2 before every run.
+type Retire struct {
+	Config    Config
+	Results   string // directory for the results
+	Name      string // base name of the result files (default "issue3-retire")
+	Workloads []Workload
+	Rounds    int    // timed rounds (native, skip-covered, retire in turn)
+	Budget    string // rewrite --budget, e.g. "10%"
+	Period    string // rewrite --period, e.g. "100ms"
+	Command   string // the command line that reproduces it
+}
+
+// RetireReport is what the experiment writes as JSON.
+type RetireReport struct {
+	Date      string            `json:"date"`
+	Host      string            `json:"host"`
+	Command   string            `json:"command,omitempty"`
+	Budget    string            `json:"budget"`
+	Period    string            `json:"period"`
+	Rounds    int               `json:"rounds"`
+	Workloads []*RetireWorkload `json:"workloads"`
+}
+
+// RetireWorkload is one workload's result.
+type RetireWorkload struct {
+	Key        string          `json:"key"`
+	Title      string          `json:"title"`
+	Unit       string          `json:"unit"`
+	FullEvents int             `json:"full_events"`
+	After2     float64         `json:"cumulative_after_2"` // coverage after runs 1 and 2
+	Native     []float64       `json:"native"`             // one a round
+	Variants   []RetireVariant `json:"variants"`           // skip-covered, retire
+}
+
+// RetireVariant is one run-3 rewrite.
+type RetireVariant struct {
+	Name    string    `json:"name"`
+	Patched int       `json:"patched_sites"`
+	Retired int       `json:"retired_sites"`
+	After3  float64   `json:"cumulative_after_3"` // with its traced run 3
+	Merit   []float64 `json:"merit"`              // one a round
+	Paired  []float64 `json:"paired_slowdown"`    // against the round's native run
+	// PairedMedian is the median of Paired; Slowdown the median merit
+	// against the median native one.
+	PairedMedian float64 `json:"paired_median"`
+	Slowdown     float64 `json:"slowdown"`
+}
+
+// Run runs the experiment and writes <Name>.json and <Name>.md.
+func (r *Retire) Run(ctx context.Context, stdout io.Writer) error {
+	if r.Name == "" {
+		r.Name = "issue3-retire"
+	}
+	if r.Rounds < 1 {
+		return fmt.Errorf("retire: %d rounds", r.Rounds)
+	}
+	rep := &RetireReport{Date: time.Now().UTC().Format(time.RFC3339), Host: hostDesc(), Command: r.Command,
+		Budget: r.Budget, Period: r.Period, Rounds: r.Rounds}
+	for _, w := range r.Workloads {
+		fmt.Fprintf(r.Config.Log, "%s\n", w.Title())
+		rw, err := r.workload(ctx, w)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.Key(), err)
+		}
+		rep.Workloads = append(rep.Workloads, rw)
+	}
+	if err := os.MkdirAll(r.Results, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.Results, r.Name+".json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	md := RetireMarkdown(rep)
+	if err := os.WriteFile(filepath.Join(r.Results, r.Name+".md"), []byte(md), 0o644); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, md)
+	return err
+}
+
+// rewrite runs the rewriter and returns its --stats-json counts of
+// patched and retired sites.
+func (r *Retire) rewrite(ctx context.Context, in, out string, extra ...string) (patched, retired int, err error) {
+	stats := out + ".stats.json"
+	args := append([]string{"-q", "--stats-json", stats, "-o", out}, extra...)
+	if _, err := RunOnce(ctx, Cmd{Argv: append(append([]string{r.Config.Rewrite}, args...), in)}); err != nil {
+		return 0, 0, err
+	}
+	b, err := os.ReadFile(stats)
+	if err != nil {
+		return 0, 0, err
+	}
+	var s struct {
+		Patched map[string]int `json:"patched"`
+		Retired int            `json:"retired"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", stats, err)
+	}
+	for _, v := range s.Patched {
+		patched += v
+	}
+	return patched, s.Retired, nil
+}
+
+func copyFile(dst, src string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+func (r *Retire) workload(ctx context.Context, w Workload) (*RetireWorkload, error) {
+	base := filepath.Join(r.Config.WorkDir, "retire", w.Key())
+	if err := freshDir(base); err != nil {
+		return nil, err
+	}
+	if err := w.Prepare(ctx, r.Config.WorkDir); err != nil {
+		return nil, err
+	}
+	out := &RetireWorkload{Key: w.Key(), Title: w.Title(), Unit: w.Unit()}
+	budget := []string{"--budget", r.Budget, "--period", r.Period}
+	in := &Interner{}
+	// traced runs bin with log (""= none) into a fresh directory
+	traced := func(name, bin, log string) (EventSet, error) {
+		dir := filepath.Join(base, "traces", name)
+		if err := freshDir(dir); err != nil {
+			return nil, err
+		}
+		env := []string{"STINT_OUT=" + dir}
+		if log != "" {
+			env = append(env, "STINT_LOG="+log, "STINT_LOG_POLICY=exact")
+		}
+		m, err := w.Run(ctx, bin, env)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		rt, err := ReadRunDir(dir, in)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		fmt.Fprintf(r.Config.Log, "  %-24s %.3f %s, %d distinct events\n", name, m, w.Unit(), len(rt.Events))
+		return rt.Events, nil
+	}
+	full := w.OutPath(mkdir(base, "full"))
+	if _, _, err := r.rewrite(ctx, w.Target(), full); err != nil {
+		return nil, err
+	}
+	fullSet, err := traced("full", full, "")
+	if err != nil {
+		return nil, err
+	}
+	out.FullEvents = len(fullSet)
+	log := filepath.Join(base, "series.stlog")
+	log1 := filepath.Join(base, "before-2.stlog")
+	log2 := filepath.Join(base, "before-3.stlog")
+	b1 := w.OutPath(mkdir(base, "run1"))
+	if _, _, err := r.rewrite(ctx, w.Target(), b1, budget...); err != nil {
+		return nil, err
+	}
+	s1, err := traced("run 1", b1, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := copyFile(log1, log); err != nil {
+		return nil, err
+	}
+	b2 := w.OutPath(mkdir(base, "run2"))
+	if _, _, err := r.rewrite(ctx, w.Target(), b2, append(budget, "--skip-covered", log1)...); err != nil {
+		return nil, err
+	}
+	s2, err := traced("run 2 (skip-covered)", b2, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := copyFile(log2, log); err != nil {
+		return nil, err
+	}
+	out.After2 = CompareRuns([]EventSet{s1, s2}, fullSet)[1].Cumulative
+	type variant struct {
+		v    RetireVariant
+		bin  string
+		log  string
+		args []string
+	}
+	vs := []*variant{
+		{v: RetireVariant{Name: "skip-covered"}, args: []string{"--skip-covered", log2}},
+		{v: RetireVariant{Name: "skip-covered + retire-since"}, args: []string{"--skip-covered", log2, "--retire-since", log1}},
+	}
+	for i, v := range vs {
+		v.bin = w.OutPath(mkdir(base, fmt.Sprintf("run3-%d", i)))
+		v.log = filepath.Join(base, fmt.Sprintf("run3-%d.stlog", i))
+		if v.v.Patched, v.v.Retired, err = r.rewrite(ctx, w.Target(), v.bin, append(budget, v.args...)...); err != nil {
+			return nil, err
+		}
+		if err := copyFile(v.log, log2); err != nil {
+			return nil, err
+		}
+		s3, err := traced("run 3 ("+v.v.Name+")", v.bin, v.log)
+		if err != nil {
+			return nil, err
+		}
+		v.v.After3 = CompareRuns([]EventSet{s1, s2, s3}, fullSet)[2].Cumulative
+	}
+	// The rounds: native first, the two variants after it in turns.
+	tdir := filepath.Join(base, "traces", "rounds")
+	for round := 0; round < r.Rounds; round++ {
+		m, err := w.Run(ctx, "", nil)
+		if err != nil {
+			return nil, fmt.Errorf("native: %w", err)
+		}
+		out.Native = append(out.Native, m)
+		line := fmt.Sprintf("  round %d: native %.3f", round+1, m)
+		for k := range vs {
+			v := vs[(k+round)%len(vs)]
+			if err := copyFile(v.log, log2); err != nil {
+				return nil, err
+			}
+			if err := freshDir(tdir); err != nil {
+				return nil, err
+			}
+			x, err := w.Run(ctx, v.bin, []string{"STINT_OUT=" + tdir, "STINT_LOG=" + v.log, "STINT_LOG_POLICY=exact"})
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", v.v.Name, err)
+			}
+			v.v.Merit = append(v.v.Merit, x)
+			v.v.Paired = append(v.v.Paired, Slowdown(w, m, x))
+			line += fmt.Sprintf(", %s %.3f", v.v.Name, x)
+		}
+		fmt.Fprintf(r.Config.Log, "%s %s\n", line, w.Unit())
+	}
+	for _, v := range vs {
+		v.v.PairedMedian = Median(v.v.Paired)
+		v.v.Slowdown = Slowdown(w, Median(out.Native), Median(v.v.Merit))
+		out.Variants = append(out.Variants, v.v)
+	}
+	return out, nil
+}
+
+// RetireMarkdown renders the experiment's table.
+func RetireMarkdown(rep *RetireReport) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Measured %s on %s. Budget %s per period of %s; %d rounds.\n", rep.Date, rep.Host, rep.Budget, rep.Period, rep.Rounds)
+	if rep.Command != "" {
+		fmt.Fprintf(&b, "Reproduce with `%s`.\n", rep.Command)
+	}
+	b.WriteString("\nRun 1: the budgeted rewrite with a fresh exact log; run 2: a --skip-covered rewrite of it. " +
+		"Run 3 is rewritten from the log after run 2 twice: with --skip-covered alone, and with --retire-since the log before run 2 too. " +
+		"Coverage is the share of the full run's distinct events; the timed rounds run native, then both run-3 rewrites " +
+		"(in alternating order), each from a fresh copy of the log after run 2. Paired: against the round's native run (median over rounds).\n\n")
+	b.WriteString("| workload | native (median) | after 2 runs | run 3 rewrite | patched sites | retired | after 3 runs | paired slowdown (median) | paired range | slowdown of medians |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, w := range rep.Workloads {
+		for _, v := range w.Variants {
+			lo, hi := 0.0, 0.0
+			for i, x := range v.Paired {
+				if i == 0 || x < lo {
+					lo = x
+				}
+				hi = max(hi, x)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s | %.3fx | %.2f-%.2fx | %.3fx |\n",
+				w.Title, merit(Median(w.Native), w.Unit), pct(w.After2), v.Name, v.Patched, v.Retired, pct(v.After3),
+				v.PairedMedian, lo, hi, v.Slowdown)
+		}
+	}
+	return b.String()
+}
