@@ -14,9 +14,10 @@ import (
 // Retire is the experiment behind `rewrite --retire-since`: what the
 // third run of an exact series costs rewritten with --skip-covered alone
 // against with --retire-since too, both from the same log, timed in
-// alternating rounds against native runs (paired: each round's traced
-// runs against that round's native one, which a machine whose speed
-// changes from minute to minute needs), and what each adds to coverage.
+// alternating rounds between native runs (paired: each round's traced
+// runs against the mean of the native runs before and after them, which
+// a machine whose speed changes from minute to minute needs), and what
+// each adds to coverage.
 //
 // Per workload: a full run (the reference events); run 1 of the budgeted
 // rewrite with a fresh exact log; run 2 of a --skip-covered rewrite of
@@ -53,7 +54,7 @@ type RetireWorkload struct {
 	Unit       string          `json:"unit"`
 	FullEvents int             `json:"full_events"`
 	After2     float64         `json:"cumulative_after_2"` // coverage after runs 1 and 2
-	Native     []float64       `json:"native"`             // one a round
+	Native     []float64       `json:"native"`             // one before each round and one after the last
 	Variants   []RetireVariant `json:"variants"`           // skip-covered, retire
 }
 
@@ -64,7 +65,7 @@ type RetireVariant struct {
 	Retired int       `json:"retired_sites"`
 	After3  float64   `json:"cumulative_after_3"` // with its traced run 3
 	Merit   []float64 `json:"merit"`              // one a round
-	Paired  []float64 `json:"paired_slowdown"`    // against the round's native run
+	Paired  []float64 `json:"paired_slowdown"`    // against the mean of the native runs before and after the round
 	// PairedMedian is the median of Paired; Slowdown the median merit
 	// against the median native one.
 	PairedMedian float64 `json:"paired_median"`
@@ -254,12 +255,24 @@ func (r *Retire) workload(ctx context.Context, w Workload) (*RetireWorkload, err
 				return nil, fmt.Errorf("%s: %w", v.v.Name, err)
 			}
 			v.v.Merit = append(v.v.Merit, x)
-			v.v.Paired = append(v.v.Paired, Slowdown(w, m, x))
 			line += fmt.Sprintf(", %s %.3f", v.v.Name, x)
 		}
 		fmt.Fprintf(r.Config.Log, "%s %s\n", line, w.Unit())
 	}
+	// a last native run closes the last round: each round's runs are
+	// paired with the mean of the native runs before and after them, so
+	// that a machine speeding up or slowing down during the rounds does
+	// not bias the ratios
+	m, err := w.Run(ctx, "", nil)
+	if err != nil {
+		return nil, fmt.Errorf("native: %w", err)
+	}
+	out.Native = append(out.Native, m)
+	fmt.Fprintf(r.Config.Log, "  native %.3f %s\n", m, w.Unit())
 	for _, v := range vs {
+		for i, x := range v.v.Merit {
+			v.v.Paired = append(v.v.Paired, Slowdown(w, (out.Native[i]+out.Native[i+1])/2, x))
+		}
 		v.v.PairedMedian = Median(v.v.Paired)
 		v.v.Slowdown = Slowdown(w, Median(out.Native), Median(v.v.Merit))
 		out.Variants = append(out.Variants, v.v)
@@ -277,7 +290,7 @@ func RetireMarkdown(rep *RetireReport) string {
 	b.WriteString("\nRun 1: the budgeted rewrite with a fresh exact log; run 2: a --skip-covered rewrite of it. " +
 		"Run 3 is rewritten from the log after run 2 twice: with --skip-covered alone, and with --retire-since the log before run 2 too. " +
 		"Coverage is the share of the full run's distinct events; the timed rounds run native, then both run-3 rewrites " +
-		"(in alternating order), each from a fresh copy of the log after run 2. Paired: against the round's native run (median over rounds).\n\n")
+		"(in alternating order), each from a fresh copy of the log after run 2, and a native run closes each round. Paired: against the mean of the native runs before and after the round (median over rounds).\n\n")
 	b.WriteString("| workload | native (median) | after 2 runs | run 3 rewrite | patched sites | retired | after 3 runs | paired slowdown (median) | paired range | slowdown of medians |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range rep.Workloads {
