@@ -29,10 +29,7 @@ func TestDIMESmoke(t *testing.T) {
 		t.Skip(err)
 	}
 	tmp := t.TempDir()
-	rw := filepath.Join(tmp, "rewrite")
-	if out, err := exec.Command("go", "build", "-o", rw, "../cmd/rewrite").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/rewrite: %v\n%s", err, out)
-	}
+	rw := buildRewrite(t, tmp)
 	var log bytes.Buffer
 	d := &DIME{
 		Config:     Config{Rewrite: rw, WorkDir: filepath.Join(tmp, "work"), Log: &log},
@@ -156,4 +153,14 @@ func TestDIMEPlan(t *testing.T) {
 	if got := names(d, rewriterCaps{budget: true, skipCovered: true}); slices.Contains(got, "exact+retire") {
 		t.Errorf("a rewriter without --retire-since: series %v", got)
 	}
+}
+
+// buildRewrite builds cmd/rewrite into dir and returns its path.
+func buildRewrite(t *testing.T, dir string) string {
+	t.Helper()
+	rw := filepath.Join(dir, "rewrite")
+	if out, err := exec.Command("go", "build", "-o", rw, "../cmd/rewrite").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/rewrite: %v\n%s", err, out)
+	}
+	return rw
 }

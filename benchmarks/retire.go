@@ -182,30 +182,29 @@ func (r *Retire) workload(ctx context.Context, w Workload) (*RetireWorkload, err
 		return nil, err
 	}
 	out.FullEvents = len(fullSet)
+	// runs 1 and 2 of the series, each followed by a copy of the log
 	log := filepath.Join(base, "series.stlog")
 	log1 := filepath.Join(base, "before-2.stlog")
 	log2 := filepath.Join(base, "before-3.stlog")
-	b1 := w.OutPath(mkdir(base, "run1"))
-	if _, _, err := r.rewrite(ctx, w.Target(), b1, budget...); err != nil {
-		return nil, err
-	}
-	s1, err := traced("run 1", b1, log)
-	if err != nil {
-		return nil, err
-	}
-	if err := copyFile(log1, log); err != nil {
-		return nil, err
-	}
-	b2 := w.OutPath(mkdir(base, "run2"))
-	if _, _, err := r.rewrite(ctx, w.Target(), b2, append(budget, "--skip-covered", log1)...); err != nil {
-		return nil, err
-	}
-	s2, err := traced("run 2 (skip-covered)", b2, log)
-	if err != nil {
-		return nil, err
-	}
-	if err := copyFile(log2, log); err != nil {
-		return nil, err
+	var s1, s2 EventSet
+	for _, step := range []struct {
+		name, after string
+		args        []string
+		set         *EventSet
+	}{
+		{"run 1", log1, budget, &s1},
+		{"run 2 (skip-covered)", log2, append(budget, "--skip-covered", log1), &s2},
+	} {
+		bin := w.OutPath(mkdir(base, strings.Fields(step.name)[1]))
+		if _, _, err := r.rewrite(ctx, w.Target(), bin, step.args...); err != nil {
+			return nil, err
+		}
+		if *step.set, err = traced(step.name, bin, log); err != nil {
+			return nil, err
+		}
+		if err := copyFile(step.after, log); err != nil {
+			return nil, err
+		}
 	}
 	out.After2 = CompareRuns([]EventSet{s1, s2}, fullSet)[1].Cumulative
 	type variant struct {

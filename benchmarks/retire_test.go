@@ -25,10 +25,7 @@ func TestRetireSmoke(t *testing.T) {
 		t.Skip(err)
 	}
 	tmp := t.TempDir()
-	rw := filepath.Join(tmp, "rewrite")
-	if out, err := exec.Command("go", "build", "-o", rw, "../cmd/rewrite").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/rewrite: %v\n%s", err, out)
-	}
+	rw := buildRewrite(t, tmp)
 	var log bytes.Buffer
 	r := &Retire{Config: Config{Rewrite: rw, WorkDir: filepath.Join(tmp, "work"), Log: &log}, Results: filepath.Join(tmp, "results"),
 		Rounds: 1, Budget: "10%", Period: "100ms", Workloads: []Workload{&SQLiteWorkload{Script: "workloads/sqlite.sql", Rows: 2000}}}

@@ -286,6 +286,22 @@ func TestLogDamaged(t *testing.T) {
 	}
 }
 
+// spinLogged builds spin, runs it natively with args, rewrites it with
+// an exact log in a temporary directory and runs that once: the native
+// binary and output, the rewritten file, the log and the rewrite's
+// statistics.
+func spinLogged(t *testing.T, args []string) (bin string, nOut []byte, out, logPath string, st *rewrite.Stats) {
+	t.Helper()
+	bin, nOut = spinNative(t, args)
+	dir := t.TempDir()
+	logPath = filepath.Join(dir, "spin.log")
+	out, st = rewritten(t, bin, dir, rewrite.Options{Log: logPath})
+	if _, e, code, err := fixtures.Run(out, args, traceEnv(filepath.Join(dir, "t0"))); err != nil || code != 0 || len(e) != 0 {
+		t.Fatalf("logged run: exit %d, %v, %q", code, err, e)
+	}
+	return bin, nOut, out, logPath, st
+}
+
 // TestSkipCovered: rewriting with --skip-covered leaves unpatched exactly
 // the sites whose every outcome is in the log (direct sites only: the
 // outcomes of returns and indirect branches cannot be listed in full; a
@@ -293,13 +309,7 @@ func TestLogDamaged(t *testing.T) {
 // still behaves as before.
 func TestSkipCovered(t *testing.T) {
 	args := []string{"5"}
-	bin, nOut := spinNative(t, args)
-	dir := t.TempDir()
-	logPath := filepath.Join(dir, "spin.log")
-	out, stOrig := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
-	if _, e, code, err := fixtures.Run(out, args, traceEnv(filepath.Join(dir, "t0"))); err != nil || code != 0 || len(e) != 0 {
-		t.Fatalf("logged run: exit %d, %v, %q", code, err, e)
-	}
+	bin, nOut, out, logPath, stOrig := spinLogged(t, args)
 	_, all, err := Probed(out)
 	if err != nil {
 		t.Fatal(err)
@@ -451,13 +461,8 @@ func TestSkipCovered(t *testing.T) {
 // or --retire-since alone, is an error.
 func TestRetireSince(t *testing.T) {
 	args := []string{"5"}
-	bin, nOut := spinNative(t, args)
-	dir := t.TempDir()
-	logPath := filepath.Join(dir, "spin.log")
-	out, _ := rewritten(t, bin, dir, rewrite.Options{Log: logPath})
-	if _, e, code, err := fixtures.Run(out, args, traceEnv(filepath.Join(dir, "t0"))); err != nil || code != 0 || len(e) != 0 {
-		t.Fatalf("logged run: exit %d, %v, %q", code, err, e)
-	}
+	bin, nOut, out, logPath, _ := spinLogged(t, args)
+	dir := filepath.Dir(logPath)
 	l, _ := readLog(t, logPath)
 	var bid string
 	for _, id := range l.BuildIDs() {
