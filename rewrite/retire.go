@@ -53,6 +53,9 @@ func (rw *rewriter) loadRetire() error {
 	if lost > 0 {
 		return fmt.Errorf("--retire-since: %d entries of %s are not in the --skip-covered log %s: it must be an older copy of that log", lost, path, rw.opts.SkipCovered)
 	}
+	if len(rw.old) == 0 {
+		rw.st.Notes = append(rw.st.Notes, "--retire-since log "+path+" has no entry of this module (build-id "+hex.EncodeToString(rw.f.buildID())+"): nothing is retired")
+	}
 	return nil
 }
 

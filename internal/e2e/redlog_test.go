@@ -578,6 +578,14 @@ func TestRetireSince(t *testing.T) {
 	}
 	t.Logf("%d sites patched by --skip-covered alone, %d retired", len(inPlain), st.Retired)
 
+	// an OLD without an entry of this module retires nothing, and says so
+	empty := filepath.Join(dir, "empty.log")
+	writeLog(t, empty, raw, nil)
+	_, stEmpty := rewritten(t, bin, t.TempDir(), rewrite.Options{SkipCovered: newPath, RetireSince: empty})
+	if stEmpty.Retired != 0 || !strings.Contains(strings.Join(stEmpty.Notes, "\n"), "no entry of this module") {
+		t.Errorf("empty OLD: %d retired, notes %q", stEmpty.Retired, stEmpty.Notes)
+	}
+
 	// OLD with an entry LOG lacks; OLD without --skip-covered; OLD not a log
 	alien := filepath.Join(dir, "alien.log")
 	writeLog(t, alien, raw, append(append([]redlog.Entry(nil), old...), redlog.Entry{A: 1, B: 2, Kind: uint32(runtime.KJccTaken)}))
