@@ -20,6 +20,7 @@ func DIMEMarkdown(rep *DIMEReport, plots map[string][]string) string {
 		"FP: events a run recorded that an earlier run of the series had recorded. " +
 		"FN: of the full run's events a run did not record, those no earlier run had recorded either " +
 		"(as far as traces tell; budget misses count too, so the dime series shows the floor). " +
+		"The pooled FP weighs each run by the events it recorded (a late run that records one event, an old one, has an FP ratio of 1 and moves the mean by 1/(runs-1)). " +
 		"Slowdown is against the median of the native runs interleaved with the series; " +
 		"paired slowdown against the native run just before each run (steadier on a machine whose speed changes between minutes). " +
 		"Overshoot is the budget used beyond the grant, per period.\n\n")
@@ -32,8 +33,8 @@ func DIMEMarkdown(rep *DIMEReport, plots map[string][]string) string {
 	for _, w := range rep.Workloads {
 		fmt.Fprintf(&b, "### %s\n\n", w.Title)
 		fmt.Fprintf(&b, "Native: median %s over %d runs. Full run: %d distinct events.\n\n", merit(w.NativeMedian, w.Unit), len(w.Native), w.FullEvents)
-		b.WriteString("| series | runs | coverage run 1 | cumulative after 2 | cumulative after last | slowdown (geomean) | slowdown max | paired slowdown (geomean) | FP (mean, runs 2..) | FN (mean, runs 2..) | overshoot median / p99 / max (µs) | metrics |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| series | runs | coverage run 1 | cumulative after 2 | cumulative after last | slowdown (geomean) | slowdown max | paired slowdown (geomean) | FP (mean, runs 2..) | FP (pooled, runs 2..) | FN (mean, runs 2..) | overshoot median / p99 / max (µs) | metrics |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, v := range w.Variants {
 			if len(v.Runs) == 0 {
 				continue
@@ -52,16 +53,16 @@ func DIMEMarkdown(rep *DIMEReport, plots map[string][]string) string {
 					fn += r.FalseNegative / float64(len(v.Runs)-1)
 				}
 			}
-			fpS, fnS := fmt.Sprintf("%.3f", fp), fmt.Sprintf("%.3f", fn)
+			fpS, fnS, poolS := fmt.Sprintf("%.3f", fp), fmt.Sprintf("%.3f", fn), fmt.Sprintf("%.3f", pooledFP(v.Runs))
 			if len(v.Runs) < 2 {
-				fpS, fnS = "–", "–"
+				fpS, fnS, poolS = "–", "–", "–"
 			}
 			os := "–"
 			if v.Overshoot.N > 0 {
 				os = fmt.Sprintf("%.1f / %.1f / %.1f", v.Overshoot.Median, v.Overshoot.P99, v.Overshoot.Max)
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %.2fx | %.2fx | %.2fx | %s | %s | %s | %s |\n",
-				v.Name, len(v.Runs), pct(v.Runs[0].Coverage), after2, pct(last.Cumulative), v.Slowdown, maxSl, v.SlowdownPaired, fpS, fnS, os, v.Metrics)
+			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %.2fx | %.2fx | %.2fx | %s | %s | %s | %s | %s |\n",
+				v.Name, len(v.Runs), pct(v.Runs[0].Coverage), after2, pct(last.Cumulative), v.Slowdown, maxSl, v.SlowdownPaired, fpS, poolS, fnS, os, v.Metrics)
 		}
 		b.WriteString("\n")
 		perRun(&b, w, "Cumulative coverage per run (the paper's Figure 6)", func(r RunDIME) string { return pct(r.Cumulative) })
@@ -90,6 +91,20 @@ func DIMEMarkdown(rep *DIMEReport, plots map[string][]string) string {
 		}
 	}
 	return b.String()
+}
+
+// pooledFP is the false-positive ratio of runs 2.. taken together: the
+// events they recorded again over the events they recorded.
+func pooledFP(runs []RunDIME) float64 {
+	again, all := 0.0, 0
+	for _, r := range runs[min(1, len(runs)):] {
+		again += r.FalsePositive * float64(r.Events)
+		all += r.Events
+	}
+	if all == 0 {
+		return 0
+	}
+	return again / float64(all)
 }
 
 // perRun writes a table with one row per run and one column per

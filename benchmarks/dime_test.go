@@ -164,3 +164,21 @@ func buildRewrite(t *testing.T, dir string) string {
 	}
 	return rw
 }
+
+// TestPooledFP: runs 2.. weighed by the events they recorded; run 1
+// (which has nothing before it) is left out.
+func TestPooledFP(t *testing.T) {
+	run := func(fp float64, n int) RunDIME {
+		return RunDIME{RunMetrics: RunMetrics{FalsePositive: fp, Events: n}}
+	}
+	runs := []RunDIME{run(0.5, 1000), run(0.01, 100), run(1, 1)}
+	if got, want := pooledFP(runs), 2.0/101; got < want-1e-12 || got > want+1e-12 {
+		t.Errorf("pooled FP %v, want %v", got, want)
+	}
+	if got := pooledFP(runs[:1]); got != 0 {
+		t.Errorf("one run: pooled FP %v", got)
+	}
+	if got := pooledFP(nil); got != 0 {
+		t.Errorf("no runs: pooled FP %v", got)
+	}
+}
