@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "e45a152d5b31850723f5e499a31eb4d05f5902da77bee9c4407cad9c2eab04a9"
+const BlobSHA256 = "9a5918b45bb295058586e4717b585b26b8f0447ee0f4de41bd68e0081a57e4eb"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

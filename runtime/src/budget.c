@@ -433,26 +433,16 @@ static void sw_after_record(struct stint_global *g, struct stint_module *m, cons
  * that does it) when a batch fills and the next one does not fit in the
  * file. A call that does it near the end of a budget overshoots by what
  * growing takes, on a loaded machine a millisecond or more
- * (TestGrowReserve stalls each growth 1.5 ms: without a reserve 11-23
- * of 66-80 periods of spin with --every went more than 0.5 ms over a
- * 2 ms budget, with it 1, the first growth). So within GROW_NEAR rows of a batch
+ * (TestGrowReserve stalls each growth 1.5 ms: without a reserve 10 of 27
+ * periods of spin with --every went more than 0.5 ms over a 2 ms
+ * budget, with it 1, the first growth). So within GROW_NEAR rows of a batch
  * whose successor needs a longer file, the gate keeps what growing took
- * lately (grow_tsc: the ftruncate as ensure_len timed it, and the whole
- * call that did it as charged, which on a loaded machine includes a wait
- * for the CPU) in reserve: when that no longer fits, the gate closes and
- * the growth falls to the next period. The margin is wide
+ * lately (grow_tsc) in reserve: when that no longer fits, the gate
+ * closes and the growth falls to the next period. The margin is wide
  * for a program with many threads recording at once; it costs a budget
  * nothing elsewhere.
  */
 #define GROW_NEAR 64u
-
-/* Fold what a growth cost (d ticks) into grow_tsc: a rise is taken at
- * once, a fall a quarter at a time. */
-static void grow_learn(struct stint_global *g, uint64_t d)
-{
-	uint64_t est = __atomic_load_n(&g->grow_tsc, __ATOMIC_RELAXED);
-	__atomic_store_n(&g->grow_tsc, d >= est ? d : est - (est - d) / 4, __ATOMIC_RELAXED);
-}
 
 static uint64_t grow_reserve(const struct stint_global *g)
 {
@@ -739,8 +729,6 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 {
 	uint64_t t1 = rdtsc();
 	uint64_t d = call_charge(g, t1 - t0, grew) + g->call_overhead_tsc;
-	if (grew)
-		grow_learn(g, d); /* the whole call, a wait for the CPU in it included */
 	/* keep what switching the listed sites off will cost (sw_reserve:
 	 * a margin on the average per site, a guess until the first batch
 	 * is measured, and what a batch costs besides), and what growing

@@ -773,7 +773,6 @@ static void set_untraced_once(struct stint_global *g, const char *what, const ch
 
 static void test_stall(int clock, uint64_t ns); /* switch.c */
 static inline uint64_t rdtsc(void);
-static void grow_learn(struct stint_global *g, uint64_t d); /* budget.c */
 
 /* Extends the file to cover [0, end); returns 0 or -errno. */
 static long ensure_len(struct stint_global *g, uint64_t end)
@@ -793,7 +792,10 @@ static long ensure_len(struct stint_global *g, uint64_t end)
 		return r;
 	if (UNLIKELY(g->test_grow_stall_ns))
 		test_stall(S_CLOCK_MONOTONIC, g->test_grow_stall_ns);
-	grow_learn(g, rdtsc() - t0); /* what the next growth will cost (budget.c) */
+	/* what the next growth will cost, for the budget's reserve: a rise
+	 * is taken at once, a fall a quarter at a time */
+	uint64_t dt = rdtsc() - t0, est = __atomic_load_n(&g->grow_tsc, __ATOMIC_RELAXED);
+	__atomic_store_n(&g->grow_tsc, dt >= est ? dt : est - (est - dt) / 4, __ATOMIC_RELAXED);
 	g->file_len = want;
 	return 0;
 }
