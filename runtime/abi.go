@@ -148,11 +148,6 @@ const TestReadeeStallEnv = "STINT_TEST_READEE_STALL"
 // after each site it switches on at a period's start.
 const TestSwitchStallEnv = "STINT_TEST_SWITCH_STALL"
 
-// TestGrowStallEnv is STINT_TEST_GROW_STALL_ENV: a test hook. With
-// STINT_TEST_GROW_STALL=DURATION every growth of the trace file takes that
-// much longer.
-const TestGrowStallEnv = "STINT_TEST_GROW_STALL"
-
 // NoPatch is STINT_NO_PATCH.
 const NoPatch uint32 = 0xffffffff
 

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "9a5918b45bb295058586e4717b585b26b8f0447ee0f4de41bd68e0081a57e4eb"
+const BlobSHA256 = "a736e3495a24ce450d0f84611fd6ed8030008cb11b8e3673a66041e968b3a7cc"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

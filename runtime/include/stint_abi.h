@@ -150,11 +150,6 @@
  * can see one slow small batch and what the estimates make of it
  * (budget.c, sw_site_cost). */
 #define STINT_TEST_BATCH_STALL_ENV "STINT_TEST_BATCH_STALL"
-/* Test hook: STINT_TEST_GROW_STALL=DURATION ("2ms") makes every growth
- * of the trace file (its ftruncate) take that much longer, so that a test
- * can see calls that grow the file near the end of a budget (budget.c,
- * grow_reserve). */
-#define STINT_TEST_GROW_STALL_ENV "STINT_TEST_GROW_STALL"
 
 /* Bytes of struct stint_module.options (NUL included). */
 #define STINT_OPTIONS_SIZE 136

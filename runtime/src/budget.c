@@ -313,9 +313,6 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	const char *bstall = env_get(envp, STINT_TEST_BATCH_STALL_ENV);
 	if (bstall && bstall[0])
 		g->test_batch_stall_ns = parse_duration(bstall, s_strlen(bstall));
-	const char *gstall = env_get(envp, STINT_TEST_GROW_STALL_ENV);
-	if (gstall && gstall[0])
-		g->test_grow_stall_ns = parse_duration(gstall, s_strlen(gstall));
 	/* The off-switch (switch.c) is on unless STINT_SWITCH=0 (for
 	 * measuring what it saves). */
 	g->sw_on = !env_is_zero(env_get(envp, "STINT_SWITCH"));
@@ -426,30 +423,6 @@ static void sw_after_record(struct stint_global *g, struct stint_module *m, cons
 	if (!rearmed &&
 	    __atomic_compare_exchange_n(&g->sw_rearmed, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		sw_request(g, SW_REQ_REARM);
-}
-
-/*
- * The trace grows (ensure_len: an ftruncate, charged in full to the call
- * that does it) when a batch fills and the next one does not fit in the
- * file. A call that does it near the end of a budget overshoots by what
- * growing takes, on a loaded machine a millisecond or more
- * (TestGrowReserve stalls each growth 1.5 ms: without a reserve 10 of 27
- * periods of spin with --every went more than 0.5 ms over a 2 ms
- * budget, with it 1, the first growth). So within GROW_NEAR rows of a batch
- * whose successor needs a longer file, the gate keeps what growing took
- * lately (grow_tsc) in reserve: when that no longer fits, the gate
- * closes and the growth falls to the next period. The margin is wide
- * for a program with many threads recording at once; it costs a budget
- * nothing elsewhere.
- */
-#define GROW_NEAR 64u
-
-static uint64_t grow_reserve(const struct stint_global *g)
-{
-	uint32_t i = (uint32_t)__atomic_load_n(&g->cur, __ATOMIC_RELAXED);
-	if (i + GROW_NEAR < ROWS_PER_BATCH || g->next_pos + g->slot_size <= g->file_len)
-		return 0;
-	return __atomic_load_n(&g->grow_tsc, __ATOMIC_RELAXED);
 }
 
 /*
@@ -731,9 +704,8 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 	uint64_t d = call_charge(g, t1 - t0, grew) + g->call_overhead_tsc;
 	/* keep what switching the listed sites off will cost (sw_reserve:
 	 * a margin on the average per site, a guess until the first batch
-	 * is measured, and what a batch costs besides), and what growing
-	 * the trace file will cost when the next row may do it */
-	uint64_t reserve = sw_off_reserve(g) + grow_reserve(g), budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
+	 * is measured, and what a batch costs besides) */
+	uint64_t reserve = sw_off_reserve(g), budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
 	/* The gate word before the charge is added: the period it names is
 	 * the one this charge may close. A charge about to spend the budget
 	 * says when it ended first, so that a period roll that takes it in

@@ -354,8 +354,6 @@ struct stint_global {
 	uint64_t test_readee_stall_ns; /* STINT_TEST_READEE_STALL (stint_abi.h) */
 	uint64_t test_switch_stall_ns; /* STINT_TEST_SWITCH_STALL (stint_abi.h) */
 	uint64_t test_batch_stall_ns;  /* STINT_TEST_BATCH_STALL (stint_abi.h) */
-	uint64_t test_grow_stall_ns;   /* STINT_TEST_GROW_STALL (stint_abi.h) */
-	uint64_t grow_tsc;             /* what growing the trace file took lately (ensure_len; budget.c, grow_reserve) */
 	uint64_t period_idx, period_tsc0, period_mono0, period_events0;
 	uint64_t cal_tsc, cal_mono;  /* calibration anchor */
 	/* QoS controller (budget.c) */
@@ -771,9 +769,6 @@ static void set_untraced_once(struct stint_global *g, const char *what, const ch
 	say_untraced(what, arg, err);
 }
 
-static void test_stall(int clock, uint64_t ns); /* switch.c */
-static inline uint64_t rdtsc(void);
-
 /* Extends the file to cover [0, end); returns 0 or -errno. */
 static long ensure_len(struct stint_global *g, uint64_t end)
 {
@@ -786,16 +781,9 @@ static long ensure_len(struct stint_global *g, uint64_t end)
 		want = FILE_RESERVE;
 	if (!fd_is_ours(g))
 		return -9; /* EBADF */
-	uint64_t t0 = rdtsc();
 	long r = sys_call2(SYS_ftruncate, g->fd, (long)want);
 	if (sys_failed(r))
 		return r;
-	if (UNLIKELY(g->test_grow_stall_ns))
-		test_stall(S_CLOCK_MONOTONIC, g->test_grow_stall_ns);
-	/* what the next growth will cost, for the budget's reserve: a rise
-	 * is taken at once, a fall a quarter at a time */
-	uint64_t dt = rdtsc() - t0, est = __atomic_load_n(&g->grow_tsc, __ATOMIC_RELAXED);
-	__atomic_store_n(&g->grow_tsc, dt >= est ? dt : est - (est - dt) / 4, __ATOMIC_RELAXED);
 	g->file_len = want;
 	return 0;
 }
