@@ -179,35 +179,53 @@ func (rw *rewriter) optionString() string { return rw.opts.optionString() }
 // coveredSet is what --skip-covered reads from an exact redundancy log:
 // the outcomes already recorded for this module.
 type coveredSet struct {
-	self    uint64 // BuildIDHash of this module
-	has     map[redlog.Entry]bool
-	anyFrom map[[2]uint64]bool // (src, kind) with at least one outcome
-	count   map[[2]uint64]int  // outcomes per (src, kind)
-	retTo   map[uint64]bool    // destinations of the module's own returns into itself
+	self  uint64 // BuildIDHash of this module
+	has   map[redlog.Entry]bool
+	count map[[2]uint64]int // outcomes per (src, kind)
+	retTo map[uint64]bool   // destinations of the module's own returns into itself
 }
 
-// loadCovered reads the log at path for the module with build-id bid.
-func loadCovered(path string, bid []byte) (*coveredSet, []redlog.Problem, error) {
-	if len(bid) == 0 {
-		return nil, nil, errors.New("--skip-covered: the input has no build-id, so no log entry can be its")
-	}
+// anyFrom reports whether (src, kind) has at least one outcome.
+func (cs *coveredSet) anyFrom(src uint64, kind uint64) bool {
+	return cs.count[[2]uint64{src, kind}] > 0
+}
+
+// readExactLog reads the exact log at path named by a flag (its name
+// leads each error) and returns this module's entries (bid: its
+// build-id); the log's problems become notes.
+func (rw *rewriter) readExactLog(flag, path string, bid []byte) ([]redlog.Entry, error) {
 	l, probs, err := redlog.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--skip-covered: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	if l.Policy != redlog.Exact {
-		return nil, nil, fmt.Errorf("--skip-covered: log %s has policy %s; only an exact log says which outcomes are covered", path, l.Policy)
+		return nil, fmt.Errorf("%s: log %s has policy %s; only an exact log says which outcomes are covered", flag, path, l.Policy)
 	}
-	cs := &coveredSet{self: redlog.BuildIDHash(bid), has: map[redlog.Entry]bool{}, anyFrom: map[[2]uint64]bool{}, count: map[[2]uint64]int{}, retTo: map[uint64]bool{}}
-	for _, e := range l.Modules[hex.EncodeToString(bid)] {
+	for _, p := range probs {
+		rw.st.Notes = append(rw.st.Notes, flag+" log "+path+": "+p.String())
+	}
+	return l.Modules[hex.EncodeToString(bid)], nil
+}
+
+// loadCovered reads the --skip-covered log for this module.
+func (rw *rewriter) loadCovered() (*coveredSet, error) {
+	bid := rw.f.buildID()
+	if len(bid) == 0 {
+		return nil, errors.New("--skip-covered: the input has no build-id, so no log entry can be its")
+	}
+	es, err := rw.readExactLog("--skip-covered", rw.opts.SkipCovered, bid)
+	if err != nil {
+		return nil, err
+	}
+	cs := &coveredSet{self: redlog.BuildIDHash(bid), has: map[redlog.Entry]bool{}, count: map[[2]uint64]int{}, retTo: map[uint64]bool{}}
+	for _, e := range es {
 		cs.has[e] = true
-		cs.anyFrom[[2]uint64{e.A, uint64(e.Kind)}] = true
 		cs.count[[2]uint64{e.A, uint64(e.Kind)}]++
 		if e.Kind == kRetKind && e.DstMod == cs.self {
 			cs.retTo[e.B] = true
 		}
 	}
-	return cs, probs, nil
+	return cs, nil
 }
 
 // probeKindOf is the event kind of the one probe of a ret, indirect or
@@ -246,7 +264,7 @@ func (rw *rewriter) covered(i int) bool {
 		if !rw.opts.SkipSeenIndirect {
 			return false
 		}
-		return cs.anyFrom[[2]uint64{in.Addr, uint64(probeKindOf[c.kinds[i]])}]
+		return cs.anyFrom(in.Addr, uint64(probeKindOf[c.kinds[i]]))
 	}
 	return false
 }
@@ -262,9 +280,9 @@ func (rw *rewriter) seenOpen(src uint64, k uint8) bool {
 	}
 	switch k {
 	case kRetKind:
-		return rw.coldRet[src] && rw.cov.anyFrom[[2]uint64{src, uint64(k)}]
+		return rw.coldRet[src] && rw.cov.anyFrom(src, uint64(k))
 	case kIndJmpKind, kSyscallKind:
-		return rw.cov.anyFrom[[2]uint64{src, uint64(k)}]
+		return rw.cov.anyFrom(src, uint64(k))
 	}
 	// (an indirect call stays warm: a new target of a known call into
 	// known code is new code to no probe, and the windows are what see

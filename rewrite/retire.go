@@ -3,8 +3,6 @@ package rewrite
 import (
 	"encoding/hex"
 	"fmt"
-
-	"github.com/stint-project/stint/formats/redlog"
 )
 
 // Retiring sites (rewrite --skip-covered LOG --retire-since OLD).
@@ -31,19 +29,13 @@ import (
 // of this module, each of which must also be in the --skip-covered log.
 func (rw *rewriter) loadRetire() error {
 	path := rw.opts.RetireSince
-	l, probs, err := redlog.ReadFile(path)
+	es, err := rw.readExactLog("--retire-since", path, rw.f.buildID())
 	if err != nil {
-		return fmt.Errorf("--retire-since: %w", err)
-	}
-	if l.Policy != redlog.Exact {
-		return fmt.Errorf("--retire-since: log %s has policy %s; only an exact log says which outcomes are covered", path, l.Policy)
-	}
-	for _, p := range probs {
-		rw.st.Notes = append(rw.st.Notes, "--retire-since log "+path+": "+p.String())
+		return err
 	}
 	rw.old = map[[2]uint64]int{}
 	lost := 0
-	for _, e := range l.Modules[hex.EncodeToString(rw.f.buildID())] {
+	for _, e := range es {
 		if !rw.cov.has[e] {
 			lost++
 			continue

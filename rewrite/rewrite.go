@@ -474,12 +474,9 @@ func (rw *rewriter) run() ([]byte, error) {
 	sites := c.sites(rw.opts.Tool)
 	rw.st.Sites = len(sites)
 	if rw.opts.SkipCovered != "" {
-		cs, probs, err := loadCovered(rw.opts.SkipCovered, rw.f.buildID())
+		cs, err := rw.loadCovered()
 		if err != nil {
 			return nil, err
-		}
-		for _, p := range probs {
-			rw.st.Notes = append(rw.st.Notes, "--skip-covered log "+rw.opts.SkipCovered+": "+p.String())
 		}
 		rw.cov = cs
 		if rw.opts.RetireSince != "" {
