@@ -391,29 +391,49 @@ func mkdir(parts ...string) string {
 	return p
 }
 
-// rewrite rewrites in to out and returns the number of patched sites
-// from --stats-json (nil if the statistics do not say).
-func (d *DIME) rewrite(ctx context.Context, in, out string, extra ...string) (*int, error) {
+// rewriteStats is what a rewrite's --stats-json says of its sites.
+type rewriteStats struct {
+	Patched map[string]int `json:"patched"` // per tactic
+	Retired int            `json:"retired"`
+}
+
+// patched is the number of patched sites, all tactics together.
+func (s *rewriteStats) patched() int {
+	n := 0
+	for _, v := range s.Patched {
+		n += v
+	}
+	return n
+}
+
+// runRewrite runs the rewrite command rw on in, writing out and its
+// --stats-json beside it; the statistics are nil when the rewriter
+// wrote none that reads as such (an older rewriter).
+func runRewrite(ctx context.Context, rw, in, out string, extra ...string) (*rewriteStats, error) {
 	stats := out + ".stats.json"
 	args := append([]string{"-q", "--stats-json", stats, "-o", out}, extra...)
-	args = append(args, in)
-	if _, err := RunOnce(ctx, Cmd{Argv: append([]string{d.Config.Rewrite}, args...)}); err != nil {
+	if _, err := RunOnce(ctx, Cmd{Argv: append(append([]string{rw}, args...), in)}); err != nil {
 		return nil, err
 	}
 	b, err := os.ReadFile(stats)
 	if err != nil {
 		return nil, nil
 	}
-	var s struct {
-		Patched map[string]int `json:"patched"`
-	}
+	var s rewriteStats
 	if json.Unmarshal(b, &s) != nil || s.Patched == nil {
 		return nil, nil
 	}
-	n := 0
-	for _, v := range s.Patched {
-		n += v
+	return &s, nil
+}
+
+// rewrite rewrites in to out and returns the number of patched sites
+// from --stats-json (nil if the statistics do not say).
+func (d *DIME) rewrite(ctx context.Context, in, out string, extra ...string) (*int, error) {
+	s, err := runRewrite(ctx, d.Config.Rewrite, in, out, extra...)
+	if err != nil || s == nil {
+		return nil, err
 	}
+	n := s.patched()
 	return &n, nil
 }
 

@@ -111,26 +111,14 @@ func (r *Retire) Run(ctx context.Context, stdout io.Writer) error {
 // rewrite runs the rewriter and returns its --stats-json counts of
 // patched and retired sites.
 func (r *Retire) rewrite(ctx context.Context, in, out string, extra ...string) (patched, retired int, err error) {
-	stats := out + ".stats.json"
-	args := append([]string{"-q", "--stats-json", stats, "-o", out}, extra...)
-	if _, err := RunOnce(ctx, Cmd{Argv: append(append([]string{r.Config.Rewrite}, args...), in)}); err != nil {
-		return 0, 0, err
-	}
-	b, err := os.ReadFile(stats)
+	s, err := runRewrite(ctx, r.Config.Rewrite, in, out, extra...)
 	if err != nil {
 		return 0, 0, err
 	}
-	var s struct {
-		Patched map[string]int `json:"patched"`
-		Retired int            `json:"retired"`
+	if s == nil {
+		return 0, 0, fmt.Errorf("rewrite %s: no statistics in %s.stats.json", in, out)
 	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return 0, 0, fmt.Errorf("%s: %w", stats, err)
-	}
-	for _, v := range s.Patched {
-		patched += v
-	}
-	return patched, s.Retired, nil
+	return s.patched(), s.Retired, nil
 }
 
 func copyFile(dst, src string) error {
@@ -232,14 +220,25 @@ func (r *Retire) workload(ctx context.Context, w Workload) (*RetireWorkload, err
 		}
 		v.v.After3 = CompareRuns([]EventSet{s1, s2, s3}, fullSet)[2].Cumulative
 	}
-	// The rounds: native first, the two variants after it in turns.
-	tdir := filepath.Join(base, "traces", "rounds")
-	for round := 0; round < r.Rounds; round++ {
+	// The rounds: native first, the two variants after it in turns; a
+	// last native run closes the last round, so that each round's runs
+	// are paired with the mean of the native runs before and after them
+	// (a machine speeding up or slowing down during the rounds then does
+	// not bias the ratios).
+	native := func() (float64, error) {
 		m, err := w.Run(ctx, "", nil)
 		if err != nil {
-			return nil, fmt.Errorf("native: %w", err)
+			return 0, fmt.Errorf("native: %w", err)
 		}
 		out.Native = append(out.Native, m)
+		return m, nil
+	}
+	tdir := filepath.Join(base, "traces", "rounds")
+	for round := 0; round < r.Rounds; round++ {
+		m, err := native()
+		if err != nil {
+			return nil, err
+		}
 		line := fmt.Sprintf("  round %d: native %.3f", round+1, m)
 		for k := range vs {
 			v := vs[(k+round)%len(vs)]
@@ -258,15 +257,10 @@ func (r *Retire) workload(ctx context.Context, w Workload) (*RetireWorkload, err
 		}
 		fmt.Fprintf(r.Config.Log, "%s %s\n", line, w.Unit())
 	}
-	// a last native run closes the last round: each round's runs are
-	// paired with the mean of the native runs before and after them, so
-	// that a machine speeding up or slowing down during the rounds does
-	// not bias the ratios
-	m, err := w.Run(ctx, "", nil)
+	m, err := native()
 	if err != nil {
-		return nil, fmt.Errorf("native: %w", err)
+		return nil, err
 	}
-	out.Native = append(out.Native, m)
 	fmt.Fprintf(r.Config.Log, "  native %.3f %s\n", m, w.Unit())
 	for _, v := range vs {
 		for i, x := range v.v.Merit {
