@@ -302,6 +302,15 @@ func spinLogged(t *testing.T, args []string) (bin string, nOut []byte, out, logP
 	return bin, nOut, out, logPath, st
 }
 
+// probedSites returns the sites (sources) the probes ps are for.
+func probedSites(ps []runtime.Probe) map[uint64]bool {
+	m := map[uint64]bool{}
+	for _, p := range ps {
+		m[p.Src] = true
+	}
+	return m
+}
+
 // TestSkipCovered: rewriting with --skip-covered leaves unpatched exactly
 // the sites whose every outcome is in the log (direct sites only: the
 // outcomes of returns and indirect branches cannot be listed in full; a
@@ -379,10 +388,7 @@ func TestSkipCovered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	have := map[uint64]bool{}
-	for _, p := range left {
-		have[p.Src] = true
-	}
+	have := probedSites(left)
 	// A site left unpatched although not covered must be one the
 	// planner could no longer patch: with covered neighbours left alone,
 	// a short site (a 1-byte ret) may lose the tactic that evicted one.
@@ -487,11 +493,7 @@ func TestRetireSince(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := map[uint64]bool{}
-		for _, p := range left {
-			m[p.Src] = true
-		}
-		return m
+		return probedSites(left)
 	}
 	skipped, _ := rewritten(t, bin, t.TempDir(), rewrite.Options{SkipCovered: logPath})
 	inLogged := patched(skipped)
