@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "a736e3495a24ce450d0f84611fd6ed8030008cb11b8e3673a66041e968b3a7cc"
+const BlobSHA256 = "225129c0ceb2e0e6b1c2917e8fd1e55c945ff1899cd2c1d794ab673b2718441c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

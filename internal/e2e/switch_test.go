@@ -643,6 +643,59 @@ func TestLateRecord(t *testing.T) {
 	}
 }
 
+// TestRegionNoLateRecord: the paper's region logs do not record late.
+// Their DIME* on Pin instruments nothing while the budget is spent and
+// consults its log only when it instruments, so a site first run with
+// the gate closed switches itself off without a record or a refusal
+// row (budget.c, sw_closed_call). Recording then was charged to the
+// next period, and the last one, with none after it, was charged its
+// own: gzip's hash and bst runs ended 0.9-1.1 ms over budget in their
+// last period from late refusals alone. TestLateRecord's run with a
+// hash log: no event and no refusal may be written after a gate closed.
+func TestRegionNoLateRecord(t *testing.T) {
+	lib, sql, native := sqliteWorkload(t)
+	dir := t.TempDir()
+	rewritten(t, lib, dir, rewrite.Options{Budget: "1%", Period: "50ms"})
+	logPath := filepath.Join(dir, "hash.log")
+	late, closed, rows := 0, 0, 0
+	for i := 0; i < 2; i++ { // a fresh log, then one that refuses
+		traces := filepath.Join(dir, fmt.Sprintf("traces%d", i))
+		env := append(traceEnv(traces), "LD_LIBRARY_PATH="+dir, "STINT_LOG="+logPath, "STINT_LOG_POLICY=hash")
+		out := run(t, sql, env, "/usr/bin/sqlite3", ":memory:")
+		if !bytes.Equal(out, native) {
+			t.Fatalf("run %d: output differs from native (%d vs %d bytes)", i, len(out), len(native))
+		}
+		trs := readTraces(t, traces)
+		if len(trs) != 1 {
+			t.Fatalf("run %d: %d traces, want 1", i, len(trs))
+		}
+		ps := formats.Periods(trs[0].Events)
+		for j, p := range ps {
+			if j+1 == len(ps) || p.Enabled >= ps[j+1].Start-p.Start {
+				continue
+			}
+			closed++
+			for _, e := range trs[0].Events {
+				if _, refused := e.Kind.Refused(); (refused || !e.Kind.IsRecord()) && e.Time > p.Start+p.Enabled+200000 && e.Time < ps[j+1].Start {
+					late++
+				}
+			}
+		}
+		for _, e := range trs[0].Events {
+			if _, refused := e.Kind.Refused(); refused || !e.Kind.IsRecord() {
+				rows++
+			}
+		}
+	}
+	t.Logf("%d periods closed early, %d event and refusal rows, %d of them after a gate closed", closed, rows, late)
+	if closed == 0 || rows == 0 {
+		t.Fatal("no period's gate closed, or nothing recorded: the test did not exercise the budget")
+	}
+	if late > 0 {
+		t.Errorf("%d events or refusals were written after a gate closed in a hash-policy run", late)
+	}
+}
+
 // gotSlots maps the GOT entries of ELF file f that the dynamic linker
 // fills for a symbol (R_X86_64_JUMP_SLOT, R_X86_64_GLOB_DAT) to the
 // symbol's name, and the three words it reserves at the start of
