@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/stint-project/stint/runtime"
 )
@@ -41,6 +42,7 @@ const (
 	mfPark    = runtime.MFPark
 	mfRets    = runtime.MFRets
 	mfCold    = runtime.MFCold
+	mfLogged  = runtime.MFLogged
 
 	pfDeleg      = runtime.PFDeleg
 	probeWatched = runtime.ProbeWatched
@@ -61,6 +63,10 @@ const (
 	chunkReserved   = runtime.ChunkReserved
 	noPatch         = runtime.NoPatch
 )
+
+// moduleLogOff is offsetof(struct stint_module, log_sum), followed by
+// log_count, nlogged and logged_vaddr (ABI 10).
+const moduleLogOff = unsafe.Offsetof(runtime.Module{}.LogSum)
 
 // blobInfo is a validated runtime blob.
 type blobInfo struct {

@@ -190,6 +190,36 @@ func (cs *coveredSet) anyFrom(src uint64, kind uint64) bool {
 	return cs.count[[2]uint64{src, kind}] > 0
 }
 
+// logged reports whether the log has the outcome (dst, kind) of the
+// direct probe at src of this module.
+func (cs *coveredSet) logged(src, dst uint64, kind uint8) bool {
+	return cs.has[redlog.Entry{A: src, B: dst, DstMod: cs.self, Kind: uint32(kind)}]
+}
+
+// digest is what the runtime computes of this module's entries in the log
+// it reads at start (runtime/src/redlog.c, log_digest): their number and
+// the sum of their keys' hashes. When the two match the rewrite's
+// (STINT_MF_LOGGED), the log is the one the rewrite read, and the runtime
+// retires the probes the rewrite listed instead of looking each one up.
+func (cs *coveredSet) digest() (count uint32, sum uint64) {
+	for e := range cs.has {
+		k0 := logMix(cs.self^uint64(e.Kind)*0x9e3779b97f4a7c15, e.A) | 1
+		k1 := logMix(e.DstMod, e.B)
+		sum += logMix(k0, k1)
+	}
+	return uint32(len(cs.has)), sum
+}
+
+// logMix is the runtime's mix (runtime/src/stint.c), which its
+// redundancy-log keys are made of.
+func logMix(a, b uint64) uint64 {
+	h := a*0x9e3779b97f4a7c15 ^ (b + 0x632be59bd9b4e019 + (a << 6) + (a >> 2))
+	h ^= h >> 31
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 29
+	return h
+}
+
 // readExactLog reads the exact log at path named by a flag (its name
 // leads each error) and returns this module's entries (bid: its
 // build-id); the log's problems become notes.

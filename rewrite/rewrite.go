@@ -873,7 +873,15 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	traceEndsOff := alignUp(depsOff+uint64(ndeps)*4, 8)
 	readsOff := alignUp(traceEndsOff+uint64(len(traceEnds))*4, 8)
 	retsOff := alignUp(readsOff+2*uint64(len(pairs))*readSize, 8)
-	rSize := alignUp(retsOff+4*uint64(len(retTable)), pageSize)
+	// The probes whose outcome the --skip-covered log has (at most one
+	// per entry of the module; more, and the list is left out).
+	loggedOff := alignUp(retsOff+4*uint64(len(retTable)), 8)
+	loggedCap := 0
+	if rw.cov != nil {
+		loggedCap = len(rw.cov.has)
+	}
+	rSize := alignUp(loggedOff+4*uint64(loggedCap), pageSize)
+	var logged []uint32
 	st.Chunks = len(chunks)
 	st.ChunkBytes = layout.SrcSize
 	st.Deps = ndeps
@@ -1038,6 +1046,8 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 				b[41] = s.flags
 				if s.flags&pfDeleg != 0 {
 					b[42] = probeWatched
+				} else if rw.cov != nil && s.flags&pfDirect != 0 && rw.cov.logged(src, s.dst, s.kind) {
+					logged = append(logged, uint32(t.probe0+k))
 				}
 				if w, ok := retWord[i]; ok && s.flags&pfDirect != 0 {
 					le.PutUint32(b[44:], w)
@@ -1092,6 +1102,13 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	for k, w := range retTable {
 		le.PutUint32(rbuf[retsOff+uint64(k)*4:], w)
 	}
+	// A build-id longer than the runtime keys logs by (32 bytes) gets no list.
+	listLogged := rw.cov != nil && len(logged) <= loggedCap && len(rw.f.buildID()) <= 32
+	if listLogged {
+		for k, pi := range logged {
+			le.PutUint32(rbuf[loggedOff+uint64(k)*4:], pi)
+		}
+	}
 	dk := uint64(0)
 	for _, co := range chunks {
 		for _, d := range co.deps {
@@ -1121,6 +1138,14 @@ func (rw *rewriter) emit(p *place.Planner, space *place.AddrSpace, patched []boo
 	}
 	if rw.opts.SwitchSync {
 		mf |= mfPark
+	}
+	if listLogged {
+		mf |= mfLogged
+		count, sum := rw.cov.digest()
+		le.PutUint64(m[moduleLogOff:], sum)
+		le.PutUint32(m[moduleLogOff+8:], count)
+		le.PutUint32(m[moduleLogOff+12:], uint32(len(logged)))
+		le.PutUint64(m[moduleLogOff+16:], rVaddr+loggedOff)
 	}
 	if len(retTable) > 0 {
 		mf |= mfRets

@@ -10,7 +10,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 9
+const ABIVersion = 10
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -54,6 +54,7 @@ const (
 	MFPark    uint32 = 0x20
 	MFRets    uint32 = 0x40
 	MFCold    uint32 = 0x80
+	MFLogged  uint32 = 0x100 // ABI 10: LogSum, LogCount and the logged list describe the --skip-covered log
 )
 
 // Probe flags (STINT_PF_*).
@@ -126,6 +127,13 @@ const TestNoMemfdEnv = "STINT_TEST_NO_MEMFD"
 // instead of mapping it from the module's file (ABI 7).
 const TestNoStubFileEnv = "STINT_TEST_NO_STUB_FILE"
 
+// TestLogLoadEnv is STINT_TEST_LOG_LOAD_ENV: a test hook. With
+// STINT_TEST_LOG_LOAD=1 the runtime says on stderr, for each module it
+// applies the redundancy log to, whether it took the rewriter's list of
+// logged probes (MFLogged) or looked up every probe; with =2 it looks up
+// every probe whatever the log holds (and says so).
+const TestLogLoadEnv = "STINT_TEST_LOG_LOAD"
+
 // TestSaveHoldEnv is STINT_TEST_SAVE_HOLD_ENV: a test hook. With
 // STINT_TEST_SAVE_HOLD=PATH the runtime's thread creates PATH each time it
 // saves the redundancy log and holds the log's lock for 300 ms before it
@@ -166,7 +174,7 @@ const (
 	BlobOffProbe       = 28
 	BlobOffModuleRel   = 32
 	BlobHeaderSize     = 40
-	ModuleStructSize   = 416
+	ModuleStructSize   = 440
 	ProbeStructSize    = 64
 	PatchStructSize    = 32
 	ChunkStructSize    = 40
@@ -230,6 +238,10 @@ type Module struct {
 	PadRt          uint32
 	StubFileOff    uint64 // ABI 7: file offset of the StubFile header and the stub area after it; 0 = none
 	StubFileTag    uint64 // ABI 7: = StubFile.Tag
+	LogSum         uint64 // ABI 10 (MFLogged): sum of the hashes of the module's distinct entries in the rewriter's log
+	LogCount       uint32 // how many distinct entries of the module that log has
+	NLogged        uint32
+	LoggedVaddr    uint64 // uint32[NLogged]: the direct probes (not PFDeleg) whose outcome is in that log
 }
 
 // StubFile is struct stint_stub_file (ABI 7): the header page of the

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "225129c0ceb2e0e6b1c2917e8fd1e55c945ff1899cd2c1d794ab673b2718441c"
+const BlobSHA256 = "b321bbd6d8964dd23e97dc81e644debe88c2096a528c38c74d8dd98de52a1b49"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1063,4 +1064,129 @@ func TestColdRets(t *testing.T) {
 	if refused, toB := run("STINT_COLD=0"); !refused || !toB {
 		t.Errorf("STINT_COLD=0: leaf's ret refused a logged return %v (want true: the test cannot tell otherwise), recorded its return to site_b %v (want true)", refused, toB)
 	}
+}
+
+// TestLogLoadList: a --skip-covered rewrite lists the direct probes whose
+// outcome its log has, with a digest of the log (STINT_MF_LOGGED), so
+// that a run whose log is still that one retires them without looking
+// up every probe; any other log is looked up in full. spin's logged run
+// without one outcome of a jcc it runs (OLD), rewritten with --edges
+// none so that the jcc stays patched with its other outcome listed:
+//   - with OLD, the runtime takes the list, and the missing outcome is
+//     recorded; the trace is the one a forced full lookup gives;
+//   - with the full log (one entry more) it looks every probe up, and the
+//     outcome, logged now, is not recorded.
+func TestLogLoadList(t *testing.T) {
+	args := []string{"5"}
+	bin, nOut, _, logPath, _ := spinLogged(t, args)
+	l, _ := readLog(t, logPath)
+	var bid string
+	for _, id := range l.BuildIDs() {
+		bid = id
+	}
+	raw, _ := redlog.ParseBuildID(bid)
+	var drop redlog.Entry
+	var old []redlog.Entry
+	for _, e := range l.Modules[bid] {
+		if k := runtime.Kind(e.Kind); drop.A == 0 && (k == runtime.KJccTaken || k == runtime.KJccNotTaken) {
+			drop = e
+			continue
+		}
+		old = append(old, e)
+	}
+	if drop.A == 0 {
+		t.Fatal("the logged run has no jcc outcome")
+	}
+	dir := t.TempDir()
+	oldPath := filepath.Join(dir, "old.log")
+	writeLog(t, oldPath, raw, old)
+	out, _ := rewritten(t, bin, dir, rewrite.Options{SkipCovered: oldPath, Edges: "none", Budget: "10%", Period: "100ms"})
+	mod, probes, err := Probed(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	distinct := map[redlog.Entry]bool{}
+	for _, e := range old {
+		distinct[e] = true
+	}
+	if mod.Flags&runtime.MFLogged == 0 || mod.LogCount != uint32(len(distinct)) || mod.NLogged == 0 {
+		t.Fatalf("module: flags %#x, log count %d (want %d), %d probes listed", mod.Flags, mod.LogCount, len(distinct), mod.NLogged)
+	}
+	// run with log path lp (a copy), the test hook set to hook; returns
+	// the hook's line and the trace's events and refusals
+	type key struct {
+		kind           formats.Kind
+		srcMod, dstMod uint16
+		src, dst, val  uint64
+	}
+	run := func(name, lp, hook string) (string, map[key]bool) {
+		cp := filepath.Join(dir, name+".log")
+		b, err := os.ReadFile(lp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(cp, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		traces := filepath.Join(dir, name)
+		env := append(traceEnv(traces), "STINT_LOG="+cp, runtime.TestLogLoadEnv+"="+hook)
+		o, e, code, err := fixtures.Run(out, args, env)
+		if err != nil || code != 0 || !bytes.Equal(o, nOut) {
+			t.Fatalf("%s: exit %d, %v, stdout %q (want %q), stderr %q", name, code, err, o, nOut, e)
+		}
+		evs := map[key]bool{}
+		for _, tr := range readTraces(t, traces) {
+			for _, ev := range tr.Events {
+				if _, refused := ev.Kind.Refused(); refused || !ev.Kind.IsRecord() {
+					evs[key{ev.Kind, ev.SrcModule, ev.DstModule, ev.Src, ev.Dst, ev.Value}] = true
+				}
+			}
+		}
+		return strings.TrimSpace(string(e)), evs
+	}
+	probed := false
+	for _, p := range probes {
+		probed = probed || p.Src == drop.A && p.Dst == drop.B && uint32(p.Kind) == drop.Kind && p.Flags&runtime.PFDirect != 0
+	}
+	if !probed {
+		t.Fatalf("the dropped outcome %+v has no probe in the rewrite", drop)
+	}
+	// recorded: whether evs has the dropped outcome as an event
+	recorded := func(evs map[key]bool) bool {
+		for k := range evs {
+			if k.kind == formats.Kind(drop.Kind) && k.src == drop.A && k.dst == drop.B && k.srcMod == k.dstMod {
+				return true
+			}
+		}
+		return false
+	}
+	wantList := fmt.Sprintf("stint: test: log load: list %d", mod.NLogged)
+	wantScan := fmt.Sprintf("stint: test: log load: scan %d", mod.NProbes)
+	said, listed := run("list", oldPath, "1")
+	if said != wantList {
+		t.Errorf("with the rewrite's log: %q, want %q", said, wantList)
+	}
+	if !recorded(listed) {
+		t.Errorf("with the rewrite's log, the outcome it lacks (%+v) was not recorded", drop)
+	}
+	said, scanned := run("scan", oldPath, "2")
+	if said != wantScan {
+		t.Errorf("forced lookup: %q, want %q", said, wantScan)
+	}
+	if len(listed) != len(scanned) {
+		t.Errorf("the list's run wrote %d distinct events and refusals, the full lookup's %d", len(listed), len(scanned))
+	}
+	for ev := range scanned {
+		if !listed[ev] {
+			t.Errorf("the full lookup's run wrote %+v, the list's did not", ev)
+		}
+	}
+	said, full := run("grown", logPath, "1")
+	if said != wantScan {
+		t.Errorf("with a log grown since the rewrite: %q, want %q", said, wantScan)
+	}
+	if recorded(full) {
+		t.Errorf("with a log grown since the rewrite, its new outcome %+v was recorded again", drop)
+	}
+	t.Logf("%d probes, %d listed; %d events and refusals", mod.NProbes, mod.NLogged, len(listed))
 }

@@ -24,7 +24,7 @@
 #define STINT_U64(x) x##ULL
 #endif
 
-#define STINT_ABI_VERSION 9
+#define STINT_ABI_VERSION 10
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -72,6 +72,8 @@
                                * STINT_PATCH_SYNC sites while the program has several (else only self mode) */
 #define STINT_MF_RETS    0x40 /* rets_vaddr and nrets are set, and direct probes' rets fields with them */
 #define STINT_MF_COLD    0x80 /* some patch has STINT_PATCH_COLD (the runtime looks for them only then) */
+#define STINT_MF_LOGGED  0x100 /* (ABI 10) rewritten with --skip-covered: log_count, log_sum and the logged
+                                * list describe the log the rewriter read (struct stint_module) */
 
 /* struct stint_probe.flags */
 #define STINT_PF_DIRECT   0x1  /* dst is known statically (probe.dst); else dst/value in %rsi */
@@ -122,6 +124,11 @@
 /* Test hook: STINT_TEST_NO_STUB_FILE=1 makes the runtime build the stub
  * area in a memfd, as for a file without one (ABI 7). */
 #define STINT_TEST_NO_STUB_FILE_ENV "STINT_TEST_NO_STUB_FILE"
+/* Test hook: STINT_TEST_LOG_LOAD=1 makes the runtime say on stderr, for
+ * each module it applies the log to, whether it took the rewriter's list
+ * of logged probes (STINT_MF_LOGGED) or looked up every probe; =2 makes
+ * it look up every probe whatever the log holds (and say so). */
+#define STINT_TEST_LOG_LOAD_ENV "STINT_TEST_LOG_LOAD"
 /* Test hook: STINT_TEST_SAVE_HOLD=PATH makes the runtime's thread, each
  * time it saves the redundancy log, create PATH and hold the log's lock
  * for 300 ms before it writes, so a test can end the program while a
@@ -235,7 +242,14 @@ struct stint_module {
 	                          *      stub area's stub_area_size bytes) in the module's own file; 0 = none:
 	                          *      the runtime builds the area from the stub list */
 	uint64_t stub_file_tag;  /* 408: ABI 7: the stub file's tag, so a file rewritten again is not used */
-};                           /* 416 */
+	uint64_t log_sum;        /* 416: ABI 10 (STINT_MF_LOGGED): the sum of mix(k0, k1) over the distinct entries
+	                          *      of this module in the log the rewriter read (runtime: redlog.c, logkey) */
+	uint32_t log_count;      /* 424: how many distinct entries that log has whose source is this module */
+	uint32_t nlogged;        /* 428 */
+	uint64_t logged_vaddr;   /* 432: uint32_t[nlogged]: the direct probes (not STINT_PF_DELEG) whose outcome is
+	                          *      in that log. When the log read at start has the same entries for the
+	                          *      module, the runtime retires these instead of looking up every probe */
+};                           /* 440 */
 
 /* ABI 7: the header of the stub area stored in the module's file, a page
  * of its own at stub_file_off (page aligned); the area follows it. */

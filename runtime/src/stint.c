@@ -233,6 +233,7 @@ static void say_untraced(const char *what, const char *arg, long err)
 #define STINT_TRACE_HINT    (STINT_GLOBAL_ADDR + ((uintptr_t)1 << 40)) /* trace file mappings */
 
 #define MAX_MODULES   1024
+#define LOGDIG_MAX    256 /* source modules of the log whose digest is kept */
 #define MAX_ANON      256
 #define HASH_SLOTS    ((size_t)1 << 20) /* (probe, dst) pairs, 16 MiB */
 #define HASH_PROBES   64
@@ -420,6 +421,11 @@ struct stint_global {
 	uint32_t log_policy, log_lock, log_warned, pad5;
 	uint64_t logset, logset_slots, logset_n; /* entries read from the log */
 	uint64_t logset_filter;      /* a bit per slots * 8, set from each entry's k0 (redlog.c, logset_has) */
+	/* per source module of the log read at start: build-id hash, distinct
+	 * entries, the sum of their hashes (redlog.c, log_digest) */
+	uint64_t logdig[LOGDIG_MAX][3];
+	uint32_t logdig_n, logdig_full; /* modules in logdig; one did not fit */
+	uint32_t log_load_test, pad_llt; /* STINT_TEST_LOG_LOAD */
 	uint64_t log_pending, log_npend, log_saved; /* outcomes noted this run */
 	uint32_t region_mode, regions_lock; /* a region policy (regions.c) */
 	uint32_t sync_core, pad6;    /* membarrier SYNC_CORE registered: restore_sync works */
