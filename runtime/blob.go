@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "b321bbd6d8964dd23e97dc81e644debe88c2096a528c38c74d8dd98de52a1b49"
+const BlobSHA256 = "23cfb4a89f32f60770f28bd84c63001f48dbd29915334e4e8d073e28e5ea3a73"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

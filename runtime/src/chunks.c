@@ -194,8 +194,6 @@ static long stubs_file_open(const struct stint_module *m, uint64_t base, char **
 #define SYS_mremap 25
 #define S_MREMAP_MAYMOVE 1
 #define S_MREMAP_FIXED 2
-#define S_MADV_HUGEPAGE 14
-#define HUGE_PAGE ((uint64_t)2 << 20)
 
 /* Shrink [*lo, *hi) to its larger part beside [xlo, xhi) when they overlap. */
 static void range_clip(uint64_t *lo, uint64_t *hi, uint64_t xlo, uint64_t xhi)

@@ -1819,6 +1819,7 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 #include "switch.c"
 #include "budget.c"
 static long populate_write(uint64_t lo, uint64_t hi);
+static long anon_huge(uint64_t len);
 #include "redlog.c"
 #include "regions.c"
 #include "rets.c"
@@ -2017,6 +2018,38 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 }
 
 /* ---- initialisation ---- */
+
+#define S_MADV_HUGEPAGE 14
+#define HUGE_PAGE ((uint64_t)2 << 20)
+
+/*
+ * Anonymous read-write memory of len bytes that the runtime fills at once
+ * (the log's set): from 512 KB up, 2 MiB aligned and asked to be huge,
+ * so that it is faulted in a huge page at a time. On this VM each 4 KiB
+ * page costs about 11 us to fault in even through MADV_POPULATE_WRITE
+ * (the hypervisor's shadow tables). The log set of a sqlite3 run (557 KB)
+ * this way took a 'select 1' from 17.6 to 16.5 ms of task-clock (21
+ * interleaved rounds), 32.8 to 30.9 with a plain --skip-covered rewrite.
+ * Not for memory touched sparsely: the off-switch's lists made huge
+ * cost 3 ms more there (a fresh huge page can cost the hypervisor as
+ * much as all its small ones). Returns the address, or -errno.
+ */
+static long anon_huge(uint64_t len)
+{
+	len = (len + 4095) & ~(uint64_t)4095;
+	if (len < HUGE_PAGE / 4)
+		return sys_mmap(0, len, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+	uint64_t hl = (len + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	long t = sys_mmap(0, hl + HUGE_PAGE, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+	if (sys_failed(t))
+		return t;
+	uint64_t at = ((uint64_t)t + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	if (at > (uint64_t)t)
+		sys_call2(SYS_munmap, t, (long)(at - (uint64_t)t));
+	sys_call2(SYS_munmap, (long)(at + hl), (long)((uint64_t)t + HUGE_PAGE - at));
+	sys_call3(SYS_madvise, (long)at, (long)hl, S_MADV_HUGEPAGE);
+	return (long)at;
+}
 
 /* MADV_POPULATE_WRITE of the pages holding [lo, hi): 0, or -errno. */
 static long populate_write(uint64_t lo, uint64_t hi)
