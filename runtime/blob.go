@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "23cfb4a89f32f60770f28bd84c63001f48dbd29915334e4e8d073e28e5ea3a73"
+const BlobSHA256 = "df3500d50fe858a53fab35508e4a026e362a857871297b82efb38264de6e5784"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

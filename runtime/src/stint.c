@@ -1816,10 +1816,10 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 
 /* switch.c: the off-switch; budget.c: the time budget and the period
  * thread; redlog.c: the redundancy log. */
+static long anon_huge(uint64_t len);
 #include "switch.c"
 #include "budget.c"
 static long populate_write(uint64_t lo, uint64_t hi);
-static long anon_huge(uint64_t len);
 #include "redlog.c"
 #include "regions.c"
 #include "rets.c"
