@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "df3500d50fe858a53fab35508e4a026e362a857871297b82efb38264de6e5784"
+const BlobSHA256 = "187a0e1ea0f4ca4d4ac2c5ac8d1ec669e0dbb568b4de0499809730d34a2e5385"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

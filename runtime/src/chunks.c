@@ -322,12 +322,12 @@ static long stubs_memfd(const struct stint_stub *st, uint32_t nst, uint64_t area
 /*
  * Map every chunk of m. Never fails: a chunk that cannot be mapped has its
  * dependent patches restored (text must be writable: writable != 0), and
- * one line on stderr says what was lost.
+ * one line on stderr says what was lost. Returns how many were lost.
  */
-static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int writable, char *path, size_t cap)
+static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, int writable, char *path, size_t cap)
 {
 	if (m->nchunks == 0)
-		return;
+		return 0;
 	const struct stint_chunk *ch = (const void *)(base + m->chunks_vaddr);
 	const struct stint_stub *st = (const void *)(base + m->stubs_vaddr);
 	uint32_t nst = m->nstubs;
@@ -409,4 +409,5 @@ static void chunks_map(struct stint_module *m, uint64_t base, char **envp, int w
 		size_t n = b.len < b.cap ? b.len : b.cap;
 		sys_call3(SYS_write, 2, (long)line, (long)n);
 	}
+	return lost;
 }

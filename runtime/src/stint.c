@@ -2202,7 +2202,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	 * registration below. */
 	char path[512];
 	path[0] = 0;
-	chunks_map(m, base, envp, patching, path, sizeof path);
+	uint32_t chunks_lost = chunks_map(m, base, envp, patching, path, sizeof path);
 	/* The gate page: anonymous and wiped on fork (stint_abi.h). If this
 	 * fails the file's zero page stays: the gate works, but a child
 	 * forked while it is closed records nothing until its next period. */
@@ -2347,7 +2347,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		__atomic_store_n((uint64_t *)(gate + STINT_GATE_WORD1), sw_closed_word(g, &g->modules[id]), __ATOMIC_RELEASE);
 	}
 	if (g->log_on && !g->region_mode && patching && !(m->flags & STINT_MF_EVERY))
-		log_load_module(g, m, base);
+		log_load_module(g, m, base, chunks_lost);
 	__atomic_store_n(&m->runtime_state, RS_ACTIVE | (patching && !(m->flags & STINT_MF_EVERY) ? RS_PATCHING : 0),
 			 __ATOMIC_RELEASE);
 	if (spawn)
