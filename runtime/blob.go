@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "187a0e1ea0f4ca4d4ac2c5ac8d1ec669e0dbb568b4de0499809730d34a2e5385"
+const BlobSHA256 = "8f784557171964057149fd774ec2a0161ce32386a99899945d77923ed3091143"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

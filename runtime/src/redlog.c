@@ -418,7 +418,7 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 		 * nearly every page of both gets written while the log is
 		 * read, so they are made at once (one madvise, against an
 		 * 11 us page fault each on this VM) */
-		long ls = anon_huge(slots * 17);
+		long ls = sys_mmap(0, slots * 17, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 		ok = !sys_failed(ls);
 		if (ok) {
 			if (p)

@@ -2023,16 +2023,16 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 #define HUGE_PAGE ((uint64_t)2 << 20)
 
 /*
- * Anonymous read-write memory of len bytes that the runtime fills at once
- * (the log's set): from 512 KB up, 2 MiB aligned and asked to be huge,
- * so that it is faulted in a huge page at a time. On this VM each 4 KiB
- * page costs about 11 us to fault in even through MADV_POPULATE_WRITE
- * (the hypervisor's shadow tables). The log set of a sqlite3 run (557 KB)
- * this way took a 'select 1' from 17.6 to 16.5 ms of task-clock (21
- * interleaved rounds), 32.8 to 30.9 with a plain --skip-covered rewrite.
- * Not for memory touched sparsely: the off-switch's lists made huge
- * cost 3 ms more there (a fresh huge page can cost the hypervisor as
- * much as all its small ones). Returns the address, or -errno.
+ * Anonymous read-write memory of len bytes: from 512 KB up, 2 MiB aligned
+ * and asked to be huge, so that it is faulted in a huge page at a time.
+ * On this VM each 4 KiB page costs about 11 us to fault in (the
+ * hypervisor's shadow tables), but a fresh huge page can cost it as much
+ * as all its small ones: only for memory written all over (the
+ * off-switch's lists where sites are listed by the thousand). The log's
+ * set this way (557 KB,
+ * filled whole at start) took a 'select 1' from 16.2 to 17.4 ms of
+ * task-clock (medians of 41 interleaved rounds; means 18.9 and 20.6), and
+ * stayed in small pages. Returns the address, or -errno.
  */
 static long anon_huge(uint64_t len)
 {
