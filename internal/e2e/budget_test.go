@@ -453,8 +453,12 @@ func TestRunEnd(t *testing.T) {
 // rewritten with a 10% budget of 20 ms periods records everything it
 // will in its first rounds and then runs quiet for some 20 periods.
 // With STINT_QUIET=0 every period but the last switches the listed
-// sites on (a window); by default every period that follows one that
-// recorded has its window, and at least half of the others have none.
+// sites on (a window), except one that the runtime finds too costly to
+// switch in (budget_gates_start: the switching estimate or a debt; a
+// loaded CI machine made period 11 of 11 skip once, at 04633fa): at
+// most one in eight periods, where the back-off would skip half of
+// them; by default every period that follows one that recorded has its
+// window, and at least half of the others have none.
 // window is a period, the sites it switched on and its switching time.
 type window struct {
 	period
@@ -484,10 +488,17 @@ func spinWindows(t *testing.T, env ...string) []window {
 }
 
 func TestQuietWindows(t *testing.T) {
-	for i, w := range spinWindows(t, "STINT_QUIET=0") {
+	all := spinWindows(t, "STINT_QUIET=0")
+	var none []int
+	for i, w := range all {
 		if i > 0 && w.ons == 0 {
-			t.Errorf("STINT_QUIET=0: period %d (recorded %d) switched no site on", i, w.recorded)
+			none = append(none, i)
 		}
+	}
+	if len(none) > max(1, (len(all)-1)/8) {
+		t.Errorf("STINT_QUIET=0: periods %v of %d switched no site on", none, len(all)-1)
+	} else if len(none) > 0 {
+		t.Logf("STINT_QUIET=0: periods %v of %d switched no site on (too costly, at most one in eight)", none, len(all)-1)
 	}
 
 	ws := spinWindows(t)
