@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "8f784557171964057149fd774ec2a0161ce32386a99899945d77923ed3091143"
+const BlobSHA256 = "0cd3217ade92b80b399c2c398188eccdca95db98a9df0ca39d22029885e569ce"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

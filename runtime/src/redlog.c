@@ -183,13 +183,22 @@ static int logset_put(struct stint_global *g, uint64_t k0, uint64_t k1)
  * --skip-covered stores the same two numbers of the log it read, and the
  * list of probes whose outcome that log has (STINT_MF_LOGGED): when they
  * match, log_load_module retires the listed probes and looks no further.
- * Returns the module's slot, or 0 when the table is full.
+ * log_digest returns the module's slot, added if new, or 0 when the table
+ * is full; logdig_find the slot, or 0 if there is none.
  */
-static uint64_t *log_digest(struct stint_global *g, uint64_t bid)
+static uint64_t *logdig_find(struct stint_global *g, uint64_t bid)
 {
 	for (uint32_t i = 0; i < g->logdig_n; i++)
 		if (g->logdig[i][0] == bid)
 			return g->logdig[i];
+	return 0;
+}
+
+static uint64_t *log_digest(struct stint_global *g, uint64_t bid)
+{
+	uint64_t *found = logdig_find(g, bid);
+	if (found)
+		return found;
 	if (g->logdig_n == LOGDIG_MAX) {
 		g->logdig_full = 1;
 		return 0;
@@ -460,10 +469,7 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 	const uint32_t *list = 0;
 	uint32_t np = m->nprobes, done = 0; /* done: a patch had every probe retired */
 	if ((m->flags & STINT_MF_LOGGED) && g->log_load_test != 2) {
-		const uint64_t *d = 0;
-		for (uint32_t i = 0; i < g->logdig_n && !d; i++)
-			if (g->logdig[i][0] == bid)
-				d = g->logdig[i];
+		const uint64_t *d = logdig_find(g, bid);
 		uint64_t cnt = d ? d[1] : 0, sum = d ? d[2] : 0;
 		if ((d || !g->logdig_full) && cnt == m->log_count && sum == m->log_sum) {
 			list = (const uint32_t *)(base + m->logged_vaddr);

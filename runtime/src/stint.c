@@ -1816,7 +1816,7 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 
 /* switch.c: the off-switch; budget.c: the time budget and the period
  * thread; redlog.c: the redundancy log. */
-static long anon_huge(uint64_t len);
+static long anon_huge(uint64_t len, int huge);
 #include "switch.c"
 #include "budget.c"
 static long populate_write(uint64_t lo, uint64_t hi);
@@ -2023,21 +2023,21 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 #define HUGE_PAGE ((uint64_t)2 << 20)
 
 /*
- * Anonymous read-write memory of len bytes: from 512 KB up, 2 MiB aligned
- * and asked to be huge, so that it is faulted in a huge page at a time.
- * On this VM each 4 KiB page costs about 11 us to fault in (the
- * hypervisor's shadow tables), but a fresh huge page can cost it as much
- * as all its small ones: only for memory written all over (the
+ * Anonymous read-write memory of len bytes. With huge, from 512 KB up, it
+ * is 2 MiB aligned and asked to be huge, so that it is faulted in a huge
+ * page at a time. On this VM each 4 KiB page costs about 11 us to fault
+ * in (the hypervisor's shadow tables), but a fresh huge page can cost it
+ * as much as all its small ones: only for memory written all over (the
  * off-switch's lists where sites are listed by the thousand). The log's
- * set this way (557 KB,
- * filled whole at start) took a 'select 1' from 16.2 to 17.4 ms of
- * task-clock (medians of 41 interleaved rounds; means 18.9 and 20.6), and
- * stayed in small pages. Returns the address, or -errno.
+ * set this way (557 KB, filled whole at start) took a 'select 1' from
+ * 16.2 to 17.4 ms of task-clock (medians of 41 interleaved rounds; means
+ * 18.9 and 20.6), and stayed in small pages. Returns the address, or
+ * -errno.
  */
-static long anon_huge(uint64_t len)
+static long anon_huge(uint64_t len, int huge)
 {
 	len = (len + 4095) & ~(uint64_t)4095;
-	if (len < HUGE_PAGE / 4)
+	if (!huge || len < HUGE_PAGE / 4)
 		return sys_mmap(0, len, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 	uint64_t hl = (len + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
 	long t = sys_mmap(0, hl + HUGE_PAGE, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);

@@ -143,9 +143,7 @@ static uint64_t sw_module_new(struct stint_module *m, uint64_t base)
 	 * 1,309 cold sites 33.1 -> 26.7. One with few cold sites lists few,
 	 * and a fresh huge page can cost the hypervisor as much as its small
 	 * ones: 3 ms more on a retiring rewrite, which keeps small pages. */
-	long a = (m->flags & STINT_MF_LOGGED) && ncold < 256
-			 ? sys_mmap(0, size, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0)
-			 : anon_huge(size);
+	long a = anon_huge(size, !((m->flags & STINT_MF_LOGGED) && ncold < 256));
 	if (sys_failed(a))
 		return 0;
 	struct sw_mod *s = (struct sw_mod *)a;
