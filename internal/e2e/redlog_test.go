@@ -1137,7 +1137,7 @@ func TestLogLoadList(t *testing.T) {
 		evs := map[key]bool{}
 		for _, tr := range readTraces(t, traces) {
 			for _, ev := range tr.Events {
-				if _, refused := ev.Kind.Refused(); refused || !ev.Kind.IsRecord() {
+				if eventOrRefusal(ev.Kind) {
 					evs[key{ev.Kind, ev.SrcModule, ev.DstModule, ev.Src, ev.Dst, ev.Value}] = true
 				}
 			}

@@ -623,24 +623,40 @@ func TestLateRecord(t *testing.T) {
 	if len(trs) != 1 {
 		t.Fatalf("%d traces, want 1", len(trs))
 	}
-	ps := formats.Periods(trs[0].Events)
-	// Events after start+enabled, with 200 us for the TSC-to-clock
-	// conversion, up to the next period's start.
-	late, closed := 0, 0
-	for i, p := range ps {
-		if i+1 == len(ps) || p.Enabled >= ps[i+1].Start-p.Start {
-			continue
-		}
-		closed++
-		late += eventsWithin(trs[0].Events, p.Start+p.Enabled+200000, ps[i+1].Start)
-	}
-	t.Logf("%d periods, %d closed early, %d events recorded after the gate closed", len(ps), closed, late)
+	late, closed := afterGate(trs[0].Events, func(k formats.Kind) bool { return !k.IsRecord() })
+	t.Logf("%d periods closed early, %d events recorded after the gate closed", closed, late)
 	if closed == 0 {
 		t.Fatal("no period's gate closed: the budget is too large for this test")
 	}
 	if late == 0 {
 		t.Error("no event was recorded after a period's gate closed: sites first run then were switched off unrecorded")
 	}
+}
+
+// afterGate counts the rows of kinds keep writes after a period's gate
+// closed (after start+enabled, with 200 us for the TSC-to-clock
+// conversion, up to the next period's start), and the periods whose gate
+// closed before their end.
+func afterGate(events []formats.Event, keep func(formats.Kind) bool) (late, closed int) {
+	ps := formats.Periods(events)
+	for i, p := range ps {
+		if i+1 == len(ps) || p.Enabled >= ps[i+1].Start-p.Start {
+			continue
+		}
+		closed++
+		for _, e := range events {
+			if keep(e.Kind) && e.Time > p.Start+p.Enabled+200000 && e.Time < ps[i+1].Start {
+				late++
+			}
+		}
+	}
+	return late, closed
+}
+
+// eventOrRefusal: an event row, or a refusal row of a redundancy log.
+func eventOrRefusal(k formats.Kind) bool {
+	_, refused := k.Refused()
+	return refused || !k.IsRecord()
 }
 
 // TestRegionNoLateRecord: the paper's region logs do not record late.
@@ -669,20 +685,10 @@ func TestRegionNoLateRecord(t *testing.T) {
 		if len(trs) != 1 {
 			t.Fatalf("run %d: %d traces, want 1", i, len(trs))
 		}
-		ps := formats.Periods(trs[0].Events)
-		for j, p := range ps {
-			if j+1 == len(ps) || p.Enabled >= ps[j+1].Start-p.Start {
-				continue
-			}
-			closed++
-			for _, e := range trs[0].Events {
-				if _, refused := e.Kind.Refused(); (refused || !e.Kind.IsRecord()) && e.Time > p.Start+p.Enabled+200000 && e.Time < ps[j+1].Start {
-					late++
-				}
-			}
-		}
+		l, c := afterGate(trs[0].Events, eventOrRefusal)
+		late, closed = late+l, closed+c
 		for _, e := range trs[0].Events {
-			if _, refused := e.Kind.Refused(); refused || !e.Kind.IsRecord() {
+			if eventOrRefusal(e.Kind) {
 				rows++
 			}
 		}
