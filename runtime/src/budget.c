@@ -454,12 +454,14 @@ static uint64_t call_charge(struct stint_global *g, uint64_t d, int grew)
  * to every run whose budget is spent at the same point (start-up code
  * that runs once, at the same time in every run, was never recorded by
  * any). The switching is switching time, reported in this period's
- * switch row, the recording is not; neither comes out of this period's
- * budget, which is spent, and both come in amounts nobody can set aside
- * (how many sites run for the first time after that is not known), so
- * they are charged to the next period: its used time starts with this
- * debt. Over periods every ns is charged; a period's overshoot is not
- * made of work its budget could not have foreseen. What is owed so far
+ * switch row, the recording is not. Both are charged when the period
+ * ends (period_roll): to it as far as its budget has room (the gate
+ * closes early by a reserve for such switching, sw_off_reserve), the
+ * rest to the next periods as debt: they come in amounts nobody can set
+ * aside exactly (how many sites run for the first time after the gate
+ * closed is not known). Over periods every ns is charged; a period's
+ * overshoot is not made of work its budget could not have foreseen,
+ * except in the last period, which has no next one. What is owed so far
  * caps the recording at half a budget a period (then a site is switched
  * off unrecorded, as before, and counted as suppressed, as is a call
  * that had nothing new). The paper's region logs never record late:
@@ -472,7 +474,7 @@ static void sw_closed_call(struct stint_global *g, struct stint_module *m, struc
 {
 	uint64_t len0 = __atomic_load_n(&g->file_len, __ATOMIC_RELAXED);
 	uint64_t t0 = rdtsc();
-	/* borrowed from the next period: at most half a budget (none when
+	/* charged at the period's end, perhaps to the next: at most half a budget (none when
 	 * the budget is zero: QoS wants the program left alone) */
 	uint64_t owed = __atomic_load_n(&g->late_tsc, __ATOMIC_RELAXED) + __atomic_load_n(&g->sw_lazy_tsc, __ATOMIC_RELAXED);
 	int r = !g->region_mode && owed < __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED) / 2 ? record_probe(g, m, p, v, rs) : 0;
@@ -554,18 +556,33 @@ static uint64_t sw_reserve(struct stint_global *g, uint64_t n)
 	return n * g->sw_site_tsc * 5 / 4 + sw_fixed(g);
 }
 
-/* What switching off the listed sites now on is kept in reserve for: a
+/*
+ * What switching off the listed sites now on is kept in reserve for: a
  * batch's fixed part even when the count of those on (an estimate) is 0
  * (the self batch of a single-threaded program's sync sites comes with
- * it), and a stall (SW_STALL_NS); nothing while none was ever listed
- * (sw_all_off runs no batch). */
+ * it), a stall (SW_STALL_NS), and the switching that comes after the
+ * gate closes (sites switching themselves off, batches of waiting
+ * sites: sw_lazy_tsc), a quarter more than its high mark over the
+ * recent periods whose gate closed (falling by a sixteenth a period),
+ * at most an eighth of the budget, even while no batch left sites on.
+ * That switching is charged to its own period as far as the budget has
+ * room (period_roll), so the reserve is spent, not lost; what does not
+ * fit is the next periods' debt, except in the last period, which has
+ * no next one: before this reserve (session 33) the region logs, which
+ * spend every period's budget, ended each run 0.1-0.5 ms over. Nothing
+ * while none was ever listed (sw_all_off runs no batch).
+ */
 static uint64_t sw_off_reserve(struct stint_global *g)
 {
-	if (!g->sw_on || !g->sw_is_on || !__atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED))
+	if (!g->sw_on || !__atomic_load_n(&g->sw_listed, __ATOMIC_RELAXED))
 		return 0;
-	uint64_t stall = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED) / 64;
+	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
+	uint64_t stall = budget / 64, lazy = g->sw_lazy_hi * 5 / 4;
 	stall = g->sw_stall_tsc < stall ? g->sw_stall_tsc : stall;
-	return sw_reserve(g, __atomic_load_n(&g->sw_listed_on, __ATOMIC_RELAXED)) + stall;
+	lazy = lazy < budget / 8 ? lazy : budget / 8;
+	if (!g->sw_is_on)
+		return lazy; /* sites the file left on, or that switched on for a call, still switch off */
+	return sw_reserve(g, __atomic_load_n(&g->sw_listed_on, __ATOMIC_RELAXED)) + stall + lazy;
 }
 
 /* Set gate word 1 of every module that has switchable sites. */
@@ -610,9 +627,10 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
 	/* Sites waiting in SW_PEND got there by running after the budget
 	 * was spent or the window ended, as the sites of sw_closed_call do,
 	 * and a window's end (or a rearm's) comes when the budget has
-	 * decided nothing: their cost is the next period's debt, so that it
-	 * neither closes this period's gate early (the first run of new code
-	 * is what the budget is for) nor lands after its end. */
+	 * decided nothing: their cost is charged at the period's end, as the
+	 * closed calls' is (period_roll), so that it does not close this
+	 * period's gate early (the first run of new code is what the budget
+	 * is for); what does not fit is the next periods' debt. */
 	if (flags & (SWB_PEND_ONLY | SWB_KEEP_FRESH | SWB_DEBT)) {
 		__atomic_fetch_add(&g->sw_lazy_tsc, d, __ATOMIC_RELAXED);
 		charge = 0;
@@ -633,8 +651,8 @@ static uint64_t sw_timed(struct stint_global *g, int on, int flags, int charge)
  * reserved for (budget_charge) and is charged as it runs, once a period:
  * sites switched on after that (a call's callee's rets, rets.c; readees)
  * were switched on by calls after the gate closed, so switching them off
- * again is, like those calls, the next period's debt, as at a window's
- * end (sw_timed). */
+ * again is, like those calls, charged at the period's end, as at a
+ * window's end (sw_timed). */
 static void sw_all_off(struct stint_global *g, int window)
 {
 	int flags = SWB_KEEP_FRESH;
@@ -955,9 +973,8 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
 	int spent = !g->budget_ns;
 	if (g->sw_debt_tsc && !last) {
-		/* last period's switching after its budget was spent (sites
-		 * switching themselves off, batches of waiting sites), and what
-		 * earlier periods could not pay */
+		/* what earlier periods' switching and recording after their
+		 * gates closed left over their budgets (period_roll) */
 		uint64_t debt = g->sw_debt_tsc, reserve = sw_off_reserve(g), pay = debt;
 		uint64_t room = __atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED) + reserve;
 		room = budget > room ? budget - room : 0;
@@ -1057,9 +1074,22 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t ons = __atomic_exchange_n(&g->sw_ons, 0, __ATOMIC_ACQ_REL);
 	uint64_t offs = __atomic_exchange_n(&g->sw_offs, 0, __ATOMIC_ACQ_REL);
 	uint64_t lazy = __atomic_exchange_n(&g->sw_lazy_tsc, 0, __ATOMIC_ACQ_REL);
-	/* switching not charged as it ran, except the sites' own (next period's debt) */
+	/* switching not charged as it ran, except the sites' own (below) */
 	used += sw > g->sw_charged_tsc + lazy ? sw - g->sw_charged_tsc - lazy : 0;
-	g->sw_debt_tsc += lazy + __atomic_exchange_n(&g->late_tsc, 0, __ATOMIC_ACQ_REL); /* after a carry */
+	/* What came after the gate closed or the window ended (sites that
+	 * switched or recorded on their way off, batches of waiting sites):
+	 * this period's as far as its budget has room (sw_off_reserve keeps
+	 * room for the switching), the rest the next periods' debt (added
+	 * after a carry). A zero budget (QoS) pays it at once. */
+	uint64_t own = lazy + __atomic_exchange_n(&g->late_tsc, 0, __ATOMIC_ACQ_REL), pay = own;
+	if (g->budget_ns && used + own > budget_tsc)
+		pay = budget_tsc > used ? budget_tsc - used : 0;
+	used += pay;
+	g->sw_debt_tsc += own - pay;
+	if (closed && !last) {
+		uint64_t hi = g->sw_lazy_hi - g->sw_lazy_hi / 16;
+		g->sw_lazy_hi = lazy > hi ? lazy : hi;
+	}
 	if (last) {
 		/* no next period to pay it: the last one is charged its own */
 		used += g->sw_debt_tsc;

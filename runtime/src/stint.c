@@ -378,8 +378,9 @@ struct stint_global {
 	uint64_t sw_window_ns;       /* how long listed sites stay on per period (0: the budget) */
 	uint64_t sw_tsc;             /* switching cost this period (batches and closed calls) */
 	uint64_t sw_charged_tsc;     /* the part of sw_tsc already in used_tsc (switching on) */
-	uint64_t sw_lazy_tsc;        /* the part of sw_tsc spent by sites switching themselves off */
-	uint64_t sw_debt_tsc;        /* last period's sw_lazy_tsc and late_tsc, and what earlier periods carried: charged at this period's start, up to its budget */
+	uint64_t sw_lazy_tsc;        /* the part of sw_tsc after the gate closed or the window ended (sites switching themselves off, batches of waiting sites): charged at the period's end */
+	uint64_t sw_lazy_hi;         /* high mark of sw_lazy_tsc in periods whose gate closed, falling by a sixteenth a period (budget.c, sw_off_reserve) */
+	uint64_t sw_debt_tsc;        /* what earlier periods' sw_lazy_tsc and late_tsc left over their budget: charged at this period's start, up to its budget */
 	uint64_t late_tsc;           /* recording by sites that called after the gate closed (sw_closed_call) */
 	uint64_t sw_pend_mono;       /* when the last batch of SW_PEND sites ended (CLOCK_MONOTONIC ns) */
 	uint64_t sw_rearm_end;       /* when this period's rearm ends (CLOCK_MONOTONIC ns), 0 = none running */
@@ -1981,7 +1982,7 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 	if (UNLIKELY(__atomic_load_n(&p->state, __ATOMIC_RELAXED) == PROBE_RETWATCH)) {
 		/* a logged call whose return is still to see (rets.c): what it
 		 * costs is charged as a suppressed call, or with the gate
-		 * closed as the next period's debt (sw_closed_call) */
+		 * closed at the period's end (sw_closed_call) */
 		uint64_t t0 = rdtsc();
 		ret_watched(g, m, p);
 		if (GATE_CLOSED(g))

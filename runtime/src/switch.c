@@ -860,7 +860,7 @@ static int sw_alone(struct stint_global *g)
  * state the period thread last asked for (sw_self_gen), if the program
  * still has one thread; else hand them back to the period thread (the
  * ones to go off wait in SW_PEND, when it may park threads). Its time is
- * switching time, charged to the next period like a closed call's.
+ * switching time, charged at the period's end like a closed call's.
  */
 static void sw_self_batch(struct stint_global *g)
 {
@@ -1139,7 +1139,7 @@ static void sw_period_upkeep(struct stint_global *g)
 #define SWB_OPEN_ONLY  1 /* only open-ended sites */
 #define SWB_KEEP_FRESH 2 /* not the fresh ones */
 #define SWB_PEND_ONLY  4 /* (off) only sites waiting in SW_PEND */
-#define SWB_DEBT       8 /* (budget.c, sw_timed) the next period's debt; sw_batch ignores it */
+#define SWB_DEBT       8 /* (budget.c, sw_timed) charged at the period's end; sw_batch ignores it */
 
 static void sync_core(void)
 {
@@ -1514,7 +1514,7 @@ static uint64_t sw_readees(struct stint_global *g, int on, int flags, uint64_t *
  * readers. Their passes serialise every core, which costs much more than
  * the stores (IPIs; far more on a VM), so they are left out of the batch
  * the budget reserves for and come as the sites that run after the
- * budget is spent do: their cost is the next period's debt. At the
+ * budget is spent do: their cost is charged at the period's end. At the
  * window's end (SWB_KEEP_FRESH) a readee stays on while a reader is
  * kept on.
  */
