@@ -474,8 +474,9 @@ static void sw_closed_call(struct stint_global *g, struct stint_module *m, struc
 {
 	uint64_t len0 = __atomic_load_n(&g->file_len, __ATOMIC_RELAXED);
 	uint64_t t0 = rdtsc();
-	/* charged at the period's end, perhaps to the next: at most half a budget (none when
-	 * the budget is zero: QoS wants the program left alone) */
+	/* charged at the period's end, perhaps to the next: at most half a
+	 * budget (none when the budget is zero: QoS wants the program left
+	 * alone) */
 	uint64_t owed = __atomic_load_n(&g->late_tsc, __ATOMIC_RELAXED) + __atomic_load_n(&g->sw_lazy_tsc, __ATOMIC_RELAXED);
 	int r = !g->region_mode && owed < __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED) / 2 ? record_probe(g, m, p, v, rs) : 0;
 	if (r)
