@@ -41,7 +41,7 @@ func TestABIMirror(t *testing.T) {
 			}
 		}
 	}
-	if seen["K"] != int(MaxKind)+int(KindPeriodSwitch-KindPeriod+1) || seen["TOOL"] != int(ToolBlock) {
+	if seen["K"] != int(MaxKind)+int(KindPeriodClose-KindPeriod+1) || seen["TOOL"] != int(ToolBlock) {
 		t.Errorf("found %d kinds and %d tools in stint_abi.h, want %d and %d", seen["K"], seen["TOOL"], MaxKind, ToolBlock)
 	}
 }

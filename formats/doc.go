@@ -56,7 +56,7 @@
 //	log_policy     "exact", "hash", "bst" or "merger" (absent: no log)
 //
 // Rows of the record kinds ([KindPeriod], [KindPeriodStats],
-// [KindPeriodQoS], [KindPeriodSwitch], [KindRunEnd]) are not events: the
+// [KindPeriodQoS], [KindPeriodSwitch], [KindPeriodClose], [KindRunEnd]) are not events: the
 // runtime's per-period budget records and its end-of-run record,
 // interleaved with the events.
 //

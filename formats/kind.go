@@ -33,8 +33,8 @@ const MaxKind = KindContext
 // written with tid 0 and src_module = dst_module = NoModule. A budgeted
 // run writes one KindPeriod and one KindPeriodStats row per period (and a
 // KindPeriodQoS row when a QoS metric drives the budget, a
-// KindPeriodSwitch row when the off-switch is on), all with the
-// period's start as time; KindRunEnd is written once when the process
+// KindPeriodSwitch row when the off-switch is on, a KindPeriodClose row
+// when the period's gate closed), all with the period's start as time; KindRunEnd is written once when the process
 // leaves through exit or a fatal signal. See [Period].
 const (
 	// src = period index (0 = first), dst = budget granted (ns),
@@ -58,6 +58,23 @@ const (
 	// budget is spent), value = time the switching took (ns, part of
 	// the KindPeriod row's used time). Written when the off-switch is on.
 	KindPeriodSwitch Kind = 36
+	// The period's gate closed (its budget was spent): src = how
+	// (CloseByCharge, CloseAtStart or CloseAtRoll), dst = the reserve
+	// the close kept (ns: what switching the sites still on off, and
+	// the switching that follows a close, were expected to cost), value
+	// = the budget used when it closed (ns). A gate closes once used +
+	// reserve reaches the budget, so a period can end up to the reserve
+	// under its budget; the switching it was kept for is in the
+	// KindPeriod row's used time. Written for each period whose gate
+	// closed.
+	KindPeriodClose Kind = 37
+)
+
+// How a period's gate closed: a [KindPeriodClose] row's src.
+const (
+	CloseByCharge = 1 // a probe's charge brought used + reserve to the budget
+	CloseAtStart  = 2 // at the period's start: no budget, or earlier periods' debt spent it
+	CloseAtRoll   = 3 // at the period's end: a charge spent it but had not closed the gate yet
 )
 
 // RunEndStatusUnknown is a KindRunEnd row's src when the runtime did not
@@ -68,7 +85,7 @@ const RunEndStatusUnknown = 0xFFFFFFFF
 // a period record, the run end, or a refusal.
 func (k Kind) IsRecord() bool {
 	_, refused := k.Refused()
-	return k >= KindPeriod && k <= KindPeriodSwitch || refused
+	return k >= KindPeriod && k <= KindPeriodClose || refused
 }
 
 // KindRefusedBase + an event kind marks a refusal: an event that
@@ -120,6 +137,8 @@ func (k Kind) String() string {
 		return "run-end"
 	case KindPeriodSwitch:
 		return "period-switch"
+	case KindPeriodClose:
+		return "period-close"
 	}
 	if e, ok := k.Refused(); ok {
 		return "refused-" + kindNames[e]
@@ -137,7 +156,7 @@ func ParseKind(s string) (Kind, error) {
 			return k, nil
 		}
 	}
-	for _, k := range []Kind{KindPeriod, KindPeriodStats, KindPeriodQoS, KindRunEnd, KindPeriodSwitch} {
+	for _, k := range []Kind{KindPeriod, KindPeriodStats, KindPeriodQoS, KindRunEnd, KindPeriodSwitch, KindPeriodClose} {
 		if k.String() == n {
 			return k, nil
 		}
@@ -147,7 +166,7 @@ func ParseKind(s string) (Kind, error) {
 			return KindRefusedBase + k, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown kind %q (want one of %s; period, period-stats, period-qos, run-end; or refused-EVENT)", s, strings.Join(kindNames[1:], ", "))
+	return 0, fmt.Errorf("unknown kind %q (want one of %s; period, period-stats, period-qos, period-switch, period-close, run-end; or refused-EVENT)", s, strings.Join(kindNames[1:], ", "))
 }
 
 // Tool is what a rewritten module traces. The values mirror the

@@ -7,8 +7,9 @@ import (
 
 // Period is one budget period of a run, assembled from its record rows
 // ([KindPeriod], [KindPeriodStats] and, when a QoS metric drove the
-// budget, [KindPeriodQoS]; [KindPeriodSwitch] with the off-switch), which the runtime writes with the period's
-// start as their time.
+// budget, [KindPeriodQoS]; [KindPeriodSwitch] with the off-switch;
+// [KindPeriodClose] when its gate closed), which the runtime writes with
+// the period's start as their time.
 type Period struct {
 	HasBudget bool   // a KindPeriod row was found for this period
 	Index     uint64 // period index, 0 = the first
@@ -31,12 +32,27 @@ type Period struct {
 	SwitchedOn  uint64 // sites switched back on at the period's start
 	SwitchedOff uint64 // sites switched off during the period
 	SwitchNS    uint64 // ns the switching took (included in Used)
+
+	HasClose     bool   // a KindPeriodClose row was found: the period's gate closed
+	ClosedHow    uint64 // CloseByCharge, CloseAtStart or CloseAtRoll
+	CloseReserve uint64 // ns the close kept in reserve
+	CloseUsed    uint64 // ns of budget used when the gate closed
+}
+
+// HeldBack is how much of the budget the close left for the switching it
+// kept a reserve for: Granted - CloseUsed, or 0 if the gate did not close
+// (or the period has no KindPeriod row, or closed over its budget).
+func (p Period) HeldBack() uint64 {
+	if !p.HasClose || !p.HasBudget || p.CloseUsed >= p.Granted {
+		return 0
+	}
+	return p.Granted - p.CloseUsed
 }
 
 // PeriodBuilder assembles [Period] values from a stream of rows. Rows of
 // one period are matched by their time (the period's start): a
 // KindPeriod row opens the period, and KindPeriodStats, KindPeriodQoS and
-// KindPeriodSwitch rows with the same time complete it, in either order. A stats or QoS
+// KindPeriodSwitch and KindPeriodClose rows with the same time complete it, in either order. A stats or QoS
 // row whose KindPeriod row is missing (a trace cut between them) still
 // makes a period, with HasBudget false and Index, Granted and Used zero.
 //
@@ -50,7 +66,7 @@ type PeriodBuilder struct {
 // [PeriodBuilder] consumes).
 func (k Kind) IsPeriod() bool {
 	switch k {
-	case KindPeriod, KindPeriodStats, KindPeriodQoS, KindPeriodSwitch:
+	case KindPeriod, KindPeriodStats, KindPeriodQoS, KindPeriodSwitch, KindPeriodClose:
 		return true
 	}
 	return false
@@ -82,6 +98,9 @@ func (b *PeriodBuilder) Add(e Event) bool {
 	case KindPeriodSwitch:
 		p.HasSwitch = true
 		p.SwitchedOn, p.SwitchedOff, p.SwitchNS = e.Src, e.Dst, e.Value
+	case KindPeriodClose:
+		p.HasClose = true
+		p.ClosedHow, p.CloseReserve, p.CloseUsed = e.Src, e.Dst, e.Value
 	}
 	return true
 }

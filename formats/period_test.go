@@ -46,6 +46,12 @@ func TestPeriods(t *testing.T) {
 		}, []Period{
 			{HasBudget: true, Index: 0, Start: 100, Granted: 10000, Used: 9000, HasSwitch: true, SwitchedOn: 12, SwitchedOff: 30, SwitchNS: 4500},
 		}},
+		{"close row", []Event{
+			{Kind: KindPeriodClose, Time: 100, SrcModule: NoModule, DstModule: NoModule, Src: CloseByCharge, Dst: 700, Value: 9400},
+			periodRow(100, 0, 10000, 9900),
+		}, []Period{
+			{HasBudget: true, Index: 0, Start: 100, Granted: 10000, Used: 9900, HasClose: true, ClosedHow: CloseByCharge, CloseReserve: 700, CloseUsed: 9400},
+		}},
 		{"stats without period (cut)", []Event{statsRow(300, 1, 2, 3)}, []Period{
 			{Start: 300, HasStats: true, Recorded: 1, Suppressed: 2, Enabled: 3},
 		}},
@@ -66,10 +72,26 @@ func TestPeriods(t *testing.T) {
 	}
 }
 
+func TestPeriodHeldBack(t *testing.T) {
+	for _, tt := range []struct {
+		p    Period
+		want uint64
+	}{
+		{Period{HasBudget: true, Granted: 10000, HasClose: true, CloseUsed: 9400}, 600},
+		{Period{HasBudget: true, Granted: 10000, HasClose: true, CloseUsed: 10400}, 0},
+		{Period{HasBudget: true, Granted: 10000, CloseUsed: 9400}, 0},
+		{Period{Granted: 10000, HasClose: true, CloseUsed: 9400}, 0},
+	} {
+		if have := tt.p.HeldBack(); have != tt.want {
+			t.Errorf("%+v: HeldBack() = %d, want %d", tt.p, have, tt.want)
+		}
+	}
+}
+
 func TestPeriodBuilderAdd(t *testing.T) {
 	var b PeriodBuilder
 	for k := Kind(0); k < 40; k++ {
-		want := k == KindPeriod || k == KindPeriodStats || k == KindPeriodQoS || k == KindPeriodSwitch
+		want := k == KindPeriod || k == KindPeriodStats || k == KindPeriodQoS || k == KindPeriodSwitch || k == KindPeriodClose
 		if have := b.Add(Event{Kind: k}); have != want {
 			t.Errorf("Add(kind %s) = %v, want %v", k, have, want)
 		}

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "035113b0c201e1b6c975b7f239bd2bd1edd3c0db9f65b96492f3e00a6776099d"
+const BlobSHA256 = "739f2fb966278aee95445bca57ab73e503fa92650f1e6361dc1b22d40e779c1c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

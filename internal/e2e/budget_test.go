@@ -44,6 +44,49 @@ func periods(t *testing.T, tr *formats.Trace) []period {
 	return ps
 }
 
+// checkCloses checks the period-close rows of a trace against its
+// periods: a close row for each period whose gate closed before its end
+// and for none other (the last period, cut short by the exit, may have
+// one or not); a known way of closing; a close by a charge or at the
+// roll only once used + reserve reached the budget, and with no more
+// used then than in the whole period (both allow 1%: the runtime
+// compares ticks and writes ns with a calibration refined at each
+// roll). Returns how many closes kept a reserve.
+func checkCloses(t *testing.T, events []formats.Event) (closes, reserved int) {
+	t.Helper()
+	ps := formats.Periods(events)
+	for i, p := range ps {
+		last := i+1 == len(ps)
+		early := !last && p.HasStats && p.Enabled < ps[i+1].Start-p.Start
+		if !p.HasClose {
+			if early {
+				t.Errorf("period %d: gate closed after %d ns, but no period-close row", p.Index, p.Enabled)
+			}
+			continue
+		}
+		closes++
+		if p.CloseReserve > 0 {
+			reserved++
+		}
+		if !last && p.HasStats && !early {
+			t.Errorf("period %d: a period-close row (%+v), but the gate was open to the end", p.Index, p)
+		}
+		switch p.ClosedHow {
+		case formats.CloseByCharge, formats.CloseAtRoll:
+			if reach := p.CloseUsed + p.CloseReserve; reach < p.Granted-p.Granted/100 {
+				t.Errorf("period %d: closed with %d ns used and %d in reserve, short of the budget %d", p.Index, p.CloseUsed, p.CloseReserve, p.Granted)
+			}
+			if p.CloseUsed > p.Used+p.Used/100 {
+				t.Errorf("period %d: %d ns used at the close, %d in the whole period", p.Index, p.CloseUsed, p.Used)
+			}
+		case formats.CloseAtStart:
+		default:
+			t.Errorf("period %d: closed how %d", p.Index, p.ClosedHow)
+		}
+	}
+	return closes, reserved
+}
+
 // eventsWithin counts the events (not the runtime's rows) written after
 // from and before to.
 func eventsWithin(events []formats.Event, from, to uint64) int {
@@ -173,6 +216,12 @@ func TestBudgetAccounting(t *testing.T) {
 	}
 	if recorded > uint64(len(events)) {
 		t.Errorf("periods record %d events, the file has %d", recorded, len(events))
+	}
+	// --every: no off-switch, so no reserve, and a gate closes when the
+	// budget is spent, not before
+	closes, reserved := checkCloses(t, tr.Events)
+	if closes < spent || reserved > 0 {
+		t.Errorf("%d period-close rows (%d with a reserve) for %d spent periods", closes, reserved, spent)
 	}
 	t.Logf("%d periods, budget used up in %d, %d events", len(ps), spent, len(events))
 }
@@ -437,7 +486,11 @@ func TestRunEnd(t *testing.T) {
 					// thread at exit, and the period thread is locked
 					// out meanwhile).
 					// (and its period-switch row: the off-switch is on)
+					// (and a period-close row if its gate closed)
 					want := []formats.Kind{formats.KindPeriod, formats.KindPeriodStats, formats.KindPeriodSwitch}
+					if len(beforeEnd) == len(want)+1 && beforeEnd[len(want)] == formats.KindPeriodClose {
+						beforeEnd = beforeEnd[:len(want)]
+					}
 					if !slices.Equal(beforeEnd, want) {
 						t.Errorf("rows before the run end: %v, want the partial period's period and period-stats rows", beforeEnd)
 					}

@@ -673,7 +673,7 @@ func TestRegionNoLateRecord(t *testing.T) {
 	dir := t.TempDir()
 	rewritten(t, lib, dir, rewrite.Options{Budget: "1%", Period: "50ms"})
 	logPath := filepath.Join(dir, "hash.log")
-	late, closed, rows := 0, 0, 0
+	late, closed, rows, reserved := 0, 0, 0, 0
 	for i := 0; i < 2; i++ { // a fresh log, then one that refuses
 		traces := filepath.Join(dir, fmt.Sprintf("traces%d", i))
 		env := append(traceEnv(traces), "LD_LIBRARY_PATH="+dir, "STINT_LOG="+logPath, "STINT_LOG_POLICY=hash")
@@ -687,15 +687,20 @@ func TestRegionNoLateRecord(t *testing.T) {
 		}
 		l, c := afterGate(trs[0].Events, eventOrRefusal)
 		late, closed = late+l, closed+c
+		_, r := checkCloses(t, trs[0].Events)
+		reserved += r
 		for _, e := range trs[0].Events {
 			if eventOrRefusal(e.Kind) {
 				rows++
 			}
 		}
 	}
-	t.Logf("%d periods closed early, %d event and refusal rows, %d of them after a gate closed", closed, rows, late)
+	t.Logf("%d periods closed early (%d with a reserve), %d event and refusal rows, %d of them after a gate closed", closed, reserved, rows, late)
 	if closed == 0 || rows == 0 {
 		t.Fatal("no period's gate closed, or nothing recorded: the test did not exercise the budget")
+	}
+	if reserved == 0 {
+		t.Error("no gate closed keeping a reserve for the off-switch, which lists sites in these runs")
 	}
 	if late > 0 {
 		t.Errorf("%d events or refusals were written after a gate closed in a hash-policy run", late)

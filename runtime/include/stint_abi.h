@@ -50,6 +50,10 @@
 #define STINT_K_PERIOD_STATS  33 /* src = events recorded, dst = suppressed, value = enabled ns */
 #define STINT_K_PERIOD_QOS    34 /* src = metric, dst = threshold (double bits), value = computed ns */
 #define STINT_K_PERIOD_SWITCH 36 /* src = sites switched on at the start, dst = sites switched off, value = switching ns (in the period's used) */
+#define STINT_K_PERIOD_CLOSE  37 /* the gate closed: src = how (STINT_CLOSE_*), dst = reserve ns kept, value = used ns then */
+#define STINT_CLOSE_CHARGE    1  /* period-close src: a probe's charge spent the budget (used + reserve) */
+#define STINT_CLOSE_START     2  /* at the period's start: no budget, or earlier periods' debt spent it */
+#define STINT_CLOSE_ROLL      3  /* at the period's end: a charge spent it but had not closed the gate */
 #define STINT_K_RUN_END       35 /* time = end, src = exit status or STINT_RUN_END_UNKNOWN, value = run ns */
 #define STINT_RUN_END_UNKNOWN 0xffffffffu /* run-end src: exit status not seen (exit through DT_FINI) */
 /* STINT_K_REFUSED + event kind: the log refused the event (once per run) */

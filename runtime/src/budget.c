@@ -717,6 +717,22 @@ static void sw_rearm_over(struct stint_global *g)
 static void sleep_until(uint64_t mono_ns);
 
 /*
+ * Note how this period's gate closed (STINT_CLOSE_*), what the period
+ * had used then and what the close kept in reserve (sw_off_reserve), for
+ * its KindPeriodClose row: a gate closes when used + reserve reaches the
+ * budget, so a period may end with up to the reserve unspent (switching
+ * that the reserve was kept for and that did not happen), which the row
+ * lets a reader tell from a bug. Written by whoever closes the gate,
+ * read by the period roll.
+ */
+static void close_note(struct stint_global *g, uint32_t how, uint64_t used, uint64_t reserve)
+{
+	g->close_how = how;
+	g->close_used_tsc = used;
+	g->close_reserve_tsc = reserve;
+}
+
+/*
  * Charge a probe call that started at t0 to the period's budget
  * (call_charge); close the gates when it is spent. recorded: whether the
  * call wrote an event; grew: whether it extended the trace file.
@@ -752,6 +768,7 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 	 * (a charge added after the roll is seen by the next call) */
 	if (__atomic_compare_exchange_n(&g->gate_closed, &gw, gw | 1u, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 		g->closed_at_tsc = t1;
+		close_note(g, STINT_CLOSE_CHARGE, used, reserve);
 		gates_set(g, STINT_GATE_CLOSED);
 		sw_request(g, SW_REQ_OFF);
 	}
@@ -973,6 +990,7 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	g->sw_no_window = 1;
 	uint64_t budget = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
 	int spent = !g->budget_ns;
+	uint64_t used0 = 0, reserve0 = 0;
 	if (g->sw_debt_tsc && !last) {
 		/* what earlier periods' switching and recording after their
 		 * gates closed left over their budgets (period_roll) */
@@ -995,9 +1013,12 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 		 * a zero budget does: the gate stays closed, nothing is switched
 		 * on, and what is on is switched off as when a probe spends it. */
 		spent = spent || used + reserve >= budget;
+		used0 = used;
+		reserve0 = reserve;
 	}
 	if (spent) {
 		g->closed_at_tsc = now_tsc;
+		close_note(g, STINT_CLOSE_START, used0, reserve0);
 		__atomic_fetch_or(&g->gate_closed, 1u, __ATOMIC_ACQ_REL);
 		gates_set(g, STINT_GATE_CLOSED);
 		if (g->sw_on && g->sw_is_on && !last)
@@ -1064,11 +1085,13 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	uint64_t closed = __atomic_fetch_add(&g->gate_closed, 2u, __ATOMIC_ACQ_REL) & 1u;
 	uint64_t budget_tsc = __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED);
 	uint64_t used = __atomic_exchange_n(&g->used_tsc, 0, __ATOMIC_ACQ_REL);
-	if (!closed && g->budget_ns && used + sw_off_reserve(g) >= budget_tsc) {
+	uint64_t reserve = sw_off_reserve(g);
+	if (!closed && g->budget_ns && used + reserve >= budget_tsc) {
 		/* spent by a charge that had not closed the gate yet, and now
 		 * never will: the period ended spent when that charge did */
 		uint64_t at = __atomic_load_n(&g->spend_tsc, __ATOMIC_RELAXED);
 		g->closed_at_tsc = at >= g->period_tsc0 && at <= now_tsc ? at : now_tsc;
+		close_note(g, STINT_CLOSE_ROLL, used, reserve);
 		closed = 1;
 	}
 	uint64_t sw = __atomic_exchange_n(&g->sw_tsc, 0, __ATOMIC_ACQ_REL);
@@ -1117,6 +1140,11 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	}
 	if (g->sw_on) {
 		emit_record(STINT_K_PERIOD_SWITCH, g->period_mono0, ons, offs, tsc_to_ns(g, sw));
+		rows++;
+	}
+	if (closed) {
+		emit_record(STINT_K_PERIOD_CLOSE, g->period_mono0, g->close_how, tsc_to_ns(g, g->close_reserve_tsc),
+			    tsc_to_ns(g, g->close_used_tsc));
 		rows++;
 	}
 	g->period_idx++;

@@ -350,6 +350,10 @@ struct stint_global {
 	uint64_t refused;            /* refusal rows written, this period */
 	uint64_t call_overhead_tsc;  /* cost of entering and leaving the runtime */
 	uint64_t closed_at_tsc;
+	uint64_t close_used_tsc;     /* what this period had used when its gate closed */
+	uint64_t close_reserve_tsc;  /* what that close kept in reserve (sw_off_reserve) */
+	uint32_t close_how;          /* STINT_CLOSE_* of this period's close */
+	uint32_t pad_close;
 	uint64_t spend_tsc;          /* the end of the last charge that spent (or was about to spend) the budget */
 	uint64_t test_charge_stall_ns; /* STINT_TEST_CHARGE_STALL (stint_abi.h) */
 	uint64_t test_readee_stall_ns; /* STINT_TEST_READEE_STALL (stint_abi.h) */
