@@ -32,7 +32,7 @@ Flags:
                       jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp,
                       ind-call, syscall, block, context; the runtime's rows
                       period, period-stats, period-qos, period-switch,
-                      run-end; refused-EVENT
+                      period-close, run-end; refused-EVENT
 
 A file cut inside a batch is printed up to the cut, then reported as an
 error (exit status 1).

@@ -40,15 +40,32 @@ func files(t *testing.T) map[string]string {
 		t.Fatal(err)
 	}
 	good := buf.Bytes()
+	// a budgeted run: period 0 closed by a charge, 2 us over; period 1 open
+	rec := func(k formats.Kind, t, src, dst, v uint64) formats.Event {
+		return formats.Event{Kind: k, Time: t, SrcModule: formats.NoModule, DstModule: formats.NoModule, Src: src, Dst: dst, Value: v}
+	}
+	var pbuf bytes.Buffer
+	pw, err := formats.NewWriter(&pbuf, run, mods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw.Write(events[0],
+		rec(formats.KindPeriod, 5000000000, 0, 10000000, 10002000),
+		rec(formats.KindPeriodClose, 5000000000, formats.CloseByCharge, 1000000, 8500000),
+		rec(formats.KindPeriod, 5100000000, 1, 10000000, 3000000))
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	var other bytes.Buffer
 	ow := ipc.NewWriter(&other, ipc.WithSchema(arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil)))
 	ow.Close()
 	m := map[string][]byte{
-		"good.arrow":  good,
-		"cut.arrow":   good[:len(good)-20],
-		"zeros.arrow": append(append([]byte(nil), good[:len(good)-8]...), make([]byte, 100)...),
-		"text.arrow":  []byte("this is not arrow\n"),
-		"other.arrow": other.Bytes(),
+		"good.arrow":    good,
+		"periods.arrow": pbuf.Bytes(),
+		"cut.arrow":     good[:len(good)-20],
+		"zeros.arrow":   append(append([]byte(nil), good[:len(good)-8]...), make([]byte, 100)...),
+		"text.arrow":    []byte("this is not arrow\n"),
+		"other.arrow":   other.Bytes(),
 	}
 	names := map[string]string{}
 	for n, b := range m {
@@ -129,6 +146,15 @@ func TestRun(t *testing.T) {
 				"threads    2\n    tid 10                    3  60.0%\n    tid 11                    2  40.0%",
 			},
 		},
+		{
+			name: "stats-periods", args: []string{"stats", f["periods.arrow"]}, code: 0,
+			out: []string{
+				"  periods    2 (budget 10ms); used median 10.002ms, max 10.002ms; 1 over budget (median 2µs, max 2µs)\n" +
+					"    1 gates closed: 1 by a probe's charge, 0 at the period's start, 0 at its end\n" +
+					"    at the close (medians): used 8.5ms, reserve kept 1ms; unspent at the end 0s\n",
+			},
+		},
+		{name: "stats-no-periods", args: []string{"stats", f["good.arrow"]}, code: 0, notOut: []string{"periods"}},
 		{
 			name: "stats-bad", args: []string{"stats", f["text.arrow"], f["good.arrow"], f["missing.arrow"]}, code: 1,
 			out:     []string{"events     5"},

@@ -37,8 +37,9 @@ Usage:
 Event kinds: jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp, ind-call,
 syscall, block, context (rewrite --context). The runtime's own rows:
 period, period-stats, period-qos, period-switch (what the off-switch did),
-run-end, and refused-EVENT (an event a redundancy log refused); --kind
-accepts them all.
+period-close (how a period's gate closed, the reserve it kept and the
+budget used then), run-end, and refused-EVENT (an event a redundancy log
+refused); --kind accepts them all.
 
 A file whose process was killed ends in zeros and reads cleanly up to
 its last sealed batch; a file cut inside a batch (copied while being

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stint-project/stint/formats"
@@ -17,8 +19,12 @@ const statsHelp = `Usage: trace stats FILE...
 
 Summarise each trace file: the run, how the file ended, the number of
 record batches and events, the distinct (src, dst, kind) triples, the time
-span, and counts per event kind, per module (as source and as
-destination) and per thread.
+span, counts per event kind, per module (as source and as destination)
+and per thread, and for a budgeted run its periods: how many, how many
+closed their gate early and how (a probe's charge, the period's start, the
+roll), the budget used (median, max), overshoots, and for the closed ones
+what was used when the gate closed, the reserve the close kept for the
+off-switch, and what of the budget was left unspent at the end.
 
 How a file ends:
   cleanly: end-of-stream marker     the process closed its trace
@@ -44,6 +50,7 @@ type fileStats struct {
 	distinct map[triple]struct{}
 	first    uint64
 	last     uint64
+	periods  formats.PeriodBuilder
 }
 
 type triple struct {
@@ -106,6 +113,7 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 			s.distinct[triple{e.SrcModule, e.DstModule, e.Kind, e.Src, e.Dst}] = struct{}{}
 			s.first = min(s.first, e.Time)
 			s.last = max(s.last, e.Time)
+			s.periods.Add(e)
 		}
 	}
 	end, endErr := r.End(), r.Err()
@@ -174,7 +182,74 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 	for _, t := range ts {
 		fmt.Fprintf(w, "    tid %-12d %10d %s\n", t.tid, t.n, pct(t.n))
 	}
+	printPeriods(w, s.periods.Periods())
 	return nil
+}
+
+// printPeriods summarises a run's budget periods (nothing if it has none).
+func printPeriods(w io.Writer, ps []formats.Period) {
+	var used, over, atClose, reserve, unspent []uint64
+	var how [4]int
+	granted := map[uint64]bool{}
+	for _, p := range ps {
+		if !p.HasBudget {
+			continue
+		}
+		granted[p.Granted] = true
+		used = append(used, p.Used)
+		if p.Overshoot > 0 {
+			over = append(over, p.Overshoot)
+		}
+		if p.HasClose {
+			if p.ClosedHow < uint64(len(how)) {
+				how[p.ClosedHow]++
+			} else {
+				how[0]++
+			}
+			atClose = append(atClose, p.CloseUsed)
+			reserve = append(reserve, p.CloseReserve)
+			unspent = append(unspent, p.Granted-min(p.Granted, p.Used))
+		}
+	}
+	if len(used) == 0 {
+		return
+	}
+	budget := "budgets vary"
+	if len(granted) == 1 {
+		for g := range granted {
+			budget = "budget " + ms(g)
+		}
+	}
+	fmt.Fprintf(w, "  periods    %d (%s); used median %s, max %s; %d over budget", len(used), budget, ms(median(used)), ms(slices.Max(used)), len(over))
+	if len(over) > 0 {
+		fmt.Fprintf(w, " (median %s, max %s)", ms(median(over)), ms(slices.Max(over)))
+	}
+	fmt.Fprintln(w)
+	if len(atClose) == 0 {
+		fmt.Fprintf(w, "    no gate closed\n")
+		return
+	}
+	fmt.Fprintf(w, "    %d gates closed: %d by a probe's charge, %d at the period's start, %d at its end", len(atClose), how[formats.CloseByCharge], how[formats.CloseAtStart], how[formats.CloseAtRoll])
+	if how[0] > 0 {
+		fmt.Fprintf(w, ", %d unknown", how[0])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "    at the close (medians): used %s, reserve kept %s; unspent at the end %s\n", ms(median(atClose)), ms(median(reserve)), ms(median(unspent)))
+}
+
+// median returns the upper median of xs (reordered).
+func median(xs []uint64) uint64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+// ms prints ns as a duration: to the microsecond from a millisecond up.
+func ms(ns uint64) string {
+	d := time.Duration(min(ns, math.MaxInt64))
+	if d >= time.Millisecond {
+		d = d.Round(time.Microsecond)
+	}
+	return d.String()
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
