@@ -10,7 +10,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 10
+const ABIVersion = 11
 
 // Magic numbers (little-endian ASCII).
 const (

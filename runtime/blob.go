@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "739f2fb966278aee95445bca57ab73e503fa92650f1e6361dc1b22d40e779c1c"
+const BlobSHA256 = "1d8ff148686f10841fe6eb159e9c8a87e15e5c774292d3c67c6321efa37f21c7"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
