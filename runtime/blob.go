@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1d8ff148686f10841fe6eb159e9c8a87e15e5c774292d3c67c6321efa37f21c7"
+const BlobSHA256 = "ee2e43cd9896f554d054ae549828feabddc2aedba35a69c937c9411ab0c6293e"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -609,5 +610,38 @@ func TestSlowBatchWindows(t *testing.T) {
 	}
 	if longest > 3 {
 		t.Errorf("%d periods in a row switched no site on after one slow batch: %s", longest, pattern)
+	}
+}
+
+// TestOtherVersionState: a module whose runtime finds the process-wide
+// state made by a runtime of another ABI version (a module rewritten by
+// another stint) must not join it, whose layout differs: it runs
+// untraced and says why. testdata/oldstate.c makes such a state (as ABI
+// 10 would) and then dlopens a rewritten libz.
+func TestOtherVersionState(t *testing.T) {
+	const libz = "/usr/lib/x86_64-linux-gnu/libz.so.1"
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "oldstate")
+	if out, err := exec.Command("gcc", "-O2", "-o", prog, filepath.Join("testdata", "oldstate.c"), "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	nOut, _, _, err := fixtures.Run(prog, []string{libz}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, _ := rewritten(t, libz, dir, rewrite.Options{Budget: "10%", Period: "20ms"})
+	traces := filepath.Join(dir, "traces")
+	rOut, rErr, code, err := fixtures.Run(prog, []string{lib}, traceEnv(traces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || !bytes.Equal(rOut, nOut) || !bytes.HasPrefix(nOut, []byte("zlib ")) {
+		t.Fatalf("exit %d, stdout %q (native %q), stderr %q", code, rOut, nOut, rErr)
+	}
+	if !strings.Contains(string(rErr), "process state made by another stint version") || !strings.Contains(string(rErr), "running untraced") {
+		t.Errorf("stderr %q does not say why the run is untraced", rErr)
+	}
+	if names, _ := filepath.Glob(filepath.Join(traces, "*.arrow")); len(names) > 0 {
+		t.Errorf("traces written into another version's state: %v", names)
 	}
 }

@@ -2129,7 +2129,10 @@ static struct stint_global *global_get(int *created, const char **what, long *er
 	if (r == -S_EEXIST) {
 		/* already there: join if it is ours */
 		if (g->magic != STINT_GLOBAL_MAGIC || g->abi_version != STINT_ABI_VERSION || g->size != total) {
-			*what = "process state at fixed address is not stint's";
+			/* another build's runtime (a module rewritten by another
+			 * stint) made it: rewrite every module with one stint */
+			*what = g->magic == STINT_GLOBAL_MAGIC ? "process state made by another stint version (rewrite all modules with one)"
+							       : "process state at fixed address is not stint's";
 			*err = S_EEXIST;
 			return 0;
 		}
