@@ -34,8 +34,9 @@ const MaxKind = KindContext
 // run writes one KindPeriod and one KindPeriodStats row per period (and a
 // KindPeriodQoS row when a QoS metric drives the budget, a
 // KindPeriodSwitch row when the off-switch is on, a KindPeriodClose row
-// when the period's gate closed), all with the period's start as time; KindRunEnd is written once when the process
-// leaves through exit or a fatal signal. See [Period].
+// when the period's gate closed), all with the period's start as time;
+// KindRunEnd is written once when the process leaves through exit or a
+// fatal signal. See [Period].
 const (
 	// src = period index (0 = first), dst = budget granted (ns),
 	// value = budget used (ns, measured; may exceed dst: overshoot).

@@ -39,22 +39,13 @@ type Period struct {
 	CloseUsed    uint64 // ns of budget used when the gate closed
 }
 
-// HeldBack is how much of the budget the close left for the switching it
-// kept a reserve for: Granted - CloseUsed, or 0 if the gate did not close
-// (or the period has no KindPeriod row, or closed over its budget).
-func (p Period) HeldBack() uint64 {
-	if !p.HasClose || !p.HasBudget || p.CloseUsed >= p.Granted {
-		return 0
-	}
-	return p.Granted - p.CloseUsed
-}
-
 // PeriodBuilder assembles [Period] values from a stream of rows. Rows of
 // one period are matched by their time (the period's start): a
-// KindPeriod row opens the period, and KindPeriodStats, KindPeriodQoS and
-// KindPeriodSwitch and KindPeriodClose rows with the same time complete it, in either order. A stats or QoS
-// row whose KindPeriod row is missing (a trace cut between them) still
-// makes a period, with HasBudget false and Index, Granted and Used zero.
+// KindPeriod row opens the period, and KindPeriodStats, KindPeriodQoS,
+// KindPeriodSwitch and KindPeriodClose rows with the same time complete
+// it, in either order. A stats or QoS row whose KindPeriod row is
+// missing (a trace cut between them) still makes a period, with
+// HasBudget false and Index, Granted and Used zero.
 //
 // The zero value is ready to use.
 type PeriodBuilder struct {

@@ -72,22 +72,6 @@ func TestPeriods(t *testing.T) {
 	}
 }
 
-func TestPeriodHeldBack(t *testing.T) {
-	for _, tt := range []struct {
-		p    Period
-		want uint64
-	}{
-		{Period{HasBudget: true, Granted: 10000, HasClose: true, CloseUsed: 9400}, 600},
-		{Period{HasBudget: true, Granted: 10000, HasClose: true, CloseUsed: 10400}, 0},
-		{Period{HasBudget: true, Granted: 10000, CloseUsed: 9400}, 0},
-		{Period{Granted: 10000, HasClose: true, CloseUsed: 9400}, 0},
-	} {
-		if have := tt.p.HeldBack(); have != tt.want {
-			t.Errorf("%+v: HeldBack() = %d, want %d", tt.p, have, tt.want)
-		}
-	}
-}
-
 func TestPeriodBuilderAdd(t *testing.T) {
 	var b PeriodBuilder
 	for k := Kind(0); k < 40; k++ {
