@@ -42,6 +42,7 @@
 package cov
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -269,12 +270,18 @@ func overshoot(periods int, us []float64) Overshoot {
 		return o
 	}
 	slices.Sort(us)
-	rank := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(us)))) - 1
-		return us[max(0, min(i, len(us)-1))]
-	}
-	o.MedianUS, o.P99US, o.MaxUS = rank(0.5), rank(0.99), us[len(us)-1]
+	o.MedianUS, o.P99US, o.MaxUS = Rank(us, 0.5), Rank(us, 0.99), us[len(us)-1]
 	return o
+}
+
+// Rank returns the p-quantile of sorted by the nearest-rank method: the
+// smallest value with at least p of the values at or below it (for an
+// even count the lower median). cov compare, trace stats and the report
+// all use it, so one trace gives the same median and p99 in each. sorted
+// must be sorted ascending and not empty; p is in (0, 1].
+func Rank[T cmp.Ordered](sorted []T, p float64) T {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 // read streams one file. first < 0: the full run (marks F); else its

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -261,11 +260,12 @@ func (a *auto) budget() (Section, error) {
 		s.Blocks = append(s.Blocks, &Note{Text: fmt.Sprintf("%d more run%s with budget periods are not drawn (the first %d are).", len(with)-shown, plural(len(with)-shown), shown)})
 	}
 	t := &Table{Title: "Periods per run", Columns: []Column{{Name: "run"}, {Name: "periods", Numeric: true}, {Name: "period", Numeric: true}, {Name: "granted", Numeric: true},
-		{Name: "used (mean)", Numeric: true}, {Name: "spent", Numeric: true}, {Name: "recorded", Numeric: true}, {Name: "suppressed", Numeric: true}},
-		Caption: "Spent: periods whose budget was used up (the gate closed before the period ended). Recorded and suppressed: runtime calls that recorded an event, and those that found nothing new."}
+		{Name: "used (mean)", Numeric: true}, {Name: "gates closed", Numeric: true}, {Name: "unspent when closed (median)", Numeric: true}, {Name: "recorded", Numeric: true}, {Name: "suppressed", Numeric: true}},
+		Caption: "Gates closed: periods whose gate closed before the period ended (the runtime's close row, or a period that used its whole grant). A gate closes once the used time plus a reserve for the switching that follows reaches the grant, so a closed period can end under its grant: unspent is granted − used over those periods. Recorded and suppressed: runtime calls that recorded an event, and those that found nothing new."}
 	for _, r := range with {
 		var used, granted, rec, sup uint64
-		spent, n := 0, 0
+		var unspent []uint64
+		n := 0
 		for _, p := range r.Periods {
 			if !p.HasBudget {
 				continue
@@ -273,8 +273,8 @@ func (a *auto) budget() (Section, error) {
 			n++
 			used += p.Used
 			granted = max(granted, p.Granted)
-			if p.Used >= p.Granted {
-				spent++
+			if p.HasClose || p.Used >= p.Granted {
+				unspent = append(unspent, p.Granted-min(p.Granted, p.Used))
 			}
 			rec += p.Recorded
 			sup += p.Suppressed
@@ -283,8 +283,13 @@ func (a *auto) budget() (Section, error) {
 		if n > 0 {
 			mean = used / uint64(n)
 		}
+		un := Text("–")
+		if len(unspent) > 0 {
+			slices.Sort(unspent)
+			un = Text(fmtNS(cov.Rank(unspent, 0.5)))
+		}
 		t.Rows = append(t.Rows, []Cell{Text(r.Label()), Textf("%d", len(r.Periods)), Text(fmtNS(r.Info.PeriodNS)), Text(fmtNS(granted)),
-			Text(fmtNS(mean)), Textf("%d", spent), Textf("%d", rec), Textf("%d", sup)})
+			Text(fmtNS(mean)), Textf("%d", len(unspent)), un, Textf("%d", rec), Textf("%d", sup)})
 	}
 	s.Blocks = append(s.Blocks, t)
 	return s, nil
@@ -377,11 +382,7 @@ func quantiles(v []float64) quant {
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
-	rank := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(s)))) - 1
-		return s[max(0, min(i, len(s)-1))]
-	}
-	q.median, q.p99, q.max = rank(0.5), rank(0.99), s[len(s)-1]
+	q.median, q.p99, q.max = cov.Rank(s, 0.5), cov.Rank(s, 0.99), s[len(s)-1]
 	return q
 }
 

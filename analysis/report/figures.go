@@ -276,7 +276,7 @@ func BudgetFigure(id string, r *RunData) (*Figure, error) {
 	if len(computed) > 0 {
 		ss = append(ss, series{name: "computed by QoS", pts: computed, dashed: true})
 	}
-	caption := fmt.Sprintf("Each period of %s (every %s) is granted a budget of instrumentation time (step line); the points are the time its probes actually used, measured with the time-stamp counter. A point above the line is an overshoot: the probe call that spent the budget finished after the grant ran out.",
+	caption := fmt.Sprintf("Each period of %s (every %s) is granted a budget of instrumentation time (step line); the points are the time its probes actually used, measured with the time-stamp counter. A point above the line is an overshoot: the probe call that spent the budget finished after the grant ran out. A point a little under it can be a period whose gate closed early, keeping a reserve for the switching that follows the close.",
 		r.Label(), fmtNS(r.Info.PeriodNS))
 	if len(computed) > 0 {
 		caption += " The dashed line is the budget the QoS controller computed from the metric."

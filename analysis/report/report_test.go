@@ -222,6 +222,11 @@ func TestAuto(t *testing.T) {
 		// least covered function first: the fourth page, events 30..39,
 		// of which 30..34 were recorded.
 		"0x4000-0x4fff demo 5 10 50.0%",
+		// periods per run: run 1's two overshoots closed their gates;
+		// run 3's first and last closed early (close rows, 40 and 50 µs
+		// unspent), its second used its grant: unspent 0, 40, 50 µs.
+		"run1.arrow 4 10.00 ms 1.00 ms 680.1 µs 2 0 12 4",
+		"run3.arrow 3 10.00 ms 1.00 ms 973.0 µs 3 40.0 µs 9 3",
 	} {
 		if !strings.Contains(p.text, s) {
 			t.Errorf("page text lacks %q", s)

@@ -12,8 +12,8 @@ import (
 // Synthetic traces with known contents: a full run of 40 distinct events
 // in 4 functions-to-be (4 KiB pages of a module without a readable file),
 // and three budgeted runs that cover 10, 10 (5 new) and 20 (15 new) of
-// them, with known periods, QoS rows in run 2 and run-end records in runs
-// 1 and 2 only.
+// them, with known periods, QoS rows in run 2, close rows in run 3 and
+// run-end records in runs 1 and 2 only.
 
 const (
 	synthBinary  = "/opt/stint-test/demo"
@@ -62,6 +62,7 @@ func writeSynth(t testing.TB, path string, run formats.Run, rows []formats.Event
 type synthPeriod struct {
 	used          uint64
 	metric, thres float64 // QoS when thres > 0
+	reserve       uint64  // > 0: the gate closed (a close row) keeping this reserve
 }
 
 // synthTraces writes full.arrow and run1..3.arrow into dir.
@@ -82,7 +83,7 @@ func synthTraces(t testing.TB, dir string) (runs []string, full string) {
 	}{
 		{seq(0, 10), []synthPeriod{{used: 1_000_500}, {used: 400_000}, {used: 1_020_000}, {used: 300_000}}, 40_000_000},
 		{seq(5, 15), []synthPeriod{{used: 1_003_000, metric: 900, thres: 1000}, {used: 1_000_100, metric: 1100, thres: 1000}, {used: 800_000, metric: 1050, thres: 1000}, {used: 500_000, metric: 950, thres: 1000}, {used: 200_000, metric: 990, thres: 1000}}, 52_000_000},
-		{seq(15, 35), []synthPeriod{{used: 1_000_000}, {used: 1_009_000}, {used: 100_000}}, 0},
+		{seq(15, 35), []synthPeriod{{used: 960_000, reserve: 40_000}, {used: 1_009_000}, {used: 950_000, reserve: 50_000}}, 0},
 	}
 	for ri, sp := range specs {
 		var rows []formats.Event
@@ -95,6 +96,9 @@ func synthTraces(t testing.TB, dir string) (runs []string, full string) {
 			rows = append(rows,
 				formats.Event{Kind: formats.KindPeriod, Time: start, Src: uint64(pi), Dst: grantNS, Value: p.used, SrcModule: rec, DstModule: rec},
 				formats.Event{Kind: formats.KindPeriodStats, Time: start, Src: 3, Dst: 1, Value: 2_000_000, SrcModule: rec, DstModule: rec})
+			if p.reserve > 0 {
+				rows = append(rows, formats.Event{Kind: formats.KindPeriodClose, Time: start, Src: formats.CloseByCharge, Dst: p.reserve, Value: grantNS - p.reserve, SrcModule: rec, DstModule: rec})
+			}
 			if p.thres > 0 {
 				rows = append(rows, formats.Event{Kind: formats.KindPeriodQoS, Time: start, Src: math.Float64bits(p.metric), Dst: math.Float64bits(p.thres), Value: grantNS / 2, SrcModule: rec, DstModule: rec})
 			}

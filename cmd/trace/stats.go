@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/stint-project/stint/analysis/cov"
 	"github.com/stint-project/stint/formats"
 )
 
@@ -237,10 +238,11 @@ func printPeriods(w io.Writer, ps []formats.Period) {
 	fmt.Fprintf(w, "    at the close (medians): used %s, reserve kept %s; unspent at the end %s\n", ms(median(atClose)), ms(median(reserve)), ms(median(unspent)))
 }
 
-// median returns the upper median of xs (reordered).
+// median returns the nearest-rank median of xs (reordered), the rule cov
+// compare and the report use too.
 func median(xs []uint64) uint64 {
 	slices.Sort(xs)
-	return xs[len(xs)/2]
+	return cov.Rank(xs, 0.5)
 }
 
 // ms prints ns as a duration: to the microsecond from a millisecond up.
