@@ -214,3 +214,33 @@ func TestCompareLargeTable(t *testing.T) {
 		t.Errorf("run 2: %+v", b)
 	}
 }
+
+func TestRank(t *testing.T) {
+	for _, tc := range []struct {
+		xs      []float64
+		p, want float64
+	}{
+		{[]float64{7}, 0.5, 7},
+		{[]float64{1, 2}, 0.5, 1}, // even count: the lower median
+		{[]float64{1, 2, 3}, 0.5, 2},
+		{[]float64{1, 2, 3, 4}, 0.99, 4},
+		{seqf(100), 0.99, 99}, // 1..100: the 99th value
+		{seqf(101), 0.99, 100},
+		{[]float64{1, 2, 3}, 1, 3},
+	} {
+		if have := Rank(tc.xs, tc.p); have != tc.want {
+			t.Errorf("Rank(%v, %v) = %v, want %v", tc.xs, tc.p, have, tc.want)
+		}
+	}
+	if have := Rank([]uint64{10, 30}, 0.5); have != 10 {
+		t.Errorf("Rank of uint64 = %d, want 10", have)
+	}
+}
+
+func seqf(n int) []float64 {
+	xs := make([]float64, n)
+	for i := range xs {
+		xs[i] = float64(i + 1)
+	}
+	return xs
+}
