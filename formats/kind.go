@@ -60,7 +60,7 @@ const (
 	// the KindPeriod row's used time). Written when the off-switch is on.
 	KindPeriodSwitch Kind = 36
 	// The period's gate closed (its budget was spent): src = how
-	// (CloseByCharge, CloseAtStart or CloseAtRoll), dst = the reserve
+	// (CloseByCharge, CloseAtStart, CloseAtRoll or CloseUnknown), dst = the reserve
 	// the close kept (ns: what switching the sites still on off, and
 	// the switching that follows a close, were expected to cost), value
 	// = the budget used when it closed (ns). A gate closes once used +
@@ -73,6 +73,10 @@ const (
 
 // How a period's gate closed: a [KindPeriodClose] row's src.
 const (
+	// CloseUnknown: a probe's charge closed the gate but had not noted
+	// how when the period ended (its thread descheduled in between); dst
+	// and value are 0.
+	CloseUnknown  = 0
 	CloseByCharge = 1 // a probe's charge brought used + reserve to the budget
 	CloseAtStart  = 2 // at the period's start: no budget, or earlier periods' debt spent it
 	CloseAtRoll   = 3 // at the period's end: a charge spent it but had not closed the gate yet

@@ -142,7 +142,9 @@ const TestSaveHoldEnv = "STINT_TEST_SAVE_HOLD"
 
 // TestChargeStallEnv is STINT_TEST_CHARGE_STALL_ENV: a test hook. With
 // STINT_TEST_CHARGE_STALL=DURATION the first probe call whose charge
-// spends a period's budget sleeps that long before it closes the gate.
+// spends a period's budget sleeps that long before it closes the gate;
+// with "note:DURATION" the first one to close a gate after period 0
+// sleeps between closing it and noting how it closed.
 const TestChargeStallEnv = "STINT_TEST_CHARGE_STALL"
 
 // TestReadeeStallEnv is STINT_TEST_READEE_STALL_ENV: a test hook. With

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "ee2e43cd9896f554d054ae549828feabddc2aedba35a69c937c9411ab0c6293e"
+const BlobSHA256 = "19e56f273141b6276bfacc91a9d858b3581b79b3d7948f026264416a4f43bd46"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -56,12 +56,26 @@ func files(t *testing.T) map[string]string {
 	if err := pw.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// a period whose gate a charge closed without noting how before the
+	// roll (CloseUnknown: no used or reserve to report)
+	var ubuf bytes.Buffer
+	uw, err := formats.NewWriter(&ubuf, run, mods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uw.Write(events[0],
+		rec(formats.KindPeriod, 5000000000, 0, 10000000, 9900000),
+		rec(formats.KindPeriodClose, 5000000000, formats.CloseUnknown, 0, 0))
+	if err := uw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	var other bytes.Buffer
 	ow := ipc.NewWriter(&other, ipc.WithSchema(arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil)))
 	ow.Close()
 	m := map[string][]byte{
 		"good.arrow":    good,
 		"periods.arrow": pbuf.Bytes(),
+		"unknown.arrow": ubuf.Bytes(),
 		"cut.arrow":     good[:len(good)-20],
 		"zeros.arrow":   append(append([]byte(nil), good[:len(good)-8]...), make([]byte, 100)...),
 		"text.arrow":    []byte("this is not arrow\n"),
@@ -155,6 +169,14 @@ func TestRun(t *testing.T) {
 					"    1 gates closed: 1 by a probe's charge, 0 at the period's start, 0 at its end\n" +
 					"    at the close (medians): used 8.5ms, reserve kept 1ms; unspent at the end 0s\n",
 			},
+		},
+		{
+			name: "stats-close-unknown", args: []string{"stats", f["unknown.arrow"]}, code: 0,
+			out: []string{
+				"    1 gates closed: 0 by a probe's charge, 0 at the period's start, 0 at its end, 1 unknown\n" +
+					"    unspent at the end (median) 100µs\n",
+			},
+			notOut: []string{"at the close"},
 		},
 		{name: "stats-no-periods", args: []string{"stats", f["good.arrow"]}, code: 0, notOut: []string{"periods"}},
 		{

@@ -191,6 +191,7 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 func printPeriods(w io.Writer, ps []formats.Period) {
 	var used, over, atClose, reserve, unspent []uint64
 	var how [4]int
+	closes := 0
 	granted := map[uint64]bool{}
 	for _, p := range ps {
 		if !p.HasBudget {
@@ -202,14 +203,15 @@ func printPeriods(w io.Writer, ps []formats.Period) {
 			over = append(over, p.Overshoot)
 		}
 		if p.HasClose {
-			if p.ClosedHow < uint64(len(how)) {
-				how[p.ClosedHow]++
-			} else {
-				how[0]++
+			closes++
+			unspent = append(unspent, p.Granted-min(p.Granted, p.Used))
+			if p.ClosedHow == formats.CloseUnknown || p.ClosedHow >= uint64(len(how)) {
+				how[0]++ // no note of what it used and kept
+				continue
 			}
+			how[p.ClosedHow]++
 			atClose = append(atClose, p.CloseUsed)
 			reserve = append(reserve, p.CloseReserve)
-			unspent = append(unspent, p.Granted-min(p.Granted, p.Used))
 		}
 	}
 	if len(used) == 0 {
@@ -226,15 +228,19 @@ func printPeriods(w io.Writer, ps []formats.Period) {
 		fmt.Fprintf(w, " (median %s, max %s)", ms(median(over)), ms(slices.Max(over)))
 	}
 	fmt.Fprintln(w)
-	if len(atClose) == 0 {
+	if closes == 0 {
 		fmt.Fprintf(w, "    no gate closed\n")
 		return
 	}
-	fmt.Fprintf(w, "    %d gates closed: %d by a probe's charge, %d at the period's start, %d at its end", len(atClose), how[formats.CloseByCharge], how[formats.CloseAtStart], how[formats.CloseAtRoll])
+	fmt.Fprintf(w, "    %d gates closed: %d by a probe's charge, %d at the period's start, %d at its end", closes, how[formats.CloseByCharge], how[formats.CloseAtStart], how[formats.CloseAtRoll])
 	if how[0] > 0 {
 		fmt.Fprintf(w, ", %d unknown", how[0])
 	}
 	fmt.Fprintln(w)
+	if len(atClose) == 0 {
+		fmt.Fprintf(w, "    unspent at the end (median) %s\n", ms(median(unspent)))
+		return
+	}
 	fmt.Fprintf(w, "    at the close (medians): used %s, reserve kept %s; unspent at the end %s\n", ms(median(atClose)), ms(median(reserve)), ms(median(unspent)))
 }
 

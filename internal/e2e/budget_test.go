@@ -81,6 +81,12 @@ func checkCloses(t *testing.T, events []formats.Event) (closes, reserved int) {
 				t.Errorf("period %d: %d ns used at the close, %d in the whole period", p.Index, p.CloseUsed, p.Used)
 			}
 		case formats.CloseAtStart:
+		case formats.CloseUnknown:
+			// a charge descheduled between closing the gate and noting
+			// how, when the period rolled (TestCloseNoteAcrossRoll)
+			if p.CloseUsed != 0 || p.CloseReserve != 0 {
+				t.Errorf("period %d: closed how unknown, yet %d ns used and %d in reserve", p.Index, p.CloseUsed, p.CloseReserve)
+			}
 		default:
 			t.Errorf("period %d: closed how %d", p.Index, p.ClosedHow)
 		}
@@ -261,6 +267,47 @@ func TestChargeAcrossRoll(t *testing.T) {
 		t.Errorf("the budget was spent in %d of %d periods: the stall was not exercised", spent, len(ps))
 	}
 	t.Logf("%d periods, %d spent", len(ps), spent)
+}
+
+// TestCloseNoteAcrossRoll: a charge that closes a period's gate and is
+// descheduled before it notes how (STINT_TEST_CHARGE_STALL=note:25ms:
+// the first close after period 0 sleeps there, longer than the rest of
+// its 20 ms period) leaves a close row that says "unknown", not an
+// earlier period's note: until session 35 the roll wrote whatever the
+// last note held (period 0's used time and reserve, as if this close had
+// them). Its enabled time ends where the budget was spent, not at an
+// earlier period's close. And the charge, when it wakes in the next
+// period, leaves that period's gates alone: it used to close them, so
+// the next period recorded nothing after it and said its gate was open.
+func TestCloseNoteAcrossRoll(t *testing.T) {
+	tr := spinBudgetTrace(t, runtime.TestChargeStallEnv+"=note:25ms")
+	ps := formats.Periods(tr.Events)
+	checkCloses(t, tr.Events)
+	at := -1
+	for i, p := range ps {
+		if p.HasClose && p.ClosedHow == formats.CloseUnknown {
+			if at >= 0 {
+				t.Errorf("periods %d and %d: closed how unknown; only the stalled charge's should be", ps[at].Index, p.Index)
+			}
+			at = i
+		}
+	}
+	if at < 0 {
+		t.Fatalf("no period closed how unknown: the stall was not exercised, or the roll wrote a stale note (%d periods)", len(ps))
+	}
+	p := ps[at]
+	if at+2 >= len(ps) {
+		t.Fatalf("the stalled close was in period %d of %d: too late to check the next one", p.Index, len(ps))
+	}
+	if length := ps[at+1].Start - p.Start; !p.HasStats || p.Enabled == 0 || p.Enabled >= length {
+		t.Errorf("period %d: enabled %d ns of %d: want its gate closed where the budget was spent", p.Index, p.Enabled, length)
+	}
+	// the next period, whole, with the charge awake for over half of it:
+	// spin spends its budget in a few ms, and its gate closes by a charge
+	if n := ps[at+1]; n.Used < n.Granted-n.Granted/100 || !n.HasClose {
+		t.Errorf("period %d (after the stalled close): used %d ns of %d, close row %v: the late charge closed its gates", n.Index, n.Used, n.Granted, n.HasClose)
+	}
+	t.Logf("%d periods, period %d closed how unknown (enabled %d ns)", len(ps), p.Index, p.Enabled)
 }
 
 // TestSwitchOnWithinBudget: a period's switch-on batch that costs far

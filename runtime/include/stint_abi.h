@@ -144,7 +144,9 @@
 /* Test hook: STINT_TEST_CHARGE_STALL=DURATION ("30ms") makes the first
  * probe call whose charge spends a period's budget sleep that long before
  * it closes the gate, so that a test can have the period roll over in
- * between (a thread descheduled there). */
+ * between (a thread descheduled there). With "note:DURATION" the first
+ * call to close a gate after period 0 sleeps between closing it and
+ * noting how it closed (its KindPeriodClose row). */
 #define STINT_TEST_CHARGE_STALL_ENV "STINT_TEST_CHARGE_STALL"
 /* Test hook: STINT_TEST_READEE_STALL=DURATION ("200us") makes the
  * runtime's thread, in each pass that switches readees off, wait that

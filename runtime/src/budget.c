@@ -37,6 +37,7 @@
 #define SYS_flock 73
 #define TIMER_STACK ((size_t)64 << 10)
 #define CHARGE_CAP_NS 4000 /* see call_charge */
+#define TEST_STALL_AT_NOTE (1ULL << 63) /* test_charge_stall_ns: stall between the close and its note */
 
 /*
  * Room the switch-off reserve keeps besides for one stall of the machine
@@ -302,7 +303,10 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	g->sw_stall_tsc = ns_to_tsc(g, SW_STALL_NS);
 	g->budget_on = 1;
 	const char *stall = env_get(envp, STINT_TEST_CHARGE_STALL_ENV);
-	if (stall && stall[0])
+	if (stall && s_strncmp(stall, "note:", 5) == 0) {
+		uint64_t ns = parse_duration(stall + 5, s_strlen(stall + 5));
+		g->test_charge_stall_ns = ns ? ns | TEST_STALL_AT_NOTE : 0;
+	} else if (stall && stall[0])
 		g->test_charge_stall_ns = parse_duration(stall, s_strlen(stall));
 	const char *rstall = env_get(envp, STINT_TEST_READEE_STALL_ENV);
 	if (rstall && rstall[0])
@@ -727,9 +731,10 @@ static void sleep_until(uint64_t mono_ns);
  */
 static void close_note(struct stint_global *g, uint32_t how, uint64_t used, uint64_t reserve)
 {
-	g->close_how = how;
 	g->close_used_tsc = used;
 	g->close_reserve_tsc = reserve;
+	/* last: the roll takes how first and trusts the rest only with it */
+	__atomic_store_n(&g->close_how, how, __ATOMIC_RELEASE);
 }
 
 /*
@@ -758,7 +763,7 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 		__atomic_fetch_add(&g->suppressed, 1, __ATOMIC_RELAXED);
 	if (used + reserve < budget || (gw & 1u))
 		return;
-	if (UNLIKELY(g->test_charge_stall_ns)) {
+	if (UNLIKELY(g->test_charge_stall_ns) && !(g->test_charge_stall_ns & TEST_STALL_AT_NOTE)) {
 		uint64_t ns = __atomic_exchange_n(&g->test_charge_stall_ns, 0, __ATOMIC_ACQ_REL);
 		if (ns)
 			sleep_until(now_ns(S_CLOCK_MONOTONIC) + ns); /* once a run */
@@ -767,6 +772,18 @@ static void budget_charge(struct stint_global *g, uint64_t t0, int recorded, int
 	 * (period_roll), and the next period is not this charge's to close
 	 * (a charge added after the roll is seen by the next call) */
 	if (__atomic_compare_exchange_n(&g->gate_closed, &gw, gw | 1u, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		if (UNLIKELY(g->test_charge_stall_ns & TEST_STALL_AT_NOTE) && __atomic_load_n(&g->period_idx, __ATOMIC_RELAXED) > 0) {
+			uint64_t ns = __atomic_exchange_n(&g->test_charge_stall_ns, 0, __ATOMIC_ACQ_REL) & ~TEST_STALL_AT_NOTE;
+			if (ns)
+				sleep_until(now_ns(S_CLOCK_MONOTONIC) + ns); /* once a run */
+		}
+		/* A roll since the compare-and-swap (this thread descheduled
+		 * here) took the period as closed, with no note of how (its row
+		 * says unknown), and opened the next one's gates: those are not
+		 * this charge's to close. Between this check and gates_set the
+		 * window is a few instructions. */
+		if ((__atomic_load_n(&g->gate_closed, __ATOMIC_ACQUIRE) ^ gw) >> 1)
+			return;
 		g->closed_at_tsc = t1;
 		close_note(g, STINT_CLOSE_CHARGE, used, reserve);
 		gates_set(g, STINT_GATE_CLOSED);
@@ -1094,6 +1111,17 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 		close_note(g, STINT_CLOSE_ROLL, used, reserve);
 		closed = 1;
 	}
+	/* How this period's gate closed, taken so that no later period can
+	 * read it as its own. 0 with the gate closed: the charge that closed
+	 * it won its compare-and-swap but has not noted it yet (its thread
+	 * descheduled in between), so the note and closed_at_tsc may still
+	 * be an earlier period's: the row says "unknown" and the enabled time
+	 * ends where that charge spent the budget. */
+	uint32_t how = closed ? __atomic_exchange_n(&g->close_how, 0, __ATOMIC_ACQUIRE) : 0;
+	if (closed && !how) {
+		uint64_t at = __atomic_load_n(&g->spend_tsc, __ATOMIC_RELAXED);
+		g->closed_at_tsc = at >= g->period_tsc0 && at <= now_tsc ? at : now_tsc;
+	}
 	uint64_t sw = __atomic_exchange_n(&g->sw_tsc, 0, __ATOMIC_ACQ_REL);
 	uint64_t ons = __atomic_exchange_n(&g->sw_ons, 0, __ATOMIC_ACQ_REL);
 	uint64_t offs = __atomic_exchange_n(&g->sw_offs, 0, __ATOMIC_ACQ_REL);
@@ -1143,8 +1171,8 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 		rows++;
 	}
 	if (closed) {
-		emit_record(STINT_K_PERIOD_CLOSE, g->period_mono0, g->close_how, tsc_to_ns(g, g->close_reserve_tsc),
-			    tsc_to_ns(g, g->close_used_tsc));
+		emit_record(STINT_K_PERIOD_CLOSE, g->period_mono0, how, how ? tsc_to_ns(g, g->close_reserve_tsc) : 0,
+			    how ? tsc_to_ns(g, g->close_used_tsc) : 0);
 		rows++;
 	}
 	g->period_idx++;
