@@ -30,52 +30,39 @@ func files(t *testing.T) map[string]string {
 		{Kind: formats.KindIndJmp, TID: 10, Time: 5000004000, SrcModule: 0, Src: 0x1200, DstModule: formats.NoModule, Dst: 0x7fffff000000},
 		{Kind: formats.KindSyscall, TID: 11, Time: 5000005000, SrcModule: 1, Src: 0x28010, DstModule: 0, Value: 60},
 	}
-	var buf bytes.Buffer
-	w, err := formats.NewWriter(&buf, run, mods, formats.WithBatchRows(2))
-	if err != nil {
-		t.Fatal(err)
+	write := func(rows []formats.Event, opts ...formats.Option) []byte {
+		var buf bytes.Buffer
+		w, err := formats.NewWriter(&buf, run, mods, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(rows...)
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
 	}
-	w.Write(events...)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	good := buf.Bytes()
-	// a budgeted run: period 0 closed by a charge, 2 us over; period 1 open
+	good := write(events, formats.WithBatchRows(2))
 	rec := func(k formats.Kind, t, src, dst, v uint64) formats.Event {
 		return formats.Event{Kind: k, Time: t, SrcModule: formats.NoModule, DstModule: formats.NoModule, Src: src, Dst: dst, Value: v}
 	}
-	var pbuf bytes.Buffer
-	pw, err := formats.NewWriter(&pbuf, run, mods)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw.Write(events[0],
+	// a budgeted run: period 0 closed by a charge, 2 us over; period 1 open
+	periods := write([]formats.Event{events[0],
 		rec(formats.KindPeriod, 5000000000, 0, 10000000, 10002000),
 		rec(formats.KindPeriodClose, 5000000000, formats.CloseByCharge, 1000000, 8500000),
-		rec(formats.KindPeriod, 5100000000, 1, 10000000, 3000000))
-	if err := pw.Close(); err != nil {
-		t.Fatal(err)
-	}
+		rec(formats.KindPeriod, 5100000000, 1, 10000000, 3000000)})
 	// a period whose gate a charge closed without noting how before the
 	// roll (CloseUnknown: no used or reserve to report)
-	var ubuf bytes.Buffer
-	uw, err := formats.NewWriter(&ubuf, run, mods)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uw.Write(events[0],
+	unknown := write([]formats.Event{events[0],
 		rec(formats.KindPeriod, 5000000000, 0, 10000000, 9900000),
-		rec(formats.KindPeriodClose, 5000000000, formats.CloseUnknown, 0, 0))
-	if err := uw.Close(); err != nil {
-		t.Fatal(err)
-	}
+		rec(formats.KindPeriodClose, 5000000000, formats.CloseUnknown, 0, 0)})
 	var other bytes.Buffer
 	ow := ipc.NewWriter(&other, ipc.WithSchema(arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil)))
 	ow.Close()
 	m := map[string][]byte{
 		"good.arrow":    good,
-		"periods.arrow": pbuf.Bytes(),
-		"unknown.arrow": ubuf.Bytes(),
+		"periods.arrow": periods,
+		"unknown.arrow": unknown,
 		"cut.arrow":     good[:len(good)-20],
 		"zeros.arrow":   append(append([]byte(nil), good[:len(good)-8]...), make([]byte, 100)...),
 		"text.arrow":    []byte("this is not arrow\n"),
