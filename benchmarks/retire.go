@@ -13,24 +13,28 @@ import (
 
 // Retire is the experiment behind `rewrite --retire-since`: what the
 // third run of an exact series costs rewritten with --skip-covered alone
-// against with --retire-since too, both from the same log, timed in
-// alternating rounds between native runs (paired: each round's traced
-// runs against the mean of the native runs before and after them, which
-// a machine whose speed changes from minute to minute needs), and what
-// each adds to coverage.
+// against with --retire-since too, both from the same log, and what the
+// retiring series' fourth run costs, timed in turns between native runs
+// (paired: each round's traced runs against the mean of the native runs
+// before and after them, which a machine whose speed changes from minute
+// to minute needs), and what each adds to coverage.
 //
 // Per workload: a full run (the reference events); run 1 of the budgeted
 // rewrite with a fresh exact log; run 2 of a --skip-covered rewrite of
 // that log; then the two run-3 rewrites of the log after run 2, the
-// second retiring since the log before run 2. One traced run of each
-// measures coverage after three runs; the rounds that follow each use a
-// log of their own, copied from the log after run 2 before every run.
+// second retiring since the log before run 2; then run 4, rewritten from
+// the log after the retiring run 3 and retiring since the log after run
+// 2 (what every later run of the series is like: run 3's rewrite still
+// patches the sites that showed something new in run 2, which run 4's
+// retires). One traced run of each measures coverage after its run; the
+// rounds that follow each use a log of their own, copied before every
+// run from the log its rewrite was made from.
 type Retire struct {
 	Config    Config
 	Results   string // directory for the results
 	Name      string // base name of the result files (default "issue3-retire")
 	Workloads []Workload
-	Rounds    int    // timed rounds (native, skip-covered, retire in turn)
+	Rounds    int    // timed rounds (native, then the rewrites in turn)
 	Budget    string // rewrite --budget, e.g. "10%"
 	Period    string // rewrite --period, e.g. "100ms"
 	Command   string // the command line that reproduces it
@@ -55,17 +59,19 @@ type RetireWorkload struct {
 	FullEvents int             `json:"full_events"`
 	After2     float64         `json:"cumulative_after_2"` // coverage after runs 1 and 2
 	Native     []float64       `json:"native"`             // one before each round and one after the last
-	Variants   []RetireVariant `json:"variants"`           // skip-covered, retire
+	Variants   []RetireVariant `json:"variants"`           // run 3 skip-covered, run 3 retire, run 4 retire
 }
 
-// RetireVariant is one run-3 rewrite.
+// RetireVariant is one rewrite: of run 3, or of the retiring series' run 4.
 type RetireVariant struct {
 	Name    string    `json:"name"`
+	Run     int       `json:"run"` // 3 or 4
 	Patched int       `json:"patched_sites"`
 	Retired int       `json:"retired_sites"`
-	After3  float64   `json:"cumulative_after_3"` // with its traced run 3
-	Merit   []float64 `json:"merit"`              // one a round
-	Paired  []float64 `json:"paired_slowdown"`    // against the mean of the native runs before and after the round
+	After3  float64   `json:"cumulative_after_3,omitempty"` // a run-3 rewrite: with its traced run 3
+	After4  float64   `json:"cumulative_after_4,omitempty"` // the run-4 rewrite: with the retiring run 3 and its traced run 4
+	Merit   []float64 `json:"merit"`                        // one a round
+	Paired  []float64 `json:"paired_slowdown"`              // against the mean of the native runs before and after the round
 	// PairedMedian is the median of Paired; Slowdown the median merit
 	// against the median native one.
 	PairedMedian float64 `json:"paired_median"`
@@ -198,29 +204,46 @@ func (r *Retire) workload(ctx context.Context, w Workload) (*RetireWorkload, err
 	type variant struct {
 		v    RetireVariant
 		bin  string
-		log  string
+		log  string // its runs' log, copied from src before each
+		src  string
 		args []string
+		set  EventSet // its traced run's events
+	}
+	// prepare rewrites v's binary and traces one run of it
+	prepare := func(v *variant, i int) (err error) {
+		v.bin = w.OutPath(mkdir(base, fmt.Sprintf("run%d-%d", v.v.Run, i)))
+		v.log = filepath.Join(base, fmt.Sprintf("run%d-%d.stlog", v.v.Run, i))
+		if v.v.Patched, v.v.Retired, err = r.rewrite(ctx, w.Target(), v.bin, append(budget, v.args...)...); err != nil {
+			return err
+		}
+		if err := copyFile(v.log, v.src); err != nil {
+			return err
+		}
+		v.set, err = traced(fmt.Sprintf("run %d (%s)", v.v.Run, v.v.Name), v.bin, v.log)
+		return err
 	}
 	vs := []*variant{
-		{v: RetireVariant{Name: "skip-covered"}, args: []string{"--skip-covered", log2}},
-		{v: RetireVariant{Name: "skip-covered + retire-since"}, args: []string{"--skip-covered", log2, "--retire-since", log1}},
+		{v: RetireVariant{Name: "skip-covered", Run: 3}, src: log2, args: []string{"--skip-covered", log2}},
+		{v: RetireVariant{Name: "skip-covered + retire-since", Run: 3}, src: log2, args: []string{"--skip-covered", log2, "--retire-since", log1}},
 	}
 	for i, v := range vs {
-		v.bin = w.OutPath(mkdir(base, fmt.Sprintf("run3-%d", i)))
-		v.log = filepath.Join(base, fmt.Sprintf("run3-%d.stlog", i))
-		if v.v.Patched, v.v.Retired, err = r.rewrite(ctx, w.Target(), v.bin, append(budget, v.args...)...); err != nil {
+		if err := prepare(v, i); err != nil {
 			return nil, err
 		}
-		if err := copyFile(v.log, log2); err != nil {
-			return nil, err
-		}
-		s3, err := traced("run 3 ("+v.v.Name+")", v.bin, v.log)
-		if err != nil {
-			return nil, err
-		}
-		v.v.After3 = CompareRuns([]EventSet{s1, s2, s3}, fullSet)[2].Cumulative
+		v.v.After3 = CompareRuns([]EventSet{s1, s2, v.set}, fullSet)[2].Cumulative
 	}
-	// The rounds: native first, the two variants after it in turns; a
+	// run 4 of the retiring series, from the log its run 3 left
+	log3 := filepath.Join(base, "before-4.stlog")
+	if err := copyFile(log3, vs[1].log); err != nil {
+		return nil, err
+	}
+	v4 := &variant{v: RetireVariant{Name: "skip-covered + retire-since", Run: 4}, src: log3, args: []string{"--skip-covered", log3, "--retire-since", log2}}
+	if err := prepare(v4, 1); err != nil {
+		return nil, err
+	}
+	v4.v.After4 = CompareRuns([]EventSet{s1, s2, vs[1].set, v4.set}, fullSet)[3].Cumulative
+	vs = append(vs, v4)
+	// The rounds: native first, the rewrites after it in turns; a
 	// last native run closes the last round, so that each round's runs
 	// are paired with the mean of the native runs before and after them
 	// (a machine speeding up or slowing down during the rounds then does
@@ -242,7 +265,7 @@ func (r *Retire) workload(ctx context.Context, w Workload) (*RetireWorkload, err
 		line := fmt.Sprintf("  round %d: native %.3f", round+1, m)
 		for k := range vs {
 			v := vs[(k+round)%len(vs)]
-			if err := copyFile(v.log, log2); err != nil {
+			if err := copyFile(v.log, v.src); err != nil {
 				return nil, err
 			}
 			if err := freshDir(tdir); err != nil {
@@ -253,7 +276,7 @@ func (r *Retire) workload(ctx context.Context, w Workload) (*RetireWorkload, err
 				return nil, fmt.Errorf("%s: %w", v.v.Name, err)
 			}
 			v.v.Merit = append(v.v.Merit, x)
-			line += fmt.Sprintf(", %s %.3f", v.v.Name, x)
+			line += fmt.Sprintf(", run %d %s %.3f", v.v.Run, v.v.Name, x)
 		}
 		fmt.Fprintf(r.Config.Log, "%s %s\n", line, w.Unit())
 	}
@@ -282,10 +305,11 @@ func RetireMarkdown(rep *RetireReport) string {
 	}
 	b.WriteString("\nRun 1: the budgeted rewrite with a fresh exact log; run 2: a --skip-covered rewrite of it. " +
 		"Run 3 is rewritten from the log after run 2 twice: with --skip-covered alone, and with --retire-since the log before run 2 too. " +
-		"Coverage is the share of the full run's distinct events; the timed rounds run native, then both run-3 rewrites " +
-		"(in alternating order), each from a fresh copy of the log after run 2, and a native run closes each round. Paired: against the mean of the native runs before and after the round (median over rounds).\n\n")
-	b.WriteString("| workload | native (median) | after 2 runs | run 3 rewrite | patched sites | retired | after 3 runs | paired slowdown (median) | paired range | slowdown of medians |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
+		"Run 4 of the retiring series is rewritten from the log after its run 3, retiring since the log after run 2: every later run is like it. " +
+		"Coverage is the share of the full run's distinct events after the run (run 4: after runs 1, 2, the retiring run 3 and run 4); the timed rounds run native, then the rewrites " +
+		"(in turns), each from a fresh copy of the log it was rewritten from, and a native run closes each round. Paired: against the mean of the native runs before and after the round (median over rounds).\n\n")
+	b.WriteString("| workload | native (median) | after 2 runs | run | rewrite | patched sites | retired | after the run | paired slowdown (median) | paired range | slowdown of medians |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, w := range rep.Workloads {
 		for _, v := range w.Variants {
 			lo, hi := 0.0, 0.0
@@ -295,8 +319,12 @@ func RetireMarkdown(rep *RetireReport) string {
 				}
 				hi = max(hi, x)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s | %.3fx | %.2f-%.2fx | %.3fx |\n",
-				w.Title, merit(Median(w.Native), w.Unit), pct(w.After2), v.Name, v.Patched, v.Retired, pct(v.After3),
+			after := v.After3
+			if v.Run == 4 {
+				after = v.After4
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %d | %d | %s | %.3fx | %.2f-%.2fx | %.3fx |\n",
+				w.Title, merit(Median(w.Native), w.Unit), pct(w.After2), v.Run, v.Name, v.Patched, v.Retired, pct(after),
 				v.PairedMedian, lo, hi, v.Slowdown)
 		}
 	}
