@@ -11,15 +11,17 @@ import (
 	"testing"
 )
 
-// TestABIMirror checks that Kind and Tool mirror STINT_K_* and
-// STINT_TOOL_* in runtime/include/stint_abi.h.
+// TestABIMirror checks that Kind, Tool and the Close* values mirror
+// STINT_K_*, STINT_TOOL_* and STINT_CLOSE_* in
+// runtime/include/stint_abi.h.
 func TestABIMirror(t *testing.T) {
 	f, err := os.Open(filepath.Join("..", "runtime", "include", "stint_abi.h"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	re := regexp.MustCompile(`^#define\s+STINT_(K|TOOL)_(\w+)\s+(\d+)`)
+	re := regexp.MustCompile(`^#define\s+STINT_(K|TOOL|CLOSE)_(\w+)\s+(\d+)`)
+	closes := map[string]int{"UNKNOWN": CloseUnknown, "CHARGE": CloseByCharge, "START": CloseAtStart, "ROLL": CloseAtRoll}
 	seen := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -39,7 +41,14 @@ func TestABIMirror(t *testing.T) {
 			if have := Tool(v).String(); have != name {
 				t.Errorf("STINT_TOOL_%s = %d, but Tool(%d) is %q", m[2], v, v, have)
 			}
+		case "CLOSE":
+			if want, ok := closes[m[2]]; !ok || want != v {
+				t.Errorf("STINT_CLOSE_%s = %d, but formats has %d (known %v)", m[2], v, want, ok)
+			}
 		}
+	}
+	if seen["CLOSE"] != len(closes) {
+		t.Errorf("found %d STINT_CLOSE_* values in stint_abi.h, want %d", seen["CLOSE"], len(closes))
 	}
 	if seen["K"] != int(MaxKind)+int(KindPeriodClose-KindPeriod+1) || seen["TOOL"] != int(ToolBlock) {
 		t.Errorf("found %d kinds and %d tools in stint_abi.h, want %d and %d", seen["K"], seen["TOOL"], MaxKind, ToolBlock)

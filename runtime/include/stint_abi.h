@@ -54,6 +54,7 @@
 #define STINT_K_PERIOD_QOS    34 /* src = metric, dst = threshold (double bits), value = computed ns */
 #define STINT_K_PERIOD_SWITCH 36 /* src = sites switched on at the start, dst = sites switched off, value = switching ns (in the period's used) */
 #define STINT_K_PERIOD_CLOSE  37 /* the gate closed: src = how (STINT_CLOSE_*), dst = reserve ns kept, value = used ns then */
+#define STINT_CLOSE_UNKNOWN   0  /* period-close src: a charge closed the gate but had not noted how when the period rolled */
 #define STINT_CLOSE_CHARGE    1  /* period-close src: a probe's charge spent the budget (used + reserve) */
 #define STINT_CLOSE_START     2  /* at the period's start: no budget, or earlier periods' debt spent it */
 #define STINT_CLOSE_ROLL      3  /* at the period's end: a charge spent it but had not closed the gate */

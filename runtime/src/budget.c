@@ -1086,6 +1086,15 @@ static void budget_gates_start(struct stint_global *g, uint64_t was_closed, uint
 	g->sw_is_on = 1;
 }
 
+/* When the ending period's budget was spent, for a gate that no charge
+ * closed in time: the end of the last charge that spent it (spend_tsc),
+ * if that lies within the period, else now_tsc. */
+static uint64_t spent_at(struct stint_global *g, uint64_t now_tsc)
+{
+	uint64_t at = __atomic_load_n(&g->spend_tsc, __ATOMIC_RELAXED);
+	return at >= g->period_tsc0 && at <= now_tsc ? at : now_tsc;
+}
+
 /* End the current period at (now_tsc, now_mono) and start the next
  * (last: the program is leaving; nothing is switched on). */
 static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_mono, int last)
@@ -1106,8 +1115,7 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	if (!closed && g->budget_ns && used + reserve >= budget_tsc) {
 		/* spent by a charge that had not closed the gate yet, and now
 		 * never will: the period ended spent when that charge did */
-		uint64_t at = __atomic_load_n(&g->spend_tsc, __ATOMIC_RELAXED);
-		g->closed_at_tsc = at >= g->period_tsc0 && at <= now_tsc ? at : now_tsc;
+		g->closed_at_tsc = spent_at(g, now_tsc);
 		close_note(g, STINT_CLOSE_ROLL, used, reserve);
 		closed = 1;
 	}
@@ -1117,10 +1125,9 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	 * descheduled in between), so the note and closed_at_tsc may still
 	 * be an earlier period's: the row says "unknown" and the enabled time
 	 * ends where that charge spent the budget. */
-	uint32_t how = closed ? __atomic_exchange_n(&g->close_how, 0, __ATOMIC_ACQUIRE) : 0;
-	if (closed && !how) {
-		uint64_t at = __atomic_load_n(&g->spend_tsc, __ATOMIC_RELAXED);
-		g->closed_at_tsc = at >= g->period_tsc0 && at <= now_tsc ? at : now_tsc;
+	uint32_t how = closed ? __atomic_exchange_n(&g->close_how, STINT_CLOSE_UNKNOWN, __ATOMIC_ACQUIRE) : STINT_CLOSE_UNKNOWN;
+	if (closed && how == STINT_CLOSE_UNKNOWN) {
+		g->closed_at_tsc = spent_at(g, now_tsc);
 	}
 	uint64_t sw = __atomic_exchange_n(&g->sw_tsc, 0, __ATOMIC_ACQ_REL);
 	uint64_t ons = __atomic_exchange_n(&g->sw_ons, 0, __ATOMIC_ACQ_REL);
@@ -1171,8 +1178,9 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 		rows++;
 	}
 	if (closed) {
-		emit_record(STINT_K_PERIOD_CLOSE, g->period_mono0, how, how ? tsc_to_ns(g, g->close_reserve_tsc) : 0,
-			    how ? tsc_to_ns(g, g->close_used_tsc) : 0);
+		int noted = how != STINT_CLOSE_UNKNOWN;
+		emit_record(STINT_K_PERIOD_CLOSE, g->period_mono0, how, noted ? tsc_to_ns(g, g->close_reserve_tsc) : 0,
+			    noted ? tsc_to_ns(g, g->close_used_tsc) : 0);
 		rows++;
 	}
 	g->period_idx++;
