@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stint-project/stint/rewrite/elfout"
 	"github.com/stint-project/stint/runtime"
 )
 
@@ -64,7 +65,7 @@ func TestChunkTables(t *testing.T) {
 	if opts := string(bytes.TrimRight(mod.Options[:], "\x00")); opts != "tool=branch every=0" {
 		t.Errorf("options %q", opts)
 	}
-	if mod.StubAreaSize == 0 || mod.StubAreaSize%pageSize != 0 {
+	if mod.StubAreaSize == 0 || mod.StubAreaSize%elfout.PageSize != 0 {
 		t.Errorf("stub area size %#x", mod.StubAreaSize)
 	}
 	// Before the stub file, the file carries 16 bytes per stub, not the
@@ -77,11 +78,11 @@ func TestChunkTables(t *testing.T) {
 	}
 
 	chunks := make([]runtime.Chunk, mod.NChunks)
-	if err := binary.Read(bytes.NewReader(im.at(t, mod.ChunksVaddr, uint64(len(chunks))*chunkSize)), le, chunks); err != nil {
+	if err := binary.Read(bytes.NewReader(im.at(t, mod.ChunksVaddr, uint64(len(chunks))*runtime.ChunkStructSize)), binary.LittleEndian, chunks); err != nil {
 		t.Fatal(err)
 	}
 	stubs := make([]runtime.Stub, mod.NStubs)
-	if err := binary.Read(bytes.NewReader(im.at(t, mod.StubsVaddr, uint64(len(stubs))*stubSize)), le, stubs); err != nil {
+	if err := binary.Read(bytes.NewReader(im.at(t, mod.StubsVaddr, uint64(len(stubs))*runtime.StubStructSize)), binary.LittleEndian, stubs); err != nil {
 		t.Fatal(err)
 	}
 	deps := make([]uint32, mod.NDeps)
@@ -93,7 +94,7 @@ func TestChunkTables(t *testing.T) {
 
 	ndeps := uint64(0)
 	for k, c := range chunks {
-		if c.Vaddr%pageSize != 0 || c.Size == 0 || c.Size%pageSize != 0 || c.SrcOff%pageSize != 0 || c.SrcOff+c.Size > mod.StubAreaSize {
+		if c.Vaddr%elfout.PageSize != 0 || c.Size == 0 || c.Size%elfout.PageSize != 0 || c.SrcOff%elfout.PageSize != 0 || c.SrcOff+c.Size > mod.StubAreaSize {
 			t.Errorf("chunk %d: %+v (area %#x)", k, c, mod.StubAreaSize)
 		}
 		if k > 0 && int64(c.Vaddr) < int64(chunks[k-1].Vaddr+chunks[k-1].Size) {
@@ -131,7 +132,7 @@ func TestChunkTables(t *testing.T) {
 			// an address nothing jumps to; the one it was placed for
 			// must reach the trampolines.
 			vaddr := c.Vaddr + (s.Off - c.SrcOff)
-			to := vaddr + 5 + uint64(int64(int32(le.Uint32(s.Code[1:5]))))
+			to := vaddr + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(s.Code[1:5]))))
 			if to >= mod.TrampLo && to < mod.TrampHi {
 				mapped = true
 			}
@@ -148,19 +149,19 @@ func TestChunkTables(t *testing.T) {
 	if err := binary.Read(bytes.NewReader(out[mod.StubFileOff:]), le, &hdr); err != nil {
 		t.Fatal(err)
 	}
-	if mod.StubFileOff%pageSize != 0 || hdr.Magic != runtime.StubFileMagic || hdr.Tag != mod.StubFileTag || hdr.Tag == 0 ||
+	if mod.StubFileOff%elfout.PageSize != 0 || hdr.Magic != runtime.StubFileMagic || hdr.Tag != mod.StubFileTag || hdr.Tag == 0 ||
 		hdr.AreaSize != mod.StubAreaSize || hdr.NStubs != uint64(mod.NStubs) {
 		t.Fatalf("stub file at %#x: header %+v, module tag %#x area %#x stubs %d", mod.StubFileOff, hdr, mod.StubFileTag, mod.StubAreaSize, mod.NStubs)
 	}
-	area := out[mod.StubFileOff+pageSize:]
+	area := out[mod.StubFileOff+elfout.PageSize:]
 	if uint64(len(area)) != mod.StubAreaSize {
 		t.Fatalf("stub area is %#x bytes to the end of the file, module says %#x", len(area), mod.StubAreaSize)
 	}
 	want := make([]byte, len(area))
 	for _, s := range stubs {
-		for pg := s.Off / pageSize; pg <= (s.Off+4)/pageSize; pg++ {
-			if want[pg*pageSize] == 0 {
-				copy(want[pg*pageSize:(pg+1)*pageSize], bytes.Repeat([]byte{0xcc}, pageSize))
+		for pg := s.Off / elfout.PageSize; pg <= (s.Off+4)/elfout.PageSize; pg++ {
+			if want[pg*elfout.PageSize] == 0 {
+				copy(want[pg*elfout.PageSize:(pg+1)*elfout.PageSize], bytes.Repeat([]byte{0xcc}, elfout.PageSize))
 			}
 		}
 	}
@@ -168,14 +169,14 @@ func TestChunkTables(t *testing.T) {
 		copy(want[s.Off:], s.Code[:5])
 	}
 	if !bytes.Equal(area, want) {
-		for pg := 0; pg < len(area); pg += pageSize {
-			if !bytes.Equal(area[pg:pg+pageSize], want[pg:pg+pageSize]) {
+		for pg := 0; pg < len(area); pg += elfout.PageSize {
+			if !bytes.Equal(area[pg:pg+elfout.PageSize], want[pg:pg+elfout.PageSize]) {
 				t.Fatalf("stub area page at %#x differs from the stub list's", pg)
 			}
 		}
 	}
 	pages := 0
-	for pg := 0; pg < len(area); pg += pageSize {
+	for pg := 0; pg < len(area); pg += elfout.PageSize {
 		if area[pg] != 0 {
 			pages++
 		}

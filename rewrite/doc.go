@@ -4,34 +4,21 @@
 // that calls the injected runtime, and appends the runtime, the
 // trampolines and the tables the runtime reads as new segments.
 //
-// See docs/DESIGN.md for the layout ([Rewrite] produces §1), the tactics
-// (chosen by package [github.com/stint-project/stint/rewrite/place]) and
-// the trampolines (§3). The binary contract with the runtime is
-// runtime/include/stint_abi.h.
+// [RewriteBytes] runs the stages, each a package that hands values to the
+// next:
 //
-// Where this differs from docs/DESIGN.md §1:
-//   - The RX segment (blob, trampolines) comes first above the image, then
-//     R (program headers, marker note, relocations, stub list, chunk
-//     dependencies), then RW (module, probes, patches, chunks, preinit
-//     slot, .dynamic); the
-//     reserve page maps RX file bytes, because the kernel reports AT_PHDR
-//     from the last PT_LOAD that contains e_phoff.
-//   - A dynamic executable keeps its e_entry: the runtime starts from a
-//     DT_PREINIT_ARRAY entry (the blob's DT_INIT stub, module.orig_entry
-//     0), so that patched code reached from library constructors before
-//     e_entry already finds its stubs mapped. For a PIE the entry is
-//     relocated by an R_X86_64_RELATIVE appended to a copy of DT_RELA.
-//     Static executables (and executables that already have a preinit
-//     array) start at e_entry.
-//   - Chunks are not stored: the file lists the stubs (ABI 2, 16 bytes
-//     each) and each chunk's offset in one shared stub area, which the
-//     runtime builds in a memfd and maps every chunk from. A chunk that
-//     cannot be mapped costs only the sites whose patches depend on it.
-//     Shared objects also get stub space below their image (past the
-//     first 256 MiB, where later libraries go).
-//   - .dynamic is moved into the RW segment (PT_DYNAMIC and the section
-//     header follow), so DT_INIT, DT_FINI and DT_PREINIT_ARRAY can be
-//     added even when the original has no spare slot.
+//	elfin   the input, validated            → *elfin.File
+//	facts   decoded code, module facts      → *facts.Facts
+//	policy  which site gets which probe     → *policy.Plan
+//	place   how each site is redirected     → *place.Planner (writes, stubs)
+//	        (this package: trampoline sizes and addresses, the placement
+//	        loop, the patches the runtime switches, probe numbering)
+//	tramp   trampoline code                 → bytes per trampoline
+//	elfout  layout and output file          → []byte
+//
+// The binary contract with the runtime is runtime/include/stint_abi.h,
+// mirrored by package runtime; every table is written through that
+// mirror. docs/DESIGN.md describes the output's layout.
 //
 // # Security
 //

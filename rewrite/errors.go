@@ -2,39 +2,22 @@ package rewrite
 
 import (
 	"errors"
-	"fmt"
+
+	"github.com/stint-project/stint/rewrite/elfin"
 )
 
 // Sentinel errors for inputs the rewriter refuses. They are returned
 // wrapped (test with errors.Is).
 var (
-	ErrNotELF           = errors.New("not an ELF file")
-	ErrNot64            = errors.New("not a 64-bit little-endian ELF file")
-	ErrNotX86_64        = errors.New("not an x86-64 ELF file")
-	ErrNotExecutable    = errors.New("not an executable or shared object (relocatable object or core file)")
+	ErrNotELF           = elfin.ErrNotELF
+	ErrNot64            = elfin.ErrNot64
+	ErrNotX86_64        = elfin.ErrNotX86_64
+	ErrNotExecutable    = elfin.ErrNotExecutable
+	ErrTruncated        = elfin.ErrTruncated
 	ErrAlreadyRewritten = errors.New("file was already rewritten by stint")
-	ErrTruncated        = errors.New("file is truncated")
 	ErrTooLarge         = errors.New("file is too large")
 	ErrNoBlob           = errors.New("bad runtime blob")
 )
 
 // FormatError reports malformed input at a file offset.
-type FormatError struct {
-	Off int64  // file offset of the offending structure
-	Msg string // what is wrong
-	Err error  // optional sentinel (ErrTruncated, ...)
-}
-
-func (e *FormatError) Error() string {
-	s := fmt.Sprintf("malformed ELF at offset %#x: %s", e.Off, e.Msg)
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
-}
-
-func (e *FormatError) Unwrap() error { return e.Err }
-
-func formatErr(off int64, err error, format string, args ...any) error {
-	return &FormatError{Off: off, Msg: fmt.Sprintf(format, args...), Err: err}
-}
+type FormatError = elfin.FormatError

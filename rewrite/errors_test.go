@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stint-project/stint/runtime"
 )
 
 // mutate returns a copy of b with f applied.
@@ -58,7 +60,7 @@ func TestBadInputs(t *testing.T) {
 func TestBadBlob(t *testing.T) {
 	gz := readInput(t, gzipPath)
 	blob := testBlob()
-	blob[blobOffVersion] = 99
+	blob[runtime.BlobOffVersion] = 99
 	if _, _, err := RewriteBytes(gz, Options{Blob: blob}); !errors.Is(err, ErrNoBlob) {
 		t.Errorf("bad blob version: %v", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/stint-project/stint/rewrite/elfout"
 )
 
 // RewriteFile rewrites the file at inPath and writes the result to
@@ -71,16 +73,18 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 // pages as holes where the file system allows: the stub area a rewritten
 // file carries (see emit) is mostly pages that no stub uses.
 func writeSparse(f *os.File, data []byte) error {
-	zero := make([]byte, pageSize)
-	isZero := func(o int) bool { return o+pageSize <= len(data) && bytes.Equal(data[o:o+pageSize], zero) }
+	zero := make([]byte, elfout.PageSize)
+	isZero := func(o int) bool {
+		return o+elfout.PageSize <= len(data) && bytes.Equal(data[o:o+elfout.PageSize], zero)
+	}
 	for off := 0; off < len(data); {
 		if isZero(off) {
-			off += pageSize
+			off += elfout.PageSize
 			continue
 		}
 		end := off
 		for end < len(data) && !isZero(end) {
-			end = min(end+pageSize, len(data))
+			end = min(end+elfout.PageSize, len(data))
 		}
 		if _, err := f.WriteAt(data[off:end], int64(off)); err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stint-project/stint/rewrite/elfin"
+	"github.com/stint-project/stint/rewrite/elfout"
 	"github.com/stint-project/stint/runtime"
 )
 
@@ -39,7 +41,7 @@ func checkLayout(t *testing.T, orig, out []byte, st *Stats) {
 				t.Errorf("PT_LOAD at %#x after %#x", p.Vaddr, lastVaddr)
 			}
 			lastVaddr = p.Vaddr
-			if p.Vaddr%pageSize != p.Off%pageSize {
+			if p.Vaddr%elfout.PageSize != p.Off%elfout.PageSize {
 				t.Errorf("PT_LOAD vaddr %#x / offset %#x not congruent", p.Vaddr, p.Off)
 			}
 		}
@@ -47,7 +49,7 @@ func checkLayout(t *testing.T, orig, out []byte, st *Stats) {
 	phoff := binary.LittleEndian.Uint64(out[32:])
 	inLoad := false
 	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && phoff >= p.Off && phoff+uint64(len(f.Progs))*phdrSize <= p.Off+p.Filesz {
+		if p.Type == elf.PT_LOAD && phoff >= p.Off && phoff+uint64(len(f.Progs))*elfin.PhdrSize <= p.Off+p.Filesz {
 			inLoad = true
 			if phdr != nil && phdr.Vaddr != p.Vaddr+(phoff-p.Off) {
 				t.Errorf("PT_PHDR vaddr %#x, table mapped at %#x", phdr.Vaddr, p.Vaddr+(phoff-p.Off))
@@ -70,27 +72,31 @@ func checkLayout(t *testing.T, orig, out []byte, st *Stats) {
 		t.Fatal("no .stint.data")
 	}
 	m, _ := sd.Data()
-	le := binary.LittleEndian
-	if le.Uint64(m) != runtime.ModuleMagic || le.Uint64(m[24:]) != sd.Addr {
+	var mod runtime.Module
+	if err := binary.Read(bytes.NewReader(m), binary.LittleEndian, &mod); err != nil {
+		t.Fatal(err)
+	}
+	if mod.Magic != runtime.ModuleMagic || mod.SelfVaddr != sd.Addr {
 		t.Fatalf("module magic/self_vaddr wrong")
 	}
-	if int(le.Uint32(m[20:])) != st.Probes || int(le.Uint32(m[64:])) != st.Patches || int(le.Uint32(m[68:])) != st.Chunks {
+	if int(mod.NProbes) != st.Probes || int(mod.NPatches) != st.Patches || int(mod.NChunks) != st.Chunks {
 		t.Errorf("module counts: probes %d patches %d chunks %d, stats %d %d %d",
-			le.Uint32(m[20:]), le.Uint32(m[64:]), le.Uint32(m[68:]), st.Probes, st.Patches, st.Chunks)
+			mod.NProbes, mod.NPatches, mod.NChunks, st.Probes, st.Patches, st.Chunks)
 	}
 	at := func(v uint64) []byte { return m[v-sd.Addr:] }
-	trampLo, trampHi := le.Uint64(m[88:]), le.Uint64(m[96:])
-	probes := le.Uint64(m[40:])
-	for i := 0; i < st.Probes; i++ {
-		p := at(probes + uint64(i)*probeSize)
-		if back := le.Uint32(p[32:]); uint64(back) != probes+uint64(i)*probeSize-sd.Addr {
-			t.Fatalf("probe %d module_back %d", i, back)
+	probes := make([]runtime.Probe, st.Probes)
+	if err := binary.Read(bytes.NewReader(at(mod.ProbesVaddr)), binary.LittleEndian, probes); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range probes {
+		if uint64(p.ModuleBack) != mod.ProbesVaddr+uint64(i)*runtime.ProbeStructSize-sd.Addr {
+			t.Fatalf("probe %d module_back %d", i, p.ModuleBack)
 		}
-		if arm := le.Uint64(p[16:]); arm != 0 && (arm < trampLo || arm+4 > trampHi) {
-			t.Fatalf("probe %d arm %#x outside the trampolines", i, arm)
+		if p.Arm != 0 && (p.Arm < mod.TrampLo || p.Arm+4 > mod.TrampHi) {
+			t.Fatalf("probe %d arm %#x outside the trampolines", i, p.Arm)
 		}
-		if p[40] < 1 || p[40] > 9 {
-			t.Fatalf("probe %d kind %d", i, p[40])
+		if p.Kind < 1 || p.Kind > 9 {
+			t.Fatalf("probe %d kind %d", i, p.Kind)
 		}
 	}
 	// Every changed byte of the original file is in the ELF header, the
@@ -103,10 +109,12 @@ func checkLayout(t *testing.T, orig, out []byte, st *Stats) {
 			allowed = append(allowed, span{p.Off, p.Off + p.Filesz})
 		}
 	}
-	patches := le.Uint64(m[48:])
-	for i := 0; i < st.Patches; i++ {
-		p := at(patches + uint64(i)*patchSize)
-		addr, n := le.Uint64(p), uint64(p[8])
+	patches := make([]runtime.Patch, st.Patches)
+	if err := binary.Read(bytes.NewReader(at(mod.PatchesVaddr)), binary.LittleEndian, patches); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range patches {
+		addr, n := p.Addr, uint64(p.Len)
 		var off uint64
 		found := false
 		for _, q := range of.Progs {
@@ -117,8 +125,8 @@ func checkLayout(t *testing.T, orig, out []byte, st *Stats) {
 		if !found || n == 0 || n > 16 {
 			t.Fatalf("patch %d at %#x len %d", i, addr, n)
 		}
-		if !bytes.Equal(p[16:16+n], orig[off:off+n]) {
-			t.Errorf("patch %d at %#x: orig % x, file has % x", i, addr, p[16:16+n], orig[off:off+n])
+		if !bytes.Equal(p.Orig[:n], orig[off:off+n]) {
+			t.Errorf("patch %d at %#x: orig % x, file has % x", i, addr, p.Orig[:n], orig[off:off+n])
 		}
 		if bytes.Equal(out[off:off+n], orig[off:off+n]) {
 			t.Errorf("patch %d at %#x changes nothing", i, addr)

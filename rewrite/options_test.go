@@ -35,7 +35,7 @@ func TestOptionsCheck(t *testing.T) {
 		{"context and log", Options{Tool: ToolCall, Context: true, Log: "l"}, "cannot be combined with a redundancy log", ""},
 	}
 	for _, tt := range tests {
-		err := tt.opts.checkBudgetOptions()
+		err := tt.opts.check()
 		switch {
 		case tt.wantErr == "" && err != nil:
 			t.Errorf("%s: unexpected error %v", tt.name, err)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stint-project/stint/rewrite/elfin"
 	"github.com/stint-project/stint/runtime"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestPreCalls(t *testing.T) {
 	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
 	orig := readInput(t, lib)
-	f, err := parseELF(orig)
+	f, err := elfin.Parse(orig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestPreCalls(t *testing.T) {
 				continue
 			}
 			calls++
-			o, ok := f.offsetOf(p.Src, 2)
+			o, ok := f.OffsetOf(p.Src, 2)
 			if !ok {
 				t.Fatalf("call %#x is not in the file", p.Src)
 			}

@@ -345,3 +345,14 @@ func TestRunSharedSqlite(t *testing.T) {
 		t.Errorf("ldd does not show the rewritten library:\n%s", out)
 	}
 }
+
+const gzipPath = "/usr/bin/gzip"
+
+func readInput(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Skipf("need %s: %v", path, err)
+	}
+	return b
+}

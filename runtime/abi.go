@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 )
 
 // This file mirrors include/stint_abi.h. abi_test.go pins every size and
@@ -34,15 +35,42 @@ const (
 	KContext     Kind = 10
 )
 
-// Tool is struct stint_module.tool (STINT_TOOL_*).
+// Tool is struct stint_module.tool (STINT_TOOL_*): which instructions
+// are probed.
 type Tool uint32
 
 const (
-	ToolBranch  Tool = 1
-	ToolCall    Tool = 2
-	ToolSyscall Tool = 3
-	ToolBlock   Tool = 4
+	ToolBranch  Tool = 1 // every jmp, jcc, call and ret
+	ToolCall    Tool = 2 // every call and ret
+	ToolSyscall Tool = 3 // every syscall instruction
+	ToolBlock   Tool = 4 // the first instruction of every basic block
 )
+
+// String returns the tool's name, as the module's option string and the
+// command line spell it.
+func (t Tool) String() string {
+	switch t {
+	case ToolBranch:
+		return "branch"
+	case ToolCall:
+		return "call"
+	case ToolSyscall:
+		return "syscall"
+	case ToolBlock:
+		return "block"
+	}
+	return "tool(" + strconv.Itoa(int(t)) + ")"
+}
+
+// ParseTool parses a tool name.
+func ParseTool(s string) (Tool, bool) {
+	for _, t := range []Tool{ToolBranch, ToolCall, ToolSyscall, ToolBlock} {
+		if t.String() == s {
+			return t, true
+		}
+	}
+	return 0, false
+}
 
 // Module flags (STINT_MF_*).
 const (

@@ -541,20 +541,3 @@ func TestFrameStarts(t *testing.T) {
 		t.Error("inner table lost")
 	}
 }
-
-func TestParseEhFrameHdrBad(t *testing.T) {
-	good := []byte{1, 0x1b, 0x03, 0x3b, 0, 0, 0, 0, 2, 0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0, 0, 0, 0}
-	if s, err := parseEhFrameHdr(good, 0x1000); err != nil || len(s) != 2 || s[0] != 0x1010 || s[1] != 0x1020 {
-		t.Errorf("good header: %#x, %v", s, err)
-	}
-	for _, bad := range [][]byte{nil, good[:8], append([]byte{2}, good[1:]...), append([]byte{1, 0x1b, 0x03, 0x33}, good[4:]...)} {
-		if _, err := parseEhFrameHdr(bad, 0); err == nil {
-			t.Errorf("% x: no error", bad)
-		}
-	}
-	lying := append([]byte(nil), good...)
-	lying[8] = 0xff // more entries than bytes
-	if _, err := parseEhFrameHdr(lying, 0); err == nil {
-		t.Error("entry count beyond the data: no error")
-	}
-}

@@ -2,13 +2,11 @@ package cct
 
 import (
 	"debug/elf"
-	"encoding/binary"
-	"errors"
-	"fmt"
 	"slices"
 	"sort"
 
 	"github.com/stint-project/stint/analysis/symbols"
+	"github.com/stint-project/stint/internal/ehframe"
 )
 
 // WithFrameStarts returns a SymbolSource that completes src's tables with
@@ -72,14 +70,6 @@ func (f frameStarts) Table(buildID, path string) (*symbols.Table, error) {
 	return out, nil
 }
 
-// DWARF exception-header pointer encodings (LSB: .eh_frame_hdr).
-const (
-	pePCRel   = 0x10
-	peDataRel = 0x30
-	peUdata4  = 0x03
-	peSdata4  = 0x0b
-)
-
 // ehFrameStarts returns the sorted function starts (link vaddrs) of the
 // .eh_frame_hdr binary search table of the ELF file at path.
 func ehFrameStarts(path string) ([]uint64, error) {
@@ -109,28 +99,12 @@ func ehFrameStarts(path string) ([]uint64, error) {
 	return parseEhFrameHdr(data, base)
 }
 
-// parseEhFrameHdr reads the table of an .eh_frame_hdr at vaddr base:
-// version 1, then the encodings of eh_frame_ptr, fde_count and the
-// table; only the usual ones (gcc and lld write pcrel|sdata4, udata4,
-// datarel|sdata4) are read.
+// parseEhFrameHdr returns the sorted, distinct starts of the
+// .eh_frame_hdr table at vaddr base (package ehframe reads it).
 func parseEhFrameHdr(d []byte, base uint64) ([]uint64, error) {
-	if len(d) < 12 {
-		return nil, errors.New("eh_frame_hdr: too short")
-	}
-	if d[0] != 1 {
-		return nil, fmt.Errorf("eh_frame_hdr: version %d", d[0])
-	}
-	if d[1]&0x0f != peSdata4 && d[1]&0x0f != peUdata4 || d[2] != peUdata4 || d[3] != peDataRel|peSdata4 {
-		return nil, fmt.Errorf("eh_frame_hdr: encodings %#x %#x %#x not supported", d[1], d[2], d[3])
-	}
-	n := uint64(binary.LittleEndian.Uint32(d[8:]))
-	if n > uint64(len(d)-12)/8 {
-		return nil, fmt.Errorf("eh_frame_hdr: %d entries do not fit %d bytes", n, len(d))
-	}
-	starts := make([]uint64, 0, n)
-	for i := uint64(0); i < n; i++ {
-		rel := int64(int32(binary.LittleEndian.Uint32(d[12+8*i:])))
-		starts = append(starts, uint64(int64(base)+rel))
+	starts, err := ehframe.HdrStarts(d, base)
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(starts)
 	return slices.Compact(starts), nil

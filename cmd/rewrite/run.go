@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"github.com/stint-project/stint/formats/redlog"
 	"github.com/stint-project/stint/rewrite"
 )
 
@@ -143,7 +144,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("rewrite", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	opts := rewrite.Options{Tool: rewrite.ToolBranch}
-	var out, statsJSON string
+	var out, statsJSON, skipCovered, retireSince string
 	var quiet bool
 	fs.VarP(toolValue{&opts.Tool}, "tool", "t", "probe sites: branch, call, syscall or block")
 	fs.BoolVar(&opts.Every, "every", false, "record every occurrence of an event, not just the first (slower; never undoes patches)")
@@ -157,8 +158,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&opts.Window, "window", "", "with --budget: leave sites the off-switch re-applies on for at most `W` per period (a percentage or a duration; default: as long as the budget; none: until the budget is spent)")
 	fs.StringVar(&opts.Log, "log", "", "redundancy log `FILE`: skip outcomes recorded by earlier runs, append new ones")
 	fs.StringVar(&opts.LogPolicy, "log-policy", "", "redundancy log `POLICY`: exact (default: each outcome once, probes retire), or the DIME* paper's region logs hash, bst, merger (for comparison: instrumented traces record every execution)")
-	fs.StringVar(&opts.SkipCovered, "skip-covered", "", "leave unpatched every site whose outcomes are all in the exact redundancy log `LOG` (code covered by earlier runs then costs nothing)")
-	fs.StringVar(&opts.RetireSince, "retire-since", "", "with --skip-covered LOG: also leave unpatched every site that has outcomes in `OLD`, an older copy of LOG (say, taken before the last run), and no outcome added since; those runs showed nothing new there, and what they did not see is given up")
+	fs.StringVar(&skipCovered, "skip-covered", "", "leave unpatched every site whose outcomes are all in the exact redundancy log `LOG` (code covered by earlier runs then costs nothing)")
+	fs.StringVar(&retireSince, "retire-since", "", "with --skip-covered LOG: also leave unpatched every site that has outcomes in `OLD`, an older copy of LOG (say, taken before the last run), and no outcome added since; those runs showed nothing new there, and what they did not see is given up")
 	fs.BoolVar(&opts.SkipSeenIndirect, "skip-seen-indirect", false, "with --skip-covered, also leave unpatched returns, indirect branches and syscalls with at least one logged outcome (their new destinations are then not traced)")
 	fs.StringVar(&opts.Edges, "edges", "auto", "probe a jcc outcome at its destination, where only the jcc leads, instead of at the jcc, so the jcc's common side runs unpatched and its rare side is recorded whenever it happens: `MODE` auto (the jccs of covered, and every other jcc's at destinations of 5 bytes or more, which a jmp replaces), covered (jccs with one outcome in the --skip-covered log), all (every jcc at any destination: slower on sqlite3), or none")
 	fs.BoolVar(&opts.EmulateIndirectCalls, "emulate-indirect-calls", false, "probe every indirect call in its own trampoline, where it is emulated (push the return address, jump); by default one is probed at the instruction before it where only that instruction leads to it, so that the call runs in place and the processor's return-stack predictor stays in step")
@@ -179,7 +180,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if out == "" {
 		return usageError{errors.New("missing -o OUT")}
 	}
-	if err := ctx.Err(); err != nil {
+	err := ctx.Err()
+	if err != nil {
+		return err
+	}
+	if opts.SkipCovered, err = readCoverage("--skip-covered", skipCovered); err != nil {
+		return err
+	}
+	if opts.RetireSince, err = readCoverage("--retire-since", retireSince); err != nil {
 		return err
 	}
 	in := fs.Arg(0)
@@ -263,4 +271,17 @@ func exitCode(err error, w io.Writer) int {
 	}
 	fmt.Fprintf(w, "rewrite: %v\n", err)
 	return 1
+}
+
+// readCoverage reads the exact redundancy log at path for option flag
+// ("" = none).
+func readCoverage(flag, path string) (*rewrite.Coverage, error) {
+	if path == "" {
+		return nil, nil
+	}
+	l, probs, err := redlog.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	return rewrite.NewCoverage(flag, path, l, probs)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stint-project/stint/formats/redlog"
 	"github.com/stint-project/stint/rewrite"
 )
 
@@ -27,6 +28,9 @@ func TestRunUsage(t *testing.T) {
 		{"bad flag", []string{"--frobnicate"}, 2, "unknown flag"},
 		{"not ELF", []string{"-o", filepath.Join(t.TempDir(), "out"), "/etc/hostname"}, 1, "not an ELF file"},
 		{"missing input", []string{"-o", filepath.Join(t.TempDir(), "out"), "/nonexistent"}, 1, "no such file"},
+		{"skip-covered not a log", []string{"--skip-covered", "/etc/hostname", "-o", filepath.Join(t.TempDir(), "out"), "/usr/bin/gzip"}, 1, "--skip-covered"},
+		{"retire-since not a log", []string{"--skip-covered", exactLog(t), "--retire-since", "/etc/hostname", "-o", filepath.Join(t.TempDir(), "out"), "/usr/bin/gzip"}, 1, "--retire-since"},
+		{"skip-covered region log", []string{"--skip-covered", hashLog(t), "-o", filepath.Join(t.TempDir(), "out"), "/usr/bin/gzip"}, 1, "only an exact log"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,4 +104,22 @@ func TestSummaryEdges(t *testing.T) {
 			t.Errorf("summary %q lacks %q", s, want)
 		}
 	}
+}
+
+// exactLog writes an empty exact redundancy log.
+func exactLog(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "exact.log")
+	if err := os.WriteFile(p, redlog.EncodeHeader(redlog.Exact), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// hashLog writes an empty log of the DIME* hash policy.
+func hashLog(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "hash.log")
+	if err := os.WriteFile(p, redlog.EncodeHeader(redlog.Hash), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

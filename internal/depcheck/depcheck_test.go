@@ -1,6 +1,9 @@
 // Package depcheck enforces the direction of dependencies between stint's
 // packages: cmd → analysis → formats and cmd → rewrite → runtime. formats
 // knows nothing about ELF or the rewriter; runtime knows nothing above it.
+// Inside rewrite the stages depend one way too: elfin (the input) ←
+// facts ← policy (what to patch), and tramp (trampolines) and elfout (the
+// output) know no policy; place knows nothing of ELF.
 package depcheck
 
 import (
@@ -18,6 +21,14 @@ var forbidden = map[string][]string{
 	"runtime":  {"rewrite", "formats", "analysis", "cmd"},
 	"rewrite":  {"analysis", "cmd"},
 	"analysis": {"rewrite", "cmd"},
+
+	"rewrite/elfin":    {"rewrite/facts", "rewrite/policy", "rewrite/place", "rewrite/tramp", "rewrite/elfout", "runtime"},
+	"rewrite/place":    {"rewrite/elfin", "rewrite/facts", "rewrite/policy", "rewrite/tramp", "rewrite/elfout", "runtime", "debug/elf"},
+	"rewrite/facts":    {"rewrite/policy", "rewrite/tramp", "rewrite/elfout", "runtime"},
+	"rewrite/policy":   {"rewrite/tramp", "rewrite/elfout"},
+	"rewrite/tramp":    {"rewrite/policy", "rewrite/elfout"},
+	"rewrite/elfout":   {"rewrite/policy", "rewrite/tramp"},
+	"internal/ehframe": {"rewrite", "analysis", "formats", "runtime", "cmd"},
 }
 
 func TestDependencyDirection(t *testing.T) {

@@ -312,7 +312,7 @@ func probedSites(ps []runtime.Probe) map[uint64]bool {
 	return m
 }
 
-// TestSkipCovered: rewriting with --skip-covered leaves unpatched exactly
+// TestSkipCovered: coverage(t, "--skip-covered", rewriting) with --skip-covered leaves unpatched exactly
 // the sites whose every outcome is in the log (direct sites only: the
 // outcomes of returns and indirect branches cannot be listed in full; a
 // direct call's return counts as one of its outcomes), and the program
@@ -381,7 +381,7 @@ func TestSkipCovered(t *testing.T) {
 		t.Fatal("the logged run covered no site")
 	}
 	skipDir := t.TempDir()
-	skipped, st := rewritten(t, bin, skipDir, rewrite.Options{SkipCovered: logPath})
+	skipped, st := rewritten(t, bin, skipDir, rewrite.Options{SkipCovered: coverage(t, "--skip-covered", logPath)})
 	if st.Covered != nCovered {
 		t.Errorf("stats: %d covered, want %d", st.Covered, nCovered)
 	}
@@ -459,7 +459,7 @@ func TestSkipCovered(t *testing.T) {
 	t.Logf("%d sites, %d covered, %d jccs probed at %d destinations", len(sites), nCovered, st.Patched["edge"], edges)
 }
 
-// TestRetireSince: with --retire-since OLD beside --skip-covered LOG, a
+// TestRetireSince: coverage(t, "--retire-since", with) --retire-since OLD beside --skip-covered LOG, a
 // site that is not covered but has outcomes in OLD and none added in LOG
 // since is left unpatched too; a site whose outcomes grew since OLD, or
 // that OLD lacks, stays patched. OLD here is the logged run's log with a
@@ -496,7 +496,7 @@ func TestRetireSince(t *testing.T) {
 		}
 		return probedSites(left)
 	}
-	skipped, _ := rewritten(t, bin, t.TempDir(), rewrite.Options{SkipCovered: logPath})
+	skipped, _ := rewritten(t, bin, t.TempDir(), rewrite.Options{SkipCovered: coverage(t, "--skip-covered", logPath)})
 	inLogged := patched(skipped)
 	// OLD: the logged run's log without the outcome of one half-logged
 	// jcc. LOG: that log with a destination added to one ret.
@@ -529,7 +529,7 @@ func TestRetireSince(t *testing.T) {
 	newPath := filepath.Join(dir, "new.log")
 	writeLog(t, newPath, raw, newer)
 	plainDir := t.TempDir()
-	plain, stPlain := rewritten(t, bin, plainDir, rewrite.Options{SkipCovered: newPath})
+	plain, stPlain := rewritten(t, bin, plainDir, rewrite.Options{SkipCovered: coverage(t, "--skip-covered", newPath)})
 	inPlain := patched(plain)
 	count0, count1 := count(old), count(newer)
 	oldPath := filepath.Join(dir, "old.log")
@@ -551,7 +551,7 @@ func TestRetireSince(t *testing.T) {
 		t.Fatalf("test setup: %d sites to retire (jcc %#x %v, ret %#x %v)", len(want), jcc, want[jcc], ret, want[ret])
 	}
 	retDir := t.TempDir()
-	retired, st := rewritten(t, bin, retDir, rewrite.Options{SkipCovered: newPath, RetireSince: oldPath})
+	retired, st := rewritten(t, bin, retDir, rewrite.Options{SkipCovered: coverage(t, "--skip-covered", newPath), RetireSince: coverage(t, "--retire-since", oldPath)})
 	if st.Retired != len(want) || st.Covered != stPlain.Covered {
 		t.Errorf("stats: %d retired, %d covered; want %d retired, %d covered", st.Retired, st.Covered, len(want), stPlain.Covered)
 	}
@@ -584,7 +584,7 @@ func TestRetireSince(t *testing.T) {
 	// an OLD without an entry of this module retires nothing, and says so
 	empty := filepath.Join(dir, "empty.log")
 	writeLog(t, empty, raw, nil)
-	_, stEmpty := rewritten(t, bin, t.TempDir(), rewrite.Options{SkipCovered: newPath, RetireSince: empty})
+	_, stEmpty := rewritten(t, bin, t.TempDir(), rewrite.Options{SkipCovered: coverage(t, "--skip-covered", newPath), RetireSince: coverage(t, "--retire-since", empty)})
 	if stEmpty.Retired != 0 || !strings.Contains(strings.Join(stEmpty.Notes, "\n"), "no entry of this module") {
 		t.Errorf("empty OLD: %d retired, notes %q", stEmpty.Retired, stEmpty.Notes)
 	}
@@ -600,15 +600,33 @@ func TestRetireSince(t *testing.T) {
 		opts rewrite.Options
 		want string
 	}{
-		{rewrite.Options{SkipCovered: newPath, RetireSince: alien}, "not in the --skip-covered log"},
-		{rewrite.Options{RetireSince: oldPath}, "needs --skip-covered"},
-		{rewrite.Options{SkipCovered: newPath, RetireSince: junk}, "--retire-since"},
+		{rewrite.Options{SkipCovered: coverage(t, "--skip-covered", newPath), RetireSince: coverage(t, "--retire-since", alien)}, "not in the --skip-covered log"},
+		{rewrite.Options{RetireSince: coverage(t, "--retire-since", oldPath)}, "needs --skip-covered"},
 	} {
 		_, err := rewrite.RewriteFile(bin, filepath.Join(t.TempDir(), "out"), c.opts)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("--retire-since %s: error %v, want one saying %q", c.opts.RetireSince, err, c.want)
+			t.Errorf("--retire-since %s: error %v, want one saying %q", c.opts.RetireSince.Path, err, c.want)
 		}
 	}
+	// OLD not a log: the reader refuses it (cmd/rewrite names the flag).
+	if _, _, err := redlog.ReadFile(junk); err == nil {
+		t.Errorf("--retire-since %s: read without error", junk)
+	}
+}
+
+// coverage reads the exact log at path for option flag, as cmd/rewrite
+// does.
+func coverage(t *testing.T, flag, path string) *rewrite.Coverage {
+	t.Helper()
+	l, probs, err := redlog.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%s: %v", flag, err)
+	}
+	c, err := rewrite.NewCoverage(flag, path, l, probs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // writeLog writes an exact log of entries for the module with build-id bid.
@@ -977,7 +995,7 @@ func TestColdRets(t *testing.T) {
 		}
 	}
 	skipDir := t.TempDir()
-	out, st := rewritten(t, bin, skipDir, rewrite.Options{SkipCovered: logPath, Budget: "10%", Period: "100ms"})
+	out, st := rewritten(t, bin, skipDir, rewrite.Options{SkipCovered: coverage(t, "--skip-covered", logPath), Budget: "10%", Period: "100ms"})
 	lo, hi := funcRange(t, bin, "leaf")
 	bLo, bHi := funcRange(t, bin, "site_b")
 	mod, probes, patches := probesAndPatches(t, out)
@@ -1100,7 +1118,7 @@ func TestLogLoadList(t *testing.T) {
 	dir := t.TempDir()
 	oldPath := filepath.Join(dir, "old.log")
 	writeLog(t, oldPath, raw, old)
-	out, _ := rewritten(t, bin, dir, rewrite.Options{SkipCovered: oldPath, Edges: "none", Budget: "10%", Period: "100ms"})
+	out, _ := rewritten(t, bin, dir, rewrite.Options{SkipCovered: coverage(t, "--skip-covered", oldPath), Edges: "none", Budget: "10%", Period: "100ms"})
 	mod, probes, err := Probed(out)
 	if err != nil {
 		t.Fatal(err)

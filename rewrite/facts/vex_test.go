@@ -1,4 +1,4 @@
-package rewrite
+package facts
 
 import "testing"
 
@@ -42,8 +42,8 @@ func TestVexDecode(t *testing.T) {
 		if c.ripDisp < 0 && in.PCRel != 0 {
 			t.Errorf("%s: unexpected pc-relative operand", c.name)
 		}
-		if k, _ := classify(&in); k != kOther {
-			t.Errorf("%s: classified %v, want kOther", c.name, k)
+		if k, _ := Classify(&in); k != Other {
+			t.Errorf("%s: classified %v, want Other", c.name, k)
 		}
 	}
 }

@@ -1,9 +1,8 @@
-package rewrite
+package facts
 
 import (
 	"bufio"
 	"bytes"
-	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stint-project/stint/internal/ehframe"
+	"github.com/stint-project/stint/rewrite/elfin"
 	"github.com/stint-project/stint/rewrite/place"
 )
 
@@ -27,85 +28,55 @@ func readInput(t testing.TB, path string) []byte {
 
 func TestDecodeGzip(t *testing.T) {
 	data := readInput(t, gzipPath)
-	f, err := parseELF(data)
+	f, err := elfin.Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := f.section(".symtab"); s != nil {
+	if s := f.Section(".symtab"); s != nil {
 		t.Skip("gzip is not stripped here; the test is about .eh_frame starts")
 	}
-	// Function starts come from .eh_frame; the .eh_frame_hdr table must
-	// agree with them.
-	eh := f.section(".eh_frame")
-	starts := ehFrameStarts(f.sectData(eh), eh.Addr)
-	p := f.prog(elf.PT_GNU_EH_FRAME)
-	hdr := ehFrameHdrStarts(f.data[p.Off:p.Off+p.Filesz], p.Vaddr)
-	if len(starts) < 50 || len(starts) != len(hdr) {
-		t.Fatalf(".eh_frame gives %d starts, .eh_frame_hdr %d", len(starts), len(hdr))
+	// Function starts come from .eh_frame (package ehframe checks that
+	// .eh_frame_hdr agrees with them).
+	eh := f.Section(".eh_frame")
+	starts := ehframe.Starts(f.SectData(eh), eh.Addr)
+	if len(starts) < 50 {
+		t.Fatalf(".eh_frame gives %d starts", len(starts))
 	}
-	in := map[uint64]bool{}
-	for _, s := range starts {
-		in[s] = true
-	}
-	for _, s := range hdr {
-		if !in[s] {
-			t.Errorf(".eh_frame_hdr start %#x not among .eh_frame starts", s)
-		}
-	}
-
-	c := decode(f)
-	if c.undecodable != 0 {
-		t.Errorf("undecodable bytes: %d", c.undecodable)
+	c := decode(f, functionStarts(f))
+	if c.Undecodable != 0 {
+		t.Errorf("undecodable bytes: %d", c.Undecodable)
 	}
 	for _, s := range starts {
-		i := c.index(s)
-		if i < 0 || c.insts[i].Addr != s || c.insts[i].Flags&place.InstTarget == 0 {
+		i := c.Index(s)
+		if i < 0 || c.Insts[i].Addr != s || c.Insts[i].Flags&place.InstTarget == 0 {
 			t.Errorf("function start %#x is not a target instruction", s)
 		}
 	}
 	// Instructions are sorted, contiguous within a region, and cover it.
-	for i := 1; i < len(c.insts); i++ {
-		if c.insts[i].Addr <= c.insts[i-1].Addr {
+	for i := 1; i < len(c.Insts); i++ {
+		if c.Insts[i].Addr <= c.Insts[i-1].Addr {
 			t.Fatalf("instructions out of order at %d", i)
 		}
 	}
-	count := map[kind]int{}
+	count := map[Kind]int{}
 	var flags [8]int
-	for i, k := range c.kinds {
+	for i, k := range c.Kinds {
 		count[k]++
 		for b := 0; b < 4; b++ {
-			if c.insts[i].Flags&(1<<b) != 0 {
+			if c.Insts[i].Flags&(1<<b) != 0 {
 				flags[b]++
 			}
 		}
 	}
 	t.Logf("%d instructions; kinds %v; target %d untouchable %d padding %d relocatable %d",
-		len(c.insts), count, flags[0], flags[1], flags[2], flags[3])
+		len(c.Insts), count, flags[0], flags[1], flags[2], flags[3])
 	// gzip 1.12 (FACTS.md): ~811 direct calls, ~1450 jcc, 129 ret.
-	if count[kCall] < 500 || count[kJcc] < 1000 || count[kRet] < 80 {
+	if count[Call] < 500 || count[Jcc] < 1000 || count[Ret] < 80 {
 		t.Errorf("too few branches decoded: %v", count)
 	}
 	if flags[2] == 0 {
 		t.Error("no padding found")
 	}
-	sites := map[Tool]int{}
-	for _, tool := range []Tool{ToolBranch, ToolCall, ToolSyscall, ToolBlock} {
-		sites[tool] = len(c.sites(tool))
-	}
-	if sites[ToolBranch] != count[kJcc]+count[kJcxz]+count[kJmp]+count[kCall]+count[kRet]+count[kIndJmp]+count[kIndCall] {
-		t.Errorf("branch sites %d do not match the decoded branches %v", sites[ToolBranch], count)
-	}
-	if sites[ToolCall] != count[kCall]+count[kIndCall]+count[kRet] {
-		t.Errorf("call sites %d", sites[ToolCall])
-	}
-	if sites[ToolSyscall] != count[kSyscall] {
-		t.Errorf("syscall sites %d, syscalls %d", sites[ToolSyscall], count[kSyscall])
-	}
-	if sites[ToolBlock] < len(starts) || sites[ToolBlock] > len(c.insts)/2 {
-		t.Errorf("block sites %d for %d functions", sites[ToolBlock], len(starts))
-	}
-	t.Logf("sites per tool: %v", sites)
-
 	if !testing.Short() {
 		objdumpAgrees(t, gzipPath, f, c)
 	}
@@ -125,16 +96,16 @@ func TestDecodeAgreesWithObjdump(t *testing.T) {
 		"/usr/lib/x86_64-linux-gnu/liblzma.so.5",
 	} {
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			f, err := parseELF(readInput(t, path))
+			f, err := elfin.Parse(readInput(t, path))
 			if err != nil {
 				t.Fatal(err)
 			}
-			objdumpAgrees(t, path, f, decode(f))
+			objdumpAgrees(t, path, f, decode(f, functionStarts(f)))
 		})
 	}
 }
 
-func objdumpAgrees(t *testing.T, path string, f *elfFile, c *code) {
+func objdumpAgrees(t *testing.T, path string, f *elfin.File, c *Code) {
 	t.Helper()
 	od, err := exec.LookPath("objdump")
 	if err != nil {
@@ -156,13 +127,13 @@ func objdumpAgrees(t *testing.T, path string, f *elfFile, c *code) {
 			theirs[a] = true
 		}
 	}
-	text := f.section(".text")
+	text := f.Section(".text")
 	mismatch, total, bad := 0, 0, 0
-	for i, in := range c.insts {
+	for i, in := range c.Insts {
 		if in.Addr < text.Addr || in.Addr >= text.Addr+text.Size {
 			continue
 		}
-		if c.kinds[i] == kBad {
+		if c.Kinds[i] == Bad {
 			bad++
 			continue
 		}
@@ -179,16 +150,4 @@ func objdumpAgrees(t *testing.T, path string, f *elfFile, c *code) {
 		t.Errorf("%d of %d instructions disagree with objdump", mismatch, total)
 	}
 
-}
-
-func TestParseToolNames(t *testing.T) {
-	for _, tool := range []Tool{ToolBranch, ToolCall, ToolSyscall, ToolBlock} {
-		have, ok := ParseTool(tool.String())
-		if !ok || have != tool {
-			t.Errorf("ParseTool(%q) = %v, %v", tool.String(), have, ok)
-		}
-	}
-	if _, ok := ParseTool("nope"); ok {
-		t.Error("ParseTool accepted nope")
-	}
 }

@@ -1,11 +1,15 @@
-package rewrite
+package tramp
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/stint-project/stint/rewrite/elfin"
+	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/place"
+	"github.com/stint-project/stint/rewrite/policy"
+	"github.com/stint-project/stint/runtime"
 	"golang.org/x/arch/x86/x86asm"
 )
 
@@ -43,15 +47,15 @@ func gnu(d dinst) string {
 	return s
 }
 
-func siteFor(t *testing.T, addr uint64, b []byte) (place.Inst, kind, uint64) {
+func siteFor(t *testing.T, addr uint64, b []byte) (place.Inst, facts.Kind, uint64) {
 	t.Helper()
-	in, ok := decodeOne(b)
+	in, ok := facts.DecodeOne(b)
 	if !ok || in.Len != len(b) {
 		t.Fatalf("test input % x does not decode as one instruction", b)
 	}
-	k, rel := classify(&in)
+	k, rel := facts.Classify(&in)
 	var tgt uint64
-	if k == kJcc || k == kJcxz || k == kJmp || k == kCall {
+	if k == facts.Jcc || k == facts.Jcxz || k == facts.Jmp || k == facts.Call {
 		tgt = addr + uint64(len(b)) + uint64(rel)
 	}
 	return place.Inst{Addr: addr, Bytes: b}, k, tgt
@@ -68,92 +72,92 @@ func TestSiteTrampolines(t *testing.T) {
 	)
 	tests := []struct {
 		name  string
-		tool  Tool
+		tool  runtime.Tool
 		bytes []byte
 		pic   bool
 		want  []string // substrings, one per decoded instruction, in order
 		arms  []uint64 // arm_to per probe (0 = no arm)
 	}{
-		{"jcc rel8", ToolBranch, []byte{0x74, 0x10}, false, []string{
+		{"jcc rel8", runtime.ToolBranch, []byte{0x74, 0x10}, false, []string{
 			"je 0x50000b", "jmp 0x50003f",
 			"lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "jmp", "pop %rcx", "lea 0x80(%rsp),%rsp", "jmp 0x401012",
 			"lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea 0x", "call 0x480100", "pop %rsi", "pop %rdi", "jmp", "pop %rcx", "lea 0x80(%rsp),%rsp", "jmp 0x401002",
 		}, []uint64{0x401012, 0x401002}},
-		{"jcc rel32", ToolBranch, []byte{0x0f, 0x8c, 0x00, 0x01, 0x00, 0x00}, false, []string{
+		{"jcc rel32", runtime.ToolBranch, []byte{0x0f, 0x8c, 0x00, 0x01, 0x00, 0x00}, false, []string{
 			"jl 0x50000b", "jmp 0x50003f"}, []uint64{0x401106, 0x401006}},
-		{"jrcxz", ToolBranch, []byte{0xe3, 0x20}, false, []string{
+		{"jrcxz", runtime.ToolBranch, []byte{0xe3, 0x20}, false, []string{
 			"jrcxz 0x500007", "jmp 0x500040", "jmp 0x50000c"}, []uint64{0x401022, 0x401002}},
-		{"loop", ToolBranch, []byte{0xe2, 0xf0}, false, []string{
+		{"loop", runtime.ToolBranch, []byte{0xe2, 0xf0}, false, []string{
 			"loop 0x500007", "jmp", "jmp"}, []uint64{0x400ff2, 0x401002}},
-		{"jmp rel8", ToolBranch, []byte{0xeb, 0x05}, false, []string{
+		{"jmp rel8", runtime.ToolBranch, []byte{0xeb, 0x05}, false, []string{
 			"jmp 0x500005", "lea -0x80(%rsp),%rsp", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "jmp", "pop %rcx", "lea 0x80(%rsp),%rsp", "jmp 0x401007"},
 			[]uint64{0x401007}},
-		{"call rel32 fixed", ToolBranch, []byte{0xe8, 0x00, 0x10, 0x00, 0x00}, false, []string{
+		{"call rel32 fixed", runtime.ToolBranch, []byte{0xe8, 0x00, 0x10, 0x00, 0x00}, false, []string{
 			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "jmp", "pop %rcx", "lea 0x80",
 			"push $0x401005", "jmp 0x402005"}, []uint64{0x500034}},
-		{"call rel32 pic", ToolBranch, []byte{0xe8, 0x00, 0x10, 0x00, 0x00}, true, []string{
+		{"call rel32 pic", runtime.ToolBranch, []byte{0xe8, 0x00, 0x10, 0x00, 0x00}, true, []string{
 			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "jmp", "pop %rcx", "lea 0x80",
 			"lea -0x8(%rsp),%rsp", "push %rax", "->0x401005", "mov %rax,0x8(%rsp)", "pop %rax", "jmp 0x402005"}, []uint64{0x500034}},
-		{"ret", ToolBranch, []byte{0xc3}, false, []string{
+		{"ret", runtime.ToolBranch, []byte{0xc3}, false, []string{
 			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "mov 0x90(%rsp),%rax", "),%rcx ->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz",
 			"pop %rcx", "pop %rax", "lea 0x80",
 			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call 0x480100", "pop %rsi", "pop %rdi", "lea 0x80", "ret",
 			"pop %rcx", "pop %rax", "lea 0x80", "ret"}, []uint64{0}},
-		{"ret imm16", ToolCall, []byte{0xc2, 0x10, 0x00}, false, []string{
+		{"ret imm16", runtime.ToolCall, []byte{0xc2, 0x10, 0x00}, false, []string{
 			"lea -0x80", "push %rax", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "mov 0x90(%rsp),%rax", "->0x600070", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rax,%rcx),%rcx", "jrcxz",
 			"pop %rcx", "pop %rax", "lea 0x80",
 			"lea -0x80", "push %rdi", "push %rsi", "mov 0x90(%rsp),%rsi", "lea", "call", "pop", "pop", "lea 0x80", "ret $0x10",
 			"pop %rcx", "pop %rax", "lea 0x80", "ret $0x10"}, []uint64{0}},
-		{"call *%rax", ToolBranch, []byte{0xff, 0xd0}, false, []string{
+		{"call *%rax", runtime.ToolBranch, []byte{0xff, 0xd0}, false, []string{
 			"lea -0x80", "push %rdi", "push %rsi", "mov %rax,%rsi", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401002", "jmp *%rax",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401002", "jmp *%rax"}, []uint64{0}},
-		{"call *%r12 pic", ToolCall, []byte{0x41, 0xff, 0xd4}, true, []string{
+		{"call *%r12 pic", runtime.ToolCall, []byte{0x41, 0xff, 0xd4}, true, []string{
 			"lea -0x80", "push %rdi", "push %rsi", "mov %r12,%rsi", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "lea -0x8(%rsp),%rsp", "push %rax", "lea", "mov %rax,0x8(%rsp)", "pop %rax", "jmp *%r12"}, []uint64{0}},
-		{"call *8(%rsp)", ToolBranch, []byte{0xff, 0x54, 0x24, 0x08}, false, []string{
+		{"call *8(%rsp)", runtime.ToolBranch, []byte{0xff, 0x54, 0x24, 0x08}, false, []string{
 			"lea -0x80", "push %rdi", "push %rsi", "mov 0x98(%rsp),%rsi", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401004", "jmp *0x10(%rsp)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401004", "jmp *0x10(%rsp)"}, []uint64{0}},
-		{"call *rip", ToolBranch, []byte{0xff, 0x15, 0xfa, 0x0f, 0x00, 0x00}, false, []string{
+		{"call *rip", runtime.ToolBranch, []byte{0xff, 0x15, 0xfa, 0x0f, 0x00, 0x00}, false, []string{
 			"lea -0x80", "push %rdi", "push %rsi", "),%rsi ->0x402000", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"push $0x401006", "->0x402000",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "push $0x401006", "->0x402000"}, []uint64{0}},
-		{"notrack jmp *(%rax,%rbx,8)", ToolBranch, []byte{0x3e, 0xff, 0x24, 0xd8}, false, []string{
+		{"notrack jmp *(%rax,%rbx,8)", runtime.ToolBranch, []byte{0x3e, 0xff, 0x24, 0xd8}, false, []string{
 			"lea -0x80", "push %rdi", "push %rsi", "mov (%rax,%rbx,8),%rsi", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"jmp *(%rax,%rbx,8)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "jmp *(%rax,%rbx,8)"}, []uint64{0}},
-		{"jmp *%fs:0x10(%r13)", ToolBranch, []byte{0x64, 0x41, 0xff, 0x65, 0x10}, false, []string{
+		{"jmp *%fs:0x10(%r13)", runtime.ToolBranch, []byte{0x64, 0x41, 0xff, 0x65, 0x10}, false, []string{
 			"lea -0x80", "push %rdi", "push %rsi", "mov %fs:0x10(%r13),%rsi", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "->0x600070", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600078", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600050", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "->0x600058", "not %rcx", "lea 0x1(%rsi,%rcx),%rcx", "jrcxz", "pop %rcx", "lea", "call", "pop", "pop", "lea 0x80",
 			"jmp *%fs:0x10(%r13)",
 			"pop %rcx", "pop %rsi", "pop %rdi", "lea 0x80", "jmp *%fs:0x10(%r13)"}, []uint64{0}},
-		{"syscall", ToolSyscall, []byte{0x0f, 0x05}, false, []string{
+		{"syscall", runtime.ToolSyscall, []byte{0x0f, 0x05}, false, []string{
 			"lea -0x80", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "mov %rax,%rsi", "lea", "call", "pop", "pop", "jmp", "pop %rcx", "lea 0x80",
 			"syscall", "jmp 0x401002"}, []uint64{0}},
-		{"block rip-relative", ToolBlock, []byte{0x48, 0x8b, 0x05, 0x10, 0x00, 0x00, 0x00}, false, []string{
+		{"block rip-relative", runtime.ToolBlock, []byte{0x48, 0x8b, 0x05, 0x10, 0x00, 0x00, 0x00}, false, []string{
 			"jmp 0x500005", "lea -0x80", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "jmp", "pop %rcx", "lea 0x80",
 			",%rax ->0x401017", "jmp 0x401007"}, []uint64{0x500034}},
-		{"block jcc rel8", ToolBlock, []byte{0x75, 0x03}, false, []string{
+		{"block jcc rel8", runtime.ToolBlock, []byte{0x75, 0x03}, false, []string{
 			"jmp", "lea -0x80", "push %rcx", "->0x600f00", "lea -0x1(%rcx),%rcx", "jrcxz", "pop %rcx", "push %rdi", "push %rsi", "lea", "call", "pop", "pop", "jmp", "pop %rcx", "lea 0x80",
 			"jne 0x401005", "jmp 0x401002"}, []uint64{0x500034}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in, k, tgt := siteFor(t, site, tc.bytes)
-			n := nprobes(tc.tool, k)
+			n := policy.SiteProbes(tc.tool, k)
 			probes := []uint64{probe, probe + 64}[:n]
-			sz := &asm{sizing: true, gate: 0x600f00}
-			sz.siteTramp(tc.tool, &in, k, tgt, nil, 0, tc.pic)
-			a := &asm{base: tramp, gate: 0x600f00}
-			sp := a.siteTramp(tc.tool, &in, k, tgt, probes, entry, tc.pic)
-			if a.err != nil {
-				t.Fatal(a.err)
+			sz := &Asm{Sizing: true, Gate: 0x600f00}
+			sz.Site(tc.tool, &in, k, tgt, nil, 0, tc.pic)
+			a := &Asm{Base: tramp, Gate: 0x600f00}
+			sp := a.Site(tc.tool, &in, k, tgt, probes, entry, tc.pic)
+			if a.Err != nil {
+				t.Fatal(a.Err)
 			}
-			if len(a.b) != len(sz.b) {
-				t.Errorf("size: have %d, sized %d", len(a.b), len(sz.b))
+			if len(a.B) != len(sz.B) {
+				t.Errorf("size: have %d, sized %d", len(a.B), len(sz.B))
 			}
-			d := disasm(t, a.b, tramp)
+			d := disasm(t, a.B, tramp)
 			var have []string
 			for _, x := range d {
 				have = append(have, gnu(x))
@@ -170,15 +174,15 @@ func TestSiteTrampolines(t *testing.T) {
 				t.Fatalf("probes: have %d, want %d", len(sp), n)
 			}
 			for i, p := range sp {
-				if p.armTo != tc.arms[i] {
-					t.Errorf("probe %d arm_to: have %#x, want %#x", i, p.armTo, tc.arms[i])
+				if p.ArmTo != tc.arms[i] {
+					t.Errorf("probe %d arm_to: have %#x, want %#x", i, p.ArmTo, tc.arms[i])
 				}
-				if p.arm >= 0 {
+				if p.Arm >= 0 {
 					// The arm's rel32 is a field of a jmp/jcc whose end
 					// is 4 bytes later; it must lead to this probe's thunk.
-					end := tramp + uint64(p.arm) + 4
-					to := end + uint64(int32(le.Uint32(a.b[p.arm:])))
-					th := disasm(t, a.b[to-tramp:], to)
+					end := tramp + uint64(p.Arm) + 4
+					to := end + uint64(int32(elfin.LE.Uint32(a.B[p.Arm:])))
+					th := disasm(t, a.B[to-tramp:], to)
 					if !strings.Contains(gnu(th[0]), "lea -0x80(%rsp),%rsp") {
 						t.Errorf("probe %d arm leads to %#x: %s", i, to, gnu(th[0]))
 					}
@@ -220,12 +224,12 @@ func TestRelocate(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in, k, tgt := siteFor(t, site, tc.bytes)
-			a := &asm{base: tramp, gate: 0x600f00}
-			a.relocate(&in, k, tgt, false)
-			if a.err != nil {
-				t.Fatal(a.err)
+			a := &Asm{Base: tramp, Gate: 0x600f00}
+			a.Relocate(&in, k, tgt, false)
+			if a.Err != nil {
+				t.Fatal(a.Err)
 			}
-			d := disasm(t, a.b, tramp)
+			d := disasm(t, a.B, tramp)
 			if len(d) != len(tc.want) {
 				var have []string
 				for _, x := range d {
@@ -255,7 +259,7 @@ func TestRelocateRefuses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		in, k, _ := siteFor(t, 0x1000, tc.bytes)
-		if err := relocatable(&in, k); err == nil {
+		if err := facts.Relocatable(&in, k); err == nil {
 			t.Errorf("%s: relocatable, want refusal", tc.name)
 		}
 	}
@@ -288,17 +292,17 @@ func TestInlineCacheCheck(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			in, k, tgt := siteFor(t, site, tc.bytes)
-			sz := &asm{sizing: true, gate: 0x600f00}
-			sz.siteTramp(ToolBranch, &in, k, tgt, nil, 0, false)
-			a := &asm{base: tramp, gate: 0x600f00}
-			a.siteTramp(ToolBranch, &in, k, tgt, []uint64{probe}, entry, false)
-			if a.err != nil {
-				t.Fatal(a.err)
+			sz := &Asm{Sizing: true, Gate: 0x600f00}
+			sz.Site(runtime.ToolBranch, &in, k, tgt, nil, 0, false)
+			a := &Asm{Base: tramp, Gate: 0x600f00}
+			a.Site(runtime.ToolBranch, &in, k, tgt, []uint64{probe}, entry, false)
+			if a.Err != nil {
+				t.Fatal(a.Err)
 			}
-			if len(a.b) != len(sz.b) {
-				t.Errorf("size: have %d, sized %d", len(a.b), len(sz.b))
+			if len(a.B) != len(sz.B) {
+				t.Errorf("size: have %d, sized %d", len(a.B), len(sz.B))
 			}
-			d := disasm(t, a.b, tramp)
+			d := disasm(t, a.B, tramp)
 			byAddr := map[uint64]int{}
 			for i, x := range d {
 				byAddr[x.addr] = i
@@ -318,7 +322,7 @@ func TestInlineCacheCheck(t *testing.T) {
 					}
 				}
 			}
-			for _, c := range []uint64{probe + probeCacheOff, probe + probeCache2Off, probe + 16, probe + 24, gate} {
+			for _, c := range []uint64{probe + 48, probe + 56, probe + 16, probe + 24, gate} {
 				if !loaded[c] {
 					t.Errorf("no load of %#x (cache, cache2, gate)", c)
 				}
@@ -386,7 +390,7 @@ func TestInlineCacheCheck(t *testing.T) {
 						if rsp != tc.rsp || len(pushed) != 0 {
 							t.Errorf("take=%v: %s with %%rsp %+d (want %+d), still pushed %v", take, gnu(x), rsp, tc.rsp, pushed)
 						}
-						if x.in.Op == x86asm.RET && string(a.b[x.addr-tramp:x.addr-tramp+uint64(x.in.Len)]) != string(tc.bytes) {
+						if x.in.Op == x86asm.RET && string(a.B[x.addr-tramp:x.addr-tramp+uint64(x.in.Len)]) != string(tc.bytes) {
 							t.Errorf("take=%v: ends in %s, want the original % x", take, gnu(x), tc.bytes)
 						}
 						return run

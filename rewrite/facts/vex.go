@@ -1,4 +1,4 @@
-package rewrite
+package facts
 
 import "golang.org/x/arch/x86/x86asm"
 

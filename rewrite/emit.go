@@ -1,0 +1,172 @@
+package rewrite
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/stint-project/stint/rewrite/elfin"
+	"github.com/stint-project/stint/rewrite/elfout"
+	"github.com/stint-project/stint/rewrite/facts"
+	"github.com/stint-project/stint/rewrite/policy"
+	"github.com/stint-project/stint/rewrite/tramp"
+	"github.com/stint-project/stint/runtime"
+)
+
+// emitter encodes the trampolines and the probe records once the layout
+// has fixed every address.
+type emitter struct {
+	fx      *facts.Facts
+	plan    *policy.Plan
+	tt      *trampTable
+	ps      *patchSet
+	l       *elfout.Layout
+	entry   uint64            // stint_probe_entry's link vaddr
+	retWord map[int]uint32    // stint_probe.rets of the sites' direct probes
+	probes  []runtime.Probe   // by probe index
+	logged  []uint32          // direct probes whose outcome the --skip-covered log has
+	seen    map[uint32][2]int // per patch index: probes, and open-ended ones the log saw
+}
+
+// emit encodes every allocated trampoline: a patched site's probe
+// trampoline (filling its probe records) or an evicted instruction's
+// relocated copy. Trampolines of the planner's failed attempts stay int3.
+func (e *emitter) emit() ([]elfout.Tramp, error) {
+	var out []elfout.Tramp
+	c := e.fx.Code
+	for _, i := range e.tt.order {
+		t := e.tt.at[i]
+		in := &c.Insts[i]
+		a := &tramp.Asm{Base: t.addr, Gate: e.l.GateAt}
+		if e.ps.switchable(i) {
+			a.Gate = e.l.GateAt + runtime.GateWord1
+		}
+		switch {
+		case t.site && t.probe0 >= 0:
+			if err := e.site(a, i, t); err != nil {
+				return nil, err
+			}
+		case !e.ps.evicted[i]:
+			continue // a failed attempt of the planner: leave int3
+		default:
+			a.Relocate(in, c.Kinds[i], c.Targets[i], e.fx.Module.PIC)
+			if t.site && len(a.B) <= t.size {
+				// sized as a site that ended up with no probes (a jcc
+				// its destination probes took over, an edge site that
+				// failed), then evicted
+				for len(a.B) < t.size {
+					a.Emit(0xcc)
+				}
+			}
+		}
+		if a.Err != nil {
+			return nil, fmt.Errorf("trampoline for %#x: %w", in.Addr, a.Err)
+		}
+		if len(a.B) != t.size {
+			return nil, fmt.Errorf("trampoline for %#x: %d bytes, sized %d", in.Addr, len(a.B), t.size)
+		}
+		out = append(out, elfout.Tramp{Addr: t.addr, Code: a.B})
+	}
+	return out, nil
+}
+
+// site emits site i's trampoline t and fills its probe records.
+//
+// The trampoline has a probe slot per outcome; an outcome with no probe
+// here (Plan.Deleg) gets another probe's address in its dead thunk and an
+// arm that goes straight on. The site's probes are numbered from
+// t.probe0, in slot order. A watched site (Plan.Watched) keeps the slot's
+// probe, flagged STINT_PF_DELEG.
+func (e *emitter) site(a *tramp.Asm, i int, t *trampoline) error {
+	c, plan := e.fx.Code, e.plan
+	tool, src := plan.Tool(), c.Insts[i].Addr
+	edge, isEdge := plan.EdgeOf(i)
+	if isEdge {
+		tool, src = runtime.ToolBlock, c.Insts[edge.Jcc].Addr
+	}
+	if j, pre := plan.PreCallOf(i); pre {
+		src = c.Insts[j].Addr
+	}
+	n := policy.SiteProbes(tool, c.Kinds[i])
+	deleg := plan.Deleg(i)
+	skip := deleg
+	if plan.Watched(i) {
+		skip = [2]bool{}
+	}
+	probeAt := func(k int) uint64 { return e.l.ProbesAt + uint64(t.probe0+k)*runtime.ProbeStructSize }
+	pv := make([]uint64, n)
+	kept := 0
+	for k := range pv {
+		pv[k] = probeAt(0) // a skipped slot's dead thunk
+		if k >= 2 || !skip[k] {
+			pv[k] = probeAt(kept)
+			kept++
+		}
+	}
+	if kept == 0 || kept != plan.NSlots(i) {
+		return fmt.Errorf("site %#x: %d probes, want %d", c.Insts[i].Addr, kept, plan.NSlots(i))
+	}
+	sp := e.tt.emitSite(a, tool, i, pv, e.entry)
+	if a.Err == nil && len(sp) != n {
+		a.Err = errors.New("probe count mismatch")
+	}
+	var probed []tramp.Probe
+	for k, s := range sp {
+		if k < 2 && skip[k] {
+			a.PatchRel(s.Arm, s.ArmTo)
+			continue
+		}
+		if isEdge {
+			s.Kind = runtime.KJccTaken + runtime.Kind(edge.Outcome)
+		}
+		if k < 2 && deleg[k] {
+			s.Flags |= runtime.PFDeleg
+		}
+		probed = append(probed, s)
+	}
+	for k, s := range probed {
+		e.probe(a, i, t, t.probe0+k, src, s)
+	}
+	return nil
+}
+
+// probe fills probe record idx, of site i's trampoline t, for probe s.
+func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64, s tramp.Probe) {
+	pr := &e.probes[idx]
+	pr.Src = src
+	if s.Flags&runtime.PFSlot != 0 && !e.fx.StableSlot(s.Dst) {
+		s.Flags &^= runtime.PFSlot
+	}
+	if s.Flags&(runtime.PFDirect|runtime.PFSlot) != 0 {
+		pr.Dst = s.Dst
+	}
+	if s.Arm >= 0 {
+		pr.Arm = t.addr + uint64(s.Arm)
+		pr.ArmTo = s.ArmTo
+		if e.ps.switchable(i) && s.Flags&runtime.PFDirect != 0 {
+			// the thunk, where the off-switch sends the arm back (the
+			// runtime does not read every arm at load to learn it)
+			rel := int32(elfin.LE.Uint32(a.B[s.Arm:]))
+			pr.Cache = t.addr + uint64(s.Arm) + 4 + uint64(int64(rel))
+		}
+	}
+	pr.ModuleBack = uint32(e.l.ProbesAt + uint64(idx)*runtime.ProbeStructSize - e.l.RWVaddr)
+	pr.Patch = e.ps.patchIndex(i)
+	if pr.Patch != runtime.NoPatch {
+		n := e.seen[pr.Patch]
+		n[0]++
+		if e.plan.SeenOpen(src, s.Kind) {
+			n[1]++
+		}
+		e.seen[pr.Patch] = n
+	}
+	pr.Kind = uint8(s.Kind)
+	pr.Flags = s.Flags
+	if s.Flags&runtime.PFDeleg != 0 {
+		pr.State = runtime.ProbeWatched
+	} else if s.Flags&runtime.PFDirect != 0 && e.plan.Logged(src, s.Dst, s.Kind) {
+		e.logged = append(e.logged, uint32(idx))
+	}
+	if w, ok := e.retWord[i]; ok && s.Flags&runtime.PFDirect != 0 {
+		pr.Rets = w
+	}
+}

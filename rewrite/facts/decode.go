@@ -1,0 +1,409 @@
+package facts
+
+import (
+	"bytes"
+	"debug/elf"
+	"slices"
+	"sort"
+
+	"github.com/stint-project/stint/rewrite/elfin"
+	"github.com/stint-project/stint/rewrite/place"
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// Kind classifies a decoded instruction for site selection and relocation.
+type Kind uint8
+
+const (
+	Bad        Kind = iota // undecodable byte (a 1-byte pseudo instruction)
+	Other                  // anything that does not transfer control
+	Jcc                    // jcc rel8/rel32
+	Jcxz                   // jrcxz/jecxz/loop/loope/loopne rel8
+	Jmp                    // jmp rel8/rel32
+	Call                   // call rel32
+	Ret                    // ret, ret imm16
+	IndJmp                 // jmp *r/m64
+	IndCall                // call *r/m64
+	Syscall                // syscall
+	Far                    // far transfers, iret, sysret, ...: never relocated
+	PCRelOther             // some other instruction with a rel operand (xbegin): never relocated
+)
+
+func (k Kind) String() string {
+	return [...]string{"bad", "other", "jcc", "jcxz", "jmp", "call", "ret", "indirect jmp", "indirect call", "syscall", "far", "pc-relative"}[k]
+}
+
+// IsBranch: a near transfer of control (the sites of tool=branch).
+func (k Kind) IsBranch() bool { return k >= Jcc && k <= IndCall }
+
+// IsUncond: execution never falls through to the next instruction.
+func (k Kind) IsUncond() bool { return k == Jmp || k == Ret || k == IndJmp || k == Far }
+
+// Code is the decoded executable part of the input.
+type Code struct {
+	// Insts are the instructions in address order. Their flags are the
+	// decoder's (InstTarget, InstUntouchable, InstPadding,
+	// InstRelocatable) and the module's reservations (Early, Fini); the
+	// policy stage adds its own to the same slice before placement.
+	Insts   []place.Inst
+	Kinds   []Kind
+	Targets []uint64 // direct branch target per instruction (0 = none)
+	Starts  map[uint64]bool
+	Regions []Region
+
+	Undecodable int // bytes that could not be decoded
+}
+
+// Region is an executable section (or segment) of the file.
+type Region struct {
+	Name   string
+	Lo, Hi uint64
+	Data   []byte
+}
+
+// execRegions returns the executable sections (or, without section
+// headers, the executable PT_LOADs), sorted by address.
+func execRegions(f *elfin.File) []Region {
+	var out []Region
+	for i := range f.Sects {
+		s := &f.Sects[i]
+		if s.Type == elf.SHT_PROGBITS && s.Flags&elf.SHF_EXECINSTR != 0 && s.Flags&elf.SHF_ALLOC != 0 && s.Size > 0 {
+			if _, ok := f.OffsetOf(s.Addr, s.Size); !ok {
+				continue
+			}
+			out = append(out, Region{Name: s.NameStr, Lo: s.Addr, Hi: s.Addr + s.Size, Data: f.SectData(s)})
+		}
+	}
+	if len(out) == 0 {
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && p.Filesz > 0 {
+				out = append(out, Region{Name: "PT_LOAD", Lo: p.Vaddr, Hi: p.Vaddr + p.Filesz, Data: f.Data[p.Off : p.Off+p.Filesz]})
+			}
+		}
+	}
+	// Never treat the ELF header or the program header table as Code
+	// (old-style layouts map them in the executable segment).
+	hdrEnd := max(uint64(elfin.EhdrSize), f.Hdr.Phoff+uint64(len(f.Progs))*elfin.PhdrSize)
+	w := 0
+	for _, r := range out {
+		if off, ok := f.OffsetOf(r.Lo, r.Hi-r.Lo); ok && off < hdrEnd {
+			skip := min(hdrEnd-off, r.Hi-r.Lo)
+			r.Lo += skip
+			r.Data = r.Data[skip:]
+		}
+		if r.Lo < r.Hi {
+			out[w] = r
+			w++
+		}
+	}
+	out = out[:w]
+	sort.Slice(out, func(i, j int) bool { return out[i].Lo < out[j].Lo })
+	// Drop overlaps (hostile section tables).
+	return dropOverlaps(out, func(r Region) (uint64, uint64) { return r.Lo, r.Hi })
+}
+
+// dropOverlaps keeps, of ranges sorted by start, each one that starts at
+// or after the end of the last one kept.
+func dropOverlaps[T any](out []T, span func(T) (lo, hi uint64)) []T {
+	w := 0
+	for _, r := range out {
+		lo, _ := span(r)
+		if w > 0 {
+			if _, hi := span(out[w-1]); lo < hi {
+				continue
+			}
+		}
+		out[w] = r
+		w++
+	}
+	return out[:w]
+}
+
+var endbr = [][]byte{{0xf3, 0x0f, 0x1e, 0xfa}, {0xf3, 0x0f, 0x1e, 0xfb}}
+
+// IsEndbr reports whether b starts with endbr64 or endbr32.
+func IsEndbr(b []byte) bool {
+	for _, e := range endbr {
+		if bytes.HasPrefix(b, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// DecodeOne decodes the instruction at the start of b (endbr64 as a nop,
+// VEX and EVEX forms by their length only: see vexDecode).
+func DecodeOne(b []byte) (x86asm.Inst, bool) {
+	if IsEndbr(b) {
+		return x86asm.Inst{Op: x86asm.NOP, Len: 4}, true
+	}
+	if in, isVex, ok := vexDecode(b); isVex {
+		return in, ok
+	}
+	in, err := x86asm.Decode(b, 64)
+	if err != nil || in.Op == 0 || in.Len <= 0 || in.Len > len(b) {
+		return in, false
+	}
+	return in, true
+}
+
+// Classify returns the kind of a decoded instruction and, for a direct
+// branch, its rel displacement.
+func Classify(in *x86asm.Inst) (Kind, int64) {
+	rel, hasRel := in.Args[0].(x86asm.Rel)
+	switch in.Op {
+	case x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JE, x86asm.JG, x86asm.JGE,
+		x86asm.JL, x86asm.JLE, x86asm.JNE, x86asm.JNO, x86asm.JNP, x86asm.JNS, x86asm.JO,
+		x86asm.JP, x86asm.JS:
+		if hasRel && in.PCRel != 2 {
+			return Jcc, int64(rel)
+		}
+		return PCRelOther, 0
+	case x86asm.JRCXZ, x86asm.JECXZ, x86asm.JCXZ, x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE:
+		if hasRel && in.PCRel == 1 {
+			return Jcxz, int64(rel)
+		}
+		return PCRelOther, 0
+	case x86asm.JMP:
+		if hasRel {
+			if in.PCRel == 2 {
+				return PCRelOther, 0
+			}
+			return Jmp, int64(rel)
+		}
+		return IndJmp, 0
+	case x86asm.CALL:
+		if hasRel {
+			if in.PCRel == 2 {
+				return PCRelOther, 0
+			}
+			return Call, int64(rel)
+		}
+		return IndCall, 0
+	case x86asm.RET:
+		return Ret, 0
+	case x86asm.SYSCALL:
+		return Syscall, 0
+	case x86asm.LJMP, x86asm.LCALL, x86asm.LRET, x86asm.IRET, x86asm.IRETD, x86asm.IRETQ,
+		x86asm.SYSRET, x86asm.SYSEXIT, x86asm.SYSENTER, x86asm.HLT, x86asm.UD2, x86asm.UD1, x86asm.UD0:
+		return Far, 0
+	}
+	for _, a := range in.Args {
+		if _, ok := a.(x86asm.Rel); ok {
+			return PCRelOther, 0
+		}
+	}
+	return Other, 0
+}
+
+// decode sweeps the executable regions linearly, resynchronising at
+// function starts after a decode failure.
+func decode(f *elfin.File, functionStarts []uint64) *Code {
+	c := &Code{Starts: map[uint64]bool{}, Regions: execRegions(f)}
+	var starts []uint64
+	for _, s := range functionStarts {
+		for _, r := range c.Regions {
+			if s >= r.Lo && s < r.Hi {
+				c.Starts[s] = true
+				starts = append(starts, s)
+				break
+			}
+		}
+	}
+	for _, r := range c.Regions {
+		// Section starts are instruction boundaries too.
+		if !c.Starts[r.Lo] {
+			c.Starts[r.Lo] = true
+			starts = append(starts, r.Lo)
+		}
+	}
+	slices.Sort(starts)
+	starts = slices.Compact(starts)
+	nextStart := func(a uint64) uint64 { // first start > a, or max
+		i := sort.Search(len(starts), func(i int) bool { return starts[i] > a })
+		if i == len(starts) {
+			return ^uint64(0)
+		}
+		return starts[i]
+	}
+	add := func(a uint64, b []byte, k Kind, tgt uint64, fl place.InstFlags) {
+		c.Insts = append(c.Insts, place.Inst{Addr: a, Bytes: b, Flags: fl})
+		c.Kinds = append(c.Kinds, k)
+		c.Targets = append(c.Targets, tgt)
+	}
+	for ri, r := range c.Regions {
+		next := ^uint64(0)
+		if ri+1 < len(c.Regions) {
+			next = c.Regions[ri+1].Lo
+		}
+		a := r.Lo
+		for a < r.Hi {
+			limit := min(r.Hi, nextStart(a))
+			b := r.Data[a-r.Lo : min(a-r.Lo+15, r.Hi-r.Lo)]
+			in, ok := DecodeOne(b)
+			if ok && a+uint64(in.Len) > limit && limit < r.Hi {
+				// An instruction straddles a function start. glibc's
+				// signal trampoline, for one, has its FDE begin one
+				// byte early, inside the preceding nop. Neither reading
+				// can be trusted until the two decodings meet again:
+				// leave every byte up to there alone.
+				if m, ok := converge(r, a+uint64(in.Len), limit); ok {
+					for ; a < m; a++ {
+						add(a, r.Data[a-r.Lo:a-r.Lo+1], Bad, 0, place.InstUntouchable)
+						c.Undecodable++
+					}
+					continue
+				}
+			}
+			if !ok || a+uint64(in.Len) > limit {
+				// Undecodable (or straddles a function start): every
+				// byte up to the next start becomes an untouchable
+				// 1-byte pseudo instruction.
+				for ; a < limit; a++ {
+					add(a, r.Data[a-r.Lo:a-r.Lo+1], Bad, 0, place.InstUntouchable)
+					c.Undecodable++
+				}
+				continue
+			}
+			k, rel := Classify(&in)
+			var tgt uint64
+			if k == Jcc || k == Jcxz || k == Jmp || k == Call {
+				tgt = a + uint64(in.Len) + uint64(rel)
+			}
+			add(a, b[:in.Len], k, tgt, 0)
+			a += uint64(in.Len)
+		}
+		c.addTail(f, r, next, add)
+	}
+	c.markFlags()
+	return c
+}
+
+// converge decodes forward from x and from y (x > y) and returns the
+// first address both decodings reach, within a few instructions.
+func converge(r Region, x, y uint64) (uint64, bool) {
+	for n := 0; n < 32 && x != y; n++ {
+		if x < y {
+			x, y = y, x
+		}
+		// y is behind: step it.
+		if y >= r.Hi {
+			return 0, false
+		}
+		in, ok := DecodeOne(r.Data[y-r.Lo : min(y-r.Lo+15, r.Hi-r.Lo)])
+		if !ok {
+			return 0, false
+		}
+		y += uint64(in.Len)
+	}
+	return x, x == y && x <= r.Hi
+}
+
+// tailBytes is how many bytes past the end of an executable section the
+// planner may see: enough for a punned jump after a 1-byte instruction and
+// for evicting a successor.
+const tailBytes = 16
+
+// addTail appends, as 1-byte pseudo instructions, the bytes that follow
+// Region r inside the same loaded segment, up to the next Region: the
+// planner may read them as pun bytes (a ret ending .init or .fini has no
+// successor otherwise). Nothing executes or reads the zero/int3 filler
+// between sections, so such bytes are padding the planner may overwrite;
+// anything else is left untouchable.
+func (c *Code) addTail(f *elfin.File, r Region, next uint64, add func(uint64, []byte, Kind, uint64, place.InstFlags)) {
+	end := min(r.Hi+tailBytes, next)
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && r.Hi > p.Vaddr && r.Hi <= p.Vaddr+p.Filesz {
+			end = min(end, p.Vaddr+p.Filesz)
+			if end <= r.Hi {
+				return
+			}
+			data := f.Data[p.Off+(r.Hi-p.Vaddr) : p.Off+(end-p.Vaddr)]
+			fl := place.InstPadding
+			for _, b := range data {
+				if b != 0 && b != 0xcc {
+					fl = place.InstUntouchable
+				}
+			}
+			for k := range data {
+				add(r.Hi+uint64(k), data[k:k+1], Bad, 0, fl)
+			}
+			return
+		}
+	}
+}
+
+// Index returns the instruction that contains addr, or -1.
+func (c *Code) Index(addr uint64) int {
+	i := sort.Search(len(c.Insts), func(i int) bool { return c.Insts[i].Addr > addr }) - 1
+	if i < 0 {
+		return -1
+	}
+	in := &c.Insts[i]
+	if addr >= in.Addr+uint64(in.Len()) {
+		return -1
+	}
+	return i
+}
+
+func (c *Code) markFlags() {
+	for s := range c.Starts {
+		if i := c.Index(s); i >= 0 && c.Insts[i].Addr == s {
+			c.Insts[i].Flags |= place.InstTarget
+		}
+	}
+	for _, t := range c.Targets {
+		if t == 0 {
+			continue
+		}
+		i := c.Index(t)
+		if i < 0 {
+			continue
+		}
+		if c.Insts[i].Addr == t {
+			c.Insts[i].Flags |= place.InstTarget
+		} else {
+			c.Insts[i].Flags |= place.InstUntouchable
+		}
+	}
+	// Padding: nop/int3 runs after an unconditional transfer that end at
+	// a function start or a branch target and are no target themselves.
+	for i := 0; i < len(c.Insts); i++ {
+		if !c.Kinds[i].IsUncond() {
+			continue
+		}
+		j := i + 1
+		for j < len(c.Insts) && isPad(&c.Insts[j], c.Kinds[j]) && c.Insts[j].Flags&(place.InstTarget|place.InstUntouchable) == 0 &&
+			c.Insts[j].Addr == c.Insts[j-1].Addr+uint64(c.Insts[j-1].Len()) {
+			j++
+		}
+		if j == i+1 {
+			continue
+		}
+		end := j < len(c.Insts) && c.Insts[j].Addr == c.Insts[j-1].Addr+uint64(c.Insts[j-1].Len()) &&
+			c.Insts[j].Flags&place.InstTarget != 0
+		if end {
+			for k := i + 1; k < j; k++ {
+				c.Insts[k].Flags |= place.InstPadding
+			}
+		}
+		i = j - 1
+	}
+	for i := range c.Insts {
+		if c.Insts[i].Flags&place.InstUntouchable == 0 && Relocatable(&c.Insts[i], c.Kinds[i]) == nil {
+			c.Insts[i].Flags |= place.InstRelocatable
+		}
+	}
+}
+
+func isPad(in *place.Inst, k Kind) bool {
+	if k != Other {
+		return false
+	}
+	b := in.Bytes
+	if len(b) == 1 && (b[0] == 0x90 || b[0] == 0xcc) {
+		return true
+	}
+	d, ok := DecodeOne(b)
+	return ok && d.Op == x86asm.NOP
+}

@@ -1,0 +1,144 @@
+package facts
+
+import (
+	"debug/elf"
+
+	"github.com/stint-project/stint/internal/ehframe"
+	"github.com/stint-project/stint/rewrite/elfin"
+)
+
+// Module says what kind of module the input is and where it lies.
+type Module struct {
+	Exec   bool // an executable (fixed-address or PIE, dynamic or static)
+	Shared bool // a shared object
+	Static bool // an executable without an interpreter
+	PIC    bool // ET_DYN: loaded at a base chosen at run time
+
+	ImageLo, ImageHi uint64 // the lowest PT_LOAD and the end of the highest
+	TextLo, TextHi   uint64 // the first executable region's start, the last one's end
+}
+
+// Name is the module kind as Stats reports it: "executable", "pie",
+// "static", "static-pie" or "shared".
+func (m Module) Name() string {
+	switch {
+	case m.Shared:
+		return "shared"
+	case m.Static && m.PIC:
+		return "static-pie"
+	case m.Static:
+		return "static"
+	case m.PIC:
+		return "pie"
+	}
+	return "executable"
+}
+
+// Facts is what the rewriter knows of its input before it decides
+// anything: computed once by Compute, read by every later stage. The
+// worked-out tables (IndirectTargets, PLTCallees) are computed on first
+// use.
+type Facts struct {
+	File   *elfin.File
+	Module Module
+	Code   *Code
+	// FDEs are the .eh_frame ranges, sorted by start, without overlaps.
+	FDEs []ehframe.FDE
+	// Early: a shared object's instructions that run before its
+	// initializer (reserved.go); nil for other modules.
+	Early map[int]bool
+	// Fini: a static executable's .fini, reserved for the exit hook;
+	// nil when there is none to hook.
+	Fini *Fini
+
+	stable   [][2]uint64 // StableSlot's ranges
+	indirect map[uint64]bool
+	plt      map[uint64]uint64
+	pltDone  bool
+}
+
+// Compute decodes f and works out its facts. It fails only when f has no
+// executable code.
+func Compute(f *elfin.File) (*Facts, error) {
+	fx := &Facts{File: f}
+	fx.Classify()
+	fx.Module.ImageLo, fx.Module.ImageHi = f.ImageRange()
+	c := decode(f, functionStarts(f))
+	fx.Code = c
+	if len(c.Regions) == 0 {
+		return nil, elfin.Errorf(int64(f.Hdr.Phoff), nil, "no executable code")
+	}
+	fx.Module.TextLo, fx.Module.TextHi = c.Regions[0].Lo, c.Regions[len(c.Regions)-1].Hi
+	fx.FDEs = fdeRanges(f)
+	if fx.Module.Exec && f.Prog(elf.PT_DYNAMIC) == nil {
+		fx.Fini = markFini(f, c)
+	}
+	if fx.Module.Shared {
+		fx.Early = markEarly(f, c)
+	}
+	return fx, nil
+}
+
+// classify sets the module kind and the stable slot ranges.
+func (fx *Facts) Classify() {
+	f, m := fx.File, &fx.Module
+	dyn := f.Dynamic()
+	interp := f.Prog(elf.PT_INTERP) != nil
+	flags1, _ := elfin.DynVal(dyn, elf.DT_FLAGS_1)
+	_, soname := elfin.DynVal(dyn, elf.DT_SONAME)
+	pieFlag := flags1&uint64(elf.DF_1_PIE) != 0
+	m.PIC = f.Hdr.Type == elf.ET_DYN
+	if p := f.Prog(elf.PT_GNU_RELRO); p != nil {
+		fx.stable = append(fx.stable, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})
+	}
+	if got, ok := elfin.DynVal(dyn, elf.DT_PLTGOT); ok {
+		n, _ := elfin.DynVal(dyn, elf.DT_PLTRELSZ)
+		fx.stable = append(fx.stable, [2]uint64{got, got + 8*(3+n/24)})
+	}
+	switch {
+	case f.Hdr.Type == elf.ET_EXEC:
+		m.Exec = true
+		m.Static = !interp
+	case pieFlag || (interp && !soname):
+		m.Exec = true
+		m.Static = !interp
+	default:
+		m.Shared = true
+	}
+}
+
+// StableSlot reports whether the 8 bytes at link vaddr a lie where only
+// the dynamic linker writes: the PT_GNU_RELRO range (read-only once
+// relocated: .got, .data.rel.ro) or the PLT's GOT (DT_PLTGOT, its three
+// reserved words and one per PLT relocation), which lazy binding writes
+// once per entry. An indirect branch through such a slot has the slot's
+// value as its only destination, so the runtime need not switch it on
+// again once that value is recorded (STINT_PF_SLOT).
+func (fx *Facts) StableSlot(a uint64) bool {
+	for _, r := range fx.stable {
+		if a >= r[0] && a+8 <= r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// TraceEnds returns the ends of the unconditional transfers (jmp, call,
+// ret, indirect, far) minus TextLo, sorted: where a Pin-style trace
+// entered above them stops (stint_abi.h, the DIME* region policies).
+func (fx *Facts) TraceEnds() []uint32 {
+	c, lo := fx.Code, fx.Module.TextLo
+	var out []uint32
+	for i, k := range c.Kinds {
+		if k != Jmp && k != Call && k != Ret && k != IndJmp && k != IndCall && k != Far {
+			continue
+		}
+		in := &c.Insts[i]
+		end := in.Addr + uint64(in.Len())
+		if end < lo || end-lo > 0xffffffff {
+			continue
+		}
+		out = append(out, uint32(end-lo))
+	}
+	return out
+}

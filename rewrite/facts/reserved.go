@@ -1,0 +1,119 @@
+package facts
+
+import (
+	"debug/elf"
+
+	"github.com/stint-project/stint/rewrite/elfin"
+	"github.com/stint-project/stint/rewrite/place"
+)
+
+// Code of a shared object can run before its DT_INIT, which is where the
+// runtime maps the module's stub chunks: a punned jump there would land
+// in unmapped memory. Two kinds of code are known to run that early:
+//
+//   - IFUNC resolvers, called by the dynamic loader while it relocates
+//     (the addends of R_X86_64_IRELATIVE relocations, and dynamic
+//     symbols of type STT_GNU_IFUNC, resolved for other modules);
+//   - glibc's __libc_early_init, which ld.so calls after relocation and
+//     before any initializer.
+//
+// Everything reachable from those entries through direct branches and
+// calls (indirect ones and PLT calls leave the set) is reserved: neither
+// probed nor patched by a neighbour's tactic. Without this, a rewritten
+// libc.so.6 crashed every program.
+
+// earlyEntries returns the link vaddrs of code that runs before the
+// module's initializer.
+func earlyEntries(f *elfin.File) []uint64 {
+	var out []uint64
+	for _, s := range f.DynSymbols() {
+		if s.Value == 0 || s.Section == elf.SHN_UNDEF {
+			continue
+		}
+		if elf.ST_TYPE(s.Info) == elf.STT_GNU_IFUNC || s.Name == "__libc_early_init" {
+			out = append(out, s.Value)
+		}
+	}
+	f.Relas(func(_ uint64, t elf.R_X86_64, _ uint32, addend uint64) {
+		if t == elf.R_X86_64_IRELATIVE {
+			out = append(out, addend)
+		}
+	})
+	return out
+}
+
+// markEarly marks the instructions reachable from the early entries
+// untouchable and returns them (nil: none).
+func markEarly(f *elfin.File, c *Code) map[int]bool {
+	var work []int
+	for _, a := range earlyEntries(f) {
+		if i := c.Index(a); i >= 0 && c.Insts[i].Addr == a {
+			work = append(work, i)
+		}
+	}
+	if len(work) == 0 {
+		return nil
+	}
+	early := map[int]bool{}
+	push := func(target uint64) {
+		if j := c.Index(target); j >= 0 && c.Insts[j].Addr == target && !early[j] {
+			work = append(work, j)
+		}
+	}
+	for len(work) > 0 {
+		i := work[len(work)-1]
+		work = work[:len(work)-1]
+		for ; i < len(c.Insts) && !early[i]; i++ {
+			early[i] = true
+			k := c.Kinds[i]
+			if t := c.Targets[i]; t != 0 && (k == Jcc || k == Jcxz || k == Jmp || k == Call) {
+				push(t)
+			}
+			if k.IsUncond() || k == Bad {
+				break
+			}
+			if i+1 < len(c.Insts) && c.Insts[i+1].Addr != c.Insts[i].Addr+uint64(c.Insts[i].Len()) {
+				break
+			}
+		}
+	}
+	for i := range early {
+		c.Insts[i].Flags |= place.InstUntouchable
+		c.Insts[i].Flags &^= place.InstRelocatable
+	}
+	return early
+}
+
+// Fini is .fini's instruction range, Code.Insts[Lo:Hi], in a static
+// executable. It has no DT_FINI, so nothing tells the runtime that the
+// program is leaving; glibc calls _fini from exit, so the rewriter hooks
+// .fini (see package rewrite's fini hook) and keeps every other patch away
+// from it: its instructions are reserved, its ret unprobed.
+type Fini struct {
+	Lo, Hi int
+	Addr   uint64 // .fini's address
+}
+
+// Reserved reports whether instruction i is reserved for the hook.
+func (h *Fini) Reserved(i int) bool { return h != nil && i >= h.Lo && i < h.Hi }
+
+// markFini reserves .fini's instructions. nil: no .fini fit to hook.
+func markFini(f *elfin.File, c *Code) *Fini {
+	s := f.Section(".fini")
+	if s == nil || s.Size < 5 {
+		return nil
+	}
+	lo := c.Index(s.Addr)
+	if lo < 0 || c.Insts[lo].Addr != s.Addr {
+		return nil
+	}
+	hi := lo
+	for hi < len(c.Insts) && c.Insts[hi].Addr+uint64(c.Insts[hi].Len()) <= s.Addr+s.Size {
+		hi++
+	}
+	for k := lo; k < hi; k++ {
+		c.Insts[k].Flags |= place.InstUntouchable
+		c.Insts[k].Flags &^= place.InstRelocatable
+	}
+	return &Fini{Lo: lo, Hi: hi, Addr: s.Addr}
+}

@@ -1,0 +1,285 @@
+package rewrite
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stint-project/stint/rewrite/policy"
+	"github.com/stint-project/stint/runtime"
+)
+
+// Options configure a rewrite.
+type Options struct {
+	Tool  Tool // probe sites; 0 means ToolBranch
+	Every bool // STINT_MF_EVERY: record every occurrence
+	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
+	// mode. Every call and return reaches the runtime, which keeps a
+	// shadow stack per thread and records each distinct calling context
+	// once (KindContext rows: a context id and its parent's), so a
+	// budgeted run yields exact call-context tree nodes. Tracking never
+	// stops (the gate does not apply); the budget limits recording.
+	Context bool
+	// Blob is the runtime blob to inject; nil means the blob of package
+	// runtime.
+	Blob []byte
+	// ChunkGap is passed to place.AddrSpace.ChunkGap (0 = DefaultChunkGap):
+	// stub pages closer than this share one chunk. Chunks are virtual
+	// ranges over one shared stub area and the file holds only the stub
+	// list, so a larger gap means fewer mappings at run time and the same
+	// file, but more memory for stub pages (chunks share physical pages
+	// only with each other) and larger ranges that must be free.
+	ChunkGap uint64
+	// Budget and Period: the instrumentation budget per period (see
+	// ParseBudget); "" = no budget. The runtime's STINT_BUDGET and
+	// STINT_PERIOD override them.
+	Budget, Period string
+	// Window: how long per period the off-switch leaves the sites it
+	// switches on (a percentage of the period or a duration; "none" =
+	// until the budget is spent; "" = as long as the budget). The
+	// runtime's STINT_WINDOW overrides it. See docs/DESIGN.md §8.
+	Window string
+	// SwitchSync lets the off-switch undo patches that straddle a word
+	// (STINT_PATCH_SYNC) in programs with several threads too, parking
+	// their threads on "jmp ." at those sites while the runtime's thread
+	// writes them (STINT_MF_PARK), so a descheduled runtime thread stalls
+	// the program (90 ms seen on a loaded 2-core machine). Off by
+	// default: sync sites are then switched only while the program has
+	// one thread, by that thread (self mode, no parking), and only those
+	// whose probes are all direct are flagged.
+	SwitchSync bool
+	// Log and LogPolicy: the redundancy log and its policy ("exact",
+	// "hash", "bst", "merger"); STINT_LOG and STINT_LOG_POLICY override
+	// them. "" = no log.
+	Log, LogPolicy string
+	// SkipCovered is an exact redundancy log (read with NewCoverage):
+	// sites whose outcomes are all in it are left unpatched (they cost
+	// nothing at run time).
+	SkipCovered *Coverage
+	// SkipSeenIndirect also leaves unpatched the indirect branches,
+	// returns and syscalls of which the log holds at least one outcome;
+	// new destinations of those are then not traced.
+	SkipSeenIndirect bool
+	// RetireSince is an older copy of the SkipCovered log (taken before
+	// the last runs): a site with outcomes in it and none added since is
+	// left unpatched as well, though an outcome of it is still unseen.
+	// Those runs gave that outcome its chance (package policy).
+	RetireSince *Coverage
+	// EmulateIndirectCalls probes every indirect call in its own
+	// trampoline, where it is emulated (push the return address, jump).
+	// By default one is probed at the instruction before it where only
+	// that instruction leads to it, so that the call runs in place and
+	// the return-stack predictor stays in step (package policy).
+	EmulateIndirectCalls bool
+	// Edges says which jcc outcomes are probed at their destination
+	// instead of at the jcc (package policy): EdgesCovered those of jccs with
+	// one outcome in the --skip-covered log, EdgesAll every jcc's where
+	// the destination allows, EdgesAuto ("" too) EdgesCovered's and the
+	// others' at destinations a jmp rel32 replaces, EdgesNone none.
+	Edges string
+}
+
+// Tool selects the probe sites (STINT_TOOL_*).
+type Tool = runtime.Tool
+
+// The tools.
+const (
+	ToolBranch  = runtime.ToolBranch
+	ToolCall    = runtime.ToolCall
+	ToolSyscall = runtime.ToolSyscall
+	ToolBlock   = runtime.ToolBlock
+)
+
+// ParseTool parses a tool name.
+func ParseTool(s string) (Tool, bool) { return runtime.ParseTool(s) }
+
+// Options.Edges values.
+const (
+	EdgesAuto    = policy.EdgesAuto
+	EdgesCovered = policy.EdgesCovered
+	EdgesAll     = policy.EdgesAll
+	EdgesNone    = policy.EdgesNone
+)
+
+// Coverage is an exact redundancy log as --skip-covered and
+// --retire-since read it.
+type Coverage = policy.Coverage
+
+// NewCoverage checks that the log l, read from path for option flag, is
+// an exact one and wraps it for Options.SkipCovered or RetireSince; probs
+// are the reader's notes, which become Stats notes.
+var NewCoverage = policy.NewCoverage
+
+// Budget options (DIME's rate-based budget, DIME* section 2.3): the
+// instrumentation may run for at most a budget in every period. The
+// runtime parses the same syntax (runtime/src/budget.c) from the module's
+// option string and from STINT_BUDGET / STINT_PERIOD.
+
+// ParseDuration parses a positive duration written as a decimal number
+// and one of the units ns, us (or µs), ms, s: "100ms", "1.5s", "250us".
+func ParseDuration(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
+		i++
+	}
+	num, unit := t[:i], t[i:]
+	v, err := strconv.ParseFloat(num, 64)
+	if num == "" || err != nil {
+		return 0, fmt.Errorf("duration %q: want a number and a unit (ns, us, ms, s), e.g. 100ms", s)
+	}
+	var mul float64
+	switch unit {
+	case "ns":
+		mul = 1
+	case "us", "µs":
+		mul = 1e3
+	case "ms":
+		mul = 1e6
+	case "s":
+		mul = 1e9
+	default:
+		return 0, fmt.Errorf("duration %q: unknown unit %q (want ns, us, ms or s)", s, unit)
+	}
+	d := v * mul
+	if d < 1 || d > float64(time.Hour) {
+		return 0, fmt.Errorf("duration %q: out of range (1ns to 1h)", s)
+	}
+	return time.Duration(d), nil
+}
+
+// ParseBudget parses a budget for the given period: a percentage of the
+// period ("10%", "2.5%") or a duration ("10ms"). It returns the budget
+// as a duration and whether it leaves the instrumentation always on
+// (100% or more of the period).
+func ParseBudget(budget string, period time.Duration) (time.Duration, bool, error) {
+	b := strings.TrimSpace(budget)
+	if strings.HasSuffix(b, "%") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(b[:len(b)-1]), 64)
+		if err != nil || v <= 0 || v > 100 {
+			return 0, false, fmt.Errorf("budget %q: want a percentage in (0, 100], e.g. 10%%", budget)
+		}
+		return time.Duration(v / 100 * float64(period)), v >= 100, nil
+	}
+	d, err := ParseDuration(b)
+	if err != nil {
+		return 0, false, fmt.Errorf("budget: %w (or a percentage of the period, e.g. 10%%)", err)
+	}
+	return d, d >= period, nil
+}
+
+// DefaultPeriod is the period when a budget is given without one.
+const DefaultPeriod = "100ms"
+
+// LogPolicies are the redundancy log policies the runtime knows.
+var LogPolicies = []string{"exact", "hash", "bst", "merger"}
+
+// check validates the options.
+func (o *Options) check() error {
+	switch o.Edges {
+	case "", EdgesAuto, EdgesAll, EdgesCovered, EdgesNone:
+	default:
+		return fmt.Errorf("bad edge mode %q (want auto, all, covered or none)", o.Edges)
+	}
+	if o.RetireSince != nil && o.SkipCovered == nil {
+		return errors.New("--retire-since needs --skip-covered (it names an older copy of that log)")
+	}
+	if o.Period != "" && o.Budget == "" {
+		return errors.New("a period needs a budget")
+	}
+	if o.Window != "" && o.Budget == "" {
+		return errors.New("a window needs a budget")
+	}
+	if o.Budget != "" {
+		period := o.Period
+		if period == "" {
+			period = DefaultPeriod
+		}
+		p, err := ParseDuration(period)
+		if err != nil {
+			return fmt.Errorf("period: %w", err)
+		}
+		if _, _, err := ParseBudget(o.Budget, p); err != nil {
+			return err
+		}
+		if w := strings.TrimSpace(o.Window); w != "" && w != "none" {
+			if _, _, err := ParseBudget(w, p); err != nil {
+				return fmt.Errorf("window: %w", err)
+			}
+		}
+	}
+	if o.LogPolicy != "" && o.Log == "" {
+		return errors.New("a log policy needs a log")
+	}
+	if o.LogPolicy != "" {
+		ok := false
+		for _, p := range LogPolicies {
+			ok = ok || p == o.LogPolicy
+		}
+		if !ok {
+			return fmt.Errorf("log policy %q: want one of %s", o.LogPolicy, strings.Join(LogPolicies, ", "))
+		}
+	}
+	if o.Context && o.Tool != ToolCall {
+		return errors.New("the context-preserving mode needs --tool call")
+	}
+	if o.Context && (o.Log != "" || o.SkipCovered != nil) {
+		return errors.New("the context-preserving mode records each context once by itself; it cannot be combined with a redundancy log")
+	}
+	if o.Log != "" && o.Every {
+		return errors.New("a redundancy log records each outcome once; it cannot be combined with every-occurrence mode")
+	}
+	if strings.ContainsAny(o.Log, " \t\n") {
+		return fmt.Errorf("log path %q: must not contain white space (set STINT_LOG at run time instead)", o.Log)
+	}
+	if s := o.optionString(); len(s) >= runtime.ModuleOptionsSize {
+		return fmt.Errorf("options %q are %d bytes, more than the %d the module can hold: use a shorter log path, or set STINT_LOG at run time", s, len(s), runtime.ModuleOptionsSize-1)
+	}
+	return nil
+}
+
+// optionString is the module's option string, which the runtime parses:
+// space-separated key=value pairs.
+func (o *Options) optionString() string {
+	tool := o.Tool
+	if tool == 0 {
+		tool = ToolBranch
+	}
+	every := 0
+	if o.Every {
+		every = 1
+	}
+	s := fmt.Sprintf("tool=%s every=%d", tool, every)
+	if o.Context {
+		s += " context=1"
+	}
+	if o.Budget != "" {
+		period := o.Period
+		if period == "" {
+			period = DefaultPeriod
+		}
+		s += " budget=" + strings.TrimSpace(o.Budget) + " period=" + strings.TrimSpace(period)
+		if w := strings.TrimSpace(o.Window); w != "" {
+			s += " window=" + w
+		}
+	}
+	if o.Log != "" {
+		pol := o.LogPolicy
+		if pol == "" {
+			pol = "exact"
+		}
+		s += " policy=" + pol + " log=" + o.Log
+	}
+	return s
+}
+
+// policy returns the options the policy stage reads.
+func (o *Options) policy() policy.Options {
+	return policy.Options{
+		Tool: o.Tool, Every: o.Every, Context: o.Context, Budget: o.Budget != "", SwitchSync: o.SwitchSync,
+		Covered: o.SkipCovered, Older: o.RetireSince, SkipSeenIndirect: o.SkipSeenIndirect,
+		EmulateIndirectCalls: o.EmulateIndirectCalls, Edges: o.Edges,
+	}
+}

@@ -1,0 +1,87 @@
+package policy
+
+import (
+	"github.com/stint-project/stint/rewrite/facts"
+	"github.com/stint-project/stint/runtime"
+)
+
+// Options are what the policy reads of a rewrite's options.
+type Options struct {
+	Tool    runtime.Tool
+	Every   bool // record every occurrence (STINT_MF_EVERY): probes never retire
+	Context bool // the context-preserving mode (STINT_MF_CONTEXT)
+	Budget  bool // a budget is set: the off-switch keeps open-ended sites to the windows
+	// SwitchSync: the off-switch may park threads to switch patches that
+	// straddle a word (STINT_MF_PARK).
+	SwitchSync bool
+	// Covered (--skip-covered) and Older (--retire-since, an older copy
+	// of the same log); nil = none.
+	Covered, Older       *Coverage
+	SkipSeenIndirect     bool
+	EmulateIndirectCalls bool
+	Edges                string // EdgesAuto ("" too), EdgesCovered, EdgesAll, EdgesNone
+}
+
+// Failure is a site left unpatched, and why.
+type Failure struct {
+	Reason string
+	Addr   uint64
+}
+
+// Plan is the policy's decision: which instructions are sites and which
+// probes each one gets. The driver hands it to placement and asks it, per
+// site, for the probes to emit.
+type Plan struct {
+	fx   *facts.Facts
+	opts Options
+
+	cov     *coveredSet       // --skip-covered, nil = none
+	old     map[[2]uint64]int // --retire-since: outcomes per (src, kind) in the older log
+	coldRet map[uint64]bool   // rets new code alone can give a new destination (coldRets)
+	preCall map[int]int       // pre-call site -> the indirect call it probes (precall.go)
+	edgeOf  map[int]EdgeSite  // destination probe -> its jcc and outcome (edges.go)
+	edgesOf map[int][2]int    // jcc -> its destination probes (taken, not taken; -1 = none)
+	covOut  map[int][2]bool   // jcc -> outcomes the --skip-covered log holds
+	deleg   map[int][2]bool   // jcc -> outcomes with no probe at the jcc (patched destination, or covered)
+	watch   map[int]bool      // watched jccs (Watch)
+
+	// Counters for Stats.
+	Covered, Retired, PreCalls, Delegated, Peeks int
+	// Failed lists the sites the policy refused; Notes what it noticed.
+	Failed []Failure
+	Notes  []string
+}
+
+// New starts the plan for the module fx describes. With --skip-covered it
+// takes the module's entries of the logs (its errors and notes are the
+// logs').
+func New(fx *facts.Facts, opts Options) (*Plan, error) {
+	p := &Plan{fx: fx, opts: opts, deleg: map[int][2]bool{}}
+	if opts.Covered == nil {
+		return p, nil
+	}
+	bid := fx.File.BuildID()
+	cs, err := newCoveredSet(opts.Covered, bid)
+	if err != nil {
+		return nil, err
+	}
+	p.cov = cs
+	p.Notes = append(p.Notes, opts.Covered.Notes...)
+	if opts.Older != nil {
+		p.Notes = append(p.Notes, opts.Older.Notes...)
+		if err := p.loadRetire(opts.Older, bid); err != nil {
+			return nil, err
+		}
+	}
+	if !opts.SkipSeenIndirect {
+		p.coldRet = p.coldRets()
+	}
+	return p, nil
+}
+
+// Tool is the plan's tool.
+func (p *Plan) Tool() runtime.Tool { return p.opts.Tool }
+
+func (p *Plan) fail(reason string, addr uint64) {
+	p.Failed = append(p.Failed, Failure{reason, addr})
+}

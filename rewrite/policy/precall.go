@@ -1,0 +1,95 @@
+package policy
+
+import (
+	"github.com/stint-project/stint/rewrite/facts"
+	"github.com/stint-project/stint/rewrite/place"
+	"github.com/stint-project/stint/runtime"
+)
+
+// Pre-call sites.
+//
+// An indirect call probed at the call itself runs from its trampoline,
+// where it is emulated: the original return address pushed, then a jump
+// to the target. The program sees its own return address, but the
+// processor's return-stack predictor saw no call: the callee's ret
+// mispredicts, and so does every ret above it until the stacks agree
+// again.
+//
+// So where it can, the rewriter probes an indirect call at the
+// instruction before it: that instruction runs from the trampoline, then
+// the call's probe with the call's operand as it now stands, then a jump
+// back to the call, which runs in place (package tramp, PreCall). The
+// event is the call's (src = the call). This holds only if nothing
+// reaches the call but by falling through from that instruction, and the
+// call's bytes stay as they are (it is marked untouchable, so no patch
+// modifies or evicts it; a pun may still read it).
+
+// planPreCalls replaces, in sites (sorted instruction indices), each
+// indirect call that can be probed from the instruction before it by
+// that instruction, and notes the pair in p.preCall.
+func (p *Plan) planPreCalls(sites []int) []int {
+	if p.opts.EmulateIndirectCalls || (p.opts.Tool != runtime.ToolBranch && p.opts.Tool != runtime.ToolCall) {
+		return sites
+	}
+	c := p.fx.Code
+	p.preCall = map[int]int{}
+	for k, j := range sites {
+		if c.Kinds[j] != facts.IndCall || j == 0 {
+			continue
+		}
+		i := j - 1
+		call := &c.Insts[j]
+		if !p.preCallable(i, j) {
+			continue
+		}
+		if fr, ok := p.fx.FDEOf(call.Addr); ok && fr.LSDA {
+			continue // a landing pad may be anywhere in such a function
+		}
+		call.Flags |= place.InstUntouchable
+		p.preCall[i] = j
+		sites[k] = i
+		p.PreCalls++
+	}
+	return sites
+}
+
+// preCallable reports whether indirect call j can be probed from
+// instruction i = j-1: i is a plain instruction that can run from a
+// trampoline and falls into j, and nothing else leads to j (no direct
+// branch, function start or possible indirect target).
+func (p *Plan) preCallable(i, j int) bool {
+	c := p.fx.Code
+	in, call := &c.Insts[i], &c.Insts[j]
+	if c.Kinds[i] != facts.Other || in.Addr+uint64(in.Len()) != call.Addr {
+		return false
+	}
+	if in.Flags&(place.InstUntouchable|place.InstPadding) != 0 || in.Flags&place.InstRelocatable == 0 {
+		return false
+	}
+	if call.Flags&(place.InstTarget|place.InstUntouchable) != 0 || c.Starts[call.Addr] || p.fx.IndirectTargets()[call.Addr] {
+		return false
+	}
+	fini := p.fx.Fini
+	if p.fx.Early[i] || p.fx.Early[j] || fini.Reserved(i) || fini.Reserved(j) || facts.IsEndbr(in.Bytes) {
+		return false
+	}
+	return true
+}
+
+// PreCallOf returns the indirect call that pre-call site i probes.
+func (p *Plan) PreCallOf(i int) (call int, ok bool) {
+	call, ok = p.preCall[i]
+	return call, ok
+}
+
+// UnPreCall gives up pre-call site i, which placement could not patch,
+// and returns its call, to be probed where it is after all (untouchable
+// no more: nothing above it wrote its bytes, and nothing below it has
+// been placed yet).
+func (p *Plan) UnPreCall(i int) int {
+	j := p.preCall[i]
+	delete(p.preCall, i)
+	p.PreCalls--
+	p.fx.Code.Insts[j].Flags &^= place.InstUntouchable
+	return j
+}

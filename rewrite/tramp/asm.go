@@ -1,0 +1,61 @@
+package tramp
+
+import (
+	"fmt"
+
+	"github.com/stint-project/stint/rewrite/elfin"
+)
+
+// Asm is a tiny x86-64 emitter for the few instructions trampolines use.
+type Asm struct {
+	B      []byte
+	Base   uint64 // link vaddr of B[0]
+	Sizing bool   // addresses are placeholders: skip range checks
+	Gate   uint64 // link vaddr of the gate word (struct stint_module.gate_vaddr)
+	Err    error  // the first error; later emits go on, so check once at the end
+
+	extraHits []int // rel8 fields of cache compares still to point at the hit path
+}
+
+func (a *Asm) pc() uint64     { return a.Base + uint64(len(a.B)) }
+func (a *Asm) Emit(b ...byte) { a.B = append(a.B, b...) }
+func (a *Asm) off() int       { return len(a.B) }
+func (a *Asm) setErr(err error) {
+	if a.Err == nil {
+		a.Err = err
+	}
+}
+
+func (a *Asm) u32(v uint32) { a.B = append(a.B, byte(v), byte(v>>8), byte(v>>16), byte(v>>24)) }
+
+// rel32 emits a rel32 field whose instruction ends `after` bytes past the
+// field's end (for fields followed by an immediate).
+func (a *Asm) rel32(target uint64, after int) {
+	end := a.pc() + 4 + uint64(after)
+	d := int64(target - end)
+	if !a.Sizing && d != int64(int32(d)) {
+		a.setErr(fmt.Errorf("rel32 from %#x to %#x out of range", end, target))
+	}
+	a.u32(uint32(int32(d)))
+}
+
+func (a *Asm) Jmp(target uint64) { a.Emit(0xe9); a.rel32(target, 0) }
+
+// patchRel8 sets the rel8 field at offset off to reach offset to.
+func (a *Asm) patchRel8(off, to int) {
+	d := to - (off + 1)
+	if d != int(int8(d)) {
+		a.setErr(fmt.Errorf("rel8 of %d bytes out of range", d))
+	}
+	a.B[off] = byte(int8(d))
+}
+
+// patchRel sets the rel32 field at offset off to reach target.
+func (a *Asm) PatchRel(off int, target uint64) {
+	end := a.Base + uint64(off) + 4
+	d := int64(target - end)
+	if !a.Sizing && d != int64(int32(d)) {
+		a.setErr(fmt.Errorf("rel32 to %#x out of range", target))
+	}
+	elfin.LE.PutUint32(a.B[off:], uint32(int32(d)))
+}

@@ -1,0 +1,196 @@
+package tramp
+
+import (
+	"fmt"
+
+	"github.com/stint-project/stint/rewrite/facts"
+	"github.com/stint-project/stint/rewrite/place"
+	"github.com/stint-project/stint/runtime"
+)
+
+// Probe describes one probe of a site, before layout.
+type Probe struct {
+	Kind  runtime.Kind
+	Flags uint8  // STINT_PF_*
+	Dst   uint64 // link vaddr if direct
+	Arm   int    // offset of the arm's rel32 in the trampoline, -1 = none
+	ArmTo uint64 // link vaddr
+}
+
+// siteTramp emits the probe trampoline of a site. probes holds the link
+// vaddrs of the site's probes (placeholders when sizing); it returns the
+// probe descriptions.
+func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, probes []uint64, entry uint64, pic bool) []Probe {
+	next := in.Addr + uint64(in.Len())
+	p := func(i int) uint64 {
+		if i < len(probes) {
+			return probes[i]
+		}
+		return 0
+	}
+	if t == runtime.ToolBlock {
+		a.Emit(0xe9)
+		arm := a.off()
+		a.rel32(a.pc()+4, 0)
+		a.thunk(p(0), entry, nil)
+		body := a.pc()
+		a.Relocate(in, k, tgt, pic)
+		return []Probe{{Kind: runtime.KBlock, Flags: runtime.PFDirect, Dst: in.Addr, Arm: arm, ArmTo: body}}
+	}
+	switch k {
+	case facts.Jcc, facts.Jcxz:
+		var tArm, ntArm int
+		// Placeholders for the thunk addresses; patched below.
+		if k == facts.Jcc {
+			a.Emit(0x0f, 0x80|jccCond(in.Bytes))
+			tArm = a.off()
+			a.u32(0)
+			a.Emit(0xe9)
+			ntArm = a.off()
+			a.u32(0)
+		} else {
+			ntArm, tArm = a.jcxzPlaceholder(in.Bytes)
+		}
+		thunkT := a.pc()
+		a.thunk(p(0), entry, nil)
+		a.Jmp(tgt)
+		thunkNT := a.pc()
+		a.thunk(p(1), entry, nil)
+		a.Jmp(next)
+		a.PatchRel(tArm, thunkT)
+		a.PatchRel(ntArm, thunkNT)
+		return []Probe{
+			{Kind: runtime.KJccTaken, Flags: runtime.PFDirect, Dst: tgt, Arm: tArm, ArmTo: tgt},
+			{Kind: runtime.KJccNotTaken, Flags: runtime.PFDirect, Dst: next, Arm: ntArm, ArmTo: next},
+		}
+	case facts.Jmp, facts.Call:
+		a.Emit(0xe9)
+		arm := a.off()
+		a.rel32(a.pc()+4, 0)
+		a.thunk(p(0), entry, nil)
+		body := a.pc()
+		if k == facts.Jmp {
+			a.Jmp(tgt)
+			return []Probe{{Kind: runtime.KJmp, Flags: runtime.PFDirect, Dst: tgt, Arm: arm, ArmTo: tgt}}
+		}
+		a.pushRet(next, pic)
+		a.Jmp(tgt)
+		return []Probe{{Kind: runtime.KCall, Flags: runtime.PFDirect, Dst: tgt, Arm: arm, ArmTo: body}}
+	case facts.Ret:
+		gateField := a.retCacheCheck(p(0))
+		hitField := a.off() - 1
+		a.cacheRestore()
+		a.callOnly(p(0), entry, func() {
+			a.Emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) // mov 144(%rsp),%rsi
+		})
+		a.Emit(in.Bytes...)
+		a.patchRel8(hitField, a.off())
+		a.patchRel8(gateField, a.off())
+		a.patchExtraHits()
+		a.cacheRestore()
+		a.Emit(in.Bytes...)
+		return []Probe{{Kind: runtime.KRet, Arm: -1}}
+	case facts.IndJmp, facts.IndCall:
+		sp, ok := a.indirectThunk(in, k, p(0), entry, func() { a.Relocate(in, k, tgt, pic) })
+		if !ok {
+			return nil
+		}
+		return []Probe{sp}
+	case facts.Syscall:
+		a.thunk(p(0), entry, func() {
+			a.Emit(0x48, 0x89, 0xc6) // mov %rax,%rsi
+		})
+		a.Relocate(in, k, tgt, pic)
+		return []Probe{{Kind: runtime.KSyscall, Flags: runtime.PFValue, Arm: -1}}
+	}
+	a.setErr(fmt.Errorf("no trampoline for %v", k))
+	return nil
+}
+
+// indirectThunk emits the probe of indirect jmp or call in (facts.Kind k)
+// with an inline cache check between loading %rsi and the call:
+//
+//	<thunk up to %rsi> ; push %rcx ; compare %rsi with cache ;
+//	jrcxz hit ; pop %rcx ; <rest of thunk> ; exit
+//	hit: pop %rcx ; pop %rsi ; pop %rdi ; lea 0x80(%rsp),%rsp ; exit
+//
+// exit emits what follows the probe on both paths and never falls
+// through: the relocated original, or a jump back to it (preCallTramp).
+func (a *Asm) indirectThunk(in *place.Inst, k facts.Kind, probe, entry uint64, exit func()) (Probe, bool) {
+	op, _, err := facts.ParseRM(in)
+	if err != nil {
+		a.setErr(err)
+		return Probe{}, false
+	}
+	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
+	a.Emit(0x57, 0x56)                   // push %rdi; push %rsi
+	if op.Mod == 3 {
+		a.encodeRM(op, true, 0x8b, 6, 0) // mov %reg,%rsi
+	} else {
+		a.encodeRM(op, true, 0x8b, 6, thunkFrame) // mov OP,%rsi
+	}
+	a.Emit(0x51)               // push %rcx
+	gateField := a.gateCheck() // closed: to the hit path
+	a.cacheCompares(probe, sibBaseRSI)
+	hitField := a.extraHits[len(a.extraHits)-1]
+	a.extraHits = a.extraHits[:len(a.extraHits)-1]
+	a.Emit(0x59)             // pop %rcx
+	a.Emit(0x48, 0x8d, 0x3d) // lea probe(%rip),%rdi
+	a.rel32(probe, 0)
+	a.Emit(0xe8) // call stint_probe_entry
+	a.rel32(entry, 0)
+	a.Emit(0x5e, 0x5f)                                     // pop %rsi; pop %rdi
+	a.Emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+	exit()
+	a.patchRel8(hitField, a.off())
+	a.patchRel8(gateField, a.off())
+	a.patchExtraHits()
+	a.Emit(0x59, 0x5e, 0x5f)                               // pop %rcx; pop %rsi; pop %rdi
+	a.Emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+	exit()
+	sp := Probe{Kind: runtime.KIndJmp, Arm: -1}
+	if k == facts.IndCall {
+		sp.Kind = runtime.KIndCall
+	}
+	if op.RIPRel && op.Seg == 0 {
+		sp.Flags, sp.Dst = runtime.PFSlot, uint64(int64(op.Next)+op.Disp)
+	}
+	return sp, true
+}
+
+// preCallTramp emits the trampoline of a pre-call site (rewriter.
+// preCall): instruction in (facts.Kind k), patched, runs here, then the probe
+// of the indirect call that follows it, with the call's operand as it
+// now stands, then a jump back to the call, which runs in place. A call
+// emulated in a trampoline (push the return address, jmp) leaves the
+// return-stack predictor one entry short, so the callee's ret and every
+// ret above it mispredict; run in place, the call pushes what its ret
+// will pop, and the program still sees its own return address.
+func (a *Asm) PreCall(in *place.Inst, k facts.Kind, call *place.Inst, probes []uint64, entry uint64, pic bool) []Probe {
+	var probe uint64
+	if len(probes) > 0 {
+		probe = probes[0]
+	}
+	if k != facts.Other {
+		a.setErr(fmt.Errorf("%v at %#x is not a plain instruction", k, in.Addr))
+		return nil
+	}
+	a.RelocateBody(in)
+	sp, ok := a.indirectThunk(call, facts.IndCall, probe, entry, func() { a.Jmp(call.Addr) })
+	if !ok {
+		return nil
+	}
+	return []Probe{sp}
+}
+
+func (a *Asm) jcxzPlaceholder(b []byte) (ntField, tField int) {
+	a.Emit(b[:len(b)-1]...)
+	a.Emit(5)
+	a.Emit(0xe9)
+	ntField = a.off()
+	a.u32(0)
+	a.Emit(0xe9)
+	tField = a.off()
+	a.u32(0)
+	return
+}

@@ -1,0 +1,147 @@
+package tramp
+
+import (
+	"unsafe"
+
+	"github.com/stint-project/stint/runtime"
+)
+
+// thunk emits the probe call (DESIGN.md §3) behind the gate check: when
+// the gate word is STINT_GATE_CLOSED (budget spent) it steps over the
+// call. setRSI, when non-nil, emits the instruction(s) that load the
+// destination or value into %rsi; it runs while every register but %rsp
+// holds the program's value (rsp is 144 bytes lower).
+//
+//	lea -0x80(%rsp),%rsp ; push %rcx ; [gateCheck closed]
+//	pop %rcx ; push %rdi ; push %rsi ; [setRSI] ; lea probe(%rip),%rdi
+//	call stint_probe_entry ; pop %rsi ; pop %rdi ; jmp out
+//	closed: pop %rcx
+//	out: lea 0x80(%rsp),%rsp
+//
+// No flag changes on either path: lea and jrcxz leave the flags alone.
+func (a *Asm) thunk(probe, entry uint64, setRSI func()) {
+	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
+	a.Emit(0x51)                         // push %rcx
+	closedField := a.gateCheck()
+	a.Emit(0x59) // pop %rcx
+	a.probeCall(probe, entry, setRSI)
+	a.Emit(0xeb, 0x01) // jmp out
+	a.patchRel8(closedField, a.off())
+	a.Emit(0x59)                                           // closed: pop %rcx
+	a.Emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // out: lea 0x80(%rsp),%rsp
+}
+
+// gateCheck emits the gate check of stint_abi.h, with %rcx free:
+//
+//	mov gate(%rip),%rcx ; lea -1(%rcx),%rcx ; jrcxz closed
+//
+// and returns the offset of the jrcxz's rel8 for the caller to point at
+// its closed path. a.Gate is the word the site reads: word 1 for sites
+// the off-switch may undo (STINT_PATCH_SWITCH), else word 0.
+func (a *Asm) gateCheck() (closedField int) {
+	a.Emit(0x48, 0x8b, 0x0d) // mov gate(%rip),%rcx
+	a.rel32(a.Gate, 0)
+	a.Emit(0x48, 0x8d, 0x49, 0xff) // lea -1(%rcx),%rcx
+	a.Emit(0xe3, 0x00)             // jrcxz closed
+	return a.off() - 1
+}
+
+// callOnly emits the thunk without the gate check, for paths that
+// checked the gate already.
+func (a *Asm) callOnly(probe, entry uint64, setRSI func()) {
+	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
+	a.probeCall(probe, entry, setRSI)
+	a.Emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+}
+
+// probeCall emits the call itself, below the red zone: save %rdi and
+// %rsi, load the destination or value (setRSI) and the probe, call the
+// runtime, restore.
+func (a *Asm) probeCall(probe, entry uint64, setRSI func()) {
+	a.Emit(0x57, 0x56) // push %rdi; push %rsi
+	if setRSI != nil {
+		setRSI()
+	}
+	a.Emit(0x48, 0x8d, 0x3d) // lea probe(%rip),%rdi
+	a.rel32(probe, 0)
+	a.Emit(0xe8) // call stint_probe_entry
+	a.rel32(entry, 0)
+	a.Emit(0x5e, 0x5f) // pop %rsi; pop %rdi
+}
+
+// thunkFrame is how far below the program's %rsp a thunk runs.
+const thunkFrame = 128 + 16
+
+// SIB bytes of lea 1(%base,%rcx): scale 1, index %rcx, base %rsi or %rax.
+const (
+	sibBaseRSI = 0x0e
+	sibBaseRAX = 0x08
+)
+
+// cacheCompares emits the inline cache check of probe: the destination
+// in a register (sib: sibBaseRSI or sibBaseRAX) compared with each of
+// the probe's four cache entries with flag-free instructions, each a
+// jrcxz to a hit whose rel8 is appended to a.extraHits:
+//
+//	mov cacheN(%rip),%rcx ; not %rcx ; lea 1(%reg,%rcx),%rcx ; jrcxz hit
+func (a *Asm) cacheCompares(probe uint64, sib byte) {
+	for _, off := range probeCaches {
+		a.Emit(0x48, 0x8b, 0x0d) // mov cacheN(%rip),%rcx
+		a.rel32(probe+off, 0)
+		a.Emit(0x48, 0xf7, 0xd1)            // not %rcx
+		a.Emit(0x48, 0x8d, 0x4c, sib, 0x01) // lea 1(%reg,%rcx),%rcx
+		a.Emit(0xe3, 0x00)                  // jrcxz hit
+		a.extraHits = append(a.extraHits, a.off()-1)
+	}
+}
+
+// probeCaches are the offsets in struct stint_probe of the four
+// destinations an indirect or ret probe recorded last, most recent first,
+// which the inline check compares in turn: cache, cache2 and, in probes
+// without a direct destination, arm and arm_to.
+var probeCaches = []uint64{
+	uint64(unsafe.Offsetof(runtime.Probe{}.Cache)),
+	uint64(unsafe.Offsetof(runtime.Probe{}.Cache2)),
+	uint64(unsafe.Offsetof(runtime.Probe{}.Arm)),
+	uint64(unsafe.Offsetof(runtime.Probe{}.ArmTo)),
+}
+
+// patchExtraHits points the pending hit jumps of the first cache compare
+// at the current offset.
+func (a *Asm) patchExtraHits() {
+	for _, f := range a.extraHits {
+		a.patchRel8(f, a.off())
+	}
+	a.extraHits = a.extraHits[:0]
+}
+
+// retCacheCheck emits the inline fast path of a ret probe: it compares the
+// return address at (%rsp) with the probe's cache (the destination the
+// runtime last recorded) and ends in a jrcxz, taken when they are equal,
+// whose rel8 is the last byte emitted (patched by the caller). Neither
+// path changes a flag (flags can be live across a ret in hand-written
+// code): the comparison is rax + ~cache + 1 with not and lea, tested by
+// jrcxz. It steps over the red zone like a thunk and leaves %rax and %rcx
+// pushed; both paths then run cacheRestore. Before the comparison it
+// checks the gate (see thunk): closed, it goes straight to the hit path;
+// it returns the offset of that jump's rel8 for the caller to patch.
+//
+// A ret probe is never retired, so without this every ret would run the
+// whole thunk. The runtime sets cache on every recording call in default
+// mode and never in --every mode, where it stays 0 (no return address),
+// so there the check always falls through to the thunk.
+func (a *Asm) retCacheCheck(probe uint64) (gateField int) {
+	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80)                   // lea -0x80(%rsp),%rsp
+	a.Emit(0x50, 0x51)                                     // push %rax; push %rcx
+	gateField = a.gateCheck()                              // closed: to the hit path
+	a.Emit(0x48, 0x8b, 0x84, 0x24, 0x90, 0x00, 0x00, 0x00) // mov 0x90(%rsp),%rax
+	a.cacheCompares(probe, sibBaseRAX)
+	a.extraHits = a.extraHits[:len(a.extraHits)-1] // the last is the caller's hit field
+	return gateField
+}
+
+// cacheRestore undoes retCacheCheck's stack changes.
+func (a *Asm) cacheRestore() {
+	a.Emit(0x59, 0x58)                                     // pop %rcx; pop %rax
+	a.Emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+}

@@ -1,0 +1,131 @@
+package rewrite
+
+import (
+	"github.com/stint-project/stint/rewrite/facts"
+	"github.com/stint-project/stint/rewrite/policy"
+	"github.com/stint-project/stint/rewrite/tramp"
+	"github.com/stint-project/stint/runtime"
+)
+
+// trampoline is one trampoline in the RX segment: a site's probe
+// trampoline or an evicted instruction's relocated copy.
+type trampoline struct {
+	addr   uint64
+	size   int
+	site   bool
+	probe0 int // first probe index, -1 until numbered
+}
+
+// trampTable sizes the sites' trampolines and allocates trampolines in
+// the RX segment as placement asks for them (place.Planner.Near). Every
+// encoding has a length that does not depend on where it is placed, so a
+// trampoline is sized once and encoded once every address is known.
+type trampTable struct {
+	code   *facts.Code
+	plan   *policy.Plan
+	pic    bool
+	isSite []bool        // by instruction index
+	size   []int         // by instruction index: bytes of the site's trampoline
+	arms   [][]int       // by instruction index: offsets of the site trampoline's arm rel32 fields
+	at     []*trampoline // by instruction index: near trampoline, nil until allocated
+	order  []int         // instruction indices in allocation order
+	cursor uint64        // where the next trampoline goes
+}
+
+func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable {
+	n := len(fx.Code.Insts)
+	return &trampTable{code: fx.Code, plan: plan, pic: fx.Module.PIC, cursor: start,
+		isSite: make([]bool, n), size: make([]int, n), arms: make([][]int, n), at: make([]*trampoline, n)}
+}
+
+// emitSite emits (or sizes) the trampoline of site i with tool t: a
+// pre-call site's (the instruction before an indirect call, probing the
+// call) or an ordinary one.
+func (tt *trampTable) emitSite(a *tramp.Asm, t runtime.Tool, i int, probes []uint64, entry uint64) []tramp.Probe {
+	c := tt.code
+	if j, ok := tt.plan.PreCallOf(i); ok {
+		return a.PreCall(&c.Insts[i], c.Kinds[i], &c.Insts[j], probes, entry, tt.pic)
+	}
+	return a.Site(t, &c.Insts[i], c.Kinds[i], c.Targets[i], probes, entry, tt.pic)
+}
+
+// sizeSite sizes site i's trampoline with tool t and marks i a site; it
+// fails when the site can have no trampoline.
+func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
+	a := &tramp.Asm{Sizing: true}
+	sp := tt.emitSite(a, t, i, nil, 0)
+	if a.Err != nil {
+		return a.Err
+	}
+	tt.arms[i] = nil
+	for _, pr := range sp {
+		if pr.Arm >= 0 {
+			tt.arms[i] = append(tt.arms[i], pr.Arm)
+		}
+	}
+	tt.isSite[i] = true
+	tt.size[i] = len(a.B)
+	return nil
+}
+
+// sizeSites sizes the candidate sites and returns those that can have a
+// trampoline; the plan records the others.
+func (tt *trampTable) sizeSites(t runtime.Tool, sites []int) []int {
+	var ok []int
+	for _, i := range sites {
+		if err := tt.sizeSite(t, i); err != nil {
+			tt.plan.Refuse(i, err)
+			continue
+		}
+		ok = append(ok, i)
+	}
+	return ok
+}
+
+// sizeEdges sizes the destination probes among ok, each a block probe.
+func (tt *trampTable) sizeEdges(ok []int) {
+	for _, i := range ok {
+		if _, edge := tt.plan.EdgeOf(i); edge {
+			tt.sizeSite(runtime.ToolBlock, i) // relocatable, checked by AddEdges
+		}
+	}
+}
+
+// near allocates the near trampoline of instruction i (Planner.Near).
+func (tt *trampTable) near(i int) uint64 {
+	if t := tt.at[i]; t != nil {
+		return t.addr
+	}
+	t := &trampoline{addr: tt.cursor, site: tt.isSite[i], probe0: -1}
+	if t.site {
+		t.size = tt.size[i]
+		// The runtime retargets an arm with one 4-byte store, which it
+		// only does when the rel32 stays inside a 64-byte line (else the
+		// probe keeps calling in): move the trampoline until every arm
+		// does. The skipped bytes stay int3.
+		for k := 0; k < 64 && armsCrossLine(t.addr, tt.arms[i]); k++ {
+			t.addr++
+		}
+		tt.cursor = t.addr
+	} else {
+		a := &tramp.Asm{Sizing: true}
+		// Errors surface when an evicted instruction is emitted.
+		a.Relocate(&tt.code.Insts[i], tt.code.Kinds[i], tt.code.Targets[i], tt.pic)
+		t.size = len(a.B)
+	}
+	tt.cursor += uint64(t.size)
+	tt.at[i] = t
+	tt.order = append(tt.order, i)
+	return t.addr
+}
+
+// armsCrossLine reports whether a trampoline at addr would have an arm's
+// rel32 (at the given offsets) straddle a 64-byte line.
+func armsCrossLine(addr uint64, arms []int) bool {
+	for _, off := range arms {
+		if (addr+uint64(off))&63 > 60 {
+			return true
+		}
+	}
+	return false
+}
