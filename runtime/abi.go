@@ -33,6 +33,30 @@ const (
 	KSyscall     Kind = 8
 	KBlock       Kind = 9
 	KContext     Kind = 10
+
+	// Rows the runtime writes itself (not probe events).
+	KPeriod       Kind = 32 // src = period index, dst = granted ns, value = used ns
+	KPeriodStats  Kind = 33 // src = events recorded, dst = suppressed, value = enabled ns
+	KPeriodQoS    Kind = 34 // src = metric, dst = threshold (double bits), value = computed ns
+	KRunEnd       Kind = 35 // src = exit status or RunEndUnknown, value = run ns
+	KPeriodSwitch Kind = 36 // src = sites switched on, dst = switched off, value = switching ns
+	KPeriodClose  Kind = 37 // src = how (Close*), dst = reserve ns kept, value = used ns then
+)
+
+// RefusedBase is STINT_REFUSED_BASE: a refusal row's kind is RefusedBase
+// plus the refused event's kind.
+const RefusedBase = 64
+
+// RunEndUnknown is STINT_RUN_END_UNKNOWN: the run-end row's src when the
+// exit status was not seen.
+const RunEndUnknown = 0xffffffff
+
+// How a period's gate closed (STINT_CLOSE_*: the period-close row's src).
+const (
+	CloseUnknown = 0 // a charge closed it but had not noted how when the period rolled
+	CloseCharge  = 1 // a probe's charge spent the budget
+	CloseStart   = 2 // at the period's start
+	CloseRoll    = 3 // at the period's end
 )
 
 // Tool is struct stint_module.tool (STINT_TOOL_*): which instructions
@@ -185,6 +209,12 @@ const TestReadeeStallEnv = "STINT_TEST_READEE_STALL"
 // STINT_TEST_SWITCH_STALL=DURATION the runtime's thread waits that long
 // after each site it switches on at a period's start.
 const TestSwitchStallEnv = "STINT_TEST_SWITCH_STALL"
+
+// TestBatchStallEnv is STINT_TEST_BATCH_STALL_ENV: a test hook. With
+// STINT_TEST_BATCH_STALL=DURATION the first batch of fewer than 16 sites
+// from the fourth period on spins that long of its thread's CPU time,
+// once.
+const TestBatchStallEnv = "STINT_TEST_BATCH_STALL"
 
 // NoPatch is STINT_NO_PATCH.
 const NoPatch uint32 = 0xffffffff

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,6 +94,49 @@ var abiConsts = map[string]uint64{
 	"STINT_QOS_TUNE_SPAN": uint64(QoSTuneSpan), "STINT_QOS_TUNE_VALUE": uint64(QoSTuneValue),
 	"STINT_QOS_STARTING": uint64(QoSStarting), "STINT_QOS_RUNNING": uint64(QoSRunning),
 	"STINT_QOS_FAILING": uint64(QoSFailing), "STINT_QOS_STOPPED": uint64(QoSStopped),
+	"STINT_K_PERIOD": uint64(KPeriod), "STINT_K_PERIOD_STATS": uint64(KPeriodStats),
+	"STINT_K_PERIOD_QOS": uint64(KPeriodQoS), "STINT_K_RUN_END": uint64(KRunEnd),
+	"STINT_K_PERIOD_SWITCH": uint64(KPeriodSwitch), "STINT_K_PERIOD_CLOSE": uint64(KPeriodClose),
+	"STINT_REFUSED_BASE": RefusedBase, "STINT_RUN_END_UNKNOWN": RunEndUnknown,
+	"STINT_CLOSE_UNKNOWN": CloseUnknown, "STINT_CLOSE_CHARGE": CloseCharge,
+	"STINT_CLOSE_START": CloseStart, "STINT_CLOSE_ROLL": CloseRoll,
+	"STINT_PF_DELEG": uint64(PFDeleg), "STINT_PROBE_WATCHED": uint64(ProbeWatched),
+}
+
+// abiStrings are the string #defines of stint_abi.h with their Go values.
+var abiStrings = map[string]string{
+	"STINT_QOS_ENV": QoSEnv, "STINT_TEST_FAIL_CHUNK_ENV": TestFailChunkEnv,
+	"STINT_TEST_NO_MEMFD_ENV": TestNoMemfdEnv, "STINT_TEST_NO_STUB_FILE_ENV": TestNoStubFileEnv,
+	"STINT_TEST_LOG_LOAD_ENV": TestLogLoadEnv, "STINT_TEST_SAVE_HOLD_ENV": TestSaveHoldEnv,
+	"STINT_TEST_CHARGE_STALL_ENV": TestChargeStallEnv, "STINT_TEST_READEE_STALL_ENV": TestReadeeStallEnv,
+	"STINT_TEST_SWITCH_STALL_ENV": TestSwitchStallEnv, "STINT_TEST_BATCH_STALL_ENV": TestBatchStallEnv,
+}
+
+// notMirrored are the #defines of stint_abi.h that are no values: the
+// include guard and the 64-bit literal macro.
+var notMirrored = map[string]bool{"STINT_ABI_H": true, "STINT_U64": true}
+
+// TestABIEveryDefine fails on any #define STINT_* of stint_abi.h that has
+// no Go mirror in abiConsts or abiStrings (TestABIMatchesC compares their
+// values with gcc's).
+func TestABIEveryDefine(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("include", "stint_abi.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range regexp.MustCompile(`(?m)^#define\s+(STINT_\w+)`).FindAllStringSubmatch(string(b), -1) {
+		name := m[1]
+		n++
+		_, isConst := abiConsts[name]
+		_, isString := abiStrings[name]
+		if !isConst && !isString && !notMirrored[name] {
+			t.Errorf("%s is not mirrored in package runtime", name)
+		}
+	}
+	if n < len(abiConsts)+len(abiStrings) {
+		t.Errorf("found %d #defines, fewer than the %d mirrored", n, len(abiConsts)+len(abiStrings))
+	}
 }
 
 // TestABIPinned pins the Go layout: a change of abi.go that moves a field
@@ -184,6 +228,9 @@ func TestABIMatchesC(t *testing.T) {
 	for name := range abiConsts {
 		fmt.Fprintf(&src, "printf(\"%s %%llu\\n\", (unsigned long long)(%s));\n", name, name)
 	}
+	for name := range abiStrings {
+		fmt.Fprintf(&src, "printf(\"%s %%s\\n\", %s);\n", name, name)
+	}
 	src.WriteString("return 0;\n}\n")
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "abi.c"), []byte(src.String()), 0o644); err != nil {
@@ -199,8 +246,13 @@ func TestABIMatchesC(t *testing.T) {
 	}
 	got := map[string][]uint64{}
 	sc := bufio.NewScanner(bytes.NewReader(out))
+	strs := map[string]string{}
 	for sc.Scan() {
 		w := strings.Fields(sc.Text())
+		if _, ok := abiStrings[w[0]]; ok && len(w) == 2 {
+			strs[w[0]] = w[1]
+			continue
+		}
 		key := w[0]
 		if w[0] == "sizeof" {
 			key = "sizeof " + w[1]
@@ -233,6 +285,11 @@ func TestABIMatchesC(t *testing.T) {
 	for name, v := range abiConsts {
 		if want := got[name]; len(want) != 1 || want[0] != v {
 			t.Errorf("%s: Go %#x, C %v", name, v, want)
+		}
+	}
+	for name, v := range abiStrings {
+		if want := strs[name]; want != v {
+			t.Errorf("%s: Go %q, C %q", name, v, want)
 		}
 	}
 }
