@@ -4,10 +4,10 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
 	"runtime/debug"
+
+	"github.com/stint-project/stint/internal/cli"
 )
 
 func main() {
@@ -17,8 +17,5 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := exitCode(run(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main("rewrite", run)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/stint-project/stint/formats/redlog"
+	"github.com/stint-project/stint/internal/cli"
 	"github.com/stint-project/stint/rewrite"
 )
 
@@ -120,12 +121,6 @@ Exit status: 0 on success, 1 on error, 2 on bad usage.
 Flags:
 `
 
-// usageError marks bad command-line usage (exit status 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
 // toolValue is the --tool flag.
 type toolValue struct{ t *rewrite.Tool }
 
@@ -142,7 +137,6 @@ func (v toolValue) Set(s string) error {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("rewrite", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	opts := rewrite.Options{Tool: rewrite.ToolBranch}
 	var out, statsJSON, skipCovered, retireSince string
 	var quiet bool
@@ -164,21 +158,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&opts.Edges, "edges", "auto", "probe a jcc outcome at its destination, where only the jcc leads, instead of at the jcc, so the jcc's common side runs unpatched and its rare side is recorded whenever it happens: `MODE` auto (the jccs of covered, and every other jcc's at destinations of 5 bytes or more, which a jmp replaces), covered (jccs with one outcome in the --skip-covered log), all (every jcc at any destination: slower on sqlite3), or none")
 	fs.BoolVar(&opts.EmulateIndirectCalls, "emulate-indirect-calls", false, "probe every indirect call in its own trampoline, where it is emulated (push the return address, jump); by default one is probed at the instruction before it where only that instruction leads to it, so that the call runs in place and the processor's return-stack predictor stays in step")
 	fs.Uint64Var(&opts.ChunkGap, "chunk-gap", 0, "merge stub pages closer than `BYTES` into one run-time mapping (0 = default 1 MiB; smaller = fewer resident stub pages, more mappings)")
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprint(stdout, usageText)
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 			return nil
 		}
-		return usageError{err}
+		return err
 	}
 	if fs.NArg() != 1 {
-		return usageError{fmt.Errorf("want exactly one input file, got %d", fs.NArg())}
+		return cli.Usagef("want exactly one input file, got %d (run 'rewrite --help')", fs.NArg())
 	}
 	if out == "" {
-		return usageError{errors.New("missing -o OUT")}
+		return cli.Usagef("missing -o OUT (run 'rewrite --help')")
 	}
 	err := ctx.Err()
 	if err != nil {
@@ -259,18 +252,18 @@ func summary(name string, st *rewrite.Stats) string {
 	return b.String()
 }
 
-// exitCode reports err on w and returns the exit status.
-func exitCode(err error, w io.Writer) int {
-	if err == nil {
-		return 0
+// parseFlags parses args quietly; a mistake is a usage error that points
+// at the help.
+func parseFlags(fs *pflag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
+		return cli.Usagef("%v (run 'rewrite --help')", err)
 	}
-	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(w, "rewrite: %v\nRun 'rewrite --help' for usage.\n", err)
-		return 2
-	}
-	fmt.Fprintf(w, "rewrite: %v\n", err)
-	return 1
+	return nil
 }
 
 // readCoverage reads the exact redundancy log at path for option flag

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stint-project/stint/formats/redlog"
+	"github.com/stint-project/stint/internal/cli"
 	"github.com/stint-project/stint/rewrite"
 )
 
@@ -36,16 +37,22 @@ func TestRunUsage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			err := run(context.Background(), tc.args, &stdout, &stderr)
-			code := exitCode(err, &stderr)
+			code := cli.ExitCode(err)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d (err %v)", code, tc.code, err)
 			}
 			got := stdout.String() + stderr.String()
+			if err != nil {
+				got += err.Error()
+			}
 			if !strings.Contains(got, tc.want) {
 				t.Errorf("output %q lacks %q", got, tc.want)
 			}
-			if code == 1 && strings.Count(stderr.String(), "\n") != 1 {
-				t.Errorf("error output is not one line: %q", stderr.String())
+			if code != 0 && strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err.Error())
+			}
+			if code == 2 && !strings.Contains(err.Error(), "rewrite --help") {
+				t.Errorf("usage error %q does not point at the help", err.Error())
 			}
 		})
 	}
@@ -85,8 +92,8 @@ func TestRunRewrite(t *testing.T) {
 	// -q prints nothing; rewriting the output again fails with exit 1.
 	stderr.Reset()
 	err = run(context.Background(), []string{"-q", "-o", out + "2", out}, &stdout, &stderr)
-	if code := exitCode(err, &stderr); code != 1 || !strings.Contains(stderr.String(), "already rewritten") {
-		t.Errorf("second rewrite: exit %d, %q", code, stderr.String())
+	if code := cli.ExitCode(err); code != 1 || err == nil || !strings.Contains(err.Error(), "already rewritten") || stderr.Len() != 0 {
+		t.Errorf("second rewrite: exit %d, %v, stderr %q", code, err, stderr.String())
 	}
 	if _, err := os.Stat(out + "2"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("output of a failed rewrite exists: %v", err)
