@@ -131,19 +131,31 @@ func (f *fbuf) vector(t fbTable, slot, elem int) (start, n int) {
 	return start, n
 }
 
-// msgInfo is what the reader needs from a Message flatbuffer.
+// msgInfo is what a reader needs from a Message flatbuffer.
 type msgInfo struct {
 	header  uint8
 	bodyLen int64
 	rows    int64
+	values  []int64 // a RecordBatch's value buffer offsets in the body, by column
 }
 
-// parseMessage validates the Message flatbuffer meta. For a RecordBatch
-// it checks everything a reader relies on for the trace schema: one
-// field node per column of the batch's length with no nulls, two
+// columns describes the columns a stream must have: their names (for
+// messages) and value widths in bytes. A trace has the NumCols columns
+// of [Schema]; a merged trace one more.
+type columns struct {
+	names  []string
+	widths []int
+}
+
+// traceColumns are a trace's columns.
+var traceColumns = columns{names: ColName[:], widths: ColWidth[:]}
+
+// parseMessage validates the Message flatbuffer meta for a stream of
+// columns cols. For a RecordBatch it checks everything a reader relies
+// on: one field node per column of the batch's length with no nulls, two
 // uncompressed buffers per column inside the body, value buffers long
 // enough.
-func parseMessage(meta []byte) (msgInfo, error) {
+func parseMessage(meta []byte, cols columns) (msgInfo, error) {
 	f := &fbuf{b: meta}
 	var mi msgInfo
 	m := f.root()
@@ -168,7 +180,7 @@ func parseMessage(meta []byte) (msgInfo, error) {
 		if !ok {
 			return mi, fmt.Errorf("schema message without a schema")
 		}
-		return mi, f.checkSchema(f.table(sp))
+		return mi, f.checkSchema(f.table(sp), len(cols.widths))
 	case headerRecordBatch:
 	default:
 		return mi, fmt.Errorf("unexpected %s message", headerName(mi.header))
@@ -185,29 +197,34 @@ func parseMessage(meta []byte) (msgInfo, error) {
 	if f.err != nil {
 		return mi, f.err
 	}
+	ncols := len(cols.widths)
 	switch {
 	case mi.rows < 0 || mi.rows > mi.bodyLen:
 		return mi, fmt.Errorf("record batch of %d rows in a body of %d bytes", mi.rows, mi.bodyLen)
 	case compressed:
 		return mi, fmt.Errorf("compressed record batches are not supported")
-	case nn != NumCols:
-		return mi, fmt.Errorf("record batch has %d field nodes, want %d", nn, NumCols)
-	case nb != 2*NumCols:
-		return mi, fmt.Errorf("record batch has %d buffers, want %d", nb, 2*NumCols)
+	case nn != ncols:
+		return mi, fmt.Errorf("record batch has %d field nodes, want %d", nn, ncols)
+	case nb != 2*ncols:
+		return mi, fmt.Errorf("record batch has %d buffers, want %d", nb, 2*ncols)
 	}
-	for c := 0; c < NumCols; c++ {
+	mi.values = make([]int64, ncols)
+	for c := 0; c < ncols; c++ {
 		n, nulls := f.i64(nodes+16*c), f.i64(nodes+16*c+8)
 		if n != mi.rows || nulls != 0 {
-			return mi, fmt.Errorf("column %s: %d values with %d nulls in a batch of %d rows", ColName[c], n, nulls, mi.rows)
+			return mi, fmt.Errorf("column %s: %d values with %d nulls in a batch of %d rows", cols.names[c], n, nulls, mi.rows)
 		}
 		for k := 0; k < 2; k++ {
 			i := 2*c + k
 			off, ln := f.i64(bufs+16*i), f.i64(bufs+16*i+8)
 			if off < 0 || ln < 0 || off > mi.bodyLen || ln > mi.bodyLen-off {
-				return mi, fmt.Errorf("column %s: buffer %d (offset %d, length %d) outside the body of %d bytes", ColName[c], k, off, ln, mi.bodyLen)
+				return mi, fmt.Errorf("column %s: buffer %d (offset %d, length %d) outside the body of %d bytes", cols.names[c], k, off, ln, mi.bodyLen)
 			}
-			if k == 1 && ln < mi.rows*int64(ColWidth[c]) {
-				return mi, fmt.Errorf("column %s: value buffer of %d bytes for %d rows", ColName[c], ln, mi.rows)
+			if k == 1 && ln < mi.rows*int64(cols.widths[c]) {
+				return mi, fmt.Errorf("column %s: value buffer of %d bytes for %d rows", cols.names[c], ln, mi.rows)
+			}
+			if k == 1 {
+				mi.values[c] = off
 			}
 		}
 	}
@@ -233,12 +250,12 @@ func headerName(h uint8) string {
 }
 
 // checkSchema bounds what arrow-go's schema decoder allocates and
-// rejects what a trace never has: NumCols flat, non-dictionary fields,
-// and every vector and string inside the buffer.
-func (f *fbuf) checkSchema(s fbTable) error {
+// rejects what a stint stream never has: ncols flat, non-dictionary
+// fields, and every vector and string inside the buffer.
+func (f *fbuf) checkSchema(s fbTable, ncols int) error {
 	fields, nf := f.vector(s, 1, 4)
-	if f.err == nil && nf != NumCols {
-		return fmt.Errorf("schema has %d columns, want %d", max(nf, 0), NumCols)
+	if f.err == nil && nf != ncols {
+		return fmt.Errorf("schema has %d columns, want %d", max(nf, 0), ncols)
 	}
 	for i := 0; i < nf && f.err == nil; i++ {
 		p := fields + 4*i

@@ -2,7 +2,6 @@ package formats
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -66,42 +65,19 @@ func (e End) String() string {
 // message in it was read completely.
 func (e End) Clean() bool { return e == EndMarker || e == EndZeros || e == EndEOF }
 
-// maxMeta bounds a message's metadata: the schema message is about 70 KiB.
-const maxMeta = 1 << 20
-
-// msgReader is an ipc.MessageReader that, unlike arrow-go's, knows where
-// each message starts, tells a cut stream from a finished one, treats
-// zeros as the end of the stream, bounds every allocation by the input's
-// size, and validates each message before arrow-go sees it (so arrow-go's
-// decoder never meets a hostile record batch).
+// msgReader is the ipc.MessageReader through which arrow-go reads a
+// stream: each message comes framed and validated by a [stream], so
+// arrow-go's decoder never meets a hostile one.
 type msgReader struct {
-	r         io.Reader
-	remaining int64 // bytes left in the input, or -1 if unknown
-	off       int64 // stream offset of the next byte
-	mem       memory.Allocator
-	refCount  int64
-	msg       *ipc.Message
-	nmsg      int
-
-	start      int64 // offset of the last message begun
-	end        End
-	err        error // sticky; never wraps io.EOF
+	s          *stream
+	mem        memory.Allocator
+	refCount   int64
+	msg        *ipc.Message
 	schemaMeta []byte
 }
 
-func newMsgReader(r io.Reader, mem memory.Allocator) *msgReader {
-	m := &msgReader{r: r, remaining: -1, mem: mem, refCount: 1}
-	switch s := r.(type) {
-	case *os.File:
-		if fi, err := s.Stat(); err == nil && fi.Mode().IsRegular() {
-			if pos, err := s.Seek(0, io.SeekCurrent); err == nil {
-				m.remaining = fi.Size() - pos
-			}
-		}
-	case interface{ Len() int }: // bytes.Reader, bytes.Buffer, strings.Reader
-		m.remaining = int64(s.Len())
-	}
-	return m
+func newMsgReader(s *stream, mem memory.Allocator) *msgReader {
+	return &msgReader{s: s, mem: mem, refCount: 1}
 }
 
 func (m *msgReader) Retain() { atomic.AddInt64(&m.refCount, 1) }
@@ -113,148 +89,26 @@ func (m *msgReader) Release() {
 	}
 }
 
-func (m *msgReader) fail(off int64, err error, format string, args ...any) error {
-	end := EndError
-	if errors.Is(err, ErrTruncated) {
-		end = EndCut
-	}
-	m.end = end
-	m.err = &FormatError{Offset: off, Msg: fmt.Sprintf(format, args...), Err: err}
-	return m.err
-}
-
-// read fills p; it returns false after recording the error.
-func (m *msgReader) read(p []byte, what string) bool {
-	n, err := io.ReadFull(m.r, p)
-	m.off += int64(n)
-	if m.remaining >= 0 {
-		m.remaining -= int64(n)
-	}
-	switch {
-	case err == nil:
-		return true
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		m.fail(m.start, ErrTruncated, "input ends inside the %s of the message at offset %d", what, m.start)
-	default:
-		m.end = EndError
-		m.err = fmt.Errorf("offset %d: read: %w", m.off, err)
-	}
-	return false
-}
-
-func (m *msgReader) Message() (_ *ipc.Message, err error) {
+func (m *msgReader) Message() (*ipc.Message, error) {
 	if m.msg != nil {
 		m.msg.Release()
 		m.msg = nil
 	}
-	if m.err != nil {
-		return nil, m.err
-	}
-	if m.end != EndNone {
-		return nil, io.EOF
-	}
-	m.start = m.off
-	var pre [8]byte
-	n, rerr := io.ReadFull(m.r, pre[:4])
-	if n == 0 && rerr == io.EOF {
-		if m.nmsg == 0 {
-			return nil, m.fail(0, nil, "empty input: not an Arrow IPC stream")
-		}
-		m.end = EndEOF
-		return nil, io.EOF
-	}
-	m.off += int64(n)
-	if m.remaining >= 0 {
-		m.remaining -= int64(n)
-	}
-	if rerr != nil {
-		if errors.Is(rerr, io.ErrUnexpectedEOF) && m.nmsg > 0 && bytes.Count(pre[:n], []byte{0}) == n {
-			m.end = EndZeros // a zero tail shorter than a word
-			return nil, io.EOF
-		}
-		if errors.Is(rerr, io.ErrUnexpectedEOF) {
-			return nil, m.fail(m.start, ErrTruncated, "input ends inside a message prefix (%d of 8 bytes)", n)
-		}
-		m.end = EndError
-		m.err = fmt.Errorf("offset %d: read: %w", m.off, rerr)
-		return nil, m.err
-	}
-	switch w := binary.LittleEndian.Uint32(pre[:4]); {
-	case w == 0 && m.nmsg > 0:
-		m.end = EndZeros
-		return nil, io.EOF
-	case w != 0xffffffff:
-		if m.nmsg == 0 {
-			return nil, m.fail(0, nil, "not an Arrow IPC stream: starts with % x, want ff ff ff ff", pre[:4])
-		}
-		return nil, m.fail(m.start, nil, "bad message prefix % x after message %d: want ff ff ff ff (or zeros)", pre[:4], m.nmsg)
-	}
-	if !m.read(pre[4:8], "prefix") {
-		return nil, m.err
-	}
-	metaLen := int64(int32(binary.LittleEndian.Uint32(pre[4:8])))
-	switch {
-	case metaLen == 0 && m.nmsg == 0:
-		return nil, m.fail(0, nil, "stream ends before its schema")
-	case metaLen == 0:
-		m.end = EndMarker
-		return nil, io.EOF
-	case metaLen < 0 || metaLen > maxMeta:
-		return nil, m.fail(m.start, nil, "message metadata length %d out of range", metaLen)
-	case m.remaining >= 0 && metaLen > m.remaining:
-		return nil, m.fail(m.start, ErrTruncated, "input ends inside the metadata of the message at offset %d (%d bytes short)", m.start, metaLen-m.remaining)
-	}
-	meta := make([]byte, metaLen)
-	if !m.read(meta, "metadata") {
-		return nil, m.err
-	}
-	mi, perr := parseMessage(meta)
-	if perr != nil {
-		if m.nmsg == 0 {
-			return nil, m.fail(0, perr, "not a stint trace")
-		}
-		return nil, m.fail(m.start, perr, "bad message %d", m.nmsg)
-	}
-	switch {
-	case m.nmsg == 0 && mi.header != headerSchema:
-		return nil, m.fail(0, nil, "not a stint trace: first message is a %s, want a Schema", headerName(mi.header))
-	case m.nmsg > 0 && mi.header != headerRecordBatch:
-		return nil, m.fail(m.start, nil, "unexpected %s message", headerName(mi.header))
-	case m.remaining >= 0 && mi.bodyLen > m.remaining:
-		return nil, m.fail(m.start, ErrTruncated, "input ends inside the body of the message at offset %d (%d of %d bytes)", m.start, m.remaining, mi.bodyLen)
-	}
-	if m.nmsg == 0 {
-		m.schemaMeta = meta
-	}
 	body := memory.NewResizableBuffer(m.mem)
 	defer body.Release()
-	if !m.readBody(body, mi.bodyLen) {
-		return nil, m.err
-	}
-	mb := memory.NewBufferBytes(meta)
-	m.msg = ipc.NewMessage(mb, body)
-	m.nmsg++
-	return m.msg, nil
-}
-
-// readBody reads n bytes into buf. When the input's size is unknown it
-// grows buf as data arrives, so that a hostile length cannot make it
-// allocate more than twice what the input holds.
-func (m *msgReader) readBody(buf *memory.Buffer, n int64) bool {
-	if m.remaining >= 0 {
-		buf.Resize(int(n))
-		return m.read(buf.Bytes(), "body")
-	}
-	const chunk = 1 << 20
-	for have := int64(0); have < n; {
-		step := min(n-have, max(chunk, have))
-		buf.Resize(int(have + step))
-		if !m.read(buf.Bytes()[have:], "body") {
-			return false
+	first := m.s.nmsg == 0
+	meta, _, ok := m.s.next(nil, body)
+	if !ok {
+		if m.s.err != nil {
+			return nil, m.s.err
 		}
-		have += step
+		return nil, io.EOF
 	}
-	return true
+	if first {
+		m.schemaMeta = meta
+	}
+	m.msg = ipc.NewMessage(memory.NewBufferBytes(meta), body)
+	return m.msg, nil
 }
 
 // Reader reads a trace stream one record batch at a time, following
@@ -305,12 +159,12 @@ func Open(name string, opts ...Option) (*Reader, error) {
 // not hold a stint trace.
 func NewReader(r io.Reader, opts ...Option) (*Reader, error) {
 	cfg := newConfig(opts)
-	mr := newMsgReader(r, cfg.mem)
+	mr := newMsgReader(newStream(r, traceColumns, maxMeta), cfg.mem)
 	ir, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(cfg.mem))
 	if err != nil {
 		mr.Release()
-		if mr.err != nil {
-			return nil, mr.err
+		if mr.s.err != nil {
+			return nil, mr.s.err
 		}
 		return nil, &FormatError{Offset: 0, Msg: "bad schema", Err: err}
 	}
@@ -323,9 +177,16 @@ func NewReader(r io.Reader, opts ...Option) (*Reader, error) {
 }
 
 func (r *Reader) readMeta() error {
-	s := r.ir.Schema()
+	var err error
+	r.run, r.modules, err = traceMeta(r.ir.Schema(), r.mr.schemaMeta)
+	return err
+}
+
+// traceMeta checks a trace's schema and decodes its metadata (meta, the
+// schema message's flatbuffer, locates a bad value for the error).
+func traceMeta(s *arrow.Schema, meta []byte) (Run, []Module, error) {
 	if err := checkFields(s); err != nil {
-		return &FormatError{Offset: 0, Msg: "not a stint trace", Err: err}
+		return Run{}, nil, &FormatError{Offset: 0, Msg: "not a stint trace", Err: err}
 	}
 	md := s.Metadata()
 	get := func(key string) (string, int64, error) {
@@ -335,34 +196,35 @@ func (r *Reader) readMeta() error {
 		}
 		v := md.Values()[i]
 		off := int64(0)
-		if j := bytes.Index(r.mr.schemaMeta, []byte(v)); j >= 0 {
+		if j := bytes.Index(meta, []byte(v)); j >= 0 {
 			off = int64(8 + j)
 		}
 		return v, off, nil
 	}
 	v, _, err := get(MetaVersion)
 	if err != nil {
-		return err
+		return Run{}, nil, err
 	}
 	if v != Version {
-		return &FormatError{Offset: 0, Msg: fmt.Sprintf("unsupported %s %q (this reader knows %q)", MetaVersion, v, Version)}
+		return Run{}, nil, &FormatError{Offset: 0, Msg: fmt.Sprintf("unsupported %s %q (this reader knows %q)", MetaVersion, v, Version)}
 	}
 	v, off, err := get(MetaRun)
 	if err != nil {
-		return err
+		return Run{}, nil, err
 	}
-	if r.run, err = decodeRun(v); err != nil {
-		return &FormatError{Offset: off, Msg: "bad run metadata", Err: err}
+	run, err := decodeRun(v)
+	if err != nil {
+		return Run{}, nil, &FormatError{Offset: off, Msg: "bad run metadata", Err: err}
 	}
 	v, off, err = get(MetaModules)
 	if err != nil {
-		return err
+		return Run{}, nil, err
 	}
-	var pos int
-	if r.modules, pos, err = decodeModules(v); err != nil {
-		return &FormatError{Offset: off + int64(pos), Msg: "bad module table", Err: err}
+	modules, pos, err := decodeModules(v)
+	if err != nil {
+		return Run{}, nil, &FormatError{Offset: off + int64(pos), Msg: "bad module table", Err: err}
 	}
-	return nil
+	return run, modules, nil
 }
 
 // Schema returns the stream's schema, with its metadata.
@@ -387,17 +249,17 @@ func (r *Reader) Next() bool {
 	if !r.ir.Next() {
 		r.done = true
 		switch {
-		case r.mr.err != nil:
-			r.err = r.mr.err
+		case r.mr.s.err != nil:
+			r.err = r.mr.s.err
 		case r.ir.Err() != nil:
-			r.err = &FormatError{Offset: r.mr.start, Msg: "bad record batch", Err: r.ir.Err()}
-			r.mr.end = EndError
+			r.err = &FormatError{Offset: r.mr.s.start, Msg: "bad record batch", Err: r.ir.Err()}
+			r.mr.s.end = EndError
 		}
 		return false
 	}
 	r.rec = r.ir.Record()
 	r.rec.Retain()
-	r.recOff = r.mr.start
+	r.recOff = r.mr.s.start
 	r.batches++
 	r.rows += r.rec.NumRows()
 	return true
@@ -415,12 +277,12 @@ func (r *Reader) RecordOffset() int64 { return r.recOff }
 func (r *Reader) Err() error { return r.err }
 
 // End says how the stream ended, once Next has returned false.
-func (r *Reader) End() End { return r.mr.end }
+func (r *Reader) End() End { return r.mr.s.end }
 
 // EndOffset returns the stream offset where the stream ended: of the
 // end-of-stream marker, the zeros, the end of the input, or the start of
 // the message that is incomplete or bad.
-func (r *Reader) EndOffset() int64 { return r.mr.start }
+func (r *Reader) EndOffset() int64 { return r.mr.s.start }
 
 // Batches returns the number of record batches read so far.
 func (r *Reader) Batches() int { return r.batches }

@@ -12,9 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/ipc"
-	"github.com/apache/arrow/go/v15/arrow/memory"
-	flatbuffers "github.com/google/flatbuffers/go"
 	"github.com/stint-project/stint/formats"
 )
 
@@ -83,28 +80,20 @@ func (b *Batch) Event(i int) formats.Event {
 		SrcModule: b.SrcModule[i], Src: b.Src[i], DstModule: b.DstModule[i], Dst: b.Dst[i], Value: b.Value[i]}
 }
 
-// Reader reads a trace file or a merged trace one batch at a time.
-//
-// Record batches are decoded without arrow-go: each message's flatbuffer
-// is checked (see checkBatch), its body read into one reused buffer, and
-// the column slices of [Batch] point straight into that buffer (on this
-// little-endian machine the Arrow values are the slices' values), so
-// reading allocates nothing per batch and copies each byte once.
+// Reader reads a trace file or a merged trace one batch at a time,
+// through a formats.BatchReader: each batch is validated as package
+// formats validates a trace's, and the column slices of [Batch] point
+// straight into the batch's body (on this little-endian machine the
+// Arrow values are the slices' values), so reading allocates nothing per
+// batch and copies each byte once.
 type Reader struct {
 	name    string
 	merged  bool
 	runs    []RunInfo
 	modules []formats.Module
 
-	f         *os.File
-	ncols     int
-	off       int64 // stream offset of the next byte
-	start     int64 // stream offset of the current (or failed) message
-	remaining int64
-	nmsg      int // messages read, the schema included
-	meta      []byte
-	body      []byte
-
+	f     *os.File
+	br    *formats.BatchReader
 	batch Batch
 	err   error
 	end   formats.End
@@ -138,26 +127,22 @@ func Open(name string) (*Reader, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	r.remaining = r.size - r.off
-	r.nmsg = 1
 	return r, nil
 }
 
-// openPlain reads a trace file's schema and metadata with package
-// formats, which validates them, and leaves f after the schema message.
+// openPlain reads a trace file's schema and metadata, which package
+// formats validates.
 func (r *Reader) openPlain() error {
-	fr, err := formats.NewReader(r.f)
+	br, err := formats.NewBatchReader(r.f, nil, 0)
 	if err != nil {
 		return err
 	}
-	defer fr.Release()
-	pos, err := r.f.Seek(0, io.SeekCurrent)
+	run, modules, err := br.TraceMeta()
 	if err != nil {
 		return err
 	}
-	r.off, r.ncols = pos, formats.NumCols
-	r.modules = fr.Modules()
-	ri := RunInfo{Run: 0, File: filepath.Base(r.name), Info: fr.Run()}
+	r.br, r.modules = br, modules
+	ri := RunInfo{Run: 0, File: filepath.Base(r.name), Info: run}
 	for _, m := range r.modules {
 		ri.Bases = append(ri.Bases, ModuleBase{ID: m.ID, Base: m.Base})
 	}
@@ -184,18 +169,16 @@ func isMerged(f *os.File) (bool, error) {
 	return bytes.Contains(meta, []byte(MetaMerged)), nil
 }
 
+// runColumn is the column a merged trace adds after a trace's.
+var runColumn = []formats.Column{{Name: "run", Width: 2}}
+
 func (r *Reader) openMerged() error {
-	mr := &msgReader{r: r.f, remaining: r.size, refCount: 1}
-	ir, err := ipc.NewReaderFromMessageReader(mr, ipc.WithAllocator(memory.DefaultAllocator))
+	br, err := formats.NewBatchReader(r.f, runColumn, maxMeta)
 	if err != nil {
-		if mr.err != nil {
-			return mr.err
-		}
-		return &formats.FormatError{Offset: 0, Msg: "bad schema", Err: err}
+		return err
 	}
-	defer ir.Release()
-	r.merged, r.ncols, r.off = true, NumCols, mr.off
-	return r.readMeta(ir.Schema())
+	r.br, r.merged = br, true
+	return r.readMeta(br.Schema())
 }
 
 func (r *Reader) readMeta(s *arrow.Schema) error {
@@ -246,7 +229,7 @@ const MetaModules = formats.MetaModules
 func Schema() *arrow.Schema {
 	fs := make([]arrow.Field, 0, NumCols)
 	fs = append(fs, formats.Schema().Fields()...)
-	fs = append(fs, arrow.Field{Name: "run", Type: arrow.PrimitiveTypes.Uint16})
+	fs = append(fs, arrow.Field{Name: runColumn[0].Name, Type: arrow.PrimitiveTypes.Uint16})
 	return arrow.NewSchema(fs, nil)
 }
 
@@ -317,7 +300,7 @@ func (r *Reader) Modules() []formats.Module { return r.modules }
 func (r *Reader) Size() int64 { return r.size }
 
 // Offset returns the stream offset of the current batch.
-func (r *Reader) Offset() int64 { return r.start }
+func (r *Reader) Offset() int64 { return r.br.Offset() }
 
 // Next advances to the next batch; false at the end or on error (see
 // Err and End).
@@ -325,143 +308,36 @@ func (r *Reader) Next() bool {
 	if r.done {
 		return false
 	}
-	if err := r.next(); err != nil {
-		r.done, r.err = true, err
-		if r.end == formats.EndNone {
-			r.end = formats.EndError
-		}
+	if !r.br.Next() {
+		r.done, r.err, r.end = true, r.br.Err(), r.br.End()
 		return false
 	}
-	if r.end != formats.EndNone {
-		r.done = true
-		return false
+	r.setColumns()
+	for _, k := range r.batch.Run {
+		if int(k) >= len(r.runs) {
+			r.done, r.end = true, formats.EndError
+			r.err = &formats.FormatError{Offset: r.br.Offset(), Msg: fmt.Sprintf("run %d is not in the run list (%d runs)", k, len(r.runs))}
+			return false
+		}
 	}
 	return true
 }
 
-func (r *Reader) fail(trunc bool, format string, args ...any) error {
-	r.end = formats.EndError
-	var e error
-	if trunc {
-		r.end, e = formats.EndCut, formats.ErrTruncated
-	}
-	return &formats.FormatError{Offset: r.start, Msg: fmt.Sprintf(format, args...), Err: e}
-}
-
-// read fills p from the file.
-func (r *Reader) read(p []byte, what string) error {
-	n, err := io.ReadFull(r.f, p)
-	r.off += int64(n)
-	r.remaining -= int64(n)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return r.fail(true, "input ends inside the %s of the message at offset %d", what, r.start)
-	}
-	r.end = formats.EndError
-	return fmt.Errorf("offset %d: read: %w", r.off, err)
-}
-
-// next reads one message: a record batch (r.batch is set), or the end
-// of the stream (r.end is set), or an error. Ends as package formats
-// reads them: the end-of-stream marker, zeros where a message would
-// start (a runtime's unsealed tail), the end of the file between
-// messages, or a cut inside a message (ErrTruncated).
-func (r *Reader) next() error {
-	r.start = r.off
-	if r.remaining <= 0 {
-		r.end = formats.EndEOF
-		return nil
-	}
-	var pre [8]byte
-	if r.remaining < 4 {
-		n := int(r.remaining)
-		if err := r.read(pre[:n], "prefix"); err != nil {
-			return err
-		}
-		if bytes.Count(pre[:n], []byte{0}) == n {
-			r.end = formats.EndZeros
-			return nil
-		}
-		return r.fail(true, "input ends inside a message prefix (%d of 8 bytes)", n)
-	}
-	if err := r.read(pre[:4], "prefix"); err != nil {
-		return err
-	}
-	switch w := binary.LittleEndian.Uint32(pre[:4]); w {
-	case 0:
-		r.end = formats.EndZeros
-		return nil
-	case 0xffffffff:
-	default:
-		return r.fail(false, "bad message prefix % x after message %d: want ff ff ff ff (or zeros)", pre[:4], r.nmsg)
-	}
-	if err := r.read(pre[4:], "prefix"); err != nil {
-		return err
-	}
-	metaLen := int64(int32(binary.LittleEndian.Uint32(pre[4:])))
-	switch {
-	case metaLen == 0:
-		r.end = formats.EndMarker
-		return nil
-	case metaLen < 0 || metaLen > maxMeta:
-		return r.fail(false, "message metadata length %d out of range", metaLen)
-	case metaLen > r.remaining:
-		return r.fail(true, "input ends inside the metadata of the message at offset %d", r.start)
-	}
-	if int64(cap(r.meta)) < metaLen {
-		r.meta = make([]byte, metaLen)
-	}
-	meta := r.meta[:metaLen]
-	if err := r.read(meta, "metadata"); err != nil {
-		return err
-	}
-	lay, err := checkBatch(meta, r.ncols)
-	if err != nil {
-		return r.fail(false, "bad message %d: %v", r.nmsg, err)
-	}
-	if lay.bodyLen > r.remaining {
-		return r.fail(true, "input ends inside the body of the message at offset %d (%d of %d bytes)", r.start, r.remaining, lay.bodyLen)
-	}
-	if int64(cap(r.body)) < lay.bodyLen {
-		// Rounded up so that batches of slightly different sizes reuse it.
-		r.body = make([]byte, (lay.bodyLen+(1<<16)-1)&^(1<<16-1))
-	}
-	body := r.body[:lay.bodyLen]
-	if err := r.read(body, "body"); err != nil {
-		return err
-	}
-	r.nmsg++
-	r.setColumns(body, lay)
-	for _, k := range r.batch.Run {
-		if int(k) >= len(r.runs) {
-			return r.fail(false, "run %d is not in the run list (%d runs)", k, len(r.runs))
-		}
-	}
-	return nil
-}
-
-// setColumns points the batch's slices into body (checkBatch has
-// checked that every column's values lie inside it).
-func (r *Reader) setColumns(body []byte, lay layout) {
-	n := int(lay.rows)
-	col := func(c int) []byte {
-		off := lay.bufs[2*c+1][0]
-		return body[off : off+int64(n*colWidth[c])]
-	}
+// setColumns points the batch's slices into the batch's body.
+func (r *Reader) setColumns() {
+	n, br := r.br.Rows(), r.br
 	b := &r.batch
-	b.Kind = col(formats.ColKind)[:n:n]
-	b.TID = view[uint32](col(formats.ColTID), n)
-	b.Time = view[uint64](col(formats.ColTime), n)
-	b.SrcModule = view[uint16](col(formats.ColSrcModule), n)
-	b.Src = view[uint64](col(formats.ColSrc), n)
-	b.DstModule = view[uint16](col(formats.ColDstModule), n)
-	b.Dst = view[uint64](col(formats.ColDst), n)
-	b.Value = view[uint64](col(formats.ColValue), n)
+	b.Kind = br.Values(formats.ColKind)[:n:n]
+	b.TID = view[uint32](br.Values(formats.ColTID), n)
+	b.Time = view[uint64](br.Values(formats.ColTime), n)
+	b.SrcModule = view[uint16](br.Values(formats.ColSrcModule), n)
+	b.Src = view[uint64](br.Values(formats.ColSrc), n)
+	b.DstModule = view[uint16](br.Values(formats.ColDstModule), n)
+	b.Dst = view[uint64](br.Values(formats.ColDst), n)
+	b.Value = view[uint64](br.Values(formats.ColValue), n)
 	b.Run = nil
-	if r.ncols == NumCols {
-		b.Run = view[uint16](col(ColRun), n)
+	if r.merged {
+		b.Run = view[uint16](br.Values(ColRun), n)
 	}
 }
 
@@ -500,303 +376,9 @@ func (r *Reader) Close() {
 		r.f.Close()
 		r.f = nil
 	}
-	r.body, r.meta, r.batch = nil, nil, Batch{}
+	r.br, r.batch = nil, Batch{}
 }
 
-// maxMeta bounds a message's metadata (the merged schema carries the run
-// list, so it may be larger than a trace's).
+// maxMeta bounds a merged trace's message metadata: its schema carries
+// the run list, so it may be larger than a trace's.
 const maxMeta = 64 << 20
-
-// msgReader frames the messages of a merged trace for arrow-go: it knows
-// where each message starts, tells a cut stream from a closed one, and
-// bounds every allocation by the file's size.
-type msgReader struct {
-	r         io.Reader
-	remaining int64
-	off       int64
-	start     int64
-	refCount  int64
-	msg       *ipc.Message
-	nmsg      int
-	end       formats.End
-	err       error
-}
-
-func (m *msgReader) Retain() { m.refCount++ }
-func (m *msgReader) Release() {
-	m.refCount--
-	if m.refCount == 0 && m.msg != nil {
-		m.msg.Release()
-		m.msg = nil
-	}
-}
-
-func (m *msgReader) fail(trunc bool, format string, args ...any) error {
-	m.end = formats.EndError
-	var e error
-	if trunc {
-		m.end, e = formats.EndCut, formats.ErrTruncated
-	}
-	m.err = &formats.FormatError{Offset: m.start, Msg: fmt.Sprintf(format, args...), Err: e}
-	return m.err
-}
-
-func (m *msgReader) read(p []byte) error {
-	n, err := io.ReadFull(m.r, p)
-	m.off += int64(n)
-	m.remaining -= int64(n)
-	if err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return m.fail(true, "input ends inside the message at offset %d", m.start)
-		}
-		m.end, m.err = formats.EndError, fmt.Errorf("offset %d: read: %w", m.off, err)
-		return m.err
-	}
-	return nil
-}
-
-func (m *msgReader) Message() (msg *ipc.Message, err error) {
-	if m.msg != nil {
-		m.msg.Release()
-		m.msg = nil
-	}
-	if m.err != nil {
-		return nil, m.err
-	}
-	if m.end != formats.EndNone {
-		return nil, io.EOF
-	}
-	m.start = m.off
-	if m.remaining == 0 {
-		if m.nmsg == 0 {
-			return nil, m.fail(false, "empty input")
-		}
-		m.end = formats.EndEOF
-		return nil, io.EOF
-	}
-	var pre [8]byte
-	if err := m.read(pre[:]); err != nil {
-		return nil, err
-	}
-	if binary.LittleEndian.Uint32(pre[:4]) != 0xffffffff {
-		return nil, m.fail(false, "bad message prefix % x, want ff ff ff ff", pre[:4])
-	}
-	n := int64(int32(binary.LittleEndian.Uint32(pre[4:])))
-	switch {
-	case n == 0 && m.nmsg > 0:
-		m.end = formats.EndMarker
-		return nil, io.EOF
-	case n <= 0 || n > maxMeta:
-		return nil, m.fail(false, "message metadata length %d out of range", n)
-	case n > m.remaining:
-		return nil, m.fail(true, "input ends inside the metadata of the message at offset %d", m.start)
-	}
-	meta := make([]byte, n)
-	if err := m.read(meta); err != nil {
-		return nil, err
-	}
-	bodyLen, err := checkMessage(meta, m.nmsg == 0)
-	if err != nil {
-		return nil, m.fail(false, "bad message metadata: %v", err)
-	}
-	if bodyLen < 0 || bodyLen > m.remaining {
-		return nil, m.fail(bodyLen > 0, "input ends inside the body of the message at offset %d (%d of %d bytes)", m.start, m.remaining, bodyLen)
-	}
-	body := make([]byte, bodyLen)
-	if err := m.read(body); err != nil {
-		return nil, err
-	}
-	mb, bb := memory.NewBufferBytes(meta), memory.NewBufferBytes(body)
-	m.msg = ipc.NewMessage(mb, bb)
-	m.nmsg++
-	return m.msg, nil
-}
-
-// Message header types (Arrow's Schema.fbs MessageHeader).
-const (
-	headerSchema      = 1
-	headerRecordBatch = 3
-)
-
-// checkSchema bounds the vectors of a Schema message that arrow-go
-// allocates by: NumCols fields without children or dictionaries, and at
-// most 16 metadata pairs.
-func checkSchema(meta []byte, msg *flatbuffers.Table, field func(*flatbuffers.Table, int) flatbuffers.UOffsetT) error {
-	o := field(msg, 2)
-	if o == 0 {
-		return errors.New("schema message without header")
-	}
-	var s flatbuffers.Table
-	s.Bytes, s.Pos = meta, msg.Indirect(msg.Pos+o)
-	vec := func(t *flatbuffers.Table, slot int) (flatbuffers.UOffsetT, int) {
-		o := field(t, slot)
-		if o == 0 {
-			return 0, 0
-		}
-		n, start := t.VectorLen(o), t.Vector(o)
-		if n < 0 || int(start)+4*n > len(meta) {
-			panic("vector out of range")
-		}
-		return start, n
-	}
-	fields, n := vec(&s, 1)
-	if n != NumCols {
-		return fmt.Errorf("schema has %d fields, want %d", n, NumCols)
-	}
-	if _, n := vec(&s, 2); n > 16 {
-		return fmt.Errorf("schema has %d metadata pairs", n)
-	}
-	for i := 0; i < NumCols; i++ {
-		var f flatbuffers.Table
-		f.Bytes, f.Pos = meta, s.Indirect(fields+flatbuffers.UOffsetT(4*i))
-		if field(&f, 4) != 0 {
-			return fmt.Errorf("field %d is dictionary-encoded", i)
-		}
-		if _, n := vec(&f, 5); n != 0 {
-			return fmt.Errorf("field %d has children", i)
-		}
-		if _, n := vec(&f, 6); n > 16 {
-			return fmt.Errorf("field %d has %d metadata pairs", i, n)
-		}
-	}
-	return nil
-}
-
-// colWidth is each merged column's value width in bytes.
-var colWidth = [NumCols]int{1, 4, 8, 2, 8, 2, 8, 8, 2}
-
-// layout is where a record batch's rows and buffers are.
-type layout struct {
-	bodyLen int64
-	rows    int64
-	bufs    [2 * NumCols][2]int64 // (offset, length) in the body
-}
-
-// msgTable parses a message's root table and returns it, its header
-// type, its body length and a bounds-checked field accessor (which
-// panics, to be recovered by the caller, on an offset out of range).
-func msgTable(meta []byte) (msg flatbuffers.Table, htype byte, bodyLen int64, field func(*flatbuffers.Table, int) flatbuffers.UOffsetT, err error) {
-	if len(meta) < 8 {
-		return msg, 0, 0, nil, errors.New("too short")
-	}
-	root := flatbuffers.GetUOffsetT(meta)
-	if int(root)+4 > len(meta) {
-		return msg, 0, 0, nil, errors.New("root offset out of range")
-	}
-	msg.Bytes, msg.Pos = meta, root
-	field = func(t *flatbuffers.Table, slot int) flatbuffers.UOffsetT {
-		o := flatbuffers.UOffsetT(t.Offset(flatbuffers.VOffsetT(4 + 2*slot)))
-		if o != 0 && int(t.Pos+o) >= len(t.Bytes) {
-			panic("field out of range")
-		}
-		return o
-	}
-	if o := field(&msg, 1); o != 0 {
-		htype = msg.GetByte(msg.Pos + o)
-	}
-	if o := field(&msg, 3); o != 0 {
-		bodyLen = msg.GetInt64(msg.Pos + o)
-	}
-	if bodyLen < 0 {
-		return msg, 0, 0, nil, fmt.Errorf("negative body length %d", bodyLen)
-	}
-	return msg, htype, bodyLen, field, nil
-}
-
-// checkMessage checks the schema message of a merged trace (a panic of
-// the flatbuffers library is recovered) and returns its body length.
-func checkMessage(meta []byte, first bool) (bodyLen int64, err error) {
-	if !first {
-		lay, err := checkBatch(meta, NumCols)
-		return lay.bodyLen, err
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("malformed flatbuffer (%v)", p)
-		}
-	}()
-	msg, htype, bodyLen, field, err := msgTable(meta)
-	if err != nil {
-		return 0, err
-	}
-	if htype != headerSchema {
-		return 0, fmt.Errorf("first message has header type %d, want a Schema", htype)
-	}
-	return bodyLen, checkSchema(meta, &msg, field)
-}
-
-// checkBatch reads a record batch message's flatbuffer with bounds
-// checks (a panic of the flatbuffers library is recovered) and returns
-// its layout: ncols non-null columns, without compression, whose value
-// buffers lie inside the body and hold their rows. The caller may then
-// slice the columns out of the body.
-func checkBatch(meta []byte, ncols int) (lay layout, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("malformed flatbuffer (%v)", p)
-		}
-	}()
-	msg, htype, bodyLen, field, err := msgTable(meta)
-	if err != nil {
-		return lay, err
-	}
-	if htype != headerRecordBatch {
-		return lay, fmt.Errorf("message has header type %d, want a RecordBatch", htype)
-	}
-	lay.bodyLen = bodyLen
-	var rb flatbuffers.Table
-	o := field(&msg, 2)
-	if o == 0 {
-		return lay, errors.New("record batch without header")
-	}
-	rb.Bytes, rb.Pos = meta, msg.Indirect(msg.Pos+o)
-	var rows int64
-	if o := field(&rb, 0); o != 0 {
-		rows = rb.GetInt64(rb.Pos + o)
-	}
-	if rows < 0 || rows > bodyLen {
-		return lay, fmt.Errorf("row count %d out of range", rows)
-	}
-	lay.rows = rows
-	if field(&rb, 3) != 0 {
-		return lay, errors.New("compressed record batches are not supported")
-	}
-	vec := func(slot int) (start flatbuffers.UOffsetT, n int) {
-		o := field(&rb, slot)
-		if o == 0 {
-			return 0, 0
-		}
-		n = rb.VectorLen(o)
-		start = rb.Vector(o)
-		if n < 0 || int(start)+16*n > len(meta) {
-			panic("vector out of range")
-		}
-		return start, n
-	}
-	nodes, nn := vec(1)
-	if nn != ncols {
-		return lay, fmt.Errorf("record batch has %d field nodes, want %d", nn, ncols)
-	}
-	for i := 0; i < nn; i++ {
-		p := nodes + flatbuffers.UOffsetT(16*i)
-		if l, nulls := rb.GetInt64(p), rb.GetInt64(p+8); l != rows || nulls != 0 {
-			return lay, fmt.Errorf("column %d: %d rows, %d nulls; want %d rows, no nulls", i, l, nulls, rows)
-		}
-	}
-	bufs, nb := vec(2)
-	if nb != 2*ncols {
-		return lay, fmt.Errorf("record batch has %d buffers, want %d", nb, 2*ncols)
-	}
-	for i := 0; i < nb; i++ {
-		p := bufs + flatbuffers.UOffsetT(16*i)
-		off, l := rb.GetInt64(p), rb.GetInt64(p+8)
-		if off < 0 || l < 0 || off > bodyLen || l > bodyLen-off {
-			return lay, fmt.Errorf("buffer %d (offset %d, length %d) outside the body (%d bytes)", i, off, l, bodyLen)
-		}
-		if i%2 == 1 && l < rows*int64(colWidth[i/2]) {
-			return lay, fmt.Errorf("column %d's values are %d bytes, want %d", i/2, l, rows*int64(colWidth[i/2]))
-		}
-		lay.bufs[i] = [2]int64{off, l}
-	}
-	return lay, nil
-}
