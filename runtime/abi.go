@@ -11,7 +11,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 11
+const ABIVersion = 12
 
 // Magic numbers (little-endian ASCII).
 const (

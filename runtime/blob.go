@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "19e56f273141b6276bfacc91a9d858b3581b79b3d7948f026264416a4f43bd46"
+const BlobSHA256 = "351de8399ef2f11f458ea919cd265db869b314aab59b7d5b8a1dddecf14a646a"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

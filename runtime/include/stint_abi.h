@@ -24,10 +24,10 @@
 #define STINT_U64(x) x##ULL
 #endif
 
-/* 11: the process-wide state that every module's runtime joins grew
- * (sw_lazy_hi, the close note) and the trace has KindPeriodClose rows:
- * modules of an older build must not join it. */
-#define STINT_ABI_VERSION 11
+/* The version also covers the layout of the process-wide state every
+ * module's runtime joins (runtime/src/stint.h): a module of another
+ * build must not join it. */
+#define STINT_ABI_VERSION 12
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)

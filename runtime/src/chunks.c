@@ -1,9 +1,6 @@
 /*
  * chunks.c - maps a module's trampoline chunks (ABI 2).
  *
- * Included by stint.c (one translation unit: it uses sys.h, the string
- * helpers, errno_name, env_get and stint_abi.h from there).
- *
  * The module carries a list of stubs (offset in the stub area, 5 bytes of
  * code) instead of the chunks' bytes, and since ABI 7 the area itself in
  * its file. We map every chunk from the file's area at the chunk's
@@ -12,6 +9,7 @@
  * costs only its sites: the patches that depend on it get their original
  * bytes back and the program runs them unprobed.
  */
+#include "stint.h"
 
 #define SYS_pwrite64 18
 #define SYS_memfd_create 319

@@ -1,6 +1,6 @@
 /*
  * contexts.c - the context-preserving mode (rewrite --tool call
- * --context, STINT_MF_CONTEXT). #included by stint.c.
+ * --context, STINT_MF_CONTEXT).
  *
  * A budget or the once-per-outcome rule cuts call sequences, so a call
  * tree rebuilt from call and ret events has gaps. Here the runtime sees
@@ -31,6 +31,7 @@
  * A forked child starts a new trace: its contexts restart from empty
  * tables (ids are per trace file).
  */
+#include "stint.h"
 
 #define CTX_SLOTS   (1u << 20) /* distinct contexts per process */
 #define CTX_PROBES  64
@@ -77,26 +78,26 @@ struct ctx_state {
 
 static struct ctx_state *ctx_get(struct stint_global *g)
 {
-	struct ctx_state *c = (struct ctx_state *)__atomic_load_n(&g->ctx, __ATOMIC_ACQUIRE);
+	struct ctx_state *c = (struct ctx_state *)__atomic_load_n(&g->ctx.state, __ATOMIC_ACQUIRE);
 	if (c)
 		return c;
-	if (!lock_bounded(&g->ctx_lock))
+	if (!lock_bounded(&g->ctx.lock))
 		return 0;
-	c = (struct ctx_state *)g->ctx;
+	c = (struct ctx_state *)g->ctx.state;
 	if (!c) {
 		long a = sys_mmap(0, sizeof(struct ctx_state), S_PROT_READ | S_PROT_WRITE,
 				  S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 		if (sys_failed(a)) {
-			if (!g->ctx_warned) {
-				g->ctx_warned = 1;
+			if (!g->ctx.warned) {
+				g->ctx.warned = 1;
 				say_line("cannot map the context tables; calling contexts are not recorded");
 			}
 		} else {
 			c = (struct ctx_state *)a;
-			__atomic_store_n(&g->ctx, (uint64_t)a, __ATOMIC_RELEASE);
+			__atomic_store_n(&g->ctx.state, (uint64_t)a, __ATOMIC_RELEASE);
 		}
 	}
-	unlock(&g->ctx_lock);
+	unlock(&g->ctx.lock);
 	return c;
 }
 
@@ -271,10 +272,10 @@ static int ctx_record(struct stint_global *g, struct stint_module *m, struct sti
 /* In a forked child: new trace, new ids. */
 static void ctx_reset(struct stint_global *g)
 {
-	struct ctx_state *c = (struct ctx_state *)g->ctx;
+	struct ctx_state *c = (struct ctx_state *)g->ctx.state;
 	if (!c)
 		return;
-	g->ctx = 0;
-	g->ctx_lock = 0;
+	g->ctx.state = 0;
+	g->ctx.lock = 0;
 	sys_call2(SYS_munmap, (long)c, (long)sizeof(struct ctx_state)); /* the threads' frames leak: a few pages */
 }

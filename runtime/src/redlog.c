@@ -1,6 +1,6 @@
 /*
  * redlog.c - the redundancy log (DIME* section 3), exact policy: every
- * site outcome once, across runs. #included by stint.c. The file format
+ * site outcome once, across runs. The file format
  * is specified in formats/redlog/doc.go; package redlog is the reference
  * reader and writer.
  *
@@ -25,6 +25,9 @@
  * The region policies (hash, bst, merger) are the paper's, kept for the
  * paper's comparison: regions.c.
  */
+#include "stint.h"
+
+#define SYS_flock 73
 
 #define LOG_MAGIC_HDR "STINTLOG"
 #define LOG_VERSION 1
@@ -44,8 +47,6 @@
 #define POLICY_BST 3
 #define POLICY_MERGER 4
 
-static int regions_setup(struct stint_global *g, const uint8_t *p, uint64_t size);
-static uint64_t regions_blocks(struct stint_global *g, uint8_t *buf, uint64_t cap);
 
 struct log_pend {
 	uint64_t src, dst;
@@ -85,19 +86,19 @@ static uint64_t fnv64(const uint8_t *b, size_t n)
  */
 static const uint32_t (*crc_tables(struct stint_global *g))[256]
 {
-	if (!__atomic_load_n(&g->crc_ready, __ATOMIC_ACQUIRE)) {
+	if (!__atomic_load_n(&g->log.crc_ready, __ATOMIC_ACQUIRE)) {
 		for (uint32_t i = 0; i < 256; i++) {
 			uint32_t c = i;
 			for (int k = 0; k < 8; k++)
 				c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-			g->crc_tab[0][i] = c;
+			g->log.crc_tab[0][i] = c;
 		}
 		for (uint32_t i = 0; i < 256; i++)
 			for (int k = 1; k < 8; k++)
-				g->crc_tab[k][i] = (g->crc_tab[k - 1][i] >> 8) ^ g->crc_tab[0][g->crc_tab[k - 1][i] & 0xff];
-		__atomic_store_n(&g->crc_ready, 1, __ATOMIC_RELEASE);
+				g->log.crc_tab[k][i] = (g->log.crc_tab[k - 1][i] >> 8) ^ g->log.crc_tab[0][g->log.crc_tab[k - 1][i] & 0xff];
+		__atomic_store_n(&g->log.crc_ready, 1, __ATOMIC_RELEASE);
 	}
-	return (const uint32_t(*)[256])g->crc_tab;
+	return (const uint32_t(*)[256])g->log.crc_tab;
 }
 
 static uint32_t crc32_ieee(struct stint_global *g, const uint8_t *b, size_t n)
@@ -134,18 +135,18 @@ static inline void logkey(uint64_t srcbid, uint64_t src, uint32_t kind, uint64_t
  */
 static inline uint64_t logset_bit(const struct stint_global *g, uint64_t k0)
 {
-	return (k0 >> 20) & (g->logset_slots * 8 - 1);
+	return (k0 >> 20) & (g->log.set_slots * 8 - 1);
 }
 
 static int logset_has(struct stint_global *g, uint64_t k0, uint64_t k1)
 {
-	uint64_t *t = (uint64_t *)g->logset;
+	uint64_t *t = (uint64_t *)g->log.set;
 	if (!t)
 		return 0;
 	uint64_t bit = logset_bit(g, k0);
-	if (!((((const uint8_t *)g->logset_filter)[bit >> 3] >> (bit & 7)) & 1))
+	if (!((((const uint8_t *)g->log.set_filter)[bit >> 3] >> (bit & 7)) & 1))
 		return 0;
-	uint64_t mask = g->logset_slots - 1, h = mix(k0, k1);
+	uint64_t mask = g->log.set_slots - 1, h = mix(k0, k1);
 	for (uint64_t i = 0; i <= mask; i++) {
 		uint64_t *e = &t[2 * ((h + i) & mask)];
 		if (e[0] == 0)
@@ -159,16 +160,16 @@ static int logset_has(struct stint_global *g, uint64_t k0, uint64_t k1)
 /* Put (k0, k1) in the set; 1 if it was not there. */
 static int logset_put(struct stint_global *g, uint64_t k0, uint64_t k1)
 {
-	uint64_t *t = (uint64_t *)g->logset;
-	uint64_t mask = g->logset_slots - 1, h = mix(k0, k1);
+	uint64_t *t = (uint64_t *)g->log.set;
+	uint64_t mask = g->log.set_slots - 1, h = mix(k0, k1);
 	for (uint64_t i = 0; i <= mask; i++) {
 		uint64_t *e = &t[2 * ((h + i) & mask)];
 		if (e[0] == 0) {
 			e[0] = k0;
 			e[1] = k1;
-			g->logset_n++;
+			g->log.set_n++;
 			uint64_t bit = logset_bit(g, k0);
-			((uint8_t *)g->logset_filter)[bit >> 3] |= (uint8_t)(1u << (bit & 7));
+			((uint8_t *)g->log.set_filter)[bit >> 3] |= (uint8_t)(1u << (bit & 7));
 			return 1;
 		}
 		if (e[0] == k0 && e[1] == k1)
@@ -188,9 +189,9 @@ static int logset_put(struct stint_global *g, uint64_t k0, uint64_t k1)
  */
 static uint64_t *logdig_find(struct stint_global *g, uint64_t bid)
 {
-	for (uint32_t i = 0; i < g->logdig_n; i++)
-		if (g->logdig[i][0] == bid)
-			return g->logdig[i];
+	for (uint32_t i = 0; i < g->log.dig_n; i++)
+		if (g->log.dig[i][0] == bid)
+			return g->log.dig[i];
 	return 0;
 }
 
@@ -199,11 +200,11 @@ static uint64_t *log_digest(struct stint_global *g, uint64_t bid)
 	uint64_t *found = logdig_find(g, bid);
 	if (found)
 		return found;
-	if (g->logdig_n == LOGDIG_MAX) {
-		g->logdig_full = 1;
+	if (g->log.dig_n == LOGDIG_MAX) {
+		g->log.dig_full = 1;
 		return 0;
 	}
-	uint64_t *d = g->logdig[g->logdig_n++];
+	uint64_t *d = g->log.dig[g->log.dig_n++];
 	d[0] = bid;
 	d[1] = d[2] = 0;
 	return d;
@@ -214,7 +215,7 @@ static void say_log(struct stint_global *g, const char *what, uint64_t off)
 	char line[900];
 	struct sbuf b = {line, 0, sizeof line - 1};
 	sb_puts(&b, "stint: redundancy log ");
-	sb_puts(&b, g->log_path);
+	sb_puts(&b, g->log.path);
 	sb_puts(&b, ": ");
 	sb_puts(&b, what);
 	if (off != ~0ULL) {
@@ -355,18 +356,13 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 	const char *pol = setting(envp, "STINT_LOG_POLICY", opts, "policy", &pn);
 	if (!l || !ln)
 		return;
-	if (ln >= sizeof g->log_path) {
+	if (ln >= sizeof g->log.path) {
 		say_line("redundancy log path too long; running without a log");
 		return;
 	}
-	s_memcpy(g->log_path, l, ln);
-	g->log_path[ln] = 0;
-	const char *llt = env_get(envp, STINT_TEST_LOG_LOAD_ENV);
-	if (llt && (llt[0] == '1' || llt[0] == '2'))
-		g->log_load_test = (uint32_t)(llt[0] - '0');
-	const char *hold = env_get(envp, STINT_TEST_SAVE_HOLD_ENV);
-	if (hold && hold[0] && s_strlen(hold) < sizeof g->log_hold)
-		s_memcpy(g->log_hold, hold, s_strlen(hold) + 1);
+	s_memcpy(g->log.path, l, ln);
+	g->log.path[ln] = 0;
+	test_log_setup(g, envp);
 	uint32_t policy = POLICY_EXACT;
 	if (pol && pn) {
 		policy = 0;
@@ -378,16 +374,16 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 			return;
 		}
 	}
-	g->log_policy = policy;
+	g->log.policy = policy;
 	long pend = sys_mmap(0, LOG_PENDING_MAX * sizeof(struct log_pend), S_PROT_READ | S_PROT_WRITE,
 			     S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 	if (sys_failed(pend)) {
 		say_log(g, "cannot map memory; running without a log", ~0ULL);
 		return;
 	}
-	g->log_pending = (uint64_t)pend;
+	g->log.pending = (uint64_t)pend;
 
-	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log_path, S_O_RDONLY | S_O_CLOEXEC, 0);
+	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log.path, S_O_RDONLY | S_O_CLOEXEC, 0);
 	uint64_t size = 0;
 	const uint8_t *p = 0;
 	if (!sys_failed(fd)) {
@@ -416,7 +412,7 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 	int ok;
 	if (policy != POLICY_EXACT) {
 		ok = regions_setup(g, p, size) == 0;
-		g->region_mode = ok;
+		g->reg.mode = ok;
 	} else {
 		/* one scan: the set is sized from the file (an entry takes 32
 		 * bytes of it), so that the blocks are read and checked once */
@@ -432,10 +428,10 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 		if (ok) {
 			if (p)
 				populate_write((uint64_t)ls, (uint64_t)ls + slots * 17);
-			g->logset = (uint64_t)ls;
-			g->logset_filter = (uint64_t)ls + slots * 16;
-			g->logset_slots = slots;
-			g->logset_n = 0;
+			g->log.set = (uint64_t)ls;
+			g->log.set_filter = (uint64_t)ls + slots * 16;
+			g->log.set_slots = slots;
+			g->log.set_n = 0;
 			int cut;
 			if (p)
 				log_scan(g, p, size, 1, log_load_block, &cut);
@@ -447,7 +443,7 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 		say_log(g, "cannot map memory; running without a log", ~0ULL);
 		return;
 	}
-	g->log_on = 1;
+	g->log.on = 1;
 }
 
 /*
@@ -457,7 +453,7 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
  */
 static void log_load_module(struct stint_global *g, struct stint_module *m, uint64_t base, uint32_t chunks_lost)
 {
-	if (!g->logset_n || !m->build_id_len)
+	if (!g->log.set_n || !m->build_id_len)
 		return;
 	uint64_t bid = fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len);
 	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
@@ -468,15 +464,15 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 	 * hundred a --skip-covered rewrite still has logged. */
 	const uint32_t *list = 0;
 	uint32_t np = m->nprobes, done = 0; /* done: a patch had every probe retired */
-	if ((m->flags & STINT_MF_LOGGED) && g->log_load_test != 2) {
+	if ((m->flags & STINT_MF_LOGGED) && g->test.log_load != 2) {
 		const uint64_t *d = logdig_find(g, bid);
 		uint64_t cnt = d ? d[1] : 0, sum = d ? d[2] : 0;
-		if ((d || !g->logdig_full) && cnt == m->log_count && sum == m->log_sum) {
+		if ((d || !g->log.dig_full) && cnt == m->log_count && sum == m->log_sum) {
 			list = (const uint32_t *)(base + m->logged_vaddr);
 			np = m->nlogged;
 		}
 	}
-	if (g->log_load_test) {
+	if (g->test.log_load) {
 		char line[128];
 		struct sbuf b = {line, 0, sizeof line - 1};
 		sb_puts(&b, list ? "stint: test: log load: list " : "stint: test: log load: scan ");
@@ -496,7 +492,7 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 		if (!logset_has(g, k0, k1))
 			continue;
 		uint32_t n;
-		if (g->budget_on && g->sw_on && ret_pending(g, m, base, p, &n)) {
+		if (g->per.budget_on && g->sw.on && ret_pending(g, m, base, p, &n)) {
 			/* its return is still to see: keep it (rets.c) */
 			p->state = PROBE_RETWATCH;
 			continue;
@@ -508,7 +504,7 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 	}
 	/* Then, with every logged outcome counted: a switchable site with an
 	 * outcome left keeps its patch. It is listed for the off-switch here
-	 * (switch.c) as fresh: windows leave it on (its other outcome is what
+	 * (the off-switch) as fresh: windows leave it on (its other outcome is what
 	 * this run is for), a spent or zero budget switches it off. Its
 	 * logged arm keeps calling the runtime for a while (sw_watched): a
 	 * site the program keeps running becomes an ordinary listed site.
@@ -521,7 +517,7 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 		if (!(p->flags & STINT_PF_DIRECT) || p->state != 1)
 			continue;
 		const struct stint_patch *pt = p->patch < m->npatches ? &pts[p->patch] : 0;
-		if (g->sw_on && pt && pt->remaining && (pt->flags & STINT_PATCH_SWITCH)) {
+		if (g->sw.on && pt && pt->remaining && (pt->flags & STINT_PATCH_SWITCH)) {
 			p->state = PROBE_WATCHED;
 			sw_call(g, m, p, 0, 1);
 		} else if (!pt || pt->remaining || !(pt->flags & STINT_PATCH_RESTORABLE)) {
@@ -544,14 +540,14 @@ static uint64_t module_bid(struct stint_global *g, uint16_t id)
 {
 	if (id == DST_MODULE_NONE || id >= MAX_MODULES)
 		return 0;
-	struct gmodule *gm = &g->modules[id];
+	struct gmodule *gm = &g->proc.modules[id];
 	return gm->build_id_len ? fnv64(gm->build_id, gm->build_id_len) : 0;
 }
 
 /* Was this (indirect, ret or syscall) outcome recorded by an earlier run? */
 static int log_seen(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t dst, uint16_t dst_mod)
 {
-	if (!g->log_on || !g->logset_n)
+	if (!g->log.on || !g->log.set_n)
 		return 0;
 	uint64_t k0, k1;
 	logkey(module_bid(g, (uint16_t)m->module_id), p->src, p->kind,
@@ -562,12 +558,12 @@ static int log_seen(struct stint_global *g, struct stint_module *m, struct stint
 /* Note a new outcome for the next save. */
 static void log_note(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t dst, uint16_t dst_mod)
 {
-	if (!g->log_on)
+	if (!g->log.on)
 		return;
-	uint64_t i = __atomic_fetch_add(&g->log_npend, 1, __ATOMIC_ACQ_REL);
+	uint64_t i = __atomic_fetch_add(&g->log.npend, 1, __ATOMIC_ACQ_REL);
 	if (i >= LOG_PENDING_MAX)
 		return;
-	struct log_pend *e = (struct log_pend *)g->log_pending + i;
+	struct log_pend *e = (struct log_pend *)g->log.pending + i;
 	e->src = p->src;
 	e->dst = dst;
 	e->src_mod = (uint16_t)m->module_id;
@@ -590,21 +586,12 @@ static int log_lock_exit(struct stint_global *g)
 {
 	uint64_t end = now_ns(S_CLOCK_MONOTONIC) + LOG_EXIT_WAIT_NS;
 	for (uint32_t spin = 0;; spin++) {
-		if (try_lock(&g->log_lock))
+		if (try_lock(&g->log.lock))
 			return 1;
 		if (spin >= 64 && now_ns(S_CLOCK_MONOTONIC) > end)
 			return 0;
 		relax(spin);
 	}
-}
-
-/* STINT_TEST_SAVE_HOLD (stint_abi.h): say a save has begun, then hold it. */
-static void log_hold(struct stint_global *g)
-{
-	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log_hold, S_O_RDWR | S_O_CREAT | S_O_CLOEXEC, 0644);
-	if (!sys_failed(fd))
-		sys_call1(SYS_close, fd);
-	sleep_until(now_ns(S_CLOCK_MONOTONIC) + 300000000ULL);
 }
 
 /*
@@ -615,35 +602,35 @@ static void log_hold(struct stint_global *g)
  */
 static void log_save(struct stint_global *g, int exiting)
 {
-	if (!g->log_on || !(exiting ? log_lock_exit(g) : try_lock(&g->log_lock)))
+	if (!g->log.on || !(exiting ? log_lock_exit(g) : try_lock(&g->log.lock)))
 		return;
-	if (!exiting && g->log_hold[0])
-		log_hold(g);
+	if (!exiting && g->test.save_hold[0])
+		test_save_hold(g);
 	uint64_t cap, len = 0;
 	uint8_t *buf;
 	long bufm;
 	uint64_t from = 0, to = 0;
-	if (g->region_mode) {
+	if (g->reg.mode) {
 		cap = ((uint64_t)REG_MAX * LOG_ENTRY + (uint64_t)MAX_MODULES * LOG_BLK_HDR + 4095) & ~(uint64_t)4095;
 		bufm = sys_mmap(0, cap, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 		if (sys_failed(bufm)) {
-			unlock(&g->log_lock);
+			unlock(&g->log.lock);
 			return;
 		}
 		buf = (uint8_t *)bufm;
 		len = regions_blocks(g, buf, cap);
 		if (!len) {
 			sys_call2(SYS_munmap, bufm, (long)cap);
-			unlock(&g->log_lock);
+			unlock(&g->log.lock);
 			return;
 		}
 		goto write;
 	}
-	from = g->log_saved;
-	to = __atomic_load_n(&g->log_npend, __ATOMIC_ACQUIRE);
+	from = g->log.saved;
+	to = __atomic_load_n(&g->log.npend, __ATOMIC_ACQUIRE);
 	if (to > LOG_PENDING_MAX)
 		to = LOG_PENDING_MAX;
-	struct log_pend *pe = (struct log_pend *)g->log_pending;
+	struct log_pend *pe = (struct log_pend *)g->log.pending;
 	/* stop at the first entry still being written */
 	for (uint64_t i = from; i < to; i++)
 		if (!__atomic_load_n(&pe[i].pad[0], __ATOMIC_ACQUIRE)) {
@@ -651,23 +638,23 @@ static void log_save(struct stint_global *g, int exiting)
 			break;
 		}
 	if (to == from) {
-		unlock(&g->log_lock);
+		unlock(&g->log.lock);
 		return;
 	}
 	cap = (to - from) * LOG_ENTRY + (uint64_t)MAX_MODULES * LOG_BLK_HDR;
 	cap = (cap + 4095) & ~(uint64_t)4095;
 	bufm = sys_mmap(0, cap, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
 	if (sys_failed(bufm)) {
-		unlock(&g->log_lock);
+		unlock(&g->log.lock);
 		return;
 	}
 	buf = (uint8_t *)bufm;
 	/* one block per source module, in module order */
-	uint32_t nm = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
+	uint32_t nm = __atomic_load_n(&g->proc.nmodules, __ATOMIC_ACQUIRE);
 	if (nm > MAX_MODULES)
 		nm = MAX_MODULES;
 	for (uint32_t mod = 0; mod < nm; mod++) {
-		struct gmodule *gm = &g->modules[mod];
+		struct gmodule *gm = &g->proc.modules[mod];
 		if (!gm->build_id_len)
 			continue;
 		uint8_t *h = buf + len;
@@ -689,9 +676,9 @@ static void log_save(struct stint_global *g, int exiting)
 			len += log_seal_block(g, h, count, gm);
 	}
 write:;
-	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log_path, S_O_RDWR | S_O_CREAT | S_O_CLOEXEC, 0644);
+	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log.path, S_O_RDWR | S_O_CREAT | S_O_CLOEXEC, 0644);
 	if (sys_failed(fd)) {
-		if (!g->log_warned++)
+		if (!g->log.warned++)
 			say_log(g, "cannot open for writing; new entries are not saved", ~0ULL);
 		goto out;
 	}
@@ -705,7 +692,7 @@ write:;
 	uint8_t hdr[LOG_HDR];
 	s_memset(hdr, 0, sizeof hdr);
 	s_memcpy(hdr, LOG_MAGIC_HDR, 8);
-	uint32_t ver = LOG_VERSION, pol = g->log_policy;
+	uint32_t ver = LOG_VERSION, pol = g->log.policy;
 	s_memcpy(hdr + 8, &ver, 4);
 	s_memcpy(hdr + 12, &pol, 4);
 	if (size < LOG_HDR) {
@@ -725,7 +712,7 @@ write:;
 		}
 		const uint8_t *fp = (const uint8_t *)mp;
 		if (s_strncmp((const char *)fp, LOG_MAGIC_HDR, 8) != 0 || *(const uint32_t *)(fp + 8) != LOG_VERSION ||
-		    *(const uint32_t *)(fp + 12) != g->log_policy) {
+		    *(const uint32_t *)(fp + 12) != g->log.policy) {
 			sys_call2(SYS_munmap, mp, (long)size);
 			say_log(g, "changed under us into something else; left alone, new entries are not saved", ~0ULL);
 			goto unlock;
@@ -748,13 +735,13 @@ write:;
 		}
 		if (done == len && cut && at + len < size)
 			sys_call2(SYS_ftruncate, fd, (long)(at + len)); /* drop the rest of a torn append */
-		if (done == len && !g->region_mode)
-			g->log_saved = to;
+		if (done == len && !g->reg.mode)
+			g->log.saved = to;
 	}
 unlock:
 	sys_call2(SYS_flock, fd, S_LOCK_UN);
 	sys_call1(SYS_close, fd);
 out:
 	sys_call2(SYS_munmap, (long)buf, (long)cap);
-	unlock(&g->log_lock);
+	unlock(&g->log.lock);
 }

@@ -1,6 +1,6 @@
 /*
  * regions.c - the DIME* paper's region logs (section 3.2): hash, BST and
- * merger BST. #included by stint.c after redlog.c. They exist so that the
+ * merger BST. They exist so that the
  * paper's comparison can be re-run against our exact policy.
  *
  * The paper works on Pin traces: straight-line code entered at one
@@ -36,6 +36,7 @@
  * The shared structures take a lock; a thread that cannot get it within
  * a bounded wait drops the event rather than wait longer.
  */
+#include "stint.h"
 
 
 #define DEC_SLOTS ((uint64_t)1 << 20) /* per-run decisions */
@@ -68,8 +69,8 @@ static int reg_cmp(const struct region *r, uint64_t bid, uint64_t addr)
 /* Index of the first region >= (bid, addr). */
 static uint64_t reg_lower(struct stint_global *g, uint64_t bid, uint64_t addr)
 {
-	struct region *r = (struct region *)g->regions;
-	uint64_t lo = 0, hi = g->nregions;
+	struct region *r = (struct region *)g->reg.tab;
+	uint64_t lo = 0, hi = g->reg.n;
 	while (lo < hi) {
 		uint64_t mid = (lo + hi) / 2;
 		if (reg_cmp(&r[mid], bid, addr) < 0)
@@ -82,24 +83,24 @@ static uint64_t reg_lower(struct stint_global *g, uint64_t bid, uint64_t addr)
 
 static void reg_insert_at(struct stint_global *g, uint64_t i, uint64_t bid, uint64_t addr, uint64_t len, uint64_t flags)
 {
-	struct region *r = (struct region *)g->regions;
-	if (g->nregions >= REG_MAX)
+	struct region *r = (struct region *)g->reg.tab;
+	if (g->reg.n >= REG_MAX)
 		return;
-	for (uint64_t k = g->nregions; k > i; k--)
+	for (uint64_t k = g->reg.n; k > i; k--)
 		r[k] = r[k - 1];
 	r[i].bid = bid;
 	r[i].addr = addr;
 	r[i].len = len;
 	r[i].flags = flags;
-	g->nregions++;
+	g->reg.n++;
 }
 
 static void reg_delete(struct stint_global *g, uint64_t i)
 {
-	struct region *r = (struct region *)g->regions;
-	for (uint64_t k = i; k + 1 < g->nregions; k++)
+	struct region *r = (struct region *)g->reg.tab;
+	for (uint64_t k = i; k + 1 < g->reg.n; k++)
 		r[k] = r[k + 1];
-	g->nregions--;
+	g->reg.n--;
 }
 
 /*
@@ -108,13 +109,13 @@ static void reg_delete(struct stint_global *g, uint64_t i)
  */
 static int reg_decide(struct stint_global *g, uint64_t bid, uint64_t a, uint64_t n)
 {
-	struct region *r = (struct region *)g->regions;
+	struct region *r = (struct region *)g->reg.tab;
 	uint64_t i = reg_lower(g, bid, a);
-	int exact = i < g->nregions && r[i].bid == bid && r[i].addr == a;
+	int exact = i < g->reg.n && r[i].bid == bid && r[i].addr == a;
 	/* the region starting at or before a */
 	int64_t pi = exact ? (int64_t)i : (int64_t)i - 1;
 	int inside = pi >= 0 && r[pi].bid == bid && r[pi].addr <= a && a < r[pi].addr + r[pi].len;
-	switch (g->log_policy) {
+	switch (g->log.policy) {
 	case POLICY_HASH:
 		if (exact)
 			return 0;
@@ -131,7 +132,7 @@ static int reg_decide(struct stint_global *g, uint64_t bid, uint64_t a, uint64_t
 		/* add [a, a+n) and merge every region it overlaps or touches */
 		uint64_t lo = a, hi = a + n;
 		uint64_t k = inside || (pi >= 0 && r[pi].bid == bid && r[pi].addr + r[pi].len == a) ? (uint64_t)pi : i;
-		while (k < g->nregions && r[k].bid == bid && r[k].addr <= hi) {
+		while (k < g->reg.n && r[k].bid == bid && r[k].addr <= hi) {
 			if (r[k].addr < lo)
 				lo = r[k].addr;
 			if (r[k].addr + r[k].len > hi)
@@ -166,7 +167,7 @@ static uint64_t trace_end(struct stint_module *m, uint64_t base, uint64_t a)
 static int trace_decision(struct stint_global *g, uint64_t bid, uint64_t a, uint64_t n, int *ok)
 {
 	uint64_t k0 = mix(bid, a) | 1, k1 = a;
-	uint64_t *t = (uint64_t *)g->decisions;
+	uint64_t *t = (uint64_t *)g->reg.decisions;
 	uint64_t h = mix(k0, k1);
 	for (uint32_t i = 0; i < 64; i++) {
 		uint64_t *e = &t[2 * ((h + i) & (DEC_SLOTS - 1))];
@@ -181,7 +182,7 @@ static int trace_decision(struct stint_global *g, uint64_t bid, uint64_t a, uint
 		if (e0 == 0)
 			break;
 	}
-	if (!lock_bounded(&g->regions_lock)) {
+	if (!lock_bounded(&g->reg.lock)) {
 		*ok = 0;
 		return 0;
 	}
@@ -189,25 +190,25 @@ static int trace_decision(struct stint_global *g, uint64_t bid, uint64_t a, uint
 	for (uint32_t i = 0; i < 64; i++) {
 		uint64_t *e = &t[2 * ((h + i) & (DEC_SLOTS - 1))];
 		if (e[0] == k0 && e[1]) {
-			unlock(&g->regions_lock);
+			unlock(&g->reg.lock);
 			return (int)(e[1] & 1);
 		}
 		if (e[0] == 0) {
 			int d = reg_decide(g, bid, a, n);
 			__atomic_store_n(&e[1], (uint64_t)(2 | d), __ATOMIC_RELEASE);
 			__atomic_store_n(&e[0], k0, __ATOMIC_RELEASE);
-			unlock(&g->regions_lock);
+			unlock(&g->reg.lock);
 			return d;
 		}
 	}
 	int d = reg_decide(g, bid, a, n); /* table full around here: decide uncached */
-	unlock(&g->regions_lock);
+	unlock(&g->reg.lock);
 	return d;
 }
 
 static struct thr_slot *thread_slot(struct stint_global *g, uint32_t tid)
 {
-	struct thr_slot *s = (struct thr_slot *)g->thr_slots;
+	struct thr_slot *s = (struct thr_slot *)g->reg.thr_slots;
 	uint32_t h = (uint32_t)(mix(tid, 0x5eed) & (THR_SLOTS - 1));
 	for (uint32_t i = 0; i < THR_SLOTS; i++) {
 		struct thr_slot *e = &s[(h + i) & (THR_SLOTS - 1)];
@@ -230,7 +231,7 @@ static struct thr_slot *thread_slot(struct stint_global *g, uint32_t tid)
 static int region_event(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t dst_abs, int has_dst)
 {
 	uint64_t base = m->base;
-	uint64_t bid = g->modules[m->module_id].bidhash;
+	uint64_t bid = g->proc.modules[m->module_id].bidhash;
 	struct thr_slot *ts = thread_slot(g, current_tid(g));
 	if (!ts)
 		return 1;
@@ -247,16 +248,16 @@ static int region_event(struct stint_global *g, struct stint_module *m, struct s
 	ts->bid = 0;
 	if (has_dst) {
 		uint32_t id = module_of(g, dst_abs);
-		if (id != DST_MODULE_NONE && g->modules[id].smod) {
-			struct stint_module *dm = (struct stint_module *)g->modules[id].smod;
+		if (id != DST_MODULE_NONE && g->proc.modules[id].smod) {
+			struct stint_module *dm = (struct stint_module *)g->proc.modules[id].smod;
 			uint64_t d = dst_abs - dm->base;
 			uint64_t end = trace_end(dm, dm->base, d);
 			int ok2 = 1;
-			int instr = trace_decision(g, g->modules[id].bidhash, d, end - d, &ok2);
+			int instr = trace_decision(g, g->proc.modules[id].bidhash, d, end - d, &ok2);
 			ts->lo = d;
 			ts->hi = end;
 			ts->instr = (uint32_t)(instr && ok2);
-			ts->bid = g->modules[id].bidhash;
+			ts->bid = g->proc.modules[id].bidhash;
 		}
 	}
 	return rec;
@@ -270,8 +271,8 @@ static void regions_load_block(struct stint_global *g, const uint8_t *b)
 	for (uint32_t i = 0; i < h[1]; i++, e += LOG_ENTRY) {
 		uint64_t a = *(const uint64_t *)e, n = *(const uint64_t *)(e + 8);
 		uint64_t at = reg_lower(g, bid, a);
-		struct region *rr = (struct region *)g->regions;
-		if (at < g->nregions && rr[at].bid == bid && rr[at].addr == a) {
+		struct region *rr = (struct region *)g->reg.tab;
+		if (at < g->reg.n && rr[at].bid == bid && rr[at].addr == a) {
 			if (n > rr[at].len)
 				rr[at].len = n;
 			continue;
@@ -289,21 +290,21 @@ static int regions_setup(struct stint_global *g, const uint8_t *p, uint64_t size
 	long t = sys_mmap(0, THR_SLOTS * sizeof(struct thr_slot), S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
 	if (sys_failed(r) || sys_failed(d) || sys_failed(t))
 		return -1;
-	g->regions = (uint64_t)r;
-	g->decisions = (uint64_t)d;
-	g->thr_slots = (uint64_t)t;
+	g->reg.tab = (uint64_t)r;
+	g->reg.decisions = (uint64_t)d;
+	g->reg.thr_slots = (uint64_t)t;
 	if (!p)
 		return 0;
 	int cut;
 	log_scan(g, p, size, 1, regions_load_block, &cut);
 	/* bst, merger: merge directly consecutive (and overlapping, for merger) regions */
-	if (g->log_policy == POLICY_BST || g->log_policy == POLICY_MERGER) {
-		struct region *rr = (struct region *)g->regions;
+	if (g->log.policy == POLICY_BST || g->log.policy == POLICY_MERGER) {
+		struct region *rr = (struct region *)g->reg.tab;
 		uint64_t w = 0;
-		for (uint64_t i = 0; i < g->nregions; i++) {
+		for (uint64_t i = 0; i < g->reg.n; i++) {
 			if (w > 0 && rr[w - 1].bid == rr[i].bid &&
 			    (rr[w - 1].addr + rr[w - 1].len == rr[i].addr ||
-			     (g->log_policy == POLICY_MERGER && rr[i].addr < rr[w - 1].addr + rr[w - 1].len))) {
+			     (g->log.policy == POLICY_MERGER && rr[i].addr < rr[w - 1].addr + rr[w - 1].len))) {
 				uint64_t hi = rr[i].addr + rr[i].len;
 				if (hi > rr[w - 1].addr + rr[w - 1].len)
 					rr[w - 1].len = hi - rr[w - 1].addr;
@@ -311,7 +312,7 @@ static int regions_setup(struct stint_global *g, const uint8_t *p, uint64_t size
 			}
 			rr[w++] = rr[i];
 		}
-		g->nregions = w;
+		g->reg.n = w;
 	}
 	return 0;
 }
@@ -319,15 +320,15 @@ static int regions_setup(struct stint_global *g, const uint8_t *p, uint64_t size
 /* Blocks of this run's new regions (one per module): bytes written to buf. */
 static uint64_t regions_blocks(struct stint_global *g, uint8_t *buf, uint64_t cap)
 {
-	if (!lock_bounded(&g->regions_lock))
+	if (!lock_bounded(&g->reg.lock))
 		return 0;
-	struct region *rr = (struct region *)g->regions;
+	struct region *rr = (struct region *)g->reg.tab;
 	uint64_t len = 0;
-	uint32_t nm = __atomic_load_n(&g->nmodules, __ATOMIC_ACQUIRE);
+	uint32_t nm = __atomic_load_n(&g->proc.nmodules, __ATOMIC_ACQUIRE);
 	if (nm > MAX_MODULES)
 		nm = MAX_MODULES;
 	for (uint32_t mod = 0; mod < nm; mod++) {
-		struct gmodule *gm = &g->modules[mod];
+		struct gmodule *gm = &g->proc.modules[mod];
 		if (!gm->build_id_len || !gm->smod)
 			continue;
 		uint64_t bid = gm->bidhash;
@@ -335,7 +336,7 @@ static uint64_t regions_blocks(struct stint_global *g, uint8_t *buf, uint64_t ca
 		uint8_t *h = buf + len;
 		uint8_t *e = h + LOG_BLK_HDR;
 		uint32_t count = 0;
-		for (; i < g->nregions && rr[i].bid == bid; i++) {
+		for (; i < g->reg.n && rr[i].bid == bid; i++) {
 			if (!(rr[i].flags & REG_NEW))
 				continue;
 			if ((uint64_t)(e + LOG_ENTRY - buf) > cap)
@@ -350,6 +351,6 @@ static uint64_t regions_blocks(struct stint_global *g, uint8_t *buf, uint64_t ca
 		if (count)
 			len += log_seal_block(g, h, count, gm);
 	}
-	unlock(&g->regions_lock);
+	unlock(&g->reg.lock);
 	return len;
 }

@@ -1,11 +1,10 @@
 /*
- * rets.c - a call's return still to see (STINT_MF_RETS). #included by
- * stint.c after redlog.c.
+ * rets.c - a call's return still to see (STINT_MF_RETS).
  *
  * A direct call has one outcome and retires once it is recorded: in the
  * run, or at the next run's load from the log. The return to the call's
  * next instruction is the outcome of one of the callee's ret sites, which
- * are open-ended and so on only during the windows (switch.c). A call
+ * are open-ended and so on only during the windows (the off-switch). A call
  * that runs outside them returns unrecorded, and once the call is retired
  * nothing new runs to bring the ret sites back on: on sqlite3 such
  * returns were half of the events two runs missed. The rewriter lists per
@@ -30,17 +29,18 @@
  * in the rets field of its other direct probes (call length 0). When one
  * records a new outcome after the window, new code is running, and what
  * follows it in the function may be new too (own_sites, sw_after_record
- * in budget.c).
+ * in sw_budget.c).
  *
  * Plain switchable ret sites, readers and readees are switched on here
  * (a reader while the patches it reads are held patched:
  * ret_hold_readees; a readee with a membarrier before it counts as on);
  * a sync site only while the program has one thread (ret_switch_sync,
  * as a self batch would), else it is the period thread's to write
- * (switch.c), and is left as it is.
+ * (the off-switch), and is left as it is.
  */
+#include "stint.h"
 
-#define RET_WATCH_MAX 16 /* runs of a PROBE_RETWATCH call (switch.c), counted in pad0[0] */
+#define RET_WATCH_MAX 16 /* runs of a PROBE_RETWATCH call (the off-switch), counted in pad0[0] */
 
 /* The list a stint_probe.rets word names (n probe indices), or 0. */
 static const uint32_t *rets_list(const struct stint_module *m, uint64_t base, uint32_t word, uint32_t *n)
@@ -97,8 +97,8 @@ static int hash_has(struct stint_global *g, uint64_t k0, uint64_t k1)
 static int ret_seen(struct stint_global *g, const struct stint_module *m, uint64_t base, const uint32_t *l, uint32_t n, uint64_t ret)
 {
 	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
-	int logged = g->log_on && g->logset_n && m->build_id_len;
-	uint64_t bid = logged && m->module_id < MAX_MODULES ? g->modules[m->module_id].bidhash : 0;
+	int logged = g->log.on && g->log.set_n && m->build_id_len;
+	uint64_t bid = logged && m->module_id < MAX_MODULES ? g->proc.modules[m->module_id].bidhash : 0;
 	for (uint32_t k = 0; k < n; k++) {
 		if (l[k] >= m->nprobes)
 			continue;
@@ -160,7 +160,7 @@ static int ret_hold_readees(struct stint_global *g, const struct stint_module *m
 		uint8_t st = r < m->npatches ? __atomic_load_n(&s->state[r], __ATOMIC_ACQUIRE) : SW_DEAD;
 		int patched = st == SW_ON || st == SW_PEND || (st == SW_COLD && !sw_is_orig(m, r));
 		uint32_t ei = 0;
-		int off = !patched && st == SW_OFF && g->sync_core &&
+		int off = !patched && st == SW_OFF && g->proc.sync_core &&
 			  !(pts[r].flags & (STINT_PATCH_SYNC | STINT_PATCH_READER)) &&
 			  (ei = __atomic_load_n(&s->eidx[r], __ATOMIC_ACQUIRE)) != 0;
 		int ok = (patched || off) &&
@@ -177,7 +177,7 @@ static int ret_hold_readees(struct stint_global *g, const struct stint_module *m
 			sw_write(&pts[r], &s->e[ei - 1], 1);
 			s->misses[r] = 0;
 			sw_count_on(g, 1);
-			__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
+			__atomic_store_n(&g->sw.is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
 			held[k] = SW_ON;
 			wrote = 1;
 		}
@@ -193,7 +193,7 @@ static int ret_hold_readees(struct stint_global *g, const struct stint_module *m
 static const uint32_t *ret_pending(struct stint_global *g, const struct stint_module *m, uint64_t base, const struct stint_probe *p, uint32_t *n)
 {
 	uint64_t ret;
-	const uint32_t *l = g->rets_on && p->rets ? call_rets(m, base, p, n, &ret) : 0;
+	const uint32_t *l = g->sw.rets_on && p->rets ? call_rets(m, base, p, n, &ret) : 0;
 	return l && !ret_seen(g, m, base, l, *n, ret) ? l : 0;
 }
 
@@ -206,10 +206,10 @@ static const uint32_t *ret_pending(struct stint_global *g, const struct stint_mo
  * Returns how many it switched on. */
 static uint32_t ret_switch_sync(struct stint_global *g, struct stint_module *m, const uint32_t *l, uint32_t n)
 {
-	if (!__atomic_load_n(&g->sw_self, __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n(&g->used_tsc, __ATOMIC_RELAXED) + sw_off_reserve(g) + 4 * g->charge_cap_tsc >=
-		    __atomic_load_n(&g->budget_tsc, __ATOMIC_RELAXED) ||
-	    !try_lock(&g->sw_self_lock))
+	if (!__atomic_load_n(&g->sw.self, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&g->per.used_tsc, __ATOMIC_RELAXED) + sw_off_reserve(g) + 4 * g->per.charge_cap_tsc >=
+		    __atomic_load_n(&g->per.budget_tsc, __ATOMIC_RELAXED) ||
+	    !try_lock(&g->sw.self_lock))
 		return 0;
 	const struct stint_probe *pr = (const struct stint_probe *)(m->base + m->probes_vaddr);
 	const struct stint_patch *pts = (const struct stint_patch *)(m->base + m->patches_vaddr);
@@ -236,12 +236,12 @@ static uint32_t ret_switch_sync(struct stint_global *g, struct stint_module *m, 
 			on++;
 		}
 	}
-	unlock(&g->sw_self_lock);
+	unlock(&g->sw.self_lock);
 	if (!sys_failed(masked))
 		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
 	if (on) {
 		sw_count_on(g, on);
-		__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
+		__atomic_store_n(&g->sw.is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
 	}
 	return on;
 }
@@ -273,7 +273,7 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 		int read = (pt->flags & STINT_PATCH_READ) != 0;
 		if (st == SW_OFF && (pt->flags & STINT_PATCH_SYNC) && !read)
 			nsync++;
-		if (st != SW_OFF || (pt->flags & STINT_PATCH_SYNC) || (read && !g->sync_core))
+		if (st != SW_OFF || (pt->flags & STINT_PATCH_SYNC) || (read && !g->proc.sync_core))
 			continue;
 		uint32_t ei = __atomic_load_n(&s->eidx[idx], __ATOMIC_ACQUIRE);
 		if (!ei || !__atomic_compare_exchange_n(&s->state[idx], &st, SW_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
@@ -291,7 +291,7 @@ static uint32_t ret_switch_on(struct stint_global *g, struct stint_module *m, co
 		if (pt->flags & STINT_PATCH_READER)
 			ret_release_readees(m, s, idx, held, nheld);
 		sw_count_on(g, 1);
-		__atomic_store_n(&g->sw_is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
+		__atomic_store_n(&g->sw.is_on, 1, __ATOMIC_RELEASE); /* the next switch-off must see it */
 		on++;
 	}
 	if (nsync)

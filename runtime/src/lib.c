@@ -1,0 +1,265 @@
+/*
+ * lib.c - what libc would give the runtime, which has none: memory and
+ * string functions, a bounded string builder, one-line messages to fd 2,
+ * the clocks and the TSC, try-locks and bounded spin waits.
+ */
+#include "stint.h"
+
+#define S_TIMER_ABSTIME 1
+#define SYS_clock_nanosleep 230
+
+#ifdef STINT_BLOB
+/* gcc may emit calls to these for structure copies. */
+void *memcpy(void *d, const void *s, size_t n)
+{
+	unsigned char *dp = d;
+	const unsigned char *sp = s;
+	while (n--)
+		*dp++ = *sp++;
+	return d;
+}
+
+void *memset(void *d, int c, size_t n)
+{
+	unsigned char *dp = d;
+	while (n--)
+		*dp++ = (unsigned char)c;
+	return d;
+}
+#endif
+
+static void s_memcpy(void *d, const void *s, size_t n)
+{
+	unsigned char *dp = d;
+	const unsigned char *sp = s;
+	while (n--)
+		*dp++ = *sp++;
+}
+
+static void s_memset(void *d, int c, size_t n)
+{
+	unsigned char *dp = d;
+	while (n--)
+		*dp++ = (unsigned char)c;
+}
+
+static size_t s_strlen(const char *s)
+{
+	size_t n = 0;
+	while (s[n])
+		n++;
+	return n;
+}
+
+static int s_strncmp(const char *a, const char *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (a[i] != b[i])
+			return (unsigned char)a[i] - (unsigned char)b[i];
+		if (!a[i])
+			return 0;
+	}
+	return 0;
+}
+
+static void sb_putc(struct sbuf *b, char c)
+{
+	if (b->len < b->cap)
+		b->p[b->len] = c;
+	b->len++;
+}
+
+static void sb_puts(struct sbuf *b, const char *s)
+{
+	while (*s)
+		sb_putc(b, *s++);
+}
+
+static void sb_putu(struct sbuf *b, uint64_t v)
+{
+	char t[24];
+	int n = 0;
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		sb_putc(b, t[--n]);
+}
+
+static void sb_puthex(struct sbuf *b, const uint8_t *p, size_t n)
+{
+	static const char hx[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		sb_putc(b, hx[p[i] >> 4]);
+		sb_putc(b, hx[p[i] & 15]);
+	}
+}
+
+/* JSON string contents: escape quotes, backslashes and control bytes. */
+static void sb_putjs(struct sbuf *b, const char *s)
+{
+	static const char hx[] = "0123456789abcdef";
+	sb_putc(b, '"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			sb_putc(b, '\\');
+			sb_putc(b, (char)c);
+		} else if (c < 0x20) {
+			sb_puts(b, "\\u00");
+			sb_putc(b, hx[c >> 4]);
+			sb_putc(b, hx[c & 15]);
+		} else {
+			sb_putc(b, (char)c);
+		}
+	}
+	sb_putc(b, '"');
+}
+
+static const char *errno_name(long e)
+{
+	switch (e) {
+	case 1: return "EPERM";
+	case 2: return "ENOENT";
+	case 5: return "EIO";
+	case 9: return "EBADF";
+	case 12: return "ENOMEM";
+	case 13: return "EACCES";
+	case 14: return "EFAULT";
+	case 16: return "EBUSY";
+	case 17: return "EEXIST";
+	case 20: return "ENOTDIR";
+	case 21: return "EISDIR";
+	case 22: return "EINVAL";
+	case 23: return "ENFILE";
+	case 24: return "EMFILE";
+	case 27: return "EFBIG";
+	case 28: return "ENOSPC";
+	case 30: return "EROFS";
+	case 36: return "ENAMETOOLONG";
+	case 122: return "EDQUOT";
+	default: return "error";
+	}
+}
+
+/* One line on stderr: "stint: <msg>". */
+static void say_line(const char *msg)
+{
+	char line[512];
+	struct sbuf b = {line, 0, sizeof line - 1};
+	sb_puts(&b, "stint: ");
+	sb_puts(&b, msg);
+	size_t n = b.len < b.cap ? b.len : b.cap;
+	line[n++] = '\n';
+	sys_call3(SYS_write, 2, (long)line, (long)n);
+}
+
+/* The one line a failed setup prints: "stint: <what>: <errno>; running untraced". */
+static void say_untraced(const char *what, const char *arg, long err)
+{
+	char line[512];
+	struct sbuf b = {line, 0, sizeof line - 1};
+	sb_puts(&b, "stint: ");
+	sb_puts(&b, what);
+	if (arg) {
+		sb_putc(&b, ' ');
+		sb_puts(&b, arg);
+	}
+	sb_puts(&b, ": ");
+	sb_puts(&b, errno_name(err));
+	sb_puts(&b, "; running untraced\n");
+	size_t n = b.len < b.cap ? b.len : b.cap;
+	if (b.len > b.cap)
+		line[n - 1] = '\n';
+	sys_call3(SYS_write, 2, (long)line, (long)n);
+}
+
+static inline void cpu_pause(void) { __asm__ volatile("pause" ::: "memory"); }
+
+/*
+ * One round of a bounded wait: pause at first, then yield the CPU, since
+ * the thread we wait for may be preempted on an oversubscribed machine.
+ */
+static inline void relax(uint32_t round)
+{
+	if (round < 64)
+		cpu_pause();
+	else
+		sys_call0(SYS_sched_yield);
+}
+
+static uint64_t now_ns(int clock)
+{
+	struct s_timespec ts = {0, 0};
+	uint64_t f = G()->proc.vdso_gettime;
+	if (f && ((long (*)(long, struct s_timespec *))f)(clock, &ts) == 0)
+		return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	sys_call2(SYS_clock_gettime, clock, (long)&ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int try_lock(uint32_t *l)
+{
+	uint32_t z = 0;
+	return __atomic_compare_exchange_n(l, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+static void unlock(uint32_t *l) { __atomic_store_n(l, 0, __ATOMIC_RELEASE); }
+
+/*
+ * Wait, boundedly, for a lock another thread holds briefly. If a signal
+ * handler interrupted the holder on this very thread, the wait runs out
+ * and the caller does without.
+ */
+static int lock_bounded(uint32_t *l)
+{
+	for (uint32_t spin = 0; spin < SPIN_LIMIT; spin++) {
+		if (!__atomic_load_n(l, __ATOMIC_RELAXED) && try_lock(l))
+			return 1;
+		relax(spin);
+	}
+	return 0;
+}
+
+static inline uint64_t rdtsc(void)
+{
+	uint32_t lo, hi;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return ((uint64_t)hi << 32) | lo;
+}
+
+/* a * b / c with a 128-bit intermediate (no libgcc: mul and div by hand);
+ * saturates when the quotient does not fit. */
+static inline uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c)
+{
+	if (!c)
+		return 0;
+	uint64_t lo, hi, q, r;
+	__asm__("mulq %3" : "=a"(lo), "=d"(hi) : "a"(a), "rm"(b) : "cc");
+	if (hi >= c)
+		return ~0ULL;
+	__asm__("divq %4" : "=a"(q), "=d"(r) : "a"(lo), "d"(hi), "rm"(c) : "cc");
+	(void)r;
+	return q;
+}
+
+/* The median of the n timings t (sorted in place: an insertion sort, n
+ * is small), the upper one of the middle two when n is even. */
+static uint64_t median_of(uint64_t *t, int n)
+{
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
+			uint64_t x = t[j];
+			t[j] = t[j - 1];
+			t[j - 1] = x;
+		}
+	return t[n / 2];
+}
+
+static void sleep_until(uint64_t mono_ns)
+{
+	struct s_timespec ts = {(long)(mono_ns / 1000000000ULL), (long)(mono_ns % 1000000000ULL)};
+	while (sys_call4(SYS_clock_nanosleep, S_CLOCK_MONOTONIC, S_TIMER_ABSTIME, (long)&ts, 0) == -4)
+		;
+}

@@ -1,0 +1,220 @@
+/*
+ * patch.c - writing code: retargeting a trampoline's arm, restoring a
+ * patch's original bytes (one atomic store, or the jmp-to-self sequence
+ * for a patch that straddles a word), and making the pages the runtime
+ * writes private at load.
+ */
+#include "stint.h"
+
+/* Retarget a trampoline arm: one 4-byte store that does not cross a line. */
+static void retarget(uint64_t base, const struct stint_probe *p)
+{
+	if (!p->arm || !p->arm_to)
+		return;
+	uint64_t a = base + p->arm;
+	if ((a & 63) > 60)
+		return;
+	int32_t rel = (int32_t)((base + p->arm_to) - (a + 4));
+	__atomic_store_n((int32_t *)a, rel, __ATOMIC_RELEASE);
+}
+
+/*
+ * Write a patch's original bytes back with one atomic store: only when
+ * they lie in one aligned 8- or 16-byte word (so in one cache line); the
+ * bytes around them in that word are kept as they are.
+ */
+STINT_API int stint_restore_atomic(uint64_t addr, const uint8_t *orig, uint32_t len)
+{
+	if (len == 0 || len > 16)
+		return 0;
+	uint64_t w8 = addr & ~(uint64_t)7;
+	if (addr + len <= w8 + 8) {
+		uint64_t *w = (uint64_t *)w8;
+		uint64_t old = __atomic_load_n(w, __ATOMIC_ACQUIRE), nw;
+		do {
+			nw = old;
+			s_memcpy((uint8_t *)&nw + (addr - w8), orig, len);
+		} while (!__atomic_compare_exchange_n(w, &old, nw, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+		return 1;
+	}
+	uint64_t w16 = addr & ~(uint64_t)15;
+	if (addr + len <= w16 + 16) {
+		uint64_t *w = (uint64_t *)w16;
+		for (;;) {
+			uint64_t o[2] = {__atomic_load_n(&w[0], __ATOMIC_ACQUIRE), __atomic_load_n(&w[1], __ATOMIC_ACQUIRE)};
+			uint64_t n[2] = {o[0], o[1]};
+			s_memcpy((uint8_t *)n + (addr - w16), orig, len);
+			if (cas16(w, o[0], o[1], n[0], n[1]))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+static void restore_all(struct stint_module *m, uint64_t base)
+{
+	const struct stint_patch *pt = (const void *)(base + m->patches_vaddr);
+	for (uint32_t i = 0; i < m->npatches; i++)
+		if (pt[i].len <= 16)
+			s_memcpy((void *)(base + pt[i].addr), pt[i].orig, pt[i].len);
+}
+
+/*
+ * Restore a patch whose bytes straddle an aligned 16-byte word, so no
+ * single store can write them (cross-modifying code, Intel SDM vol. 3
+ * 8.1.3). First the patch's first two bytes become "jmp ." (one atomic
+ * store): a thread that arrives waits there. membarrier(SYNC_CORE) makes
+ * every thread of the process serialise, so none still runs the old
+ * bytes; then the tail is written, the cores serialised again, and the
+ * first two bytes written last, releasing the waiters. Signals are
+ * blocked meanwhile, so a handler on this thread never waits for itself.
+ * That needs the patch to start at its instruction (at_start: where a
+ * thread can arrive), 3 bytes or more, the first two in one 8-byte word.
+ * A program with one thread needs none of it (below), whatever the
+ * patch's length or alignment. Returns 1 if restored.
+ */
+static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *orig, uint32_t len, int at_start)
+{
+	if (len > 16)
+		return 0;
+	uint64_t all = ~0ULL, old = 0;
+	long masked = sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
+	if (!sys_failed(masked) && sw_alone(g)) {
+		/* The program has one thread, this one, and its signals are
+		 * blocked: nothing can run these bytes while they are written,
+		 * so no jmp-to-self and no membarrier (the off-switch's self mode
+		 * writes its sync sites so). A sqlite3 run restored 383 sites
+		 * here, three membarriers each (an IPI and a wait, about 30 us
+		 * each on this VM); sw_alone's fstat costs less. Until session
+		 * 19 a patch at a word's last byte, or of 2 bytes, or not at
+		 * its instruction's start, was left patched for good, its
+		 * arms straight: a direct call among them was emulated (push,
+		 * jmp) on every run, so every return above it mispredicted
+		 * (sqlite3: one call at 0xa6a9f ran its trampoline 72,000
+		 * times in a run). */
+		write_alone(addr, orig, len);
+		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
+		return 1;
+	}
+	if (!at_start || len < 3 || (addr & 7) == 7 || !g->proc.sync_core) {
+		if (!sys_failed(masked))
+			sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
+		return 0;
+	}
+	const uint8_t spin[2] = {0xeb, 0xfe};
+	uint8_t cur[2] = {((const uint8_t *)addr)[0], ((const uint8_t *)addr)[1]};
+	int ok = stint_restore_atomic(addr, spin, 2);
+	if (ok && !sys_failed(sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0))) {
+		for (uint32_t i = 2; i < len; i++)
+			__atomic_store_n((uint8_t *)addr + i, orig[i], __ATOMIC_RELEASE);
+		sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0);
+		stint_restore_atomic(addr, orig, 2);
+		sys_call3(SYS_membarrier, MEMBARRIER_SYNC_CORE, 0, 0);
+	} else if (ok) {
+		stint_restore_atomic(addr, cur, 2); /* cannot serialise: leave the patch as it was */
+		ok = 0;
+	}
+	if (!sys_failed(masked))
+		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
+	return ok;
+}
+
+/*
+ * Write len bytes of code at addr that no thread can be running: a
+ * module's during its initialisation, before anything of it has run (a
+ * library that dlopen has not returned yet is no different), or a sync
+ * site while the program has one thread, written by that thread
+ * (self mode). No jmp-to-self and no membarrier, even for bytes
+ * that straddle a word. Whole aligned 8-byte words, as few as the bytes
+ * span (each store to code a core runs costs it a pipeline flush), by
+ * compare-and-swap: the period thread may be writing a one-store
+ * neighbour in the same word.
+ */
+static void write_alone(uint64_t addr, const uint8_t *b, uint32_t len)
+{
+	uint64_t w = addr & ~(uint64_t)7, end = addr + len;
+	for (; w < end; w += 8) {
+		uint64_t o = __atomic_load_n((uint64_t *)w, __ATOMIC_ACQUIRE), v;
+		do {
+			v = o;
+			for (uint32_t j = 0; j < 8; j++)
+				if (w + j >= addr && w + j < end)
+					((uint8_t *)&v)[j] = b[w + j - addr];
+		} while (v != o && !__atomic_compare_exchange_n((uint64_t *)w, &o, v, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	}
+}
+
+/* Probe of patch idx recorded; restore the patch when it was the last.
+ * alone: the module's initialisation (write_alone). */
+static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int alone)
+{
+	if (idx == STINT_NO_PATCH || idx >= m->npatches)
+		return;
+	struct stint_patch *pt = (struct stint_patch *)(base + m->patches_vaddr) + idx;
+	if (__atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	if (!alone && (pt->flags & STINT_PATCH_SYNC) && sw_owns(m, idx)) {
+		sw_done_sync(m, pt, idx); /* the off-switch restores it (the off-switch) */
+		return;
+	}
+	if (pt->flags & STINT_PATCH_RESTORABLE) {
+		if (alone)
+			write_alone(base + pt->addr, pt->orig, pt->len);
+		else if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len))
+			restore_sync(G(), base + pt->addr, pt->orig, pt->len, (pt->flags & STINT_PATCH_AT_START) != 0);
+		if (pt->flags & STINT_PATCH_READER)
+			sw_done_stamp(m, idx);
+	}
+}
+
+/*
+ * Pages the runtime writes in default mode: the probe and patch tables
+ * (the log's retirements and the off-switch's notes at load, each record
+ * later), the original code (each restore, each switch) and the
+ * trampolines (each arm retargeted once its outcome is recorded). All
+ * lie in private file mappings, so each first write to a page is a
+ * copy-on-write fault, and once the period thread runs each costs a TLB
+ * shootdown too; on this 2-core VM a fault costs about 17 us and the IPI
+ * as much again to the thread it interrupts. One MADV_POPULATE_WRITE
+ * (Linux 5.14) per range makes the copies at once, before any thread but
+ * this one exists. Measured on libsqlite3 (about 1,400 table pages, 240
+ * of code, 1,400 of trampolines): the tables' populate replaced 1,400
+ * faults at load; the code's and the trampolines' took `select 1` from
+ * 88.6 to 73.9 ms (medians of 11) and a whole sqlite3 run from 1,396 TLB
+ * flushes to 89. The cost is memory: the trampolines (5.5 MB there)
+ * become private copies in every process. Older kernels refuse it
+ * (EINVAL): the code's pages are then copied one store each here (the
+ * other pages as they are written).
+ */
+static void tables_populate(const struct stint_module *m, uint64_t base)
+{
+	uint64_t lo = base + m->probes_vaddr, hi = lo + (uint64_t)m->nprobes * sizeof(struct stint_probe);
+	uint64_t plo = base + m->patches_vaddr, phi = plo + (uint64_t)m->npatches * sizeof(struct stint_patch);
+	if (m->npatches && plo < lo)
+		lo = plo;
+	if (m->npatches && phi > hi)
+		hi = phi;
+	populate_write(lo, hi);
+	populate_write(base + m->tramp_lo, base + m->tramp_hi);
+	if (populate_write(base + m->text_lo, base + m->text_hi) == 0)
+		return;
+	const struct stint_patch *pt = (const void *)(base + m->patches_vaddr);
+	uint64_t last = ~0ULL;
+	for (uint32_t i = 0; i < m->npatches; i++) {
+		uint64_t pg = (base + pt[i].addr) & ~(uint64_t)4095;
+		if (pg == last)
+			continue;
+		last = pg;
+		__atomic_fetch_or((uint8_t *)(base + pt[i].addr), 0, __ATOMIC_RELAXED);
+	}
+}
+
+static int page_rwx(uint64_t lo, uint64_t hi)
+{
+	lo &= ~(uint64_t)4095;
+	hi = (hi + 4095) & ~(uint64_t)4095;
+	if (hi <= lo)
+		return 0;
+	long r = sys_call3(SYS_mprotect, (long)lo, (long)(hi - lo), S_PROT_READ | S_PROT_WRITE | S_PROT_EXEC);
+	return sys_failed(r) ? -1 : 0;
+}
