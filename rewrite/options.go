@@ -3,7 +3,7 @@ package rewrite
 import (
 	"errors"
 	"fmt"
-	"strconv"
+	"math/big"
 	"strings"
 	"time"
 
@@ -119,19 +119,22 @@ var NewCoverage = policy.NewCoverage
 
 // ParseDuration parses a positive duration written as a decimal number
 // and one of the units ns, us (or µs), ms, s: "100ms", "1.5s", "250us".
+// Digits past the ninth decimal are dropped and the value is truncated to
+// whole nanoseconds, as the runtime reads it (runtime/src/options.c,
+// parse_duration); testdata/durations.tsv holds the vectors both are
+// checked against. Surrounding white space is ignored.
 func ParseDuration(s string) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	i := 0
 	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
 		i++
 	}
-	num, unit := t[:i], t[i:]
-	v, err := strconv.ParseFloat(num, 64)
-	if num == "" || err != nil {
+	whole, frac, scale, ok := decimal(t[:i], 9)
+	if !ok {
 		return 0, fmt.Errorf("duration %q: want a number and a unit (ns, us, ms, s), e.g. 100ms", s)
 	}
-	var mul float64
-	switch unit {
+	var mul uint64
+	switch t[i:] {
 	case "ns":
 		mul = 1
 	case "us", "µs":
@@ -141,27 +144,78 @@ func ParseDuration(s string) (time.Duration, error) {
 	case "s":
 		mul = 1e9
 	default:
-		return 0, fmt.Errorf("duration %q: unknown unit %q (want ns, us, ms or s)", s, unit)
+		return 0, fmt.Errorf("duration %q: unknown unit %q (want ns, us, ms or s)", s, t[i:])
 	}
-	d := v * mul
-	if d < 1 || d > float64(time.Hour) {
+	if whole > uint64(time.Hour)/mul {
+		return 0, fmt.Errorf("duration %q: out of range (1ns to 1h)", s)
+	}
+	d := whole*mul + frac*mul/scale
+	if d < 1 || d > uint64(time.Hour) {
 		return 0, fmt.Errorf("duration %q: out of range (1ns to 1h)", s)
 	}
 	return time.Duration(d), nil
 }
 
+// decimal splits the unsigned decimal number s into its whole part and
+// its first maxFrac decimals, as frac/scale; false when s has no digit
+// or more than one point. Later decimals are dropped.
+func decimal(s string, maxFrac int) (whole, frac, scale uint64, ok bool) {
+	scale = 1
+	digits, dot := 0, false
+	for _, c := range []byte(s) {
+		switch {
+		case c == '.' && dot:
+			return 0, 0, 0, false
+		case c == '.':
+			dot = true
+		case c < '0' || c > '9':
+			return 0, 0, 0, false
+		case !dot:
+			digits++
+			if whole <= 1e13 {
+				whole = whole*10 + uint64(c-'0')
+			}
+		default:
+			digits++
+			if scale < pow10(maxFrac) {
+				frac = frac*10 + uint64(c-'0')
+				scale *= 10
+			}
+		}
+	}
+	return whole, frac, scale, digits > 0
+}
+
+func pow10(n int) uint64 {
+	p := uint64(1)
+	for ; n > 0; n-- {
+		p *= 10
+	}
+	return p
+}
+
 // ParseBudget parses a budget for the given period: a percentage of the
-// period ("10%", "2.5%") or a duration ("10ms"). It returns the budget
-// as a duration and whether it leaves the instrumentation always on
-// (100% or more of the period).
+// period ("10%", "2.5%"; decimals past the fourth are dropped, as the
+// runtime reads them) or a duration ("10ms"). It returns the budget as a
+// duration and whether it leaves the instrumentation always on (100% or
+// more of the period).
 func ParseBudget(budget string, period time.Duration) (time.Duration, bool, error) {
 	b := strings.TrimSpace(budget)
-	if strings.HasSuffix(b, "%") {
-		v, err := strconv.ParseFloat(strings.TrimSpace(b[:len(b)-1]), 64)
-		if err != nil || v <= 0 || v > 100 {
+	if p, ok := strings.CutSuffix(b, "%"); ok {
+		whole, frac, scale, ok := decimal(p, 4)
+		var v uint64 // in units of 1e-4 percent, as runtime/src/options.c's parse_budget
+		if ok && whole <= 100 {
+			v = whole*1e4 + frac*1e4/scale
+		}
+		if v == 0 || v > 1e6 {
 			return 0, false, fmt.Errorf("budget %q: want a percentage in (0, 100], e.g. 10%%", budget)
 		}
-		return time.Duration(v / 100 * float64(period)), v >= 100, nil
+		d := new(big.Int).Mul(big.NewInt(int64(period)), new(big.Int).SetUint64(v))
+		d.Div(d, big.NewInt(1e6))
+		if d.Sign() <= 0 {
+			return 0, false, fmt.Errorf("budget %q: less than 1ns of the period %v", budget, period)
+		}
+		return time.Duration(d.Int64()), v >= 1e6, nil
 	}
 	d, err := ParseDuration(b)
 	if err != nil {

@@ -3,6 +3,9 @@ package rewrite
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stint-project/stint/internal/testvec"
 )
 
 // TestOptionsCheck: option combinations that cannot work are refused
@@ -43,6 +46,26 @@ func TestOptionsCheck(t *testing.T) {
 			t.Errorf("%s: have error %v, want one containing %q", tt.name, err, tt.wantErr)
 		case tt.wantErr == "" && !strings.Contains(tt.opts.optionString(), tt.wantOpt):
 			t.Errorf("%s: option string %q, want it to contain %q", tt.name, tt.opts.optionString(), tt.wantOpt)
+		}
+	}
+}
+
+// TestGrammarVectors checks ParseDuration and ParseBudget against the
+// vectors the runtime's parser is checked against too.
+func TestGrammarVectors(t *testing.T) {
+	for _, v := range testvec.Durations(t) {
+		var d time.Duration
+		var err error
+		if v.Budget {
+			d, _, err = ParseBudget(v.Input, time.Duration(v.Period))
+		} else {
+			d, err = ParseDuration(v.Input)
+		}
+		switch {
+		case v.Err && err == nil:
+			t.Errorf("line %d: %q: %d, want an error", v.Line, v.Input, d)
+		case !v.Err && (err != nil || int64(d) != v.Want):
+			t.Errorf("line %d: %q: %d, %v; want %d", v.Line, v.Input, d, err, v.Want)
 		}
 	}
 }
