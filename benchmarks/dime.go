@@ -208,149 +208,184 @@ func (d *DIME) plan(c rewriterCaps) []series {
 	return ss
 }
 
+// dimeWorkload is one workload's series in progress.
+type dimeWorkload struct {
+	d          *DIME
+	w          Workload
+	base       string
+	budgetArgs []string
+	full       string // the full (every event once, no budget) rewrite
+	budgeted   string // the budgeted rewrite ("" if the rewriter has no budget)
+	in         *Interner
+	wr         *WorkloadDIME
+	fullSet    EventSet
+	fullTrace  string
+}
+
+// dimeSeries is one series' state across its runs.
+type dimeSeries struct {
+	s         series
+	v         *VariantDIME
+	logFile   string
+	sets      []EventSet
+	files     [][]string
+	all       []uint64 // overshoots of every period of the series
+	snapshots []string // the log before each run ("" = none)
+}
+
 func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*WorkloadDIME, error) {
-	base := filepath.Join(d.Config.WorkDir, "dime", w.Key())
-	if err := freshDir(base); err != nil {
+	x := &dimeWorkload{d: d, w: w, base: filepath.Join(d.Config.WorkDir, "dime", w.Key()), in: &Interner{},
+		budgetArgs: []string{"--budget", d.Budget, "--period", d.Period},
+		wr:         &WorkloadDIME{Key: w.Key(), Title: w.Title(), Unit: w.Unit()}}
+	if err := freshDir(x.base); err != nil {
 		return nil, err
 	}
 	if err := w.Prepare(ctx, d.Config.WorkDir); err != nil {
 		return nil, err
 	}
-	wr := &WorkloadDIME{Key: w.Key(), Title: w.Title(), Unit: w.Unit()}
-	budgetArgs := []string{"--budget", d.Budget, "--period", d.Period}
 	if d.Edges != "" {
-		budgetArgs = append(budgetArgs, "--edges", d.Edges)
+		x.budgetArgs = append(x.budgetArgs, "--edges", d.Edges)
 	}
-	full := w.OutPath(mkdir(base, "bin-full"))
-	if _, err := d.rewrite(ctx, w.Target(), full); err != nil {
+	x.full = w.OutPath(mkdir(x.base, "bin-full"))
+	if _, err := d.rewrite(ctx, w.Target(), x.full); err != nil {
 		return nil, err
 	}
-	budgeted := ""
 	if c.budget {
-		budgeted = w.OutPath(mkdir(base, "bin-budget"))
-		if _, err := d.rewrite(ctx, w.Target(), budgeted, budgetArgs...); err != nil {
+		x.budgeted = w.OutPath(mkdir(x.base, "bin-budget"))
+		if _, err := d.rewrite(ctx, w.Target(), x.budgeted, x.budgetArgs...); err != nil {
 			return nil, err
 		}
-	}
-	native := func() error {
-		v, err := w.Run(ctx, "", nil)
-		if err != nil {
-			return fmt.Errorf("native: %w", err)
-		}
-		wr.Native = append(wr.Native, v)
-		fmt.Fprintf(d.Config.Log, "  native: %.3f %s\n", v, w.Unit())
-		return nil
 	}
 	for i := 0; i < d.NativeRuns; i++ {
-		if err := native(); err != nil {
+		if err := x.native(ctx); err != nil {
 			return nil, err
 		}
 	}
-	in := &Interner{}
-	var fullSet EventSet
-	var fullTrace string
 	// The series run interleaved, run by run (run 1 of every series,
 	// then run 2 of every series, ...), each run after a native run of
 	// its own: this VM's speed changes by up to 1.6x from one minute to
 	// the next, and a series run whole after another met other minutes.
-	type state struct {
-		s         series
-		v         *VariantDIME
-		logFile   string
-		sets      []EventSet
-		files     [][]string
-		all       []uint64 // overshoots of every period of the series
-		snapshots []string // the log before each run ("" = none)
-	}
-	var sts []*state
+	var sts []*dimeSeries
 	most := 0
 	for _, s := range d.plan(c) {
-		sts = append(sts, &state{s: s, v: &VariantDIME{Name: s.name, Policy: s.policy, Metrics: "traces (in-process)"},
-			logFile: filepath.Join(base, "log-"+strings.ReplaceAll(s.name, "+", "-")+".stlog")})
+		sts = append(sts, &dimeSeries{s: s, v: &VariantDIME{Name: s.name, Policy: s.policy, Metrics: "traces (in-process)"},
+			logFile: filepath.Join(x.base, "log-"+strings.ReplaceAll(s.name, "+", "-")+".stlog")})
 		most = max(most, s.runs)
 	}
 	for i := 1; i <= most; i++ {
 		for _, st := range sts {
-			s, v, logFile := st.s, st.v, st.logFile
-			if i > s.runs {
+			if i > st.s.runs {
 				continue
 			}
-			if err := native(); err != nil {
+			if err := x.native(ctx); err != nil {
 				return nil, err
 			}
-			bin := budgeted
-			if s.name == "full" {
-				bin = full
-			}
-			var patched *int
-			if s.skip && i > 1 {
-				bin = w.OutPath(mkdir(base, fmt.Sprintf("bin-%s-%d", strings.ReplaceAll(s.name, "+", "-"), i)))
-				args := append(append([]string(nil), budgetArgs...), "--skip-covered", logFile)
-				if s.retire && i > 2 && st.snapshots[i-2] != "" {
-					// the log before the previous run
-					args = append(args, "--retire-since", st.snapshots[i-2])
-				}
-				n, err := d.rewrite(ctx, w.Target(), bin, args...)
-				if err != nil {
-					return nil, err
-				}
-				patched = n
-			}
-			dir := filepath.Join(base, "traces", strings.ReplaceAll(s.name, "+", "-"), fmt.Sprint(i))
-			if err := freshDir(dir); err != nil {
+			if err := x.run(ctx, st, i); err != nil {
 				return nil, err
-			}
-			env := []string{"STINT_OUT=" + dir}
-			snapshot := ""
-			if s.policy != "" {
-				if b, err := os.ReadFile(logFile); err == nil {
-					snapshot = filepath.Join(base, fmt.Sprintf("log-%s-before-%d.stlog", strings.ReplaceAll(s.name, "+", "-"), i))
-					if err := os.WriteFile(snapshot, b, 0o644); err != nil {
-						return nil, err
-					}
-				}
-			}
-			st.snapshots = append(st.snapshots, snapshot)
-			if s.policy != "" {
-				env = append(env, "STINT_LOG="+logFile, "STINT_LOG_POLICY="+s.policy)
-			}
-			env = append(env, s.env...)
-			m, err := w.Run(ctx, bin, env)
-			if err != nil {
-				return nil, fmt.Errorf("%s run %d: %w", s.name, i, err)
-			}
-			rt, err := ReadRunDir(dir, in)
-			if err != nil {
-				return nil, fmt.Errorf("%s run %d: %w", s.name, i, err)
-			}
-			r := RunDIME{Run: i, Merit: m, NativeBefore: wr.Native[len(wr.Native)-1], Traces: rt.Files, Warnings: rt.Warnings, Patched: patched,
-				Overshoot: Distribution(Overshoots(rt.Periods)), Periods: len(rt.Periods), RunTimeMS: float64(rt.RunTimeNS) / 1e6}
-			for _, p := range rt.Periods {
-				r.Recorded += p.Recorded
-				r.Suppressed += p.Suppressed
-			}
-			v.Runs = append(v.Runs, r)
-			st.sets = append(st.sets, rt.Events)
-			st.all = append(st.all, Overshoots(rt.Periods)...)
-			st.files = append(st.files, rt.Files)
-			fmt.Fprintf(d.Config.Log, "  %-20s run %d: %.3f %s, %d distinct events, %d periods\n", s.name, i, m, w.Unit(), len(rt.Events), len(rt.Periods))
-			if s.name == "full" {
-				fullSet = rt.Events
-				if len(rt.Files) == 1 {
-					fullTrace = rt.Files[0]
-				}
 			}
 		}
 	}
+	x.finish(ctx, sts)
+	return x.wr, nil
+}
+
+// native times a native run.
+func (x *dimeWorkload) native(ctx context.Context) error {
+	v, err := x.w.Run(ctx, "", nil)
+	if err != nil {
+		return fmt.Errorf("native: %w", err)
+	}
+	x.wr.Native = append(x.wr.Native, v)
+	fmt.Fprintf(x.d.Config.Log, "  native: %.3f %s\n", v, x.w.Unit())
+	return nil
+}
+
+// binary returns the rewrite series st runs at its run i: the full or
+// budgeted one, or a --skip-covered rewrite of its log (retiring since
+// the log before the previous run, for a retiring series), with its
+// patched sites.
+func (x *dimeWorkload) binary(ctx context.Context, st *dimeSeries, i int) (string, *int, error) {
+	s := st.s
+	if s.name == "full" {
+		return x.full, nil, nil
+	}
+	if !s.skip || i == 1 {
+		return x.budgeted, nil, nil
+	}
+	bin := x.w.OutPath(mkdir(x.base, fmt.Sprintf("bin-%s-%d", strings.ReplaceAll(s.name, "+", "-"), i)))
+	args := append(append([]string(nil), x.budgetArgs...), "--skip-covered", st.logFile)
+	if s.retire && i > 2 && st.snapshots[i-2] != "" {
+		args = append(args, "--retire-since", st.snapshots[i-2])
+	}
+	n, err := x.d.rewrite(ctx, x.w.Target(), bin, args...)
+	return bin, n, err
+}
+
+// run times run i of series st, with a snapshot of its log before it.
+func (x *dimeWorkload) run(ctx context.Context, st *dimeSeries, i int) error {
+	s, v := st.s, st.v
+	bin, patched, err := x.binary(ctx, st, i)
+	if err != nil {
+		return err
+	}
+	name := strings.ReplaceAll(s.name, "+", "-")
+	dir := filepath.Join(x.base, "traces", name, fmt.Sprint(i))
+	if err := freshDir(dir); err != nil {
+		return err
+	}
+	env := []string{"STINT_OUT=" + dir}
+	snapshot := ""
+	if s.policy != "" {
+		if b, err := os.ReadFile(st.logFile); err == nil {
+			snapshot = filepath.Join(x.base, fmt.Sprintf("log-%s-before-%d.stlog", name, i))
+			if err := os.WriteFile(snapshot, b, 0o644); err != nil {
+				return err
+			}
+		}
+		env = append(env, "STINT_LOG="+st.logFile, "STINT_LOG_POLICY="+s.policy)
+	}
+	st.snapshots = append(st.snapshots, snapshot)
+	env = append(env, s.env...)
+	m, err := x.w.Run(ctx, bin, env)
+	if err != nil {
+		return fmt.Errorf("%s run %d: %w", s.name, i, err)
+	}
+	rt, err := ReadRunDir(dir, x.in)
+	if err != nil {
+		return fmt.Errorf("%s run %d: %w", s.name, i, err)
+	}
+	r := RunDIME{Run: i, Merit: m, NativeBefore: x.wr.Native[len(x.wr.Native)-1], Traces: rt.Files, Warnings: rt.Warnings, Patched: patched,
+		Overshoot: Distribution(Overshoots(rt.Periods)), Periods: len(rt.Periods), RunTimeMS: float64(rt.RunTimeNS) / 1e6}
+	for _, p := range rt.Periods {
+		r.Recorded += p.Recorded
+		r.Suppressed += p.Suppressed
+	}
+	v.Runs = append(v.Runs, r)
+	st.sets = append(st.sets, rt.Events)
+	st.all = append(st.all, Overshoots(rt.Periods)...)
+	st.files = append(st.files, rt.Files)
+	fmt.Fprintf(x.d.Config.Log, "  %-20s run %d: %.3f %s, %d distinct events, %d periods\n", s.name, i, m, x.w.Unit(), len(rt.Events), len(rt.Periods))
+	if s.name == "full" {
+		x.fullSet = rt.Events
+		if len(rt.Files) == 1 {
+			x.fullTrace = rt.Files[0]
+		}
+	}
+	return nil
+}
+
+// finish works out each series' coverage, false negatives and slowdowns.
+func (x *dimeWorkload) finish(ctx context.Context, sts []*dimeSeries) {
+	wr := x.wr
 	for _, st := range sts {
 		s, v, sets, snapshots := st.s, st.v, st.sets, st.snapshots
 		v.Overshoot = Distribution(st.all)
-		ms := CompareRuns(sets, fullSet)
+		ms := CompareRuns(sets, x.fullSet)
 		prior := EventSet{}
 		for i := range v.Runs {
 			v.Runs[i].RunMetrics = ms[i]
 			if snapshots[i] != "" {
-				fn, rej, ok, err := LogFalseNegatives(snapshots[i], fullSet, prior, in)
+				fn, rej, ok, err := LogFalseNegatives(snapshots[i], x.fullSet, prior, x.in)
 				if err != nil {
 					wr.Notes = append(wr.Notes, fmt.Sprintf("%s run %d: log: %v", s.name, i+1, err))
 				} else if ok {
@@ -361,28 +396,27 @@ func (d *DIME) workload(ctx context.Context, w Workload, c rewriterCaps) (*Workl
 				prior[k] = struct{}{}
 			}
 		}
-		if d.Cov != "" && fullTrace != "" && s.name != "full" {
-			if err := d.covCompare(ctx, v, st.files, fullTrace); err != nil {
+		if x.d.Cov != "" && x.fullTrace != "" && s.name != "full" {
+			if err := x.d.covCompare(ctx, v, st.files, x.fullTrace); err != nil {
 				wr.Notes = append(wr.Notes, fmt.Sprintf("%s: cov compare failed, in-process metrics used: %v", s.name, err))
 			}
 		}
 		wr.Variants = append(wr.Variants, v)
 	}
-	wr.FullEvents = len(fullSet)
+	wr.FullEvents = len(x.fullSet)
 	wr.NativeMedian = Median(wr.Native)
 	for _, v := range wr.Variants {
 		var sl, sp []float64
 		for i := range v.Runs {
 			r := &v.Runs[i]
-			r.Slowdown = Slowdown(w, wr.NativeMedian, r.Merit)
-			r.SlowdownPaired = Slowdown(w, r.NativeBefore, r.Merit)
+			r.Slowdown = Slowdown(x.w, wr.NativeMedian, r.Merit)
+			r.SlowdownPaired = Slowdown(x.w, r.NativeBefore, r.Merit)
 			sl = append(sl, r.Slowdown)
 			sp = append(sp, r.SlowdownPaired)
 		}
 		v.Slowdown = GeoMean(sl)
 		v.SlowdownPaired = GeoMean(sp)
 	}
-	return wr, nil
 }
 
 func mkdir(parts ...string) string {

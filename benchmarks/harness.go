@@ -25,6 +25,9 @@ import (
 // Config says where the stint commands are and where to work.
 type Config struct {
 	Rewrite string // path of the rewrite command
+	// Other is another build's rewrite command, measured beside Rewrite
+	// in the same rounds (a before/after comparison); "" = none.
+	Other   string
 	WorkDir string // scratch directory (inputs, rewritten binaries, traces)
 	Runs    int    // timed runs per variant (median reported)
 	Log     io.Writer

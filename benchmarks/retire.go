@@ -114,10 +114,10 @@ func (r *Retire) Run(ctx context.Context, stdout io.Writer) error {
 	return err
 }
 
-// rewrite runs the rewriter and returns its --stats-json counts of
+// rewrite runs the rewrite command rw and returns its --stats-json counts of
 // patched and retired sites.
-func (r *Retire) rewrite(ctx context.Context, in, out string, extra ...string) (patched, retired int, err error) {
-	s, err := runRewrite(ctx, r.Config.Rewrite, in, out, extra...)
+func (r *Retire) rewrite(ctx context.Context, rw, in, out string, extra ...string) (patched, retired int, err error) {
+	s, err := runRewrite(ctx, rw, in, out, extra...)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -135,6 +135,29 @@ func copyFile(dst, src string) error {
 	return os.WriteFile(dst, b, 0o644)
 }
 
+// retireRun is one workload's experiment in progress.
+type retireRun struct {
+	r      *Retire
+	w      Workload
+	base   string
+	budget []string
+	in     *Interner
+	out    *RetireWorkload
+	full   EventSet
+}
+
+// retireVariant is one rewrite of run 3 or 4 and what its runs need.
+type retireVariant struct {
+	v     RetireVariant
+	rw    string // the rewrite command that made it
+	bin   string
+	log   string // its runs' log, copied from src before each
+	src   string
+	args  []string
+	set   EventSet // its traced run's events
+	prior []EventSet
+}
+
 func (r *Retire) workload(ctx context.Context, w Workload) (*RetireWorkload, error) {
 	base := filepath.Join(r.Config.WorkDir, "retire", w.Key())
 	if err := freshDir(base); err != nil {
@@ -143,157 +166,193 @@ func (r *Retire) workload(ctx context.Context, w Workload) (*RetireWorkload, err
 	if err := w.Prepare(ctx, r.Config.WorkDir); err != nil {
 		return nil, err
 	}
-	out := &RetireWorkload{Key: w.Key(), Title: w.Title(), Unit: w.Unit()}
-	budget := []string{"--budget", r.Budget, "--period", r.Period}
-	in := &Interner{}
-	// traced runs bin with log (""= none) into a fresh directory
-	traced := func(name, bin, log string) (EventSet, error) {
-		dir := filepath.Join(base, "traces", name)
-		if err := freshDir(dir); err != nil {
-			return nil, err
-		}
-		env := []string{"STINT_OUT=" + dir}
-		if log != "" {
-			env = append(env, "STINT_LOG="+log, "STINT_LOG_POLICY=exact")
-		}
-		m, err := w.Run(ctx, bin, env)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		rt, err := ReadRunDir(dir, in)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		fmt.Fprintf(r.Config.Log, "  %-24s %.3f %s, %d distinct events\n", name, m, w.Unit(), len(rt.Events))
-		return rt.Events, nil
-	}
-	full := w.OutPath(mkdir(base, "full"))
-	if _, _, err := r.rewrite(ctx, w.Target(), full); err != nil {
-		return nil, err
-	}
-	fullSet, err := traced("full", full, "")
+	x := &retireRun{r: r, w: w, base: base, budget: []string{"--budget", r.Budget, "--period", r.Period},
+		in: &Interner{}, out: &RetireWorkload{Key: w.Key(), Title: w.Title(), Unit: w.Unit()}}
+	log1, log2, s1, s2, err := x.series(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out.FullEvents = len(fullSet)
-	// runs 1 and 2 of the series, each followed by a copy of the log
-	log := filepath.Join(base, "series.stlog")
-	log1 := filepath.Join(base, "before-2.stlog")
-	log2 := filepath.Join(base, "before-3.stlog")
-	var s1, s2 EventSet
+	vs, err := x.variants(ctx, log1, log2, s1, s2)
+	if err != nil {
+		return nil, err
+	}
+	if err := x.rounds(ctx, vs); err != nil {
+		return nil, err
+	}
+	return x.out, nil
+}
+
+// traced runs bin with log (""= none) into a fresh directory and returns
+// the distinct events it recorded.
+func (x *retireRun) traced(ctx context.Context, name, bin, log string) (EventSet, error) {
+	dir := filepath.Join(x.base, "traces", name)
+	if err := freshDir(dir); err != nil {
+		return nil, err
+	}
+	env := []string{"STINT_OUT=" + dir}
+	if log != "" {
+		env = append(env, "STINT_LOG="+log, "STINT_LOG_POLICY=exact")
+	}
+	m, err := x.w.Run(ctx, bin, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	rt, err := ReadRunDir(dir, x.in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	fmt.Fprintf(x.r.Config.Log, "  %-24s %.3f %s, %d distinct events\n", name, m, x.w.Unit(), len(rt.Events))
+	return rt.Events, nil
+}
+
+// series runs the full reference run and runs 1 and 2 of the series, and
+// returns the log before run 2, the log before run 3 and the two runs'
+// events.
+func (x *retireRun) series(ctx context.Context) (log1, log2 string, s1, s2 EventSet, err error) {
+	full := x.w.OutPath(mkdir(x.base, "full"))
+	if _, _, err := x.r.rewrite(ctx, x.r.Config.Rewrite, x.w.Target(), full); err != nil {
+		return "", "", nil, nil, err
+	}
+	if x.full, err = x.traced(ctx, "full", full, ""); err != nil {
+		return "", "", nil, nil, err
+	}
+	x.out.FullEvents = len(x.full)
+	log := filepath.Join(x.base, "series.stlog")
+	log1 = filepath.Join(x.base, "before-2.stlog")
+	log2 = filepath.Join(x.base, "before-3.stlog")
 	for _, step := range []struct {
 		name, after string
 		args        []string
 		set         *EventSet
 	}{
-		{"run 1", log1, budget, &s1},
-		{"run 2 (skip-covered)", log2, append(budget, "--skip-covered", log1), &s2},
+		{"run 1", log1, x.budget, &s1},
+		{"run 2 (skip-covered)", log2, append(x.budget, "--skip-covered", log1), &s2},
 	} {
-		bin := w.OutPath(mkdir(base, strings.Fields(step.name)[1]))
-		if _, _, err := r.rewrite(ctx, w.Target(), bin, step.args...); err != nil {
-			return nil, err
+		bin := x.w.OutPath(mkdir(x.base, strings.Fields(step.name)[1]))
+		if _, _, err := x.r.rewrite(ctx, x.r.Config.Rewrite, x.w.Target(), bin, step.args...); err != nil {
+			return "", "", nil, nil, err
 		}
-		if *step.set, err = traced(step.name, bin, log); err != nil {
-			return nil, err
+		if *step.set, err = x.traced(ctx, step.name, bin, log); err != nil {
+			return "", "", nil, nil, err
 		}
 		if err := copyFile(step.after, log); err != nil {
-			return nil, err
+			return "", "", nil, nil, err
 		}
 	}
-	out.After2 = CompareRuns([]EventSet{s1, s2}, fullSet)[1].Cumulative
-	type variant struct {
-		v    RetireVariant
-		bin  string
-		log  string // its runs' log, copied from src before each
-		src  string
-		args []string
-		set  EventSet // its traced run's events
-	}
-	// prepare rewrites v's binary and traces one run of it
-	prepare := func(v *variant, i int) (err error) {
-		v.bin = w.OutPath(mkdir(base, fmt.Sprintf("run%d-%d", v.v.Run, i)))
-		v.log = filepath.Join(base, fmt.Sprintf("run%d-%d.stlog", v.v.Run, i))
-		if v.v.Patched, v.v.Retired, err = r.rewrite(ctx, w.Target(), v.bin, append(budget, v.args...)...); err != nil {
-			return err
-		}
-		if err := copyFile(v.log, v.src); err != nil {
-			return err
-		}
-		v.set, err = traced(fmt.Sprintf("run %d (%s)", v.v.Run, v.v.Name), v.bin, v.log)
+	x.out.After2 = CompareRuns([]EventSet{s1, s2}, x.full)[1].Cumulative
+	return log1, log2, s1, s2, nil
+}
+
+// prepare rewrites v's binary and traces one run of it; its coverage is
+// the share of the full run's events after prior and it.
+func (x *retireRun) prepare(ctx context.Context, v *retireVariant, i int) (err error) {
+	v.bin = x.w.OutPath(mkdir(x.base, fmt.Sprintf("run%d-%d", v.v.Run, i)))
+	v.log = filepath.Join(x.base, fmt.Sprintf("run%d-%d.stlog", v.v.Run, i))
+	if v.v.Patched, v.v.Retired, err = x.r.rewrite(ctx, v.rw, x.w.Target(), v.bin, append(x.budget, v.args...)...); err != nil {
 		return err
 	}
-	vs := []*variant{
-		{v: RetireVariant{Name: "skip-covered", Run: 3}, src: log2, args: []string{"--skip-covered", log2}},
-		{v: RetireVariant{Name: "skip-covered + retire-since", Run: 3}, src: log2, args: []string{"--skip-covered", log2, "--retire-since", log1}},
+	if err := copyFile(v.log, v.src); err != nil {
+		return err
 	}
-	for i, v := range vs {
-		if err := prepare(v, i); err != nil {
+	if v.set, err = x.traced(ctx, fmt.Sprintf("run %d (%s)", v.v.Run, v.v.Name), v.bin, v.log); err != nil {
+		return err
+	}
+	after := CompareRuns(append(v.prior, v.set), x.full)[len(v.prior)].Cumulative
+	if v.v.Run == 4 {
+		v.v.After4 = after
+	} else {
+		v.v.After3 = after
+	}
+	return nil
+}
+
+// variants rewrites and traces the two run-3 rewrites and the retiring
+// series' run 4, each also with Config.Other when it is set.
+func (x *retireRun) variants(ctx context.Context, log1, log2 string, s1, s2 EventSet) ([]*retireVariant, error) {
+	builds := []struct{ rw, suffix string }{{x.r.Config.Rewrite, ""}}
+	if x.r.Config.Other != "" {
+		builds = append(builds, struct{ rw, suffix string }{x.r.Config.Other, ", other build"})
+	}
+	var vs []*retireVariant
+	for _, b := range builds {
+		run3 := []*retireVariant{
+			{v: RetireVariant{Name: "skip-covered" + b.suffix, Run: 3}, src: log2, args: []string{"--skip-covered", log2}},
+			{v: RetireVariant{Name: "skip-covered + retire-since" + b.suffix, Run: 3}, src: log2, args: []string{"--skip-covered", log2, "--retire-since", log1}},
+		}
+		for _, v := range run3 {
+			v.rw, v.prior = b.rw, []EventSet{s1, s2}
+			if err := x.prepare(ctx, v, len(vs)); err != nil {
+				return nil, err
+			}
+			vs = append(vs, v)
+		}
+		// run 4 of the retiring series, from the log its run 3 left
+		log3 := filepath.Join(x.base, fmt.Sprintf("before-4-%d.stlog", len(vs)))
+		if err := copyFile(log3, run3[1].log); err != nil {
 			return nil, err
 		}
-		v.v.After3 = CompareRuns([]EventSet{s1, s2, v.set}, fullSet)[2].Cumulative
+		v4 := &retireVariant{v: RetireVariant{Name: "skip-covered + retire-since" + b.suffix, Run: 4}, rw: b.rw, src: log3,
+			args: []string{"--skip-covered", log3, "--retire-since", log2}, prior: []EventSet{s1, s2, run3[1].set}}
+		if err := x.prepare(ctx, v4, len(vs)); err != nil {
+			return nil, err
+		}
+		vs = append(vs, v4)
 	}
-	// run 4 of the retiring series, from the log its run 3 left
-	log3 := filepath.Join(base, "before-4.stlog")
-	if err := copyFile(log3, vs[1].log); err != nil {
-		return nil, err
-	}
-	v4 := &variant{v: RetireVariant{Name: "skip-covered + retire-since", Run: 4}, src: log3, args: []string{"--skip-covered", log3, "--retire-since", log2}}
-	if err := prepare(v4, 1); err != nil {
-		return nil, err
-	}
-	v4.v.After4 = CompareRuns([]EventSet{s1, s2, vs[1].set, v4.set}, fullSet)[3].Cumulative
-	vs = append(vs, v4)
-	// The rounds: native first, the rewrites after it in turns; a
-	// last native run closes the last round, so that each round's runs
-	// are paired with the mean of the native runs before and after them
-	// (a machine speeding up or slowing down during the rounds then does
-	// not bias the ratios).
+	return vs, nil
+}
+
+// rounds times the variants: native first, the rewrites after it in
+// turns; a last native run closes the last round, so that each round's
+// runs are paired with the mean of the native runs before and after them
+// (a machine speeding up or slowing down during the rounds then does not
+// bias the ratios).
+func (x *retireRun) rounds(ctx context.Context, vs []*retireVariant) error {
 	native := func() (float64, error) {
-		m, err := w.Run(ctx, "", nil)
+		m, err := x.w.Run(ctx, "", nil)
 		if err != nil {
 			return 0, fmt.Errorf("native: %w", err)
 		}
-		out.Native = append(out.Native, m)
+		x.out.Native = append(x.out.Native, m)
 		return m, nil
 	}
-	tdir := filepath.Join(base, "traces", "rounds")
-	for round := 0; round < r.Rounds; round++ {
+	tdir := filepath.Join(x.base, "traces", "rounds")
+	for round := 0; round < x.r.Rounds; round++ {
 		m, err := native()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		line := fmt.Sprintf("  round %d: native %.3f", round+1, m)
 		for k := range vs {
 			v := vs[(k+round)%len(vs)]
 			if err := copyFile(v.log, v.src); err != nil {
-				return nil, err
+				return err
 			}
 			if err := freshDir(tdir); err != nil {
-				return nil, err
+				return err
 			}
-			x, err := w.Run(ctx, v.bin, []string{"STINT_OUT=" + tdir, "STINT_LOG=" + v.log, "STINT_LOG_POLICY=exact"})
+			t, err := x.w.Run(ctx, v.bin, []string{"STINT_OUT=" + tdir, "STINT_LOG=" + v.log, "STINT_LOG_POLICY=exact"})
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", v.v.Name, err)
+				return fmt.Errorf("%s: %w", v.v.Name, err)
 			}
-			v.v.Merit = append(v.v.Merit, x)
-			line += fmt.Sprintf(", run %d %s %.3f", v.v.Run, v.v.Name, x)
+			v.v.Merit = append(v.v.Merit, t)
+			line += fmt.Sprintf(", run %d %s %.3f", v.v.Run, v.v.Name, t)
 		}
-		fmt.Fprintf(r.Config.Log, "%s %s\n", line, w.Unit())
+		fmt.Fprintf(x.r.Config.Log, "%s %s\n", line, x.w.Unit())
 	}
 	m, err := native()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	fmt.Fprintf(r.Config.Log, "  native %.3f %s\n", m, w.Unit())
+	fmt.Fprintf(x.r.Config.Log, "  native %.3f %s\n", m, x.w.Unit())
 	for _, v := range vs {
-		for i, x := range v.v.Merit {
-			v.v.Paired = append(v.v.Paired, Slowdown(w, (out.Native[i]+out.Native[i+1])/2, x))
+		for i, t := range v.v.Merit {
+			v.v.Paired = append(v.v.Paired, Slowdown(x.w, (x.out.Native[i]+x.out.Native[i+1])/2, t))
 		}
 		v.v.PairedMedian = Median(v.v.Paired)
-		v.v.Slowdown = Slowdown(w, Median(out.Native), Median(v.v.Merit))
-		out.Variants = append(out.Variants, v.v)
+		v.v.Slowdown = Slowdown(x.w, Median(x.out.Native), Median(v.v.Merit))
+		x.out.Variants = append(x.out.Variants, v.v)
 	}
-	return out, nil
+	return nil
 }
 
 // RetireMarkdown renders the experiment's table.

@@ -94,10 +94,27 @@ func (s *Suite) Run(ctx context.Context, stdout io.Writer) error {
 }
 
 func (s *Suite) rewrite(ctx context.Context, in, out string, extra ...string) error {
+	return s.rewriteWith(ctx, s.Config.Rewrite, in, out, extra...)
+}
+
+func (s *Suite) rewriteWith(ctx context.Context, rw, in, out string, extra ...string) error {
 	args := append([]string{"-q", "-o", out}, extra...)
 	args = append(args, in)
-	_, err := RunOnce(ctx, Cmd{Argv: append([]string{s.Config.Rewrite}, args...)})
+	_, err := RunOnce(ctx, Cmd{Argv: append([]string{rw}, args...)})
 	return err
+}
+
+// otherBuild is the variant name of the Config.Other build's rewrite.
+const otherBuild = "stint branch (default), other build"
+
+// withOther inserts, after variant i, the same command run on bin, which
+// Config.Other rewrote (when it is set).
+func (s *Suite) withOther(vs []variant, i int, cmd Cmd) []variant {
+	if s.Config.Other == "" {
+		return vs
+	}
+	v := variant{otherBuild, cmd, vs[i].runs}
+	return append(vs[:i+1], append([]variant{v}, vs[i+1:]...)...)
 }
 
 func (s *Suite) traceEnv(name string) []string {
@@ -118,9 +135,15 @@ func (s *Suite) gzip(ctx context.Context, rep *Report) error {
 		return err
 	}
 	def := filepath.Join(cfg.WorkDir, "gzip.stint")
+	other := filepath.Join(cfg.WorkDir, "gzip.other.stint")
 	every := filepath.Join(cfg.WorkDir, "gzip.every.stint")
 	if err := s.rewrite(ctx, "/usr/bin/gzip", def); err != nil {
 		return err
+	}
+	if cfg.Other != "" {
+		if err := s.rewriteWith(ctx, cfg.Other, "/usr/bin/gzip", other); err != nil {
+			return err
+		}
 	}
 	if err := s.rewrite(ctx, "/usr/bin/gzip", every, "--every"); err != nil {
 		return err
@@ -128,11 +151,11 @@ func (s *Suite) gzip(ctx context.Context, rep *Report) error {
 	out := filepath.Join(cfg.WorkDir, "out.gz")
 	cg := []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "/usr/bin/gzip", "-c"}
 	fmt.Fprintf(cfg.Log, "gzip %d MiB: native, stint default, callgrind branch profile\n", s.GzipMB)
-	t, err := s.timeVariants(ctx, []variant{
+	t, err := s.timeVariants(ctx, s.withOther([]variant{
 		{"native", Cmd{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: big, Out: out, Pin: true}, cfg.Runs},
 		{"stint branch (default)", Cmd{Argv: []string{def, "-c"}, Stdin: big, Out: out, Env: s.traceEnv("gzip-default"), Pin: true}, cfg.Runs},
 		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: big, Out: out, Pin: true}, s.CallgrindRuns},
-	})
+	}, 1, Cmd{Argv: []string{other, "-c"}, Stdin: big, Out: out, Env: s.traceEnv("gzip-other"), Pin: true}))
 	if err != nil {
 		return err
 	}
@@ -158,8 +181,9 @@ func (s *Suite) sqlite(ctx context.Context, rep *Report) error {
 		return err
 	}
 	defDir := filepath.Join(cfg.WorkDir, "sqlite-default")
+	otherDir := filepath.Join(cfg.WorkDir, "sqlite-other")
 	everyDir := filepath.Join(cfg.WorkDir, "sqlite-every")
-	for _, d := range []string{defDir, everyDir} {
+	for _, d := range []string{defDir, otherDir, everyDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -167,16 +191,21 @@ func (s *Suite) sqlite(ctx context.Context, rep *Report) error {
 	if err := s.rewrite(ctx, lib, filepath.Join(defDir, "libsqlite3.so.0")); err != nil {
 		return err
 	}
+	if cfg.Other != "" {
+		if err := s.rewriteWith(ctx, cfg.Other, lib, filepath.Join(otherDir, "libsqlite3.so.0")); err != nil {
+			return err
+		}
+	}
 	if err := s.rewrite(ctx, lib, filepath.Join(everyDir, "libsqlite3.so.0"), "--every"); err != nil {
 		return err
 	}
 	cg := []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null", "sqlite3", ":memory:"}
 	fmt.Fprintf(cfg.Log, "sqlite3 workload: native, stint default, callgrind\n")
-	t, err := s.timeVariants(ctx, []variant{
+	t, err := s.timeVariants(ctx, s.withOther([]variant{
 		{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Pin: true}, cfg.Runs},
 		{"stint branch (default)", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-default"), "LD_LIBRARY_PATH="+defDir), Pin: true}, cfg.Runs},
 		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: sql, Pin: true}, s.CallgrindRuns},
-	})
+	}, 1, Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: sql, Env: append(s.traceEnv("sqlite-other"), "LD_LIBRARY_PATH="+otherDir), Pin: true}))
 	if err != nil {
 		return err
 	}

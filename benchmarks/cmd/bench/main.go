@@ -7,6 +7,7 @@
 //	go run ./benchmarks/cmd/bench --only qdime     # issue 4: QDIME's Table I (about 25 minutes)
 //	go run ./benchmarks/cmd/bench --only pages     # what scattered first page touches cost here (about 1 minute)
 //	go run ./benchmarks/cmd/bench --only retire    # run 3 with --skip-covered against --retire-since too, and the retiring series' run 4 (about 3 minutes)
+//	go run ./benchmarks/cmd/bench --only gzip,sqlite,retire --vs /tmp/old/rewrite  # this build against another, in the same rounds
 //
 // The dime part is not in the default set (it is long); it writes
 // benchmarks/results/issue3.{json,md} and SVG plots beside them. A smoke
@@ -44,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var o benchmarks.Suite
 	fs.StringVar(&o.Config.Rewrite, "rewrite", "bin/rewrite", "path of the rewrite command")
+	fs.StringVar(&o.Config.Other, "vs", "", "another build's rewrite `COMMAND`, timed beside --rewrite in the same rounds: gzip and sqlite add its default rewrite, retire its rewrites of runs 3 and 4 from the same logs (a before/after comparison)")
 	fs.StringVar(&o.Config.WorkDir, "work", "/tmp/stint-bench", "scratch directory")
 	fs.IntVar(&benchmarks.PinCPU, "cpu", 0, "run every measured program (native and traced, all its threads) on this CPU, its load generator on another; -1 = wherever the scheduler puts them (vCPUs of a shared VM can differ in speed for minutes)")
 	fs.IntVar(&o.Config.Runs, "runs", 5, "timed runs per fast variant (median reported)")
@@ -138,6 +140,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return ws, nil
 	}
 	if slices.Contains(o.Only, "retire") {
+		// the suite's parts named beside it run first
+		if o.Only = slices.DeleteFunc(o.Only, func(s string) bool { return s == "retire" }); len(o.Only) > 0 {
+			o.Config.Log = stderr
+			if err := o.Run(ctx, stdout); err != nil {
+				return err
+			}
+		}
 		r := benchmarks.Retire{Config: o.Config, Results: o.Results, Rounds: retireRounds, Budget: d.Budget, Period: d.Period,
 			Command: "go run ./benchmarks/cmd/bench " + strings.Join(args, " ")}
 		r.Config.Log = stderr
