@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "351de8399ef2f11f458ea919cd265db869b314aab59b7d5b8a1dddecf14a646a"
+const BlobSHA256 = "c742fd9c8f6f833df2a90aa637e11ed68a44f44824554ff3abd69286f1b2713b"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -237,10 +237,9 @@ func TestBudgetAccounting(t *testing.T) {
 // closes the gate for the period it was made in, even when the period
 // rolls over before it gets there (its thread descheduled between adding
 // the charge and closing: STINT_TEST_CHARGE_STALL makes the first such
-// call sleep there longer than a period). Until session 20 the roll then reported the
-// period as spent with its gate open to the end (TestBudgetAccounting
-// failed so once in CI), and the late close shut the next period's gate
-// from its start with nothing spent. Every period must be closed exactly
+// call sleep there longer than a period). The roll must record that
+// period closed when the charge ended, and the late close must not shut
+// the next period's gate from its start with nothing spent. Every period must be closed exactly
 // when it is spent (--every: no switching reserve closes a gate early),
 // and the output must equal native.
 func TestChargeAcrossRoll(t *testing.T) {
@@ -273,9 +272,8 @@ func TestChargeAcrossRoll(t *testing.T) {
 // descheduled before it notes how (STINT_TEST_CHARGE_STALL=note:25ms:
 // the first close after period 0 sleeps there, longer than the rest of
 // its 20 ms period) leaves a close row that says "unknown", not an
-// earlier period's note: until session 35 the roll wrote whatever the
-// last note held (period 0's used time and reserve, as if this close had
-// them). Its enabled time ends where the budget was spent, not at an
+// earlier period's note (the last note held period 0's used time and
+// reserve, as if this close had them). Its enabled time ends where the budget was spent, not at an
 // earlier period's close. And the charge, when it wakes in the next
 // period, leaves that period's gates alone: it used to close them, so
 // the next period recorded nothing after it and said its gate was open.

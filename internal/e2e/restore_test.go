@@ -17,10 +17,10 @@ import (
 // bytes again (patch_done), whether or not one store can write them.
 // libsqlite3 is traced in full (no budget) while sqlite3 runs the
 // workload and then waits for input; its patch table and code are read
-// from /proc/PID/mem. Until session 19 a patch at a word's last byte, of
-// 2 bytes across a word, or not at its instruction's start stayed
-// patched once recorded, its arms straight, and a direct call among
-// them was emulated on every run. The test fails if one recorded
+// from /proc/PID/mem. A patch at a word's last byte, of 2 bytes across
+// a word, or not at its instruction's start must not stay patched once
+// recorded: a direct call among them would be emulated on every run.
+// The test fails if one recorded
 // restorable patch is still patched, or if the run restored no patch
 // that needed more than one store (then it proves nothing).
 func TestRecordedPatchesRestored(t *testing.T) {
@@ -79,9 +79,9 @@ func TestRecordedPatchesRestored(t *testing.T) {
 // nothing but that site: the period thread's doorbell must unmute the arm
 // so that its next run calls and the site is switched off. With a 1 ns
 // budget and a 60 s period nothing else would do it before the fixture
-// gives up (10 s, "still patched"), which it did until session 19: the
-// doorbell rang only arms that had recorded, and switched-on periods
-// unmuted the rest.
+// gives up (10 s, "still patched"), as it would if the doorbell rang
+// only arms that had recorded and left the muted ones to a period's
+// switch-on.
 func TestSyncCallSwitchedOffSoon(t *testing.T) {
 	bin := fixtures.Build(t, "synccall", fixtures.Variant{Opt: fixtures.O2, PIE: true})
 	dir := t.TempDir()

@@ -83,15 +83,10 @@ static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *or
 		/* The program has one thread, this one, and its signals are
 		 * blocked: nothing can run these bytes while they are written,
 		 * so no jmp-to-self and no membarrier (the off-switch's self mode
-		 * writes its sync sites so). A sqlite3 run restored 383 sites
-		 * here, three membarriers each (an IPI and a wait, about 30 us
-		 * each on this VM); sw_alone's fstat costs less. Until session
-		 * 19 a patch at a word's last byte, or of 2 bytes, or not at
-		 * its instruction's start, was left patched for good, its
-		 * arms straight: a direct call among them was emulated (push,
-		 * jmp) on every run, so every return above it mispredicted
-		 * (sqlite3: one call at 0xa6a9f ran its trampoline 72,000
-		 * times in a run). */
+		 * writes its sync sites so), whatever the patch's length or
+		 * alignment: a recorded patch left in place would keep its
+		 * detour, and a direct call among them would be emulated on
+		 * every run, every return above it mispredicted. */
 		write_alone(addr, orig, len);
 		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
 		return 1;

@@ -177,15 +177,9 @@ static void sw_site_cost(struct stint_global *g, uint64_t d, uint64_t n)
 
 /*
  * What a batch switching n sites is kept in reserve for: a quarter more
- * than the average per site, and the fixed part. (Until session 18 the
- * per-site part was a high mark, which follows a rise at once and a fall
- * slowly: one slow batch on this VM doubled it for many periods, and a
- * logged run, with its ~6,000 half-covered sites on, closed its first
- * gate at about 1 ms of a 10 ms budget. sqlite3 pairs sharing a fresh
- * log, 10 interleaved: after two runs 95.3-99.0% (median 98.4%) against
- * 90.4-97.7% (96.2%); a period over budget in 5 of the 10 first runs,
- * 31-1,498 us, against 1 (8.3 ms) with the high mark, none in the
- * second runs.)
+ * than the average per site, and the fixed part. (An average, not a
+ * high mark: one slow batch would raise a high mark for many periods,
+ * and with thousands of sites on the gates would close far too early.)
  */
 static uint64_t sw_reserve(struct stint_global *g, uint64_t n)
 {
@@ -204,9 +198,9 @@ static uint64_t sw_reserve(struct stint_global *g, uint64_t n)
  * That switching is charged to its own period as far as the budget has
  * room (period_roll), so the reserve is spent, not lost; what does not
  * fit is the next periods' debt, except in the last period, which has
- * no next one: before this reserve (session 33) the region logs, which
- * spend every period's budget, ended each run 0.1-0.5 ms over. Nothing
- * while none was ever listed (sw_all_off runs no batch).
+ * no next one: without this reserve a run that spends every period's
+ * budget (the region logs) would end over it. Nothing while none was
+ * ever listed (sw_all_off runs no batch).
  */
 static uint64_t sw_off_reserve(struct stint_global *g)
 {

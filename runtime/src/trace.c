@@ -253,12 +253,10 @@ static long trace_open(struct stint_global *g, const char **what)
  * slot (a try-lock); a row committed while the lock is held is picked up
  * by the holder's re-check, so nobody waits. The holder loops for as long
  * as its re-check finds a new complete row: every round publishes at
- * least one more, so a slot takes at most ROWS_PER_BATCH rounds. (It
- * gave up after 64 rounds until session 20: with eight threads and a
- * signal storm committing into one slot, rows committed in its last
- * round stayed unpublished when they were the slot's last, since nobody
- * writes to a full slot again and flush() publishes only the current
- * one; the runtime test's driver lost two counted events in a CI run.)
+ * least one more, so a slot takes at most ROWS_PER_BATCH rounds. (A
+ * holder that gave up sooner would leave the last rows of a full slot
+ * unpublished: nobody writes to a full slot again, and flush()
+ * publishes only the current one.)
  */
 static void publish(struct stint_global *g, struct slot_ring *ring, uint32_t s, uint64_t pos)
 {
