@@ -11,8 +11,10 @@
 // placed.
 //
 // What the runtime does at run time (process-wide state, trace files,
-// dedup, code patching, fork) is described in src/stint.c and in
-// docs/DESIGN.md §3–§5. In short, for users of the trace files:
+// recording each outcome once, code patching, the budget, the
+// off-switch, fork) is described in src/stint.c, src/stint.h (the
+// subsystems and their files) and docs/DESIGN.md §5-§10. In short, for
+// users of the trace files:
 //
 //   - one file per process, $STINT_OUT/<basename>.<pid>.<monotonic-ns>.arrow
 //     (".<n>" is added before ".arrow" if the name exists); $STINT_OUT

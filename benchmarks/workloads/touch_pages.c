@@ -5,7 +5,7 @@
  * STINT_TOUCH_SPAN_MB MiB (each first read maps the zero page). It
  * changes nothing the program sees; `bench --only pages` times a program with and
  * without it to measure what scattered first touches cost on this
- * machine, the cost a rewritten binary's stub pages pay (docs/DESIGN.md,
+ * machine, the cost a rewritten binary's stub pages pay (docs/HISTORY.md,
  * "Where a run's time goes"). With STINT_TOUCH_REPORT=FILE it appends the
  * touches' own time in nanoseconds (CLOCK_MONOTONIC) to FILE, one line
  * per run, so that what they cost while they ran and what they cost the

@@ -16,7 +16,7 @@ package place
 // This file is the seam between the ELF container (package rewrite) and
 // the planner. The container decodes the code, chooses sites and builds trampolines;
 // the planner decides which bytes of the original code change so that
-// executing a site jumps to its trampoline. See docs/DESIGN.md §2.
+// executing a site jumps to its trampoline. See docs/DESIGN.md §3.
 
 // InstFlags describe a decoded instruction of the original code.
 type InstFlags uint8

@@ -1,4 +1,4 @@
-// Package tramp encodes trampolines (docs/DESIGN.md, "Trampolines"): the
+// Package tramp encodes trampolines (docs/DESIGN.md §4): the
 // code a patched site jumps to, which checks the gate, calls the runtime
 // through a probe record with every register preserved and no flag
 // changed, and runs or emulates the original instruction; and the

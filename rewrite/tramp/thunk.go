@@ -6,7 +6,7 @@ import (
 	"github.com/stint-project/stint/runtime"
 )
 
-// thunk emits the probe call (DESIGN.md §3) behind the gate check: when
+// thunk emits the probe call (docs/DESIGN.md §4) behind the gate check: when
 // the gate word is STINT_GATE_CLOSED (budget spent) it steps over the
 // call. setRSI, when non-nil, emits the instruction(s) that load the
 // destination or value into %rsi; it runs while every register but %rsp
