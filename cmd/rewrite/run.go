@@ -252,19 +252,7 @@ func summary(name string, st *rewrite.Stats) string {
 	return b.String()
 }
 
-// parseFlags parses args quietly; a mistake is a usage error that points
-// at the help.
-func parseFlags(fs *pflag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return cli.Usagef("%v (run 'rewrite --help')", err)
-	}
-	return nil
-}
+func parseFlags(fs *pflag.FlagSet, args []string) error { return cli.ParseFlags(fs, "rewrite", args) }
 
 // readCoverage reads the exact redundancy log at path for option flag
 // ("" = none).

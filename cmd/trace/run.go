@@ -108,18 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return usagef("unknown command %q (run 'trace --help')", name)
 }
 
-// parseFlags parses args into fs, turning pflag's errors into usage errors.
-func parseFlags(fs *pflag.FlagSet, args []string) error {
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return err
-		}
-		return usagef("%s: %v (run 'trace %s --help')", fs.Name(), err, fs.Name())
-	}
-	return nil
-}
+func parseFlags(fs *pflag.FlagSet, args []string) error { return cli.ParseFlags(fs, "trace", args) }
 
 // fileError prefixes err with the file name, dropping the name that
 // *fs.PathError would repeat.

@@ -77,14 +77,18 @@ func Main(name string, run RunFunc) {
 
 // ParseFlags parses args into fs quietly, turning pflag's errors into
 // usage errors that point at the subcommand's help ("run 'prog NAME
-// --help'", NAME being fs.Name()). pflag.ErrHelp comes back as it is, for
-// the caller to print its help.
+// --help'", NAME being fs.Name()), or at the program's when fs is named
+// prog (a command without subcommands). pflag.ErrHelp comes back as it
+// is, for the caller to print its help.
 func ParseFlags(fs *pflag.FlagSet, prog string, args []string) error {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err
+		}
+		if fs.Name() == prog {
+			return Usagef("%v (run '%s --help')", err, prog)
 		}
 		return Usagef("%s: %v (run '%s %s --help')", fs.Name(), err, prog, fs.Name())
 	}

@@ -45,6 +45,11 @@ func TestParseFlags(t *testing.T) {
 	if ExitCode(err) != ExitUsage || !strings.Contains(err.Error(), "run 'cct build --help'") {
 		t.Errorf("bad value: %v (exit %d), want a usage error pointing at the help", err, ExitCode(err))
 	}
+	fs = pflag.NewFlagSet("rewrite", pflag.ContinueOnError)
+	err = ParseFlags(fs, "rewrite", []string{"--nope"})
+	if ExitCode(err) != ExitUsage || !strings.HasSuffix(err.Error(), "(run 'rewrite --help')") || strings.HasPrefix(err.Error(), "rewrite:") {
+		t.Errorf("a command without subcommands: %v, want a usage error pointing at its help", err)
+	}
 	fs = pflag.NewFlagSet("build", pflag.ContinueOnError)
 	if err := ParseFlags(fs, "cct", []string{"--help"}); !errors.Is(err, pflag.ErrHelp) {
 		t.Errorf("--help: %v, want pflag.ErrHelp", err)
