@@ -12,7 +12,8 @@ work=${STINT_DEMO_DIR:-/tmp/stint-demo}
 rm -rf "$work" && mkdir -p "$work"
 # About 30 MB of text: this repository's sources, repeated.
 git ls-files -z '*.go' '*.c' '*.h' '*.md' | xargs -0 cat > "$work/src.txt"
-while [ "$(wc -c < "$work/input.txt" 2>/dev/null || echo 0)" -lt 30000000 ]; do cat "$work/src.txt" >> "$work/input.txt"; done
+: > "$work/input.txt"
+while [ "$(wc -c < "$work/input.txt")" -lt 30000000 ]; do cat "$work/src.txt" >> "$work/input.txt"; done
 echo "== rewrite /usr/bin/gzip: branch profile, 10% budget per 50 ms, exact redundancy log"
 bin/rewrite --budget 10% --period 50ms --log "$work/gzip.log" --stats-json "$work/gzip.stats.json" -o "$work/gzip" /usr/bin/gzip
 echo
