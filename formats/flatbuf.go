@@ -136,15 +136,36 @@ type msgInfo struct {
 	header  uint8
 	bodyLen int64
 	rows    int64
-	values  []int64 // a RecordBatch's value buffer offsets in the body, by column
+	values  []int64 // a RecordBatch's value buffer offsets in the body, by column (a binary column's offsets)
+	// A binary last column's data buffer: offset in the body and length.
+	dataOff, dataLen int64
 }
 
 // columns describes the columns a stream must have: their names (for
 // messages) and value widths in bytes. A trace has the NumCols columns
-// of [Schema]; a merged trace one more.
+// of [Schema]; a merged trace one more. With binary, the last column is
+// variable-length binary (width 4: its int32 offsets; three buffers:
+// validity, offsets, data), as a paths file's data column.
 type columns struct {
 	names  []string
 	widths []int
+	binary bool
+}
+
+// kind names what a stream of cols is, for errors.
+func (cols columns) kind() string {
+	if cols.binary {
+		return "stint paths file"
+	}
+	return "stint trace"
+}
+
+// nbufs is how many buffers a record batch of cols has.
+func (cols columns) nbufs() int {
+	if cols.binary {
+		return 2*len(cols.widths) + 1
+	}
+	return 2 * len(cols.widths)
 }
 
 // traceColumns are a trace's columns.
@@ -205,8 +226,8 @@ func parseMessage(meta []byte, cols columns) (msgInfo, error) {
 		return mi, fmt.Errorf("compressed record batches are not supported")
 	case nn != ncols:
 		return mi, fmt.Errorf("record batch has %d field nodes, want %d", nn, ncols)
-	case nb != 2*ncols:
-		return mi, fmt.Errorf("record batch has %d buffers, want %d", nb, 2*ncols)
+	case nb != cols.nbufs():
+		return mi, fmt.Errorf("record batch has %d buffers, want %d", nb, cols.nbufs())
 	}
 	mi.values = make([]int64, ncols)
 	for c := 0; c < ncols; c++ {
@@ -214,17 +235,28 @@ func parseMessage(meta []byte, cols columns) (msgInfo, error) {
 		if n != mi.rows || nulls != 0 {
 			return mi, fmt.Errorf("column %s: %d values with %d nulls in a batch of %d rows", cols.names[c], n, nulls, mi.rows)
 		}
-		for k := 0; k < 2; k++ {
+		nk, width := 2, int64(cols.widths[c])
+		if cols.binary && c == ncols-1 {
+			nk, width = 3, 4 // validity, offsets (rows+1 of them), data
+		}
+		for k := 0; k < nk; k++ {
 			i := 2*c + k
 			off, ln := f.i64(bufs+16*i), f.i64(bufs+16*i+8)
 			if off < 0 || ln < 0 || off > mi.bodyLen || ln > mi.bodyLen-off {
 				return mi, fmt.Errorf("column %s: buffer %d (offset %d, length %d) outside the body of %d bytes", cols.names[c], k, off, ln, mi.bodyLen)
 			}
-			if k == 1 && ln < mi.rows*int64(cols.widths[c]) {
+			need := mi.rows * width
+			if nk == 3 {
+				need += 4
+			}
+			if k == 1 && ln < need {
 				return mi, fmt.Errorf("column %s: value buffer of %d bytes for %d rows", cols.names[c], ln, mi.rows)
 			}
-			if k == 1 {
+			switch k {
+			case 1:
 				mi.values[c] = off
+			case 2:
+				mi.dataOff, mi.dataLen = off, ln
 			}
 		}
 	}

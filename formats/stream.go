@@ -108,11 +108,11 @@ func (s *stream) next(metaBuf *[]byte, body bodyBuffer) (meta []byte, mi msgInfo
 	mi, err := parseMessage(meta, s.cols)
 	switch {
 	case err != nil && s.nmsg == 0:
-		return nil, mi, s.fail(0, err, "not a stint trace")
+		return nil, mi, s.fail(0, err, "not a %s", s.cols.kind())
 	case err != nil:
 		return nil, mi, s.fail(s.start, err, "bad message %d", s.nmsg)
 	case s.nmsg == 0 && mi.header != headerSchema:
-		return nil, mi, s.fail(0, nil, "not a stint trace: first message is a %s, want a Schema", headerName(mi.header))
+		return nil, mi, s.fail(0, nil, "not a %s: first message is a %s, want a Schema", s.cols.kind(), headerName(mi.header))
 	case s.nmsg > 0 && mi.header != headerRecordBatch:
 		return nil, mi, s.fail(s.start, nil, "unexpected %s message", headerName(mi.header))
 	case s.remaining >= 0 && mi.bodyLen > s.remaining:

@@ -1,0 +1,241 @@
+package formats
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+)
+
+// Packets of a compact complete trace (a paths file's chunk data). The
+// runtime appends only what the path needs and the decoder walks the
+// rewritten code for the rest, as Intel PT does (its TNT, TIP, PSB and
+// FUP packets are the model):
+//
+//	byte            packet
+//	0x00            PAD: nothing (the zero tail of a buffer)
+//	b & 1 == 1      short TNT: 1-6 outcome bits in b>>1 under a leading 1
+//	0x02 + u64      long TNT: 1-63 outcome bits under a leading 1
+//	0x20+2k + k B   TIP: a destination, the low k bytes (k = 0..8) of its
+//	                XOR with the last address (little-endian)
+//	0x04 + u64      SYNC: execution (re-)enters instrumented code at this
+//	                address, from outside (a callback, a longjmp, a landing
+//	                pad, a new thread)
+//	0x06 + 2 u64    ASYNC: a signal handler at the second address
+//	                interrupted the thread at the first (0: right after
+//	                the last event)
+//	0x08 + u64      ASYNC_END: the handler returned (to this address, the
+//	                signal restorer); the interrupted path resumes
+//	0x0a + u64      LOST: this many packets were dropped (--lossy); a
+//	                SYNC follows before the next event
+//
+// Outcome bits are oldest first (the highest below the leading 1). A jcc
+// takes one bit (1 = taken); a return takes bit 1 when it goes where the
+// call stack says (a compressed return) and a TIP otherwise. Every packet
+// but TNT comes after the bits before it, so a decoder that reaches a
+// return with no bit left and a TIP next knows the return is not
+// compressed. SYNC, ASYNC and ASYNC_END set the last address too.
+const (
+	PktPad      = 0x00
+	PktLongTNT  = 0x02
+	PktSync     = 0x04
+	PktAsync    = 0x06
+	PktAsyncEnd = 0x08
+	PktLost     = 0x0a
+	PktTIP      = 0x20 // + 2k, k = 0..8
+)
+
+// PacketKind is what a decoded packet is.
+type PacketKind uint8
+
+const (
+	PacketTNT PacketKind = iota + 1
+	PacketTIP
+	PacketSync
+	PacketAsync
+	PacketAsyncEnd
+	PacketLost
+)
+
+func (k PacketKind) String() string {
+	switch k {
+	case PacketTNT:
+		return "TNT"
+	case PacketTIP:
+		return "TIP"
+	case PacketSync:
+		return "SYNC"
+	case PacketAsync:
+		return "ASYNC"
+	case PacketAsyncEnd:
+		return "ASYNC_END"
+	case PacketLost:
+		return "LOST"
+	}
+	return fmt.Sprintf("PacketKind(%d)", uint8(k))
+}
+
+// Packet is one decoded packet.
+type Packet struct {
+	Kind PacketKind
+	// TNT: N outcome bits, oldest in bit N-1 of Bits.
+	Bits uint64
+	N    int
+	// TIP, SYNC, ASYNC_END: the address; ASYNC: the handler's address,
+	// and At the interrupted one (0: after the last event). LOST: the
+	// count in Addr.
+	Addr, At uint64
+}
+
+// PacketReader decodes a thread's packets, chunk after chunk (the last
+// address runs on across chunks, as the runtime's does).
+type PacketReader struct {
+	data   []byte
+	pos    int
+	lastIP uint64
+}
+
+// Reset starts on a new chunk's data, keeping the last address.
+func (r *PacketReader) Reset(data []byte) { r.data, r.pos = data, 0 }
+
+// Pos is the offset in the chunk of the next packet.
+func (r *PacketReader) Pos() int { return r.pos }
+
+// Next decodes the next packet. ok is false at the end of the chunk's
+// data; err names a malformed packet's offset.
+func (r *PacketReader) Next() (p Packet, ok bool, err error) {
+	for r.pos < len(r.data) && r.data[r.pos] == PktPad {
+		r.pos++
+	}
+	if r.pos >= len(r.data) {
+		return p, false, nil
+	}
+	at, b := r.pos, r.data[r.pos]
+	need := func(n int) bool { return len(r.data)-r.pos >= n }
+	u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(r.data[r.pos+off:]) }
+	switch {
+	case b&1 == 1:
+		v := uint64(b >> 1)
+		n := bits.Len64(v) - 1
+		if n < 1 {
+			return p, false, fmt.Errorf("packet at %d: short TNT %#02x without bits", at, b)
+		}
+		r.pos++
+		return Packet{Kind: PacketTNT, Bits: v &^ (1 << n), N: n}, true, nil
+	case b == PktLongTNT:
+		if !need(9) {
+			return p, false, fmt.Errorf("packet at %d: long TNT cut short", at)
+		}
+		v := u64(1)
+		n := bits.Len64(v) - 1
+		if n < 1 {
+			return p, false, fmt.Errorf("packet at %d: long TNT %#x without bits", at, v)
+		}
+		r.pos += 9
+		return Packet{Kind: PacketTNT, Bits: v &^ (1 << n), N: n}, true, nil
+	case b >= PktTIP && b <= PktTIP+16 && b%2 == 0:
+		k := int(b-PktTIP) / 2
+		if !need(1 + k) {
+			return p, false, fmt.Errorf("packet at %d: TIP of %d bytes cut short", at, k)
+		}
+		var x [8]byte
+		copy(x[:], r.data[r.pos+1:r.pos+1+k])
+		r.lastIP ^= binary.LittleEndian.Uint64(x[:])
+		r.pos += 1 + k
+		return Packet{Kind: PacketTIP, Addr: r.lastIP}, true, nil
+	case b == PktSync || b == PktAsyncEnd || b == PktLost:
+		if !need(9) {
+			return p, false, fmt.Errorf("packet at %d: %#02x cut short", at, b)
+		}
+		v := u64(1)
+		r.pos += 9
+		switch b {
+		case PktSync:
+			r.lastIP = v
+			return Packet{Kind: PacketSync, Addr: v}, true, nil
+		case PktAsyncEnd:
+			r.lastIP = v
+			return Packet{Kind: PacketAsyncEnd, Addr: v}, true, nil
+		}
+		return Packet{Kind: PacketLost, Addr: v}, true, nil
+	case b == PktAsync:
+		if !need(17) {
+			return p, false, fmt.Errorf("packet at %d: ASYNC cut short", at)
+		}
+		x, h := u64(1), u64(9)
+		r.pos += 17
+		r.lastIP = h
+		return Packet{Kind: PacketAsync, At: x, Addr: h}, true, nil
+	}
+	return p, false, fmt.Errorf("packet at %d: unknown packet byte %#02x", at, b)
+}
+
+// PacketWriter encodes packets as the runtime does (for tests and for
+// hand-made traces): outcome bits gather until another packet or Flush.
+type PacketWriter struct {
+	Data   []byte
+	tnt    uint64 // outcome bits under a leading 1; 1 = none
+	lastIP uint64
+}
+
+// Bit appends one outcome bit.
+func (w *PacketWriter) Bit(taken bool) {
+	if w.tnt == 0 {
+		w.tnt = 1
+	}
+	w.tnt <<= 1
+	if taken {
+		w.tnt |= 1
+	}
+	if w.tnt>>63 == 1 {
+		w.flushTNT()
+	}
+}
+
+func (w *PacketWriter) flushTNT() {
+	if w.tnt <= 1 {
+		w.tnt = 1
+		return
+	}
+	if w.tnt < 1<<7 {
+		w.Data = append(w.Data, byte(w.tnt<<1|1))
+	} else {
+		w.Data = append(w.Data, PktLongTNT)
+		w.Data = binary.LittleEndian.AppendUint64(w.Data, w.tnt)
+	}
+	w.tnt = 1
+}
+
+// TIP appends a destination.
+func (w *PacketWriter) TIP(addr uint64) {
+	w.flushTNT()
+	x := addr ^ w.lastIP
+	k := (bits.Len64(x) + 7) / 8
+	w.Data = append(w.Data, byte(PktTIP+2*k))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], x)
+	w.Data = append(w.Data, b[:k]...)
+	w.lastIP = addr
+}
+
+func (w *PacketWriter) op(b byte, vs ...uint64) {
+	w.flushTNT()
+	w.Data = append(w.Data, b)
+	for _, v := range vs {
+		w.Data = binary.LittleEndian.AppendUint64(w.Data, v)
+	}
+}
+
+// Sync appends a SYNC.
+func (w *PacketWriter) Sync(addr uint64) { w.op(PktSync, addr); w.lastIP = addr }
+
+// Async appends an ASYNC: handler interrupted the thread at at.
+func (w *PacketWriter) Async(at, handler uint64) { w.op(PktAsync, at, handler); w.lastIP = handler }
+
+// AsyncEnd appends an ASYNC_END.
+func (w *PacketWriter) AsyncEnd(addr uint64) { w.op(PktAsyncEnd, addr); w.lastIP = addr }
+
+// Lost appends a LOST.
+func (w *PacketWriter) Lost(n uint64) { w.op(PktLost, n) }
+
+// Flush writes the pending outcome bits.
+func (w *PacketWriter) Flush() { w.flushTNT() }

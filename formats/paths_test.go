@@ -1,0 +1,256 @@
+package formats
+
+import (
+	"bytes"
+	"errors"
+	"math/rand"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow/go/v15/arrow/array"
+	"github.com/apache/arrow/go/v15/arrow/ipc"
+)
+
+// packetOp is one packet a test writes and expects back.
+type packetOp struct {
+	kind PacketKind
+	bit  bool
+	a, b uint64
+}
+
+func writeOps(ops []packetOp) []byte {
+	var w PacketWriter
+	for _, o := range ops {
+		switch o.kind {
+		case PacketTNT:
+			w.Bit(o.bit)
+		case PacketTIP:
+			w.TIP(o.a)
+		case PacketSync:
+			w.Sync(o.a)
+		case PacketAsync:
+			w.Async(o.a, o.b)
+		case PacketAsyncEnd:
+			w.AsyncEnd(o.a)
+		case PacketLost:
+			w.Lost(o.a)
+		}
+	}
+	w.Flush()
+	return w.Data
+}
+
+// readOps decodes data back into one op per bit or packet.
+func readOps(t *testing.T, data []byte) []packetOp {
+	t.Helper()
+	var r PacketReader
+	r.Reset(data)
+	var out []packetOp
+	for {
+		p, ok, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		switch p.Kind {
+		case PacketTNT:
+			for i := p.N - 1; i >= 0; i-- {
+				out = append(out, packetOp{kind: PacketTNT, bit: p.Bits>>i&1 == 1})
+			}
+		case PacketAsync:
+			out = append(out, packetOp{kind: p.Kind, a: p.At, b: p.Addr})
+		default:
+			out = append(out, packetOp{kind: p.Kind, a: p.Addr})
+		}
+	}
+}
+
+func TestPacketsRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	var ops []packetOp
+	for i := 0; i < 20000; i++ {
+		switch n := rng.Intn(100); {
+		case n < 80:
+			ops = append(ops, packetOp{kind: PacketTNT, bit: rng.Intn(3) == 0})
+		case n < 95:
+			ops = append(ops, packetOp{kind: PacketTIP, a: 0x555555554000 + uint64(rng.Intn(1<<20))})
+		case n < 97:
+			ops = append(ops, packetOp{kind: PacketSync, a: rng.Uint64()})
+		case n < 98:
+			ops = append(ops, packetOp{kind: PacketAsync, a: rng.Uint64(), b: rng.Uint64()})
+		case n < 99:
+			ops = append(ops, packetOp{kind: PacketAsyncEnd, a: rng.Uint64()})
+		default:
+			ops = append(ops, packetOp{kind: PacketLost, a: uint64(rng.Intn(100))})
+		}
+	}
+	data := writeOps(ops)
+	got := readOps(t, data)
+	if len(got) != len(ops) {
+		t.Fatalf("%d ops back, wrote %d", len(got), len(ops))
+	}
+	for i := range ops {
+		if got[i] != ops[i] {
+			t.Fatalf("op %d: got %+v, wrote %+v", i, got[i], ops[i])
+		}
+	}
+	// Runs of outcome bits cost about a bit each: 16,000 bits here.
+	if bitsOnly := writeOps(ops[:0:0]); len(bitsOnly) != 0 {
+		t.Fatalf("no ops wrote %d bytes", len(bitsOnly))
+	}
+	var w PacketWriter
+	for i := 0; i < 6300; i++ {
+		w.Bit(i%3 == 0)
+	}
+	w.Flush()
+	if len(w.Data) != 100*9 {
+		t.Errorf("6,300 bits took %d bytes, want 900 (63 per long TNT)", len(w.Data))
+	}
+}
+
+func TestPacketsMalformed(t *testing.T) {
+	for _, c := range []struct {
+		data []byte
+		want string
+	}{
+		{[]byte{0x01}, "short TNT"},
+		{[]byte{PktLongTNT, 1, 0, 0}, "cut short"},
+		{[]byte{PktLongTNT, 1, 0, 0, 0, 0, 0, 0, 0}, "without bits"},
+		{[]byte{PktTIP + 6, 1}, "cut short"},
+		{[]byte{PktSync, 1}, "cut short"},
+		{[]byte{PktAsync, 1, 2, 3, 4, 5, 6, 7, 8, 9}, "cut short"},
+		{[]byte{0x42}, "unknown packet"},
+		{[]byte{PktTIP + 18}, "unknown packet"},
+	} {
+		var r PacketReader
+		r.Reset(c.data)
+		_, _, err := r.Next()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("% x: %v, want an error with %q", c.data, err, c.want)
+		}
+	}
+}
+
+func FuzzPackets(f *testing.F) {
+	f.Add(writeOps([]packetOp{{kind: PacketTNT, bit: true}, {kind: PacketTIP, a: 0x1234}, {kind: PacketSync, a: 9}}))
+	f.Add([]byte{PktAsync, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r PacketReader
+		r.Reset(data)
+		for i := 0; i <= len(data); i++ {
+			p, ok, err := r.Next()
+			if err != nil || !ok {
+				return
+			}
+			if p.Kind == PacketTNT && (p.N < 1 || p.N > 63) {
+				t.Fatalf("TNT of %d bits", p.N)
+			}
+		}
+		t.Fatalf("more packets than bytes")
+	})
+}
+
+func testChunks() []Chunk {
+	return []Chunk{
+		{TID: 7, Seq: 0, FirstNS: 100, LastNS: 200, Data: writeOps([]packetOp{{kind: PacketSync, a: 0x401000}, {kind: PacketTNT, bit: true}})},
+		{TID: 8, Seq: 0, FirstNS: 150, LastNS: 250, Data: []byte{0x05}},
+		{TID: 7, Seq: 1, FirstNS: 200, LastNS: 300, Data: nil},
+		{TID: 7, Seq: 2, FirstNS: 300, LastNS: 400, Data: bytes.Repeat([]byte{0x03}, 4099)},
+	}
+}
+
+func writePaths(t testing.TB, chunks []Chunk, end bool) []byte {
+	var buf bytes.Buffer
+	w, err := NewPathsWriter(&buf, "gzip.1.2.arrow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range chunks {
+		if err := w.Write(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if end {
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+func TestPathsRoundTrip(t *testing.T) {
+	chunks := testChunks()
+	b := writePaths(t, chunks, true)
+	r, err := NewPathsReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Trace != "gzip.1.2.arrow" {
+		t.Errorf("trace name %q", r.Trace)
+	}
+	i := 0
+	for r.Next() {
+		c, w := r.Chunk(), chunks[i]
+		if c.TID != w.TID || c.Seq != w.Seq || c.FirstNS != w.FirstNS || c.LastNS != w.LastNS || !bytes.Equal(c.Data, w.Data) {
+			t.Errorf("chunk %d: got %+v, wrote %+v", i, c, w)
+		}
+		i++
+	}
+	if r.Err() != nil || i != len(chunks) || r.End() != EndMarker {
+		t.Fatalf("read %d of %d chunks, err %v, end %v", i, len(chunks), r.Err(), r.End())
+	}
+	// An Arrow library reads the same file: one row per chunk.
+	ir, err := ipc.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ir.Release()
+	n := 0
+	for ir.Next() {
+		rec := ir.Record()
+		d := rec.Column(PathsColData).(*array.Binary)
+		if !bytes.Equal(d.Value(0), chunks[n].Data) {
+			t.Errorf("arrow-go chunk %d: data differs", n)
+		}
+		n++
+	}
+	if ir.Err() != nil || n != len(chunks) {
+		t.Fatalf("arrow-go read %d chunks: %v", n, ir.Err())
+	}
+}
+
+func TestPathsCut(t *testing.T) {
+	b := writePaths(t, testChunks(), false)
+	for _, cut := range []int{len(b) - 1, len(b) - 5000, len(b) / 2} {
+		r, err := NewPathsReader(bytes.NewReader(b[:cut]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for r.Next() {
+			n++
+		}
+		if !errors.Is(r.Err(), ErrTruncated) || n >= len(testChunks()) {
+			t.Errorf("cut at %d: %d chunks, err %v; want the complete ones and a truncation", cut, n, r.Err())
+		}
+	}
+	if _, err := NewPathsReader(bytes.NewReader(writeTrace(t, nil, 0, true))); err == nil || !strings.Contains(err.Error(), "paths") {
+		t.Errorf("a trace file read as a paths file: %v", err)
+	}
+}
+
+func FuzzPathsReader(f *testing.F) {
+	f.Add(writePaths(f, testChunks(), true))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := NewPathsReader(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		for r.Next() {
+			c := r.Chunk()
+			_ = c.Data
+		}
+	})
+}
