@@ -30,6 +30,9 @@ func TestABIMirror(t *testing.T) {
 			continue
 		}
 		v, _ := strconv.Atoi(m[3])
+		if m[1] == "K" && (m[2] == "ENTRY" || m[2] == "RESUME") {
+			continue // probe kinds of a compact trace: never a row of a trace
+		}
 		name := strings.ReplaceAll(strings.ToLower(m[2]), "_", "-")
 		seen[m[1]]++
 		switch m[1] {

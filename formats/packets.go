@@ -25,8 +25,13 @@ import (
 //	                the last event)
 //	0x08 + u64      ASYNC_END: the handler returned (to this address, the
 //	                signal restorer); the interrupted path resumes
-//	0x0a + u64      LOST: this many packets were dropped (--lossy); a
-//	                SYNC follows before the next event
+//	0x0a + u64      LOST: the path is broken here: this many packets
+//	                were dropped (--lossy), or 0: probes did not run (a
+//	                budget's closed gate); the call stack starts empty and
+//	                a SYNC follows before the next event
+//	0x0c + 2 u64    SYNC_CALL: a SYNC at the first address, a function
+//	                entered from code without probes that will return to
+//	                the second (a callback: its return address)
 //
 // Outcome bits are oldest first (the highest below the leading 1). A jcc
 // takes one bit (1 = taken); a return takes bit 1 when it goes where the
@@ -41,6 +46,7 @@ const (
 	PktAsync    = 0x06
 	PktAsyncEnd = 0x08
 	PktLost     = 0x0a
+	PktSyncCall = 0x0c
 	PktTIP      = 0x20 // + 2k, k = 0..8
 )
 
@@ -54,6 +60,7 @@ const (
 	PacketAsync
 	PacketAsyncEnd
 	PacketLost
+	PacketSyncCall
 )
 
 func (k PacketKind) String() string {
@@ -70,6 +77,8 @@ func (k PacketKind) String() string {
 		return "ASYNC_END"
 	case PacketLost:
 		return "LOST"
+	case PacketSyncCall:
+		return "SYNC_CALL"
 	}
 	return fmt.Sprintf("PacketKind(%d)", uint8(k))
 }
@@ -81,7 +90,8 @@ type Packet struct {
 	Bits uint64
 	N    int
 	// TIP, SYNC, ASYNC_END: the address; ASYNC: the handler's address,
-	// and At the interrupted one (0: after the last event). LOST: the
+	// and At the interrupted one (0: after the last event); SYNC_CALL:
+	// the function's address, and At its return address. LOST: the
 	// count in Addr.
 	Addr, At uint64
 }
@@ -157,12 +167,16 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 			return Packet{Kind: PacketAsyncEnd, Addr: v}, true, nil
 		}
 		return Packet{Kind: PacketLost, Addr: v}, true, nil
-	case b == PktAsync:
+	case b == PktAsync || b == PktSyncCall:
 		if !need(17) {
-			return p, false, fmt.Errorf("packet at %d: ASYNC cut short", at)
+			return p, false, fmt.Errorf("packet at %d: %#02x cut short", at, b)
 		}
 		x, h := u64(1), u64(9)
 		r.pos += 17
+		if b == PktSyncCall {
+			r.lastIP = x
+			return Packet{Kind: PacketSyncCall, Addr: x, At: h}, true, nil
+		}
 		r.lastIP = h
 		return Packet{Kind: PacketAsync, At: x, Addr: h}, true, nil
 	}
@@ -230,6 +244,9 @@ func (w *PacketWriter) Sync(addr uint64) { w.op(PktSync, addr); w.lastIP = addr 
 
 // Async appends an ASYNC: handler interrupted the thread at at.
 func (w *PacketWriter) Async(at, handler uint64) { w.op(PktAsync, at, handler); w.lastIP = handler }
+
+// SyncCall appends a SYNC_CALL: fn entered from outside, returning to ret.
+func (w *PacketWriter) SyncCall(fn, ret uint64) { w.op(PktSyncCall, fn, ret); w.lastIP = fn }
 
 // AsyncEnd appends an ASYNC_END.
 func (w *PacketWriter) AsyncEnd(addr uint64) { w.op(PktAsyncEnd, addr); w.lastIP = addr }

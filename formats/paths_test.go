@@ -34,6 +34,8 @@ func writeOps(ops []packetOp) []byte {
 			w.AsyncEnd(o.a)
 		case PacketLost:
 			w.Lost(o.a)
+		case PacketSyncCall:
+			w.SyncCall(o.a, o.b)
 		}
 	}
 	w.Flush()
@@ -61,6 +63,8 @@ func readOps(t *testing.T, data []byte) []packetOp {
 			}
 		case PacketAsync:
 			out = append(out, packetOp{kind: p.Kind, a: p.At, b: p.Addr})
+		case PacketSyncCall:
+			out = append(out, packetOp{kind: p.Kind, a: p.Addr, b: p.At})
 		default:
 			out = append(out, packetOp{kind: p.Kind, a: p.Addr})
 		}
@@ -82,6 +86,7 @@ func TestPacketsRoundTrip(t *testing.T) {
 			ops = append(ops, packetOp{kind: PacketAsync, a: rng.Uint64(), b: rng.Uint64()})
 		case n < 99:
 			ops = append(ops, packetOp{kind: PacketAsyncEnd, a: rng.Uint64()})
+			ops = append(ops, packetOp{kind: PacketSyncCall, a: rng.Uint64(), b: rng.Uint64()})
 		default:
 			ops = append(ops, packetOp{kind: PacketLost, a: uint64(rng.Intn(100))})
 		}
@@ -251,6 +256,49 @@ func FuzzPathsReader(f *testing.F) {
 		for r.Next() {
 			c := r.Chunk()
 			_ = c.Data
+		}
+	})
+}
+
+func TestPathMapRoundTrip(t *testing.T) {
+	m := &PathMap{TextLo: 0x1000, TextHi: 0x2000, Branches: []Branch{
+		{Addr: 0x1000, Target: 0x1040, Len: 2, Kind: BrJcc, Flags: BranchProbed},
+		{Addr: 0x1002, Target: 0x2000, Len: 5, Kind: BrCall, Flags: BranchProbed},
+		{Addr: 0x1010, Len: 1, Kind: BrRet, Flags: BranchProbed},
+		{Addr: 0x1011, Len: 2, Kind: BrIndJmp},
+	}}
+	b := m.Encode()
+	got, err := DecodePathMap(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.Branches {
+		if got.Branches[i] != m.Branches[i] {
+			t.Errorf("branch %d: %+v, want %+v", i, got.Branches[i], m.Branches[i])
+		}
+	}
+	if i := got.At(0x1003); i != 2 {
+		t.Errorf("At(0x1003) = %d, want 2", i)
+	}
+	bad := append([]byte(nil), b...)
+	bad[pathMapHeader+pathMapEntry+0] = 0 // second branch now before the first
+	if _, err := DecodePathMap(bad); err == nil || !strings.Contains(err.Error(), "overlaps") {
+		t.Errorf("unsorted map: %v", err)
+	}
+	if _, err := DecodePathMap(b[:len(b)-1]); err == nil {
+		t.Errorf("a cut map decodes")
+	}
+}
+
+func FuzzPathMap(f *testing.F) {
+	f.Add((&PathMap{TextLo: 1, TextHi: 9, Branches: []Branch{{Addr: 1, Len: 2, Kind: BrJcc}}}).Encode())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodePathMap(b)
+		if err != nil {
+			return
+		}
+		if got, err := DecodePathMap(m.Encode()); err != nil || len(got.Branches) != len(m.Branches) {
+			t.Fatalf("a decoded map does not round-trip: %v", err)
 		}
 	})
 }
