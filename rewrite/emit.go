@@ -169,4 +169,9 @@ func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64,
 	if w, ok := e.retWord[i]; ok && s.Flags&runtime.PFDirect != 0 {
 		pr.Rets = w
 	}
+	if e.plan.Paths() && (s.Kind == runtime.KCall || s.Kind == runtime.KIndCall) {
+		// the runtime pushes src + the call's length (STINT_MF_PATHS)
+		c := e.fx.Code
+		pr.Rets = uint32(c.Insts[c.Index(src)].Len()) << 28
+	}
 }

@@ -15,6 +15,10 @@ import (
 type Options struct {
 	Tool  Tool // probe sites; 0 means ToolBranch
 	Every bool // STINT_MF_EVERY: record every occurrence
+	// Rows: with Every and tool branch, record a row per event (the
+	// previous encoding, kept to compare with) instead of a compact
+	// complete trace (STINT_MF_PATHS; see Paths).
+	Rows bool
 	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
 	// mode. Every call and return reaches the runtime, which keeps a
 	// shadow stack per thread and records each distinct calling context
@@ -306,6 +310,9 @@ func (o *Options) optionString() string {
 		every = 1
 	}
 	s := fmt.Sprintf("tool=%s every=%d", tool, every)
+	if o.Paths() {
+		s += " paths=1"
+	}
 	if o.Context {
 		s += " context=1"
 	}
@@ -327,6 +334,14 @@ func (o *Options) optionString() string {
 		s += " policy=" + pol + " log=" + o.Log
 	}
 	return s
+}
+
+// Paths reports whether the rewrite makes a compact complete trace: every
+// occurrence with tool branch, without Rows or Context. The probes then
+// append packets to per-thread buffers (STINT_MF_PATHS) and the output
+// carries the module's branch map (section .stint.paths).
+func (o *Options) Paths() bool {
+	return o.Every && (o.Tool == 0 || o.Tool == ToolBranch) && !o.Rows && !o.Context
 }
 
 // policy returns the options the policy stage reads.

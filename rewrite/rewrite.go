@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/rewrite/elfin"
 	"github.com/stint-project/stint/rewrite/elfout"
 	"github.com/stint-project/stint/rewrite/facts"
@@ -124,6 +125,9 @@ func rewrite(opts Options, fx *facts.Facts, blob blobInfo, st *Stats) ([]byte, e
 	}
 	st.Notes = append(st.Notes, plan.Notes...)
 	sites := policy.ToolSites(fx.Code, opts.Tool)
+	if opts.Paths() {
+		sites = plan.PathsSites()
+	}
 	st.Sites = len(sites)
 	tt := newTrampTable(fx, plan, fr.TrampStart)
 	ok := tt.sizeSites(opts.Tool, plan.Sites(sites))
@@ -202,6 +206,9 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 		Tramps: tramps, Note: note, Probes: e.probes, Patches: patches, Chunks: rchunks, Stubs: stubs,
 		Deps: deps, TraceEnds: traceEnds, Reads: ps.pairs, Rets: retTable, Logged: e.logged, Dyn: dp, Fini: fini}
 	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize)
+	if opts.Paths() {
+		im.Extra = []elfout.Section{{Name: formats.PathMapSection, Data: pathMap(fx, plan, tt).Encode()}}
+	}
 	out, notes, err := elfout.Write(im)
 	if err != nil {
 		return nil, err
@@ -220,6 +227,9 @@ func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.I
 		NReads: uint32(len(im.Reads)), NRets: uint32(len(im.Rets))}
 	if opts.Every || opts.Context {
 		h.Flags |= runtime.MFEvery
+	}
+	if opts.Paths() {
+		h.Flags |= runtime.MFPaths
 	}
 	if opts.Context {
 		h.Flags |= runtime.MFContext

@@ -43,6 +43,9 @@ func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable
 // call) or an ordinary one.
 func (tt *trampTable) emitSite(a *tramp.Asm, t runtime.Tool, i int, probes []uint64, entry uint64) []tramp.Probe {
 	c := tt.code
+	if k, ok := tt.plan.PathsProbe(i); ok {
+		return a.PathsProbe(k, &c.Insts[i], c.Kinds[i], c.Targets[i], probes, entry, tt.pic)
+	}
 	if j, ok := tt.plan.PreCallOf(i); ok {
 		return a.PreCall(&c.Insts[i], c.Kinds[i], &c.Insts[j], probes, entry, tt.pic)
 	}

@@ -11,7 +11,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 12
+const ABIVersion = 13
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -33,6 +33,12 @@ const (
 	KSyscall     Kind = 8
 	KBlock       Kind = 9
 	KContext     Kind = 10
+
+	// Probe kinds of a compact complete trace (MFPaths) that are no
+	// event: a function entry (%rsi = the return address at entry) and
+	// where a call that may leave the instrumented code returns.
+	KEntry  Kind = 11
+	KResume Kind = 12
 
 	// Rows the runtime writes itself (not probe events).
 	KPeriod       Kind = 32 // src = period index, dst = granted ns, value = used ns
@@ -107,6 +113,7 @@ const (
 	MFRets    uint32 = 0x40
 	MFCold    uint32 = 0x80
 	MFLogged  uint32 = 0x100 // ABI 10: LogSum, LogCount and the logged list describe the --skip-covered log
+	MFPaths   uint32 = 0x200 // ABI 13: with MFEvery, a compact complete trace (formats/packets.go)
 )
 
 // Probe flags (STINT_PF_*).

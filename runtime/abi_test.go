@@ -76,6 +76,7 @@ var abiConsts = map[string]uint64{
 	"STINT_K_JMP": uint64(KJmp), "STINT_K_CALL": uint64(KCall), "STINT_K_RET": uint64(KRet),
 	"STINT_K_IND_JMP": uint64(KIndJmp), "STINT_K_IND_CALL": uint64(KIndCall),
 	"STINT_K_SYSCALL": uint64(KSyscall), "STINT_K_BLOCK": uint64(KBlock), "STINT_K_CONTEXT": uint64(KContext),
+	"STINT_K_ENTRY": uint64(KEntry), "STINT_K_RESUME": uint64(KResume), "STINT_MF_PATHS": uint64(MFPaths),
 	"STINT_TOOL_BRANCH": uint64(ToolBranch), "STINT_TOOL_CALL": uint64(ToolCall),
 	"STINT_TOOL_SYSCALL": uint64(ToolSyscall), "STINT_TOOL_BLOCK": uint64(ToolBlock),
 	"STINT_MF_EVERY": uint64(MFEvery), "STINT_MF_SHARED": uint64(MFShared), "STINT_MF_EXEC": uint64(MFExec),

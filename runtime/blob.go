@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "c742fd9c8f6f833df2a90aa637e11ed68a44f44824554ff3abd69286f1b2713b"
+const BlobSHA256 = "f4432d0fbf268115d00399e87ab91b54c41c64030b530ec2ba4e98627f70674c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -141,7 +141,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var out, statsJSON, skipCovered, retireSince string
 	var quiet bool
 	fs.VarP(toolValue{&opts.Tool}, "tool", "t", "probe sites: branch, call, syscall or block")
-	fs.BoolVar(&opts.Every, "every", false, "record every occurrence of an event, not just the first (slower; never undoes patches)")
+	fs.BoolVar(&opts.Every, "every", false, "record every occurrence of an event, not just the first (never undoes patches); with --tool branch a compact complete trace: each thread's path as packets in <trace>.paths, which trace cat and the other commands decode")
+	fs.BoolVar(&opts.Rows, "rows", false, "with --every and --tool branch: write a row per event instead of a compact trace (the older, larger and slower encoding)")
 	fs.BoolVar(&opts.Context, "context", false, "with --tool call: keep a shadow stack per thread and record each distinct calling context once, with its parent (exact call-context trees even under a budget; every call and ret reaches the runtime)")
 	fs.StringVarP(&out, "output", "o", "", "write the rewritten file to `OUT` (required)")
 	fs.StringVar(&statsJSON, "stats-json", "", "write the rewrite statistics as JSON to `FILE`")

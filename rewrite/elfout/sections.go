@@ -7,11 +7,12 @@ import (
 )
 
 // sections appends a new section name table and section header table
-// with .stint (the marker note), .stint.text and .stint.data, or returns
+// with .stint (the marker note), .stint.text, .stint.data and the extra
+// sections (their contents before the name table), or returns
 // a note on why the section headers are left as they are.
-func sections(f *elfin.File, out []byte, l *Layout, noteLen uint64, newDyn *elfin.Prog64) ([]byte, string) {
+func sections(f *elfin.File, out []byte, l *Layout, noteLen uint64, newDyn *elfin.Prog64, extra []Section) ([]byte, string) {
 	if len(f.Sects) == 0 || f.ExtendedShnum || int(f.Hdr.Shstrndx) >= len(f.Sects) || f.Hdr.Shstrndx == 0 ||
-		len(f.Sects)+3 >= int(elf.SHN_LORESERVE) {
+		len(f.Sects)+3+len(extra) >= int(elf.SHN_LORESERVE) {
 		return out, "section headers left unchanged (marker note in PT_NOTE only)"
 	}
 	noteVaddr, noteOff := l.RVaddr+l.NoteOff, l.ROff+l.NoteOff
@@ -37,6 +38,13 @@ func sections(f *elfin.File, out []byte, l *Layout, noteLen uint64, newDyn *elfi
 				sects[k].Addr, sects[k].Off, sects[k].Size = newDyn.Vaddr, newDyn.Off, newDyn.Filesz
 			}
 		}
+	}
+	for _, x := range extra {
+		for uint64(len(out))%8 != 0 {
+			out = append(out, 0)
+		}
+		sects = append(sects, elfin.Sect64{Name: add(x.Name), Type: elf.SHT_PROGBITS, Off: uint64(len(out)), Size: uint64(len(x.Data)), Addralign: 8})
+		out = append(out, x.Data...)
 	}
 	strOff := uint64(len(out))
 	out = append(out, names...)

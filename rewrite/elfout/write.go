@@ -60,6 +60,15 @@ type Image struct {
 	Logged    []uint32 // written when Module.Flags has MFLogged
 	Dyn       *DynPlan
 	Fini      *FiniHook // nil: none
+	// Extra are sections that are not loaded, added after the segments
+	// (a compact trace's branch map); they need section headers.
+	Extra []Section
+}
+
+// Section is a section that is not loaded: its name and contents.
+type Section struct {
+	Name string
+	Data []byte
 }
 
 // Write assembles the output file: original | RX | R | RW | [section
@@ -95,8 +104,11 @@ func Write(im *Image) (out []byte, notes []string, err error) {
 	}
 	elfin.LE.PutUint64(out[32:], l.ROff+l.PhOff)
 	elfin.LE.PutUint16(out[56:], uint16(l.NPh))
-	out, snote := sections(f, out, l, uint64(len(im.Note)), newDyn)
+	out, snote := sections(f, out, l, uint64(len(im.Note)), newDyn, im.Extra)
 	if snote != "" {
+		if len(im.Extra) > 0 {
+			return nil, nil, fmt.Errorf("cannot add section %s: %s", im.Extra[0].Name, snote)
+		}
 		notes = append(notes, snote)
 	}
 	return appendStubFile(out, l.RWOff, hdr.StubAreaSize, im.Stubs), notes, nil

@@ -63,6 +63,9 @@ func (p *Plan) preCallable(i, j int) bool {
 	if c.Kinds[i] != facts.Other || in.Addr+uint64(in.Len()) != call.Addr {
 		return false
 	}
+	if _, ok := p.paths[i]; ok {
+		return false // an entry or resume site already
+	}
 	if in.Flags&(place.InstUntouchable|place.InstPadding) != 0 || in.Flags&place.InstRelocatable == 0 {
 		return false
 	}

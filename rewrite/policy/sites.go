@@ -74,7 +74,7 @@ func (p *Plan) Sites(sites []int) []int {
 		case in.Flags&place.InstUntouchable != 0:
 			p.fail("untouchable: a branch lands inside the instruction", in.Addr)
 		default:
-			if p.opts.Tool == runtime.ToolBlock {
+			if _, paths := p.paths[i]; p.opts.Tool == runtime.ToolBlock || paths {
 				if err := facts.Relocatable(in, c.Kinds[i]); err != nil {
 					p.fail("cannot relocate: "+err.Error(), in.Addr)
 					continue

@@ -107,6 +107,26 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 	return nil
 }
 
+// PathsProbe emits the trampoline of a compact complete trace's entry or
+// resume probe (kind k) at instruction in: the probe call (an entry's
+// %rsi is the return address at the program's (%rsp)), then in
+// relocated. Neither ever retires, so there is no arm.
+func (a *Asm) PathsProbe(k runtime.Kind, in *place.Inst, fk facts.Kind, tgt uint64, probes []uint64, entry uint64, pic bool) []Probe {
+	var probe uint64
+	if len(probes) > 0 {
+		probe = probes[0]
+	}
+	var setRSI func()
+	flags := uint8(0)
+	if k == runtime.KEntry {
+		flags = runtime.PFValue
+		setRSI = func() { a.Emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) } // mov 144(%rsp),%rsi
+	}
+	a.thunk(probe, entry, setRSI)
+	a.Relocate(in, fk, tgt, pic)
+	return []Probe{{Kind: k, Flags: flags, Arm: -1}}
+}
+
 // indirectThunk emits the probe of indirect jmp or call in (facts.Kind k)
 // with an inline cache check between loading %rsi and the call:
 //

@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 12
+#define STINT_ABI_VERSION 13
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -46,6 +46,10 @@
 #define STINT_K_BLOCK         9  /* src = dst = first instruction of the block */
 #define STINT_K_CONTEXT       10 /* a new calling context: src = call site, dst = callee,
                                   * value = parent context id << 32 | context id (0 = a thread's root) */
+/* Probe kinds of a compact complete trace (STINT_MF_PATHS) that are no
+ * event and never appear in a trace. */
+#define STINT_K_ENTRY         11 /* a function entry: %rsi = the return address at entry ((%rsp)) */
+#define STINT_K_RESUME        12 /* where a call that may leave instrumented code returns */
 
 /* Record kinds: the runtime's own rows (tid 0, modules 0xFFFF, time =
  * the period's start). formats/kind.go documents the fields. */
@@ -80,6 +84,11 @@
                                * STINT_PATCH_SYNC sites while the program has several (else only self mode) */
 #define STINT_MF_RETS    0x40 /* rets_vaddr and nrets are set, and direct probes' rets fields with them */
 #define STINT_MF_COLD    0x80 /* some patch has STINT_PATCH_COLD (the runtime looks for them only then) */
+#define STINT_MF_PATHS   0x200 /* (ABI 13) with STINT_MF_EVERY: a compact complete trace. The probes append
+                                * packets (formats/packets.go) to per-thread buffers that the runtime's writer
+                                * thread writes to <trace>.paths; a decoder walks the module's branch map
+                                * (section .stint.paths) for the rest. A direct call probe's rets field holds
+                                * the call's length in bits 28-31 (no list) */
 #define STINT_MF_LOGGED  0x100 /* (ABI 10) rewritten with --skip-covered: log_count, log_sum and the logged
                                 * list describe the log the rewriter read (struct stint_module) */
 

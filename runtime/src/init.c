@@ -135,6 +135,12 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	if (g->proc.tid_mode == TID_UNKNOWN) {
 		uint64_t hw2 = auxv ? auxv_find(auxv, S_AT_HWCAP2) : proc_auxv(S_AT_HWCAP2);
 		g->proc.tid_mode = (hw2 & S_HWCAP2_FSGSBASE) ? TID_PROBE : (m->flags & STINT_MF_STATIC) ? TID_SYSCALL : TID_SEG_PROBE;
+		g->paths.gs_mode = (hw2 & S_HWCAP2_FSGSBASE) ? PATHS_GS_INSN : PATHS_GS_PRCTL;
+	}
+	if (m->flags & STINT_MF_PATHS) {
+		if (!g->paths.on)
+			g->paths.fd = -1;
+		g->paths.on = 1;
 	}
 	const char *execfn = auxv ? (const char *)auxv_find(auxv, S_AT_EXECFN) : 0;
 	if (created) {
@@ -279,8 +285,10 @@ STINT_API uint64_t stint_fini(const uint8_t *blob)
 {
 	struct stint_module *m = module_of_blob(blob);
 	if (__atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE) & RS_ACTIVE) {
-		if (m->flags & STINT_MF_EXEC)
+		if (m->flags & STINT_MF_EXEC) {
 			run_end(G());
+			paths_close(G());
+		}
 		log_save(G(), 1);
 		flush(G());
 	}

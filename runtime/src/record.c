@@ -229,6 +229,18 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 		retarget(m->base, p);
 		return;
 	}
+	if (m->flags & STINT_MF_PATHS) {
+		if (LIKELY(!g->per.budget_on)) {
+			paths_record(g, m, p, v, entry_sp);
+			return;
+		}
+		if (GATE_CLOSED(g))
+			return; /* a race with the gate closing */
+		uint64_t t0 = rdtsc();
+		paths_record(g, m, p, v, entry_sp);
+		budget_charge(g, t0, 1, 0);
+		return;
+	}
 	if (LIKELY(!g->per.budget_on)) {
 		if (UNLIKELY(ctx))
 			ctx_record(g, m, p, v, entry_sp, 1);

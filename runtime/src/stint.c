@@ -63,6 +63,8 @@
 #include "regions.c"
 #include "rets.c"
 #include "contexts.c"
+#include "pathsfile.c"
+#include "paths.c"
 #include "chunks.c"
 #include "testhooks.c"
 #include "init.c"

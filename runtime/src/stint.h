@@ -269,6 +269,59 @@ struct stint_tests {
 	char save_hold[256];         /* STINT_TEST_SAVE_HOLD (log_save) */
 };
 
+/* A compact complete trace (paths.c, pathsfile.c, STINT_MF_PATHS). */
+#define PATHS_CHUNK_DATA ((uint64_t)256 << 10) /* bytes of packets per chunk */
+#define PATHS_THREADS    4096                  /* thread blocks, never reused */
+#define PATHS_STACK      1024                  /* call stack entries per thread (a ring) */
+#define PATHS_SEARCH     16                    /* entries an unexpected return looks down */
+#define PATHS_ASYNC      8                     /* nested signal handlers a thread tracks */
+#define PATHS_RESTORERS  4                     /* signal restorer addresses remembered */
+#define PATHS_GS_INSN    1                     /* gs_mode: rdgsbase/wrgsbase (FSGSBASE) */
+#define PATHS_GS_PRCTL   2                     /* gs_mode: arch_prctl */
+#define PK_LONG_TNT 0x02                       /* the packets: formats/packets.go */
+#define PK_SYNC     0x04
+#define PK_ASYNC    0x06
+#define PK_ASYNC_END 0x08
+#define PK_LOST     0x0a
+#define PK_SYNC_CALL 0x0c
+#define PK_TIP      0x20
+
+/* One thread's state: found through %gs (paths_self). */
+struct paths_thread {
+	uint32_t tid, pid;           /* owner */
+	uint32_t seq;                /* the current chunk's number */
+	uint32_t busy;               /* a probe of this thread is appending */
+	uint32_t outside;            /* the last transfer left instrumented code */
+	uint32_t nested;             /* probes of a signal handler that came while busy */
+	uint32_t async;              /* signal handlers entered (ASYNC) and not left */
+	uint32_t gen;                /* the budget period of this thread's last probe (a new one resynchronises) */
+	uint32_t depth, top;         /* call stack: entries, ring index of the top */
+	uint32_t saved_outside[PATHS_ASYNC];
+	uint64_t *tnt;               /* outcome bits under a leading 1: the chunk's pending field */
+	uint64_t *tail;              /* the chunk's tail field: the last silent probe since a packet */
+	uint64_t appended;           /* packets and bits appended (a probe that adds none sets tail) */
+	uint64_t last_ip;            /* the last TIP, SYNC or ASYNC address */
+	uint64_t chunk;              /* file offset of the chunk being filled, 0 = none */
+	uint8_t *cur, *end;          /* where the next packet goes, the end of the data */
+	uint64_t stack[PATHS_STACK];
+};
+
+struct stint_paths {
+	uint32_t on;                 /* some module records a compact trace */
+	uint32_t lock;               /* the file and the block table */
+	uint32_t gs_mode;            /* PATHS_GS_* */
+	uint32_t nthreads;           /* blocks handed out */
+	uint32_t failed, closed;
+	int32_t fd;
+	uint32_t pad;
+	uint64_t fd_dev, fd_ino;
+	uint64_t map, file_len, next_pos;
+	uint64_t threads;            /* struct paths_thread[PATHS_THREADS], mapped on first use */
+	uint64_t chunks, bytes, nested, untraced;
+	uint64_t restorers[PATHS_RESTORERS];
+	char path[1040];
+};
+
 /* The (probe, destination) hash set (record.c); its slots are the
  * global state's last member, hash[]. */
 struct stint_hashset {
@@ -302,6 +355,7 @@ struct stint_global {
 	struct stint_log log;
 	struct stint_regions reg;
 	struct stint_tests test;
+	struct stint_paths paths;
 	struct stint_hashset hs;
 	uint64_t hash[] __attribute__((aligned(16)));
 };
@@ -529,6 +583,7 @@ struct elf64_ehdr;
 struct elf64_phdr;
 struct gmodule;
 struct maps_line;
+struct paths_thread;
 struct region;
 struct row;
 struct s_stat;
@@ -826,6 +881,41 @@ static int ctx_write(struct ctx_state *c, struct ctx_slot *s);
 static int ctx_record(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v,
 		      uint64_t entry_sp, int may_write);
 static void ctx_reset(struct stint_global *g);
+
+/* pathsfile.c */
+static uint64_t paths_chunk_size(void);
+static long paths_file_open(struct stint_global *g);
+static long paths_extend(struct stint_global *g, uint64_t end);
+static uint64_t paths_chunk_new(struct stint_global *g, uint32_t tid, uint32_t seq, uint64_t first_ns);
+static void paths_chunk_finish(struct stint_global *g, uint64_t pos, uint64_t n, uint64_t last_ns);
+static uint64_t *paths_chunk_field(struct stint_global *g, uint64_t pos, uint32_t off);
+static uint8_t *paths_chunk_data(struct stint_global *g, uint64_t pos);
+static void paths_close(struct stint_global *g);
+static void paths_fork(struct stint_global *g);
+
+/* paths.c */
+static inline uint64_t gs_get(struct stint_global *g);
+static inline void gs_set(struct stint_global *g, uint64_t v);
+static struct paths_thread *paths_blocks(struct stint_global *g);
+static struct paths_thread *paths_self(struct stint_global *g, uint64_t sync);
+static void paths_use(struct stint_global *g, struct paths_thread *t);
+static int pk_room(struct stint_global *g, struct paths_thread *t);
+static inline void pk_u64(struct paths_thread *t, uint64_t v);
+static void pk_flush(struct stint_global *g, struct paths_thread *t);
+static inline void pk_bit(struct stint_global *g, struct paths_thread *t, int taken);
+static void pk_tip(struct stint_global *g, struct paths_thread *t, uint64_t a);
+static void pk_op(struct stint_global *g, struct paths_thread *t, uint8_t op, uint64_t a, uint64_t b, int n);
+static void pk_sync(struct stint_global *g, struct paths_thread *t, uint64_t a);
+static inline void st_push(struct paths_thread *t, uint64_t a);
+static inline void st_pop(struct paths_thread *t, uint32_t n);
+static void st_unwind(struct paths_thread *t, uint64_t a);
+static int paths_inside(struct stint_global *g, uint64_t a);
+static int is_restorer(struct stint_global *g, uint64_t a);
+static void paths_leave(struct stint_global *g, struct paths_thread *t, uint64_t a);
+static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t src, uint64_t ret, uint64_t sp);
+static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a);
+static void paths_record(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t entry_sp);
+static void paths_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
 
 /* chunks.c */
 static uint32_t stubs_from(const struct stint_stub *st, uint32_t n, uint64_t lo);

@@ -31,6 +31,8 @@
 #define SYS_process_vm_readv 310
 #define SYS_arch_prctl 158
 #define S_ARCH_GET_FS 0x1003
+#define S_ARCH_SET_GS 0x1001
+#define S_ARCH_GET_GS 0x1004
 #define SYS_clock_gettime 228
 #define SYS_openat 257
 
@@ -39,6 +41,7 @@
 #define S_O_RDWR 2
 #define S_O_CREAT 0100
 #define S_O_EXCL 0200
+#define S_O_TRUNC 01000
 #define S_O_DIRECTORY 0200000
 #define S_O_CLOEXEC 02000000
 

@@ -521,6 +521,7 @@ static void fork_child_reopen(struct stint_global *g)
 	__atomic_store_n(&g->sw.self_lock, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&g->per.run_ended, 0, __ATOMIC_RELEASE);
 	ctx_reset(g);
+	paths_fork(g);
 	g->per.period_thread = 0;
 	/* the parent's /proc/<pid>/task (task_stat): this child's
 	 * thread count is not there */

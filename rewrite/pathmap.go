@@ -1,0 +1,57 @@
+package rewrite
+
+import (
+	"github.com/stint-project/stint/formats"
+	"github.com/stint-project/stint/rewrite/facts"
+	"github.com/stint-project/stint/rewrite/policy"
+)
+
+// pathMap is a compact trace's branch map of the module (section
+// .stint.paths): every control transfer the decoder walks through, and
+// whether its site runs a probe. An indirect call probed from the
+// instruction before it (a pre-call site) counts as probed.
+func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable) *formats.PathMap {
+	c := fx.Code
+	numbered := func(i int) bool { t := tt.at[i]; return t != nil && t.site && t.probe0 >= 0 }
+	probed := make(map[int]bool)
+	for i := range c.Insts {
+		if !numbered(i) {
+			continue
+		}
+		if j, ok := plan.PreCallOf(i); ok {
+			probed[j] = true
+		} else if _, paths := plan.PathsProbe(i); !paths {
+			probed[i] = true
+		}
+	}
+	m := &formats.PathMap{TextLo: fx.Module.TextLo, TextHi: fx.Module.TextHi}
+	for i, k := range c.Kinds {
+		var bk formats.BranchKind
+		switch k {
+		case facts.Jcc, facts.Jcxz:
+			bk = formats.BrJcc
+		case facts.Jmp:
+			bk = formats.BrJmp
+		case facts.Call:
+			bk = formats.BrCall
+		case facts.Ret:
+			bk = formats.BrRet
+		case facts.IndJmp:
+			bk = formats.BrIndJmp
+		case facts.IndCall:
+			bk = formats.BrIndCall
+		default:
+			continue
+		}
+		in := &c.Insts[i]
+		br := formats.Branch{Addr: in.Addr, Len: uint8(in.Len()), Kind: bk}
+		if bk <= formats.BrCall {
+			br.Target = c.Targets[i]
+		}
+		if probed[i] {
+			br.Flags |= formats.BranchProbed
+		}
+		m.Branches = append(m.Branches, br)
+	}
+	return m
+}

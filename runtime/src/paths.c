@@ -1,0 +1,428 @@
+/*
+ * paths.c - compact complete traces (STINT_MF_PATHS): what each probe
+ * appends to its thread's chunk (the packets of formats/packets.go), the
+ * call stack that compresses returns, and how a thread finds its state.
+ *
+ * The decoder (analysis/paths) runs the same state machine on the
+ * packets while it walks the code, so every rule here has its mirror
+ * there:
+ *   - a jcc appends its outcome bit;
+ *   - a direct call pushes its return address; an indirect call appends
+ *     its destination (TIP) and pushes;
+ *   - a ret whose destination is the top of the stack pops it and
+ *     appends bit 1; any other appends a TIP and pops down to the entry
+ *     that matches, if one of the top PATHS_SEARCH does;
+ *   - a TIP outside instrumented code sets "outside". The next probe
+ *     that runs is then either a resume probe at the return address on
+ *     top of the stack (pop, nothing appended), or an entry probe (a
+ *     callback: SYNC, no pop), or anything else (a SYNC at its own
+ *     address: a landing pad, a longjmp, where no probe announced it);
+ *   - an entry probe reached while inside, with a return address that is
+ *     not the top of the stack and is the kernel's signal restorer,
+ *     appends ASYNC (the handler interrupted the thread) and its ret to
+ *     the restorer ASYNC_END: the decoder resumes the interrupted path.
+ */
+#include "stint.h"
+
+/* glibc's __restore_rt: mov $15,%rax; syscall (rt_sigreturn). */
+static const uint8_t restorer_code[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+
+static inline uint64_t gs_get(struct stint_global *g)
+{
+	uint64_t v = 0;
+	if (g->paths.gs_mode == PATHS_GS_INSN)
+		__asm__ volatile("rdgsbase %0" : "=r"(v));
+	else
+		sys_call2(SYS_arch_prctl, S_ARCH_GET_GS, (long)&v);
+	return v;
+}
+
+static inline void gs_set(struct stint_global *g, uint64_t v)
+{
+	if (g->paths.gs_mode == PATHS_GS_INSN)
+		__asm__ volatile("wrgsbase %0" ::"r"(v) : "memory");
+	else
+		sys_call2(SYS_arch_prctl, S_ARCH_SET_GS, (long)v);
+}
+
+/* The thread blocks: PATHS_THREADS of them, mapped on first use. */
+static struct paths_thread *paths_blocks(struct stint_global *g)
+{
+	uint64_t b = __atomic_load_n(&g->paths.threads, __ATOMIC_ACQUIRE);
+	if (b)
+		return (struct paths_thread *)b;
+	if (!lock_bounded(&g->paths.lock))
+		return 0;
+	if (!g->paths.threads) {
+		long a = sys_mmap(0, PATHS_THREADS * sizeof(struct paths_thread), S_PROT_READ | S_PROT_WRITE,
+				  S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+		if (!sys_failed(a))
+			__atomic_store_n(&g->paths.threads, (uint64_t)a, __ATOMIC_RELEASE);
+	}
+	unlock(&g->paths.lock);
+	return (struct paths_thread *)g->paths.threads;
+}
+
+/*
+ * This thread's block. %gs holds it (glibc leaves %gs alone on x86-64;
+ * a thread made by clone inherits its parent's, and a forked child its
+ * parent's block, so the owner's thread id decides). A thread without
+ * one gets a new block, its first chunk and a SYNC at sync (0: none:
+ * the exit path asking). 0 when there is no block to be had.
+ */
+static struct paths_thread *paths_self(struct stint_global *g, uint64_t sync)
+{
+	uint32_t tid = current_tid(g);
+	struct paths_thread *bs = paths_blocks(g);
+	if (!bs)
+		return 0;
+	uint64_t gs = gs_get(g);
+	uint64_t lo = (uint64_t)bs, hi = lo + PATHS_THREADS * sizeof(struct paths_thread);
+	if (gs >= lo && gs < hi) {
+		struct paths_thread *t = (struct paths_thread *)gs;
+		if (t->tid == tid && t->pid == (uint32_t)g->pid)
+			return t;
+	} else if (gs) {
+		/* the program uses %gs: look the thread up instead */
+		uint32_t n = __atomic_load_n(&g->paths.nthreads, __ATOMIC_ACQUIRE);
+		for (uint32_t i = 0; i < n; i++)
+			if (bs[i].tid == tid && bs[i].pid == (uint32_t)g->pid)
+				return &bs[i];
+	}
+	if (!sync)
+		return 0;
+	uint32_t i = __atomic_fetch_add(&g->paths.nthreads, 1, __ATOMIC_ACQ_REL);
+	if (i >= PATHS_THREADS) {
+		__atomic_store_n(&g->paths.nthreads, PATHS_THREADS, __ATOMIC_RELEASE);
+		__atomic_fetch_add(&g->paths.untraced, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	struct paths_thread *t = &bs[i];
+	t->tid = tid;
+	t->pid = (uint32_t)g->pid;
+	uint64_t now = now_ns(S_CLOCK_MONOTONIC);
+	t->chunk = paths_chunk_new(g, tid, 0, now);
+	if (t->chunk)
+		paths_use(g, t);
+	if (!gs || (gs >= lo && gs < hi))
+		gs_set(g, (uint64_t)t);
+	if (t->chunk)
+		pk_sync(g, t, sync);
+	return t;
+}
+
+/* Start filling the thread's chunk: packets, bits and tail go there. */
+static void paths_use(struct stint_global *g, struct paths_thread *t)
+{
+	t->cur = paths_chunk_data(g, t->chunk);
+	t->end = t->cur + PATHS_CHUNK_DATA;
+	t->tnt = paths_chunk_field(g, t->chunk, STINT_PATHS_BODY_PENDING);
+	t->tail = paths_chunk_field(g, t->chunk, STINT_PATHS_BODY_TAIL);
+}
+
+/* Room for one more packet (at most 17 bytes) and a TNT flush: a new
+ * chunk when the current one is full. False when there is none. */
+static int pk_room(struct stint_global *g, struct paths_thread *t)
+{
+	if (LIKELY(t->chunk && t->end - t->cur >= 32))
+		return 1;
+	if (!t->chunk)
+		return 0;
+	uint64_t now = now_ns(S_CLOCK_MONOTONIC);
+	paths_chunk_finish(g, t->chunk, (uint64_t)(t->cur - paths_chunk_data(g, t->chunk)), now);
+	t->seq++;
+	uint64_t *old = t->tnt;
+	t->chunk = paths_chunk_new(g, t->tid, t->seq, now);
+	if (!t->chunk)
+		return 0;
+	paths_use(g, t);
+	*t->tnt = *old; /* the bits not yet written move on, then leave the old chunk */
+	*old = 1;
+	return 1;
+}
+
+static inline void pk_u64(struct paths_thread *t, uint64_t v)
+{
+	s_memcpy(t->cur, &v, 8);
+	t->cur += 8;
+}
+
+/* Write the pending outcome bits: a short TNT for up to 6, else long. */
+static void pk_flush(struct stint_global *g, struct paths_thread *t)
+{
+	if (*t->tnt <= 1 || !pk_room(g, t))
+		return;
+	uint64_t v = *t->tnt;
+	if (v < (1u << 7)) {
+		*t->cur++ = (uint8_t)(v << 1 | 1);
+	} else {
+		*t->cur++ = PK_LONG_TNT;
+		pk_u64(t, v);
+	}
+	*t->tnt = 1;
+}
+
+static inline void pk_bit(struct stint_global *g, struct paths_thread *t, int taken)
+{
+	uint64_t v = *t->tnt << 1 | (taken ? 1 : 0);
+	*t->tnt = v;
+	t->appended++;
+	if (v >> 63)
+		pk_flush(g, t);
+}
+
+/* A TIP: the low bytes of the destination XOR the last address. */
+static void pk_tip(struct stint_global *g, struct paths_thread *t, uint64_t a)
+{
+	pk_flush(g, t);
+	if (!pk_room(g, t))
+		return;
+	uint64_t x = a ^ t->last_ip;
+	int k = 0;
+	while (k < 8 && (x >> (8 * k)))
+		k++;
+	t->appended++;
+	*t->cur++ = (uint8_t)(PK_TIP + 2 * k);
+	for (int i = 0; i < k; i++)
+		*t->cur++ = (uint8_t)(x >> (8 * i));
+	t->last_ip = a;
+}
+
+static void pk_op(struct stint_global *g, struct paths_thread *t, uint8_t op, uint64_t a, uint64_t b, int n)
+{
+	pk_flush(g, t);
+	if (!pk_room(g, t))
+		return;
+	t->appended++;
+	*t->cur++ = op;
+	pk_u64(t, a);
+	if (n > 1)
+		pk_u64(t, b);
+}
+
+static void pk_sync(struct stint_global *g, struct paths_thread *t, uint64_t a)
+{
+	pk_op(g, t, PK_SYNC, a, 0, 1);
+	t->last_ip = a;
+}
+
+/* The call stack: a ring of PATHS_STACK return addresses. */
+static inline void st_push(struct paths_thread *t, uint64_t a)
+{
+	t->top = (t->top + 1) % PATHS_STACK;
+	t->stack[t->top] = a;
+	if (t->depth < PATHS_STACK)
+		t->depth++;
+}
+
+static inline void st_pop(struct paths_thread *t, uint32_t n)
+{
+	if (n > t->depth)
+		n = t->depth;
+	t->top = (t->top + PATHS_STACK - n) % PATHS_STACK;
+	t->depth -= n;
+}
+
+/* An unexpected return to a: pop down to the entry that holds a, if
+ * one of the top PATHS_SEARCH does (frames a longjmp or an exception
+ * left behind). */
+static void st_unwind(struct paths_thread *t, uint64_t a)
+{
+	for (uint32_t k = 0; k < PATHS_SEARCH && k < t->depth; k++) {
+		if (t->stack[(t->top + PATHS_STACK - k) % PATHS_STACK] == a) {
+			st_pop(t, k + 1);
+			return;
+		}
+	}
+}
+
+/* Whether a lies in code a compact trace instruments. A module seen for
+ * the first time joins the module table, which the decoder reads. */
+static int paths_inside(struct stint_global *g, uint64_t a)
+{
+	uint32_t i = module_of(g, a);
+	if (i == DST_MODULE_NONE)
+		i = module_of_unknown(g, a);
+	if (i == DST_MODULE_NONE || i >= MAX_MODULES)
+		return 0;
+	const struct gmodule *gm = &g->proc.modules[i];
+	const struct stint_module *sm = (const struct stint_module *)gm->smod;
+	return sm && (sm->flags & STINT_MF_PATHS) && a >= gm->base + sm->text_lo && a < gm->base + sm->text_hi;
+}
+
+/*
+ * Whether a is the kernel's signal restorer (glibc's __restore_rt), to
+ * which a signal handler returns. Known ones are remembered; a new
+ * address is read with process_vm_readv, which fails instead of
+ * faulting: a is whatever the stack held, not always code.
+ */
+static int is_restorer(struct stint_global *g, uint64_t a)
+{
+	for (int k = 0; k < PATHS_RESTORERS; k++) {
+		uint64_t r = __atomic_load_n(&g->paths.restorers[k], __ATOMIC_RELAXED);
+		if (!r)
+			break;
+		if (r == a)
+			return 1;
+	}
+	if (module_of(g, a) == DST_MODULE_NONE)
+		return 0;
+	uint8_t b[sizeof restorer_code];
+	struct { uint64_t base, len; } local = {(uint64_t)b, sizeof b}, remote = {a, sizeof b};
+	long n = sys_call6(SYS_process_vm_readv, g->pid, (long)&local, 1, (long)&remote, 1, 0);
+	if (n != (long)sizeof b)
+		return 0;
+	for (size_t k = 0; k < sizeof b; k++)
+		if (b[k] != restorer_code[k])
+			return 0;
+	for (int k = 0; k < PATHS_RESTORERS; k++) {
+		uint64_t z = 0;
+		if (__atomic_compare_exchange_n(&g->paths.restorers[k], &z, a, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED) || z == a)
+			break;
+	}
+	return 1;
+}
+
+/* A TIP to a; outside when a is not instrumented code. */
+static void paths_leave(struct stint_global *g, struct paths_thread *t, uint64_t a)
+{
+	pk_tip(g, t, a);
+	if (!paths_inside(g, a))
+		t->outside = 1;
+}
+
+/* A function entry at src, its return address ret; sp is the program's
+ * %rsp there. */
+static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t src, uint64_t ret, uint64_t sp)
+{
+	if (t->outside) {
+		/* called from code without probes: where it returns to tells the
+		 * decoder where a ret without a probe goes */
+		pk_op(g, t, PK_SYNC_CALL, src, ret, 2);
+		t->last_ip = src;
+		t->outside = 0;
+		return;
+	}
+	if (t->depth && t->stack[t->top] == ret)
+		return; /* a call the stack saw */
+	if (!is_restorer(g, ret) || t->async >= PATHS_ASYNC)
+		return;
+	/* a signal handler: the interrupted rip is in the signal frame's
+	 * ucontext (pretcode, then uc_flags, uc_link, uc_stack, then
+	 * sigcontext with rip at 16 * 8) */
+	uint64_t at = *(const uint64_t *)(sp + 8 + 40 + 128);
+	if (!paths_inside(g, at))
+		at = 0; /* in a trampoline or the runtime: right after the last event */
+	t->saved_outside[t->async++] = t->outside;
+	pk_op(g, t, PK_ASYNC, at, src, 2);
+	t->last_ip = src;
+	t->outside = 0;
+}
+
+/* A ret at src to a. */
+static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a)
+{
+	if (t->depth && t->stack[t->top] == a) {
+		st_pop(t, 1);
+		pk_bit(g, t, 1);
+		return;
+	}
+	if (t->async && is_restorer(g, a)) {
+		pk_op(g, t, PK_ASYNC_END, a, 0, 1);
+		t->last_ip = a;
+		st_unwind(t, a);
+		t->outside = t->saved_outside[--t->async];
+		return;
+	}
+	st_unwind(t, a);
+	paths_leave(g, t, a);
+}
+
+/*
+ * The probe path of a compact complete trace: probe p of module m fired
+ * with value v (destination or return address); entry_sp is
+ * stint_probe_entry's %rsp.
+ */
+static void paths_record(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t entry_sp)
+{
+	uint64_t src = m->base + p->src;
+	if (UNLIKELY(__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1))
+		fork_child_reopen(g); /* a forked child: its own trace and paths file */
+	struct paths_thread *t = paths_self(g, src);
+	if (!t || !t->chunk)
+		return;
+	if (UNLIKELY(t->busy)) {
+		/* a signal handler's probe while this thread appends: its path
+		 * is lost; the interrupted probe says so and resynchronises */
+		t->nested++;
+		return;
+	}
+	t->busy = 1;
+	if (UNLIKELY(g->per.budget_on)) {
+		/* a new period: the gate may have been closed since this thread's
+		 * last probe, and what ran then is not in the trace */
+		uint32_t gen = __atomic_load_n(&g->per.gate_closed, __ATOMIC_ACQUIRE) >> 1;
+		if (gen != t->gen && t->appended) {
+			pk_op(g, t, PK_LOST, 0, 0, 1);
+			t->depth = 0;
+			t->async = 0;
+			t->outside = 0;
+			pk_sync(g, t, src);
+		}
+		t->gen = gen;
+	}
+	uint64_t before = t->appended;
+	if (p->kind == STINT_K_RESUME) {
+		if (t->outside) {
+			if (t->depth && t->stack[t->top] == src)
+				st_pop(t, 1); /* back from the call on top */
+			else
+				pk_sync(g, t, src);
+			t->outside = 0;
+		}
+	} else if (p->kind == STINT_K_ENTRY) {
+		paths_entry(g, t, src, v, entry_sp + CTX_SP_OFF);
+	} else {
+		if (UNLIKELY(t->outside)) {
+			pk_sync(g, t, src); /* back in where no probe announced it */
+			t->outside = 0;
+		}
+		paths_event(g, t, p, src, v);
+	}
+	*t->tail = t->appended == before ? src : 0; /* how far the thread got, should it die now */
+	if (UNLIKELY(t->nested)) {
+		__atomic_fetch_add(&g->paths.nested, t->nested, __ATOMIC_RELAXED);
+		pk_op(g, t, PK_LOST, t->nested, 0, 1);
+		t->nested = 0;
+		t->depth = 0;
+		t->async = 0;
+		t->outside = 1; /* the next probe says where the thread is */
+	}
+	t->busy = 0;
+}
+
+/* The packets of branch probe p at src, value v. */
+static void paths_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v)
+{
+	switch (p->kind) {
+	case STINT_K_JCC_TAKEN:
+		pk_bit(g, t, 1);
+		break;
+	case STINT_K_JCC_NOT_TAKEN:
+		pk_bit(g, t, 0);
+		break;
+	case STINT_K_CALL:
+		st_push(t, src + (p->rets >> 28));
+		break;
+	case STINT_K_IND_CALL:
+		st_push(t, src + (p->rets >> 28));
+		paths_leave(g, t, v);
+		break;
+	case STINT_K_IND_JMP:
+		paths_leave(g, t, v);
+		break;
+	case STINT_K_RET:
+		paths_ret(g, t, v);
+		break;
+	}
+}

@@ -1,0 +1,204 @@
+/*
+ * pathsfile.c - the paths file of a compact complete trace
+ * (formats/paths.go): <trace>.paths, an Arrow IPC stream in a shared
+ * mapping, one chunk per record batch. A chunk is written whole when it
+ * is handed out (its header, its fixed fields, zero data: PAD packets),
+ * its continuation marker last, so the file is a valid stream at every
+ * instant: a thread's packets are in the file as soon as they are
+ * appended, and a process that is killed loses only the outcome bits
+ * still gathering in its threads' accumulators (at most 63 each).
+ * Finishing a chunk shortens its data to what was appended and stamps
+ * the time it ended.
+ */
+#include "stint.h"
+
+#define STINT_PATHS_HINT (STINT_GLOBAL_ADDR + ((uintptr_t)3 << 40)) /* paths file mapping */
+
+static uint64_t paths_chunk_size(void)
+{
+	return pad8(STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_DATA + PATHS_CHUNK_DATA);
+}
+
+/* Open and map the paths file beside the trace file and write its
+ * schema. Called with g->paths.lock held. Returns 0 or -errno. */
+static long paths_file_open(struct stint_global *g)
+{
+	struct sbuf b = {g->paths.path, 0, sizeof g->paths.path - 1};
+	sb_puts(&b, g->trace.path);
+	sb_puts(&b, ".paths");
+	if (b.len > b.cap)
+		return -36; /* ENAMETOOLONG */
+	g->paths.path[b.len] = 0;
+	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->paths.path, S_O_RDWR | S_O_CREAT | S_O_TRUNC | S_O_CLOEXEC, 0644);
+	if (sys_failed(fd))
+		return fd;
+	struct s_stat st;
+	if (sys_failed(sys_call2(SYS_fstat, fd, (long)&st))) {
+		sys_call1(SYS_close, fd);
+		return -9;
+	}
+	long m = sys_mmap(STINT_PATHS_HINT, FILE_RESERVE, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED | S_MAP_NORESERVE, (int)fd, 0);
+	if (sys_failed(m)) {
+		sys_call1(SYS_close, fd);
+		return m;
+	}
+	g->paths.fd = (int32_t)fd;
+	g->paths.fd_dev = st.dev;
+	g->paths.fd_ino = st.ino;
+	g->paths.map = (uint64_t)m;
+	g->paths.file_len = 0;
+	uint64_t end = pad8(STINT_PATHS_SCHEMA_LEN);
+	long r = paths_extend(g, end + 8 * paths_chunk_size());
+	if (r)
+		return r;
+	s_memcpy((void *)m, stint_paths_schema, STINT_PATHS_SCHEMA_LEN);
+	const char *tn = base_name(g->trace.path);
+	size_t n = s_strlen(tn);
+	if (n > STINT_PATHS_TRACE_CAP)
+		n = 0;
+	s_memcpy((char *)m + STINT_PATHS_TRACE_OFF, tn, n);
+	g->paths.next_pos = end;
+	return 0;
+}
+
+/* Extend the paths file to cover [0, end); 0 or -errno. */
+static long paths_extend(struct stint_global *g, uint64_t end)
+{
+	if (end <= g->paths.file_len)
+		return 0;
+	if (end > FILE_RESERVE)
+		return -27; /* EFBIG */
+	uint64_t want = end + 16 * paths_chunk_size();
+	if (want > FILE_RESERVE)
+		want = FILE_RESERVE;
+	struct s_stat st;
+	if (g->paths.fd < 0 || sys_failed(sys_call2(SYS_fstat, g->paths.fd, (long)&st)) || st.dev != g->paths.fd_dev ||
+	    st.ino != g->paths.fd_ino)
+		return -9; /* the program closed our descriptor: never touch what now has its number */
+	long r = sys_call2(SYS_ftruncate, g->paths.fd, (long)want);
+	if (sys_failed(r))
+		return r;
+	g->paths.file_len = want;
+	return 0;
+}
+
+/*
+ * Hand out a new chunk for thread tid, number seq: its file offset, or 0
+ * when there is no paths file (recording stops for the thread). The
+ * chunk is complete in the file before its marker is set.
+ */
+static uint64_t paths_chunk_new(struct stint_global *g, uint32_t tid, uint32_t seq, uint64_t first_ns)
+{
+	if (!lock_bounded(&g->paths.lock))
+		return 0;
+	uint64_t pos = 0;
+	if (!g->paths.map && !g->paths.failed) {
+		long r = paths_file_open(g);
+		if (r) {
+			g->paths.failed = 1;
+			set_untraced_once(g, "open paths file", g->paths.path, -r);
+		}
+	}
+	if (g->paths.map && !g->paths.closed) {
+		uint64_t size = paths_chunk_size();
+		long r = paths_extend(g, g->paths.next_pos + size);
+		if (r) {
+			if (!g->paths.failed)
+				set_untraced_once(g, "extend paths file", g->paths.path, -r);
+			g->paths.failed = 1;
+		} else {
+			pos = g->paths.next_pos;
+			g->paths.next_pos += size;
+		}
+	}
+	unlock(&g->paths.lock);
+	if (!pos)
+		return 0;
+	uint8_t *c = (uint8_t *)g->paths.map + pos;
+	s_memcpy(c + 4, stint_paths_batch + 4, STINT_PATHS_BATCH_LEN - 4);
+	put64(c + STINT_PATHS_BATCH_OFF_BODYLEN, paths_chunk_size() - STINT_PATHS_BATCH_LEN);
+	put64(c + STINT_PATHS_BATCH_OFF_DATALEN, PATHS_CHUNK_DATA);
+	uint8_t *body = c + STINT_PATHS_BATCH_LEN;
+	*(uint32_t *)(body + STINT_PATHS_BODY_TID) = tid;
+	*(uint32_t *)(body + STINT_PATHS_BODY_SEQ) = seq;
+	put64(body + STINT_PATHS_BODY_FIRST, first_ns);
+	put64(body + STINT_PATHS_BODY_PENDING, 1); /* no outcome bits yet */
+	*(uint32_t *)(body + STINT_PATHS_BODY_OFFS + 4) = (uint32_t)PATHS_CHUNK_DATA;
+	__atomic_store_n((uint32_t *)c, 0xffffffffu, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&g->paths.chunks, 1, __ATOMIC_RELAXED);
+	return pos;
+}
+
+/* Finish the chunk at pos: n bytes of packets, ended at last_ns. */
+static void paths_chunk_finish(struct stint_global *g, uint64_t pos, uint64_t n, uint64_t last_ns)
+{
+	uint8_t *c = (uint8_t *)g->paths.map + pos, *body = c + STINT_PATHS_BATCH_LEN;
+	put64(body + STINT_PATHS_BODY_LAST, last_ns);
+	*(uint32_t *)(body + STINT_PATHS_BODY_OFFS + 4) = (uint32_t)n;
+	put64(c + STINT_PATHS_BATCH_OFF_DATALEN, n);
+	__atomic_fetch_add(&g->paths.bytes, n, __ATOMIC_RELAXED);
+}
+
+/* The 8-byte body field at off of the chunk at pos. */
+static uint64_t *paths_chunk_field(struct stint_global *g, uint64_t pos, uint32_t off)
+{
+	return (uint64_t *)((uint8_t *)g->paths.map + pos + STINT_PATHS_BATCH_LEN + off);
+}
+
+/* Data of the chunk at pos. */
+static uint8_t *paths_chunk_data(struct stint_global *g, uint64_t pos)
+{
+	return (uint8_t *)g->paths.map + pos + STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_DATA;
+}
+
+/*
+ * At a clean exit: stamp every thread's chunk with the time and write the
+ * end-of-stream marker after the last chunk. The chunks keep their whole
+ * capacity and their pending bits: the program's own finalizers (DT_FINI,
+ * which runs after this) keep appending, and a reader sees what they
+ * add. No chunk is handed out after this.
+ */
+static void paths_close(struct stint_global *g)
+{
+	if (!g->paths.on || !g->paths.map || g->paths.closed)
+		return;
+	uint32_t n = __atomic_load_n(&g->paths.nthreads, __ATOMIC_ACQUIRE);
+	struct paths_thread *ts = (struct paths_thread *)g->paths.threads;
+	uint64_t now = now_ns(S_CLOCK_MONOTONIC);
+	for (uint32_t i = 0; i < n && i < PATHS_THREADS && ts; i++)
+		if (ts[i].chunk && ts[i].pid == (uint32_t)g->pid)
+			put64((uint8_t *)paths_chunk_field(g, ts[i].chunk, STINT_PATHS_BODY_LAST), now);
+	if (!lock_bounded(&g->paths.lock))
+		return;
+	g->paths.closed = 1;
+	uint64_t end = g->paths.next_pos;
+	if (!paths_extend(g, end + 8)) {
+		put64((uint8_t *)g->paths.map + end, 0xffffffffULL);
+		sys_call2(SYS_ftruncate, g->paths.fd, (long)(end + 8));
+	}
+	unlock(&g->paths.lock);
+}
+
+/* In a forked child: the parent's file is not ours to write (the mapping
+ * is shared with it). Drop it; the child's first chunk opens its own
+ * beside the child's trace. */
+static void paths_fork(struct stint_global *g)
+{
+	if (!g->paths.on)
+		return;
+	struct paths_thread *ts = (struct paths_thread *)g->paths.threads;
+	uint32_t n = g->paths.nthreads;
+	for (uint32_t i = 0; ts && i < n && i < PATHS_THREADS; i++)
+		ts[i].chunk = 0; /* the parent's: this process appends to none of them */
+	if (g->paths.map)
+		sys_call2(SYS_munmap, (long)g->paths.map, (long)FILE_RESERVE);
+	if (g->paths.fd >= 0)
+		sys_call1(SYS_close, g->paths.fd);
+	g->paths.map = 0;
+	g->paths.fd = -1;
+	g->paths.failed = 0;
+	g->paths.closed = 0;
+	g->paths.lock = 0;
+	g->paths.file_len = 0;
+	g->paths.next_pos = 0;
+}
