@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/stint-project/stint/analysis/paths"
 	"github.com/stint-project/stint/formats"
 )
 
@@ -95,6 +96,7 @@ type Reader struct {
 	f     *os.File
 	br    *formats.BatchReader
 	batch Batch
+	paths *paths.Stream // a compact trace's decoded events, after the rows
 	err   error
 	end   formats.End
 	done  bool
@@ -308,8 +310,15 @@ func (r *Reader) Next() bool {
 	if r.done {
 		return false
 	}
-	if !r.br.Next() {
-		r.done, r.err, r.end = true, r.br.Err(), r.br.End()
+	if r.paths != nil || !r.br.Next() {
+		if r.paths == nil {
+			r.err, r.end = r.br.Err(), r.br.End()
+			r.batch = Batch{} // its slices point into the reader's body: never write there
+		}
+		if r.err == nil && r.pathsNext() {
+			return true
+		}
+		r.done = true
 		return false
 	}
 	r.setColumns()

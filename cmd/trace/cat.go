@@ -24,7 +24,9 @@ time is seconds since the process started (CLOCK_MONOTONIC); src and dst
 are module+offset, where offset is the link address inside the module
 (the same in every run, whatever ASLR did); a dst outside every known
 module is printed as an absolute address. value is the syscall number for
-syscall events.
+syscall events. A compact complete trace (rewrite --every: FILE.paths
+beside FILE) is decoded after the file's own rows, one thread after
+another.
 
 Flags:
   -n, --limit N       print at most N events (default: all)
@@ -76,6 +78,27 @@ func runCat(ctx context.Context, args []string, stdout io.Writer) error {
 	printModules(w, r.Modules())
 	fmt.Fprintf(w, "events\n  %-13s %-8s %-14s %-22s %-22s %s\n", "kind", "tid", "time", "src", "dst", "value")
 	printed := 0
+	print := func(e formats.Event) bool {
+		if filter && !want[e.Kind] {
+			return true
+		}
+		if *limit > 0 && printed >= *limit {
+			return false
+		}
+		dst := n.addr(e.DstModule, e.Dst)
+		if e.Kind == formats.KindSyscall {
+			dst = "-"
+		}
+		val := ""
+		if e.Value != 0 || e.Kind == formats.KindSyscall {
+			val = fmt.Sprint(e.Value)
+		}
+		line := fmt.Sprintf("  %-13s %-8d %-14s %-22s %-22s %s", e.Kind, e.TID, relTime(e.Time, run.MonoStartNS), n.addr(e.SrcModule, e.Src), dst, val)
+		w.WriteString(strings.TrimRight(line, " "))
+		w.WriteByte('\n')
+		printed++
+		return true
+	}
 	var evs []formats.Event
 	for r.Next() {
 		if err := ctx.Err(); err != nil {
@@ -83,27 +106,16 @@ func runCat(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		evs = r.AppendEvents(evs[:0])
 		for _, e := range evs {
-			if filter && !want[e.Kind] {
-				continue
-			}
-			if *limit > 0 && printed >= *limit {
+			if !print(e) {
 				return w.Flush()
 			}
-			dst := n.addr(e.DstModule, e.Dst)
-			if e.Kind == formats.KindSyscall {
-				dst = "-"
-			}
-			val := ""
-			if e.Value != 0 || e.Kind == formats.KindSyscall {
-				val = fmt.Sprint(e.Value)
-			}
-			line := fmt.Sprintf("  %-13s %-8d %-14s %-22s %-22s %s", e.Kind, e.TID, relTime(e.Time, run.MonoStartNS), n.addr(e.SrcModule, e.Src), dst, val)
-			w.WriteString(strings.TrimRight(line, " "))
-			w.WriteByte('\n')
-			printed++
 		}
 	}
 	if err := r.Err(); err != nil {
+		w.Flush()
+		return fileError(name, err)
+	}
+	if _, err := pathEvents(ctx, name, print); err != nil {
 		w.Flush()
 		return fileError(name, err)
 	}

@@ -98,6 +98,18 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 		srcMod: map[uint16]int{}, dstMod: map[uint16]int{}, threads: map[uint32]int{},
 		distinct: map[triple]struct{}{}, first: ^uint64(0),
 	}
+	add := func(e formats.Event) bool {
+		s.events++
+		s.kinds[e.Kind]++
+		s.srcMod[e.SrcModule]++
+		s.dstMod[e.DstModule]++
+		s.threads[e.TID]++
+		s.distinct[triple{e.SrcModule, e.DstModule, e.Kind, e.Src, e.Dst}] = struct{}{}
+		s.first = min(s.first, e.Time)
+		s.last = max(s.last, e.Time)
+		s.periods.Add(e)
+		return true
+	}
 	var evs []formats.Event
 	for r.Next() {
 		if err := ctx.Err(); err != nil {
@@ -106,20 +118,16 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 		s.batches++
 		evs = r.AppendEvents(evs[:0])
 		for _, e := range evs {
-			s.events++
-			s.kinds[e.Kind]++
-			s.srcMod[e.SrcModule]++
-			s.dstMod[e.DstModule]++
-			s.threads[e.TID]++
-			s.distinct[triple{e.SrcModule, e.DstModule, e.Kind, e.Src, e.Dst}] = struct{}{}
-			s.first = min(s.first, e.Time)
-			s.last = max(s.last, e.Time)
-			s.periods.Add(e)
+			add(e)
 		}
 	}
 	end, endErr := r.End(), r.Err()
 	if end == formats.EndError {
 		return endErr
+	}
+	pst, err := pathEvents(ctx, name, add)
+	if err != nil {
+		return err
 	}
 	run := r.Run()
 	fmt.Fprintln(w, name)
@@ -136,6 +144,7 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 		fmt.Fprintf(w, "  ended      cleanly: %v at offset %d\n", end, r.EndOffset())
 	}
 	fmt.Fprintf(w, "  batches    %d\n", s.batches)
+	printPathStats(w, pst, s.events)
 	fmt.Fprintf(w, "  events     %d (distinct (src,dst,kind): %d)\n", s.events, len(s.distinct))
 	if s.events == 0 {
 		return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stint-project/stint/analysis/paths"
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/internal/fixtures"
 	"github.com/stint-project/stint/rewrite"
@@ -123,12 +124,13 @@ func spinNative(t *testing.T, args []string) (bin string, stdout []byte) {
 	return bin, out
 }
 
-// spinBudgetTrace runs "spin 400" rewritten with --every, a 10% budget
-// and 20 ms periods (env added to the trace environment), checks that
-// its output equals native, and returns its one trace.
+// spinBudgetTrace runs "spin 400" rewritten with --every (a row per
+// event, whose times place each in its period), a 10% budget and 20 ms
+// periods (env added to the trace environment), checks that its output
+// equals native, and returns its one trace.
 func spinBudgetTrace(t *testing.T, env ...string) *formats.Trace {
 	t.Helper()
-	return spinTrace(t, []string{"400"}, rewrite.Options{Every: true, Budget: "10%", Period: "20ms"}, env...)
+	return spinTrace(t, []string{"400"}, rewrite.Options{Every: true, Rows: true, Budget: "10%", Period: "20ms"}, env...)
 }
 
 // spinTrace runs spin on args rewritten with opts (env added to the
@@ -414,7 +416,7 @@ func TestBudgetForkedChild(t *testing.T) {
 	bin := buildSpin(t)
 	args := []string{"400", "fork"}
 	dir := t.TempDir()
-	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true, Budget: "10%", Period: "20ms"})
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true, Rows: true, Budget: "10%", Period: "20ms"})
 	traces := filepath.Join(dir, "traces")
 	rOut, rErr, code, err := fixtures.Run(out, args, traceEnv(traces))
 	if err != nil {
@@ -689,4 +691,51 @@ func TestOtherVersionState(t *testing.T) {
 	if names, _ := filepath.Glob(filepath.Join(traces, "*.arrow")); len(names) > 0 {
 		t.Errorf("traces written into another version's state: %v", names)
 	}
+}
+
+// TestBudgetCompactTrace: a compact complete trace under a budget. Where
+// a period's gate closed, probes stopped, so the next probe of each
+// thread marks a gap (LOST 0, then a SYNC) and the decoder carries on
+// from there: the trace decodes whole, its gaps counted, with the events
+// of the open windows.
+func TestBudgetCompactTrace(t *testing.T) {
+	bin, nOut := spinNative(t, []string{"400"})
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true, Budget: "10%", Period: "20ms"})
+	traces := filepath.Join(dir, "traces")
+	rOut, rErr, code, err := fixtures.Run(out, []string{"400"}, traceEnv(traces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 || !bytes.Equal(nOut, rOut) {
+		t.Fatalf("rewritten run: exit %d, stdout %q (native %q), stderr %q", code, rOut, nOut, rErr)
+	}
+	names, _ := filepath.Glob(filepath.Join(traces, "*.arrow"))
+	if len(names) != 1 {
+		t.Fatalf("%d traces, want 1", len(names))
+	}
+	d, err := paths.Open(names[0], paths.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	st, err := d.Events(func(formats.Event) error { n++; return nil })
+	if err != nil {
+		t.Fatalf("decode: %v (%+v)", err, st)
+	}
+	tr, err := formats.ReadFile(names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := formats.Periods(tr.Events)
+	closed := 0
+	for _, p := range ps {
+		if p.HasClose {
+			closed++
+		}
+	}
+	if closed == 0 || st.Lost == 0 || n == 0 {
+		t.Errorf("%d of %d periods closed their gate, %d gaps decoded, %d events: want gates closed, gaps and events", closed, len(ps), st.Lost, n)
+	}
+	t.Logf("%d periods (%d closed), %d events, %d gaps, %d bytes of packets", len(ps), closed, n, st.Lost, st.Bytes)
 }

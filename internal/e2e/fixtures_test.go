@@ -11,9 +11,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stint-project/stint/analysis/paths"
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/internal/fixtures"
 	"github.com/stint-project/stint/rewrite"
+	"github.com/stint-project/stint/runtime"
 )
 
 // variants returns the build matrix the tests cover: all 16 variants, or
@@ -61,6 +63,21 @@ func readTraces(t testing.TB, dir string) []*formats.Trace {
 		if err != nil {
 			t.Errorf("read %s: %v", filepath.Base(n), err)
 			continue
+		}
+		if paths.HasPaths(n) {
+			// a compact complete trace: its decoded events follow the rows
+			d, err := paths.Open(n, paths.Options{})
+			if err != nil {
+				t.Errorf("open compact trace %s: %v", filepath.Base(n), err)
+				continue
+			}
+			st, err := d.Events(func(e formats.Event) error {
+				tr.Events = append(tr.Events, e)
+				return nil
+			})
+			if err != nil {
+				t.Errorf("decode %s: %v (%+v)", filepath.Base(n), err, st)
+			}
 		}
 		out = append(out, tr)
 	}
@@ -222,6 +239,16 @@ func checkTraceSources(t *testing.T, rewrittenPath, dir string) {
 	set, _ := traceEdges(t, trs, fmt.Sprintf("%x", m.BuildID[:m.BuildIDLen]))
 	if len(set) == 0 {
 		t.Errorf("traces hold no event of the rewritten module")
+	}
+	if m.Flags&runtime.MFPaths != 0 {
+		// a compact trace: every event is a branch the decoder can walk
+		ok := walkable(t, rewrittenPath)
+		for e := range set {
+			if !ok(e) {
+				t.Errorf("event %v: no branch of that kind at %#x in the branch map", e, e.Src)
+			}
+		}
+		return
 	}
 	for e := range set {
 		if !probed[sk{e.Src, e.Kind}] {

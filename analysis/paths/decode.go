@@ -1,0 +1,230 @@
+// Package paths decodes compact complete traces: a trace file's paths
+// file (formats/paths.go, formats/packets.go) back into the events a
+// row-per-event trace holds, by walking each module's branch map (the
+// section the rewriter leaves in the rewritten file) between packets,
+// with the runtime's own rules (runtime/src/paths.c).
+package paths
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/stint-project/stint/formats"
+)
+
+// Options adjust decoding.
+type Options struct {
+	// Binaries maps a module path in the trace's module table to the file
+	// to read its branch map from (the rewritten file moved since).
+	Binaries map[string]string
+}
+
+// Decoder decodes one process's compact trace.
+type Decoder struct {
+	Trace   string // the trace file
+	Run     formats.Run
+	Modules []formats.Module
+	Notes   []string // modules whose branch map could not be read
+	mods    *modules
+	threads []*chunks // in the order of their first chunk
+
+	lost, unprobed, inferred int
+}
+
+// chunks are one thread's chunks, in seq order.
+type chunks struct {
+	tid  uint32
+	list []formats.Chunk
+}
+
+// Stats say what decoding met that the trace does not show as events.
+type Stats struct {
+	Threads, Chunks int
+	Bytes           int64
+	Lost            int // LOST packets: a --lossy drop, or a signal handler inside an append
+	Unprobed        int // branches without a probe the walk reached (the path resumes at the next SYNC)
+	Inferred        int // rets without a probe, taken to go where the call stack says
+}
+
+// HasPaths reports whether trace has a paths file beside it.
+func HasPaths(trace string) bool {
+	_, err := os.Stat(trace + formats.PathsSuffix)
+	return err == nil
+}
+
+// Open reads trace's metadata and its paths file, and loads the branch
+// maps of the rewritten modules.
+func Open(trace string, opts Options) (*Decoder, error) {
+	r, err := formats.Open(trace)
+	if err != nil {
+		return nil, err
+	}
+	d := &Decoder{Trace: trace, Run: r.Run(), Modules: r.Modules()}
+	r.Release()
+	d.mods, d.Notes = loadModules(d.Modules, opts.Binaries)
+	if err := d.readChunks(trace + formats.PathsSuffix); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Decoder) readChunks(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	pr, err := formats.NewPathsReader(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	byTID := map[uint32]*chunks{}
+	for pr.Next() {
+		c := pr.Chunk()
+		c.Data = append([]byte(nil), c.Data...)
+		t := byTID[c.TID]
+		if t == nil {
+			t = &chunks{tid: c.TID}
+			byTID[c.TID] = t
+			d.threads = append(d.threads, t)
+		}
+		t.list = append(t.list, c)
+	}
+	if err := pr.Err(); err != nil && !errors.Is(err, formats.ErrTruncated) {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for _, t := range d.threads {
+		sort.SliceStable(t.list, func(i, j int) bool { return t.list[i].Seq < t.list[j].Seq })
+		for i, c := range t.list {
+			if c.Seq != uint32(i) {
+				return fmt.Errorf("%s: thread %d: chunk %d where chunk %d should be (chunks missing)", path, t.tid, c.Seq, i)
+			}
+		}
+	}
+	return nil
+}
+
+// Events decodes every thread and calls fn with each event: a thread's
+// events in order, threads one after the other in the order they
+// started. An event's time is interpolated within its chunk's span.
+func (d *Decoder) Events(fn func(formats.Event) error) (Stats, error) {
+	s := d.Stream()
+	for {
+		evs := s.Next(4096)
+		if evs == nil {
+			return s.Stats(), s.Err()
+		}
+		for _, e := range evs {
+			if err := fn(e); err != nil {
+				return s.Stats(), err
+			}
+		}
+	}
+}
+
+// Stream decodes events a batch at a time (Next).
+type Stream struct {
+	d    *Decoder
+	ti   int // the thread being decoded
+	ci   int // its next chunk
+	t    *thread
+	c    formats.Chunk
+	buf  []formats.Event
+	st   Stats
+	err  error
+	done bool
+}
+
+// Stream returns a stream of the decoder's events, in Events' order.
+func (d *Decoder) Stream() *Stream { return &Stream{d: d} }
+
+// Next returns up to max more events (valid until the next call); nil
+// at the end or on an error (Err).
+func (s *Stream) Next(max int) []formats.Event {
+	s.buf = s.buf[:0]
+	for !s.done && len(s.buf) < max {
+		if s.t == nil {
+			if s.ti >= len(s.d.threads) {
+				s.done = true
+				break
+			}
+			s.startThread()
+		}
+		err := s.t.run(max - len(s.buf))
+		switch {
+		case err == nil: // the batch is full
+		case errors.Is(err, errStarved):
+			if !s.nextChunk() {
+				if err := s.t.finish(&s.c); err != nil {
+					s.err, s.done = err, true
+				}
+				s.t = nil
+				s.ti++
+			}
+		default:
+			s.err, s.done = err, true
+		}
+	}
+	if len(s.buf) == 0 {
+		return nil
+	}
+	return s.buf
+}
+
+func (s *Stream) startThread() {
+	tc := s.d.threads[s.ti]
+	t := &thread{d: s.d, tid: tc.tid}
+	t.emit = func(k formats.Kind, src, dst uint64) error {
+		s.buf = append(s.buf, s.d.event(k, t.tid, s.d.timeAt(&s.c, t.pr.Pos()), src, dst))
+		return nil
+	}
+	s.t, s.ci = t, 0
+	s.st.Threads++
+	s.nextChunk()
+}
+
+// nextChunk feeds the thread its next chunk; false when it has no more.
+func (s *Stream) nextChunk() bool {
+	tc := s.d.threads[s.ti]
+	if s.ci >= len(tc.list) {
+		return false
+	}
+	s.c = tc.list[s.ci]
+	s.ci++
+	s.t.chunk = int(s.c.Seq)
+	s.t.pr.Reset(s.c.Data)
+	s.st.Chunks++
+	s.st.Bytes += int64(len(s.c.Data))
+	return true
+}
+
+// Stats says what the stream met so far.
+func (s *Stream) Stats() Stats {
+	st := s.st
+	st.Lost, st.Unprobed, st.Inferred = s.d.lost, s.d.unprobed, s.d.inferred
+	return st
+}
+
+// Err returns the error that ended the stream.
+func (s *Stream) Err() error { return s.err }
+
+func (d *Decoder) timeAt(c *formats.Chunk, pos int) uint64 {
+	if len(c.Data) == 0 || c.LastNS <= c.FirstNS {
+		return c.FirstNS
+	}
+	return c.FirstNS + (c.LastNS-c.FirstNS)*uint64(pos)/uint64(len(c.Data))
+}
+
+// event makes the row of a transfer from src to dst (run-time addresses).
+func (d *Decoder) event(k formats.Kind, tid uint32, time, src, dst uint64) formats.Event {
+	e := formats.Event{Kind: k, TID: tid, Time: time, SrcModule: formats.NoModule, Src: src, DstModule: formats.NoModule, Dst: dst}
+	if m := d.mods.at(src); m != nil {
+		e.SrcModule, e.Src = m.ID, src-m.Base
+	}
+	if m := d.mods.at(dst); m != nil {
+		e.DstModule, e.Dst = m.ID, dst-m.Base
+	}
+	return e
+}

@@ -1,0 +1,97 @@
+package paths
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/stint-project/stint/formats"
+)
+
+// module is one entry of a trace's module table, with its branch map
+// when it records a compact trace.
+type module struct {
+	formats.Module
+	m *formats.PathMap // nil: not instrumented for compact traces
+}
+
+// modules finds the module of a run-time address as the runtime does
+// (module_of): the first of the table, by id, with a - base < size.
+type modules struct {
+	list []*module // by id
+	all  map[uint16]*module
+}
+
+// loadModules reads the branch map of every rewritten module of the
+// table from its file (the path the loader mapped). A rewritten module
+// whose file is gone, or has another build-id or no map, is an error
+// only if the trace needs it (the caller decides: it has no map here).
+func loadModules(ms []formats.Module, override map[string]string) (*modules, []string) {
+	out := &modules{all: map[uint16]*module{}}
+	var notes []string
+	for _, fm := range ms {
+		md := &module{Module: fm}
+		if fm.Rewritten {
+			path := fm.Path
+			if o, ok := override[fm.Path]; ok {
+				path = o
+			}
+			m, err := readPathMap(path)
+			switch {
+			case err != nil:
+				notes = append(notes, fmt.Sprintf("module %d (%s): %v", fm.ID, fm.Path, err))
+			case m != nil:
+				md.m = m
+			}
+		}
+		out.all[fm.ID] = md
+		out.list = append(out.list, md)
+	}
+	sort.Slice(out.list, func(i, j int) bool { return out.list[i].ID < out.list[j].ID })
+	return out, notes
+}
+
+// readPathMap reads section .stint.paths of the ELF file at path; nil,
+// nil when the file has none (a module rewritten for another mode).
+func readPathMap(path string) (*formats.PathMap, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return nil, err
+	}
+	s := ef.Section(formats.PathMapSection)
+	if s == nil {
+		return nil, nil
+	}
+	b, err := s.Data()
+	if err != nil {
+		return nil, fmt.Errorf("section %s: %w", formats.PathMapSection, err)
+	}
+	return formats.DecodePathMap(b)
+}
+
+// at returns the module that holds run-time address a, or nil.
+func (ms *modules) at(a uint64) *module {
+	for _, m := range ms.list {
+		if a-m.Base < m.Size {
+			return m
+		}
+	}
+	return nil
+}
+
+// inside reports whether a lies in code with a branch map: where the
+// decoder walks (the runtime's "instrumented code", paths.c).
+func (ms *modules) inside(a uint64) (*module, bool) {
+	m := ms.at(a)
+	if m == nil || m.m == nil {
+		return m, false
+	}
+	off := a - m.Base
+	return m, off >= m.m.TextLo && off < m.m.TextHi
+}

@@ -1,0 +1,216 @@
+package paths
+
+import (
+	"errors"
+	"math/bits"
+
+	"github.com/stint-project/stint/formats"
+)
+
+// maxIdle bounds the transfers the walk takes without a packet: a loop
+// of direct jmps and calls alone never ends.
+const maxIdle = 1 << 22
+
+// step walks from the position to the next control transfer and takes
+// it, with the packets it needs. On errStarved nothing has changed: the
+// step is taken again once more packets come.
+func (t *thread) step() error {
+	m, br, err := t.branch()
+	if err != nil {
+		return err
+	}
+	if t.idle++; t.idle > maxIdle {
+		return t.errf("%d transfers walked without a packet (a loop with no conditional branch or return in it?)", maxIdle)
+	}
+	at := m.Base + br.Addr
+	next := at + uint64(br.Len)
+	probed := br.Flags&formats.BranchProbed != 0
+	switch br.Kind {
+	case formats.BrJmp:
+		t.pos = m.Base + br.Target
+		return t.out(formats.KindJmp, at, t.pos)
+	case formats.BrCall:
+		if probed {
+			t.push(next)
+		}
+		t.rpush(next)
+		t.pos = m.Base + br.Target
+		return t.out(formats.KindCall, at, t.pos)
+	}
+	if !probed {
+		if n := len(t.rstack); br.Kind == formats.BrRet && n > 0 {
+			// a ret without a probe: it went where the real call stack
+			// says (the runtime did not see it: its stack stays)
+			t.d.inferred++
+			dst := t.rstack[n-1]
+			t.rstack = t.rstack[:n-1]
+			t.leave(dst)
+			return t.out(formats.KindRet, at, dst)
+		}
+		// its outcome is unknown until the next SYNC
+		t.d.unprobed++
+		t.known = false
+		return nil
+	}
+	switch br.Kind {
+	case formats.BrJcc:
+		taken, err := t.bit("the jcc at " + hex(at))
+		if err != nil {
+			return err
+		}
+		if taken {
+			t.pos = m.Base + br.Target
+			return t.out(formats.KindJccTaken, at, t.pos)
+		}
+		t.pos = next
+		return t.out(formats.KindJccNotTaken, at, next)
+	case formats.BrRet:
+		return t.ret(at)
+	case formats.BrIndJmp, formats.BrIndCall:
+		p, ok, err := t.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errStarved
+		}
+		if resync(p.Kind) {
+			t.unread(p)
+			t.known = false
+			return errResync
+		}
+		if p.Kind != formats.PacketTIP {
+			return t.errf("the %v at %#x needs a destination, the packet is %v", br.Kind, at, p.Kind)
+		}
+		k := formats.KindIndJmp
+		if br.Kind == formats.BrIndCall {
+			k = formats.KindIndCall
+			t.push(next)
+			t.rpush(next)
+		}
+		t.leave(p.Addr)
+		return t.out(k, at, p.Addr)
+	}
+	return t.errf("branch kind %v", br.Kind)
+}
+
+// ret takes the ret at at: a bit when the runtime's stack had its
+// destination on top, else a TIP (or ASYNC_END: a signal handler's
+// return to the restorer).
+func (t *thread) ret(at uint64) error {
+	if t.nbits == 0 {
+		p, ok, err := t.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errStarved
+		}
+		switch p.Kind {
+		case formats.PacketTNT:
+			t.bits, t.nbits = p.Bits, p.N
+		case formats.PacketTIP:
+			t.unwind(p.Addr)
+			t.rret(p.Addr)
+			t.leave(p.Addr)
+			return t.out(formats.KindRet, at, p.Addr)
+		case formats.PacketAsyncEnd:
+			if len(t.async) == 0 {
+				return t.errf("a signal handler's return without its start")
+			}
+			t.unwind(p.Addr)
+			s := t.async[len(t.async)-1]
+			t.async = t.async[:len(t.async)-1]
+			t.rstack = t.rstack[:min(s.rlen, len(t.rstack))]
+			if err := t.out(formats.KindRet, at, p.Addr); err != nil {
+				return err
+			}
+			t.pos, t.known, t.outside = s.pos, s.known, s.outside
+			return nil
+		default:
+			if resync(p.Kind) {
+				t.unread(p)
+				t.known = false
+				return errResync
+			}
+			return t.errf("the ret at %#x needs a bit or a destination, the packet is %v", at, p.Kind)
+		}
+	}
+	taken, err := t.bit("the ret at " + hex(at))
+	if err != nil {
+		return err
+	}
+	if !taken || t.depth == 0 {
+		return t.errf("the ret at %#x: bit %v with %d on the stack", at, taken, t.depth)
+	}
+	dst := t.stack[t.top]
+	t.pop(1)
+	t.rret(dst)
+	t.pos = dst
+	return t.out(formats.KindRet, at, dst)
+}
+
+// leave goes to a, or outside when a is not instrumented code.
+func (t *thread) leave(a uint64) {
+	if _, in := t.d.mods.inside(a); in {
+		t.pos = a
+		return
+	}
+	t.outside = true
+}
+
+func hex(a uint64) string {
+	const digits = "0123456789abcdef"
+	b := []byte("0x")
+	started := false
+	for s := 60; s >= 0; s -= 4 {
+		d := a >> uint(s) & 0xf
+		if d != 0 || started || s == 0 {
+			started = true
+			b = append(b, digits[d])
+		}
+	}
+	return string(b)
+}
+
+// finish ends the thread after its last chunk c: the outcome bits the
+// runtime had not written yet, then the direct transfers up to the last
+// probe that ran (c.Tail): where a thread that died, or is still
+// running, got to.
+func (t *thread) finish(c *formats.Chunk) error {
+	if c.Pending > 1 {
+		n := 63 - bits.LeadingZeros64(c.Pending)
+		t.bits = t.bits<<uint(n) | c.Pending&^(1<<uint(n))
+		t.nbits += n
+		if err := t.run(1 << 30); err != nil && !errors.Is(err, errStarved) {
+			return err
+		}
+	}
+	if c.Tail == 0 || !t.known {
+		return nil
+	}
+	if t.outside {
+		// a probe ran since: the thread came back where the stack says
+		if t.depth == 0 {
+			return nil
+		}
+		t.pos = t.stack[t.top]
+		t.pop(1)
+		t.rret(t.pos)
+		t.outside = false
+	}
+	for guard := 0; guard < 1<<16 && t.pos != c.Tail; guard++ {
+		m, br, err := t.branch()
+		if err != nil || br.Kind != formats.BrJmp && br.Kind != formats.BrCall {
+			return nil
+		}
+		at := m.Base + br.Addr
+		if err := t.step(); err != nil {
+			return err
+		}
+		if at == c.Tail {
+			return nil
+		}
+	}
+	return nil
+}

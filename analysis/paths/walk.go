@@ -1,0 +1,284 @@
+package paths
+
+import (
+	"fmt"
+
+	"github.com/stint-project/stint/formats"
+)
+
+// The runtime's call stack and search depth (runtime/src/stint.h,
+// PATHS_STACK and PATHS_SEARCH): the decoder keeps the same ring, so
+// that it compresses and unwinds exactly as the runtime did.
+const (
+	stackSize   = 1024
+	stackSearch = 16
+	asyncMax    = 8
+)
+
+// saved is a thread's state when a signal handler interrupted it.
+type saved struct {
+	pos     uint64
+	known   bool
+	outside bool
+	rlen    int // the depth of the real call stack
+}
+
+// thread decodes one thread's packets while it walks the code: the
+// runtime's state machine (runtime/src/paths.c) run backwards.
+type thread struct {
+	d       *Decoder
+	tid     uint32
+	pr      formats.PacketReader
+	pending *formats.Packet // a packet read ahead
+	bits    uint64          // outcome bits not yet used, oldest in bit nbits-1
+	nbits   int
+	pos     uint64 // run-time address of the next instruction
+	known   bool   // pos is where the thread is
+	outside bool   // the last transfer left instrumented code
+	stack   [stackSize]uint64
+	depth   int
+	top     int
+	async   []saved
+	// rstack is the real call stack: every call the walk took, popped by
+	// every return. Unlike the runtime's ring (stack), it sees calls
+	// without a probe, and it tells where a ret without one goes.
+	rstack  []uint64
+	idle    int // transfers walked since the last packet
+	emit    func(formats.Kind, uint64, uint64) error
+	emitted int
+	chunk   int // the chunk being read, for errors
+}
+
+func (t *thread) push(a uint64) {
+	t.top = (t.top + 1) % stackSize
+	t.stack[t.top] = a
+	if t.depth < stackSize {
+		t.depth++
+	}
+}
+
+func (t *thread) pop(n int) {
+	n = min(n, t.depth)
+	t.top = (t.top + stackSize - n) % stackSize
+	t.depth -= n
+}
+
+// rret pops the real call stack down to and including a, if it holds a
+// (a return to an older frame: a longjmp or exception skipped some).
+func (t *thread) rret(a uint64) {
+	for k := len(t.rstack) - 1; k >= 0 && k >= len(t.rstack)-stackSearch; k-- {
+		if t.rstack[k] == a {
+			t.rstack = t.rstack[:k]
+			return
+		}
+	}
+}
+
+// rpush pushes a return address on the real call stack (bounded: the
+// oldest half goes when it is full).
+func (t *thread) rpush(a uint64) {
+	if len(t.rstack) >= 1<<20 {
+		t.rstack = append(t.rstack[:0], t.rstack[len(t.rstack)/2:]...)
+	}
+	t.rstack = append(t.rstack, a)
+}
+
+func (t *thread) unwind(a uint64) {
+	for k := 0; k < stackSearch && k < t.depth; k++ {
+		if t.stack[(t.top+stackSize-k)%stackSize] == a {
+			t.pop(k + 1)
+			return
+		}
+	}
+}
+
+// next returns the next packet; ok false at the end of the thread's
+// packets so far (its current chunk).
+func (t *thread) next() (formats.Packet, bool, error) {
+	if t.pending != nil {
+		p := *t.pending
+		t.pending = nil
+		return p, true, nil
+	}
+	p, ok, err := t.pr.Next()
+	if err != nil {
+		return p, false, fmt.Errorf("chunk %d: %w", t.chunk, err)
+	}
+	t.idle = 0
+	return p, ok, nil
+}
+
+func (t *thread) unread(p formats.Packet) { t.pending = &p }
+
+// errResync says the walk met a packet that places the thread anew (a
+// LOST, or a SYNC where the walk did not expect one): place() takes it.
+var errResync = fmt.Errorf("resynchronise")
+
+// resync reports whether a packet of kind k, met by the walk, restarts it.
+func resync(k formats.PacketKind) bool {
+	return k == formats.PacketLost || k == formats.PacketSync || k == formats.PacketSyncCall
+}
+
+// errStarved says the thread's packets ran out where the walk needs one:
+// the next chunk continues (or the thread ended there).
+var errStarved = fmt.Errorf("out of packets")
+
+// bit returns the next outcome bit.
+func (t *thread) bit(where string) (bool, error) {
+	if t.nbits == 0 {
+		p, ok, err := t.next()
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, errStarved
+		}
+		if resync(p.Kind) {
+			t.unread(p)
+			t.known = false
+			return false, errResync
+		}
+		if p.Kind != formats.PacketTNT {
+			return false, t.errf("%s needs an outcome bit, the packet is %v", where, p.Kind)
+		}
+		t.bits, t.nbits = p.Bits, p.N
+	}
+	t.nbits--
+	return t.bits>>t.nbits&1 == 1, nil
+}
+
+func (t *thread) errf(format string, args ...any) error {
+	return fmt.Errorf("thread %d, chunk %d, packet at %d: %s", t.tid, t.chunk, t.pr.Pos(), fmt.Sprintf(format, args...))
+}
+
+// run decodes until it has emitted at least max events (nil) or the
+// thread's packets run out (errStarved).
+func (t *thread) run(max int) error {
+	for start := t.emitted; t.emitted-start < max; {
+		if !t.known || t.outside {
+			if err := t.place(); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := t.step(); err != nil && err != errResync {
+			return err
+		}
+	}
+	return nil
+}
+
+// out emits an event.
+func (t *thread) out(k formats.Kind, src, dst uint64) error {
+	t.emitted++
+	return t.emit(k, src, dst)
+}
+
+// place reads packets until the thread's position is known again: a
+// SYNC or ASYNC, or (outside) any other packet, which means the thread
+// came back to the return address on top of the stack.
+func (t *thread) place() error {
+	p, ok, err := t.next()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errStarved
+	}
+	switch p.Kind {
+	case formats.PacketSync:
+		t.pos, t.known, t.outside = p.Addr, true, false
+	case formats.PacketSyncCall:
+		t.pos, t.known, t.outside = p.Addr, true, false
+		t.rpush(p.At)
+	case formats.PacketAsync:
+		return t.asyncEnter(p)
+	case formats.PacketLost:
+		t.lost()
+	default:
+		if !t.known || t.depth == 0 {
+			return t.errf("%v where the thread's place is unknown", p.Kind)
+		}
+		t.pos = t.stack[t.top]
+		t.pop(1)
+		t.rret(t.pos)
+		t.outside = false
+		t.unread(p)
+	}
+	return nil
+}
+
+func (t *thread) lost() {
+	t.known, t.outside, t.depth, t.nbits = false, false, 0, 0
+	t.async = t.async[:0]
+	t.rstack = t.rstack[:0]
+	t.d.lost++
+}
+
+// asyncEnter: a signal handler at p.Addr interrupted the thread at
+// p.At (0: right after its last event), where the walk goes first.
+func (t *thread) asyncEnter(p formats.Packet) error {
+	if p.At != 0 && t.known && !t.outside {
+		if err := t.walkTo(p.At); err != nil {
+			return err
+		}
+	}
+	if len(t.async) >= asyncMax {
+		return t.errf("more than %d nested signal handlers", asyncMax)
+	}
+	t.async = append(t.async, saved{t.pos, t.known, t.outside, len(t.rstack)})
+	t.pos, t.known, t.outside = p.Addr, true, false
+	return nil
+}
+
+// walkTo follows the code from the current place to a, through direct
+// jmps and calls only (it is where a signal interrupted the thread).
+func (t *thread) walkTo(a uint64) error {
+	for guard := 0; guard < 1<<20; guard++ {
+		if t.pos == a {
+			return nil
+		}
+		m, br, err := t.branch()
+		if err != nil {
+			return err
+		}
+		at := m.Base + br.Addr
+		if a >= t.pos && a <= at {
+			t.pos = a
+			return nil
+		}
+		switch br.Kind {
+		case formats.BrJmp:
+			if err := t.out(formats.KindJmp, at, m.Base+br.Target); err != nil {
+				return err
+			}
+			t.pos = m.Base + br.Target
+		case formats.BrCall:
+			if err := t.out(formats.KindCall, at, m.Base+br.Target); err != nil {
+				return err
+			}
+			if br.Flags&formats.BranchProbed != 0 {
+				t.push(at + uint64(br.Len))
+			}
+			t.rpush(at + uint64(br.Len))
+			t.pos = m.Base + br.Target
+		default:
+			return t.errf("a signal at %#x, past the %v at %#x", a, br.Kind, at)
+		}
+	}
+	return t.errf("no way to %#x", a)
+}
+
+// branch returns the next control transfer at or after the position.
+func (t *thread) branch() (*module, *formats.Branch, error) {
+	m, in := t.d.mods.inside(t.pos)
+	if !in {
+		return nil, nil, t.errf("at %#x, outside every branch map", t.pos)
+	}
+	off := t.pos - m.Base
+	i := m.m.At(off)
+	if i >= len(m.m.Branches) {
+		return nil, nil, t.errf("no branch after %#x in %s", t.pos, m.Path)
+	}
+	return m, &m.m.Branches[i], nil
+}
