@@ -19,6 +19,9 @@ type Options struct {
 	// Binaries maps a module path in the trace's module table to the file
 	// to read its branch map from (the rewritten file moved since).
 	Binaries map[string]string
+	// Maps gives branch maps by module path, instead of reading them from
+	// the files (tests, and tools that keep them elsewhere).
+	Maps map[string]*formats.PathMap
 }
 
 // Decoder decodes one process's compact trace.
@@ -63,7 +66,7 @@ func Open(trace string, opts Options) (*Decoder, error) {
 	}
 	d := &Decoder{Trace: trace, Run: r.Run(), Modules: r.Modules()}
 	r.Release()
-	d.mods, d.Notes = loadModules(d.Modules, opts.Binaries)
+	d.mods, d.Notes = loadModules(d.Modules, opts)
 	if err := d.readChunks(trace + formats.PathsSuffix); err != nil {
 		return nil, err
 	}

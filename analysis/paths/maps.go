@@ -27,14 +27,16 @@ type modules struct {
 // table from its file (the path the loader mapped). A rewritten module
 // whose file is gone, or has another build-id or no map, is an error
 // only if the trace needs it (the caller decides: it has no map here).
-func loadModules(ms []formats.Module, override map[string]string) (*modules, []string) {
+func loadModules(ms []formats.Module, opts Options) (*modules, []string) {
 	out := &modules{all: map[uint16]*module{}}
 	var notes []string
 	for _, fm := range ms {
 		md := &module{Module: fm}
-		if fm.Rewritten {
+		if pm, ok := opts.Maps[fm.Path]; ok {
+			md.m = pm
+		} else if fm.Rewritten {
 			path := fm.Path
-			if o, ok := override[fm.Path]; ok {
+			if o, ok := opts.Binaries[fm.Path]; ok {
 				path = o
 			}
 			m, err := readPathMap(path)

@@ -1,0 +1,170 @@
+package paths
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stint-project/stint/formats"
+)
+
+// A hand-made module at base 0x400000 (link vaddrs below):
+//
+//	0x1000 jcc  -> 0x1010     0x1002 ret
+//	0x1010 call -> 0x1100     0x1015 jmp -> 0x1000
+//	0x1100 jcc  -> 0x1000 (a loop back into the caller, for the test)
+//	0x1102 ind jmp            0x1104 ret
+const testBase = 0x400000
+
+func testMap() *formats.PathMap {
+	return &formats.PathMap{TextLo: 0x1000, TextHi: 0x2000, Branches: []formats.Branch{
+		{Addr: 0x1000, Target: 0x1010, Len: 2, Kind: formats.BrJcc, Flags: formats.BranchProbed},
+		{Addr: 0x1002, Len: 1, Kind: formats.BrRet, Flags: formats.BranchProbed},
+		{Addr: 0x1010, Target: 0x1100, Len: 5, Kind: formats.BrCall, Flags: formats.BranchProbed},
+		{Addr: 0x1015, Target: 0x1000, Len: 2, Kind: formats.BrJmp},
+		{Addr: 0x1100, Target: 0x1000, Len: 2, Kind: formats.BrJcc, Flags: formats.BranchProbed},
+		{Addr: 0x1102, Len: 2, Kind: formats.BrIndJmp, Flags: formats.BranchProbed},
+		{Addr: 0x1104, Len: 1, Kind: formats.BrRet, Flags: formats.BranchProbed},
+	}}
+}
+
+// writeCompact writes a trace (module table only) and its paths file
+// with the given chunks into dir, and returns the trace's name.
+func writeCompact(t testing.TB, dir string, chunks []formats.Chunk) string {
+	t.Helper()
+	name := filepath.Join(dir, "m.1.2.arrow")
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := formats.NewWriter(f, formats.Run{Binary: "/m", Tool: "branch", Options: "tool=branch every=1 paths=1"},
+		[]formats.Module{{ID: 0, Path: "/m", Base: testBase, Size: 0x3000, Rewritten: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	pf, err := os.Create(name + formats.PathsSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	pw, err := formats.NewPathsWriter(pf, filepath.Base(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range chunks {
+		if err := pw.Write(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func decodeAll(t testing.TB, name string) ([]string, Stats, error) {
+	d, err := Open(name, Options{Maps: map[string]*formats.PathMap{"/m": testMap()}})
+	if err != nil {
+		return nil, Stats{}, err
+	}
+	var out []string
+	st, err := d.Events(func(e formats.Event) error {
+		out = append(out, fmt.Sprintf("%v %x>%x", e.Kind, e.Src, e.Dst))
+		return nil
+	})
+	return out, st, err
+}
+
+func TestDecodeWalk(t *testing.T) {
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x1000)
+	w.Bit(true)  // jcc 0x1000 taken -> 0x1010; call 0x1100 (pushed)
+	w.Bit(false) // jcc 0x1100 not taken -> 0x1102
+	w.TIP(testBase + 0x1104)
+	w.Bit(true) // ret 0x1104 compressed -> 0x1015; jmp 0x1000
+	w.Bit(false)
+	w.Flush()
+	// the thread's state runs on into its second chunk, which is empty
+	name := writeCompact(t, t.TempDir(), []formats.Chunk{
+		{TID: 5, Seq: 0, FirstNS: 10, LastNS: 20, Data: w.Data},
+		{TID: 5, Seq: 1, FirstNS: 20, LastNS: 30, Pending: 1},
+	})
+	got, st, err := decodeAll(t, name)
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, st)
+	}
+	want := []string{
+		"jcc-taken 1000>1010", "call 1010>1100", "jcc-not-taken 1100>1102", "ind-jmp 1102>1104",
+		"ret 1104>1015", "jmp 1015>1000", "jcc-not-taken 1000>1002",
+	}
+	// then the ret at 0x1002, with an empty stack, needs a TIP: the
+	// thread's packets end before it
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("events\n got %q\nwant %q", got, want)
+	}
+	if st.Threads != 1 || st.Chunks != 2 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestDecodeTail(t *testing.T) {
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x1000)
+	w.Flush()
+	// one pending bit (jcc taken), then the call at 0x1010 ran (its probe
+	// was the last): a thread killed inside the callee
+	name := writeCompact(t, t.TempDir(), []formats.Chunk{{TID: 5, Data: w.Data, Pending: 0b11, Tail: testBase + 0x1010}})
+	got, _, err := decodeAll(t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "jcc-taken 1000>1010; call 1010>1100"; strings.Join(got, "; ") != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x1000)
+	w.TIP(testBase + 0x1234) // the jcc needs a bit
+	w.Flush()
+	for _, c := range []struct {
+		name   string
+		chunks []formats.Chunk
+		want   string
+	}{
+		{"wrong packet", []formats.Chunk{{TID: 1, Data: w.Data}}, "needs an outcome bit"},
+		{"bad packet", []formats.Chunk{{TID: 1, Data: []byte{0x42}}}, "chunk 0: packet at 0: unknown packet byte"},
+		{"missing chunk", []formats.Chunk{{TID: 1, Seq: 1}}, "chunk 1 where chunk 0 should be"},
+		{"no place", []formats.Chunk{{TID: 1, Data: []byte{0x05}}}, "where the thread's place is unknown"},
+	} {
+		name := writeCompact(t, t.TempDir(), c.chunks)
+		_, _, err := decodeAll(t, name)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x1000)
+	w.Bit(true)
+	w.Bit(false)
+	w.TIP(testBase + 0x1104)
+	w.Bit(true)
+	w.Flush()
+	f.Add(w.Data, uint64(0b101), uint64(testBase+0x1010))
+	f.Add([]byte{formats.PktSyncCall, 0, 0x10, 0x40, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0x07}, uint64(0), uint64(0))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte, pending, tail uint64) {
+		name := writeCompact(t, dir, []formats.Chunk{{TID: 3, Data: data, Pending: pending, Tail: tail}})
+		decodeAll(t, name) // an error is fine; a panic or a hang is not
+	})
+}
