@@ -23,6 +23,9 @@ type Suite struct {
 	// EveryRuns and CallgrindRuns are the timed runs of the slow
 	// variants (0 leaves the variant out).
 	EveryRuns, CallgrindRuns int
+	// RowsRuns: timed runs of the row-per-event --every variant (compact:
+	// about 4 GB of trace a run on gzip).
+	RowsRuns int
 }
 
 // Report is what the suite writes as JSON.
@@ -82,6 +85,12 @@ func (s *Suite) Run(ctx context.Context, stdout io.Writer) error {
 	if s.want("context") {
 		if err := s.contexts(ctx, rep); err != nil {
 			return fmt.Errorf("context: %w", err)
+		}
+	}
+	// Only when named: complete traces, with the row engine's gigabytes.
+	if slices.Contains(s.Only, "compact") {
+		if err := s.compact(ctx, rep); err != nil {
+			return fmt.Errorf("compact: %w", err)
 		}
 	}
 	// Only when named: it measures the machine, not stint.

@@ -87,6 +87,17 @@
 // by writing its continuation marker (FF FF FF FF) last; until then the
 // runtime's file holds zeros there.
 //
+// # Compact complete traces
+//
+// A trace recorded with rewrite --every and tool branch has a paths file
+// beside it, <trace>.arrow.paths ([PathsSuffix]): an Arrow IPC stream of
+// [PathsSchema], one chunk of one thread's packets per record batch
+// (tid, seq, first_ns, last_ns, pending, tail, data). The packets
+// (packets.go) hold only what the code does not imply; a decoder walks
+// the rewritten module's branch map (section [PathMapSection],
+// [PathMap]) between them (package analysis/paths). [PathsReader]
+// validates the stream as [BatchReader] validates a trace.
+//
 // # How a stream ends
 //
 // A reader reports how the stream ended ([End]): with the end-of-stream
