@@ -179,8 +179,12 @@ func (s *Stream) Next(max int) []formats.Event {
 func (s *Stream) startThread() {
 	tc := s.d.threads[s.ti]
 	t := &thread{d: s.d, tid: tc.tid}
+	lastPos, lastTime := -1, uint64(0)
 	t.emit = func(k formats.Kind, src, dst uint64) error {
-		s.buf = append(s.buf, s.d.event(k, t.tid, s.d.timeAt(&s.c, t.pr.Pos()), src, dst))
+		if pos := t.pr.Pos(); pos != lastPos {
+			lastPos, lastTime = pos, s.d.timeAt(&s.c, pos)
+		}
+		s.buf = append(s.buf, s.d.event(t.m, k, t.tid, lastTime, src, dst))
 		return nil
 	}
 	s.t, s.ci = t, 0
@@ -221,12 +225,20 @@ func (d *Decoder) timeAt(c *formats.Chunk, pos int) uint64 {
 }
 
 // event makes the row of a transfer from src to dst (run-time addresses).
-func (d *Decoder) event(k formats.Kind, tid uint32, time, src, dst uint64) formats.Event {
+// (src and dst are most often in module cur, the branch's.)
+func (d *Decoder) event(cur *module, k formats.Kind, tid uint32, time, src, dst uint64) formats.Event {
 	e := formats.Event{Kind: k, TID: tid, Time: time, SrcModule: formats.NoModule, Src: src, DstModule: formats.NoModule, Dst: dst}
-	if m := d.mods.at(src); m != nil {
+	m := cur
+	if m == nil || src-m.Base >= m.Size {
+		m = d.mods.at(src)
+	}
+	if m != nil {
 		e.SrcModule, e.Src = m.ID, src-m.Base
 	}
-	if m := d.mods.at(dst); m != nil {
+	if m == nil || dst-m.Base >= m.Size {
+		m = d.mods.at(dst)
+	}
+	if m != nil {
 		e.DstModule, e.Dst = m.ID, dst-m.Base
 	}
 	return e

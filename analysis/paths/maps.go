@@ -13,7 +13,21 @@ import (
 // when it records a compact trace.
 type module struct {
 	formats.Module
-	m *formats.PathMap // nil: not instrumented for compact traces
+	m   *formats.PathMap // nil: not instrumented for compact traces
+	tgt []int32          // per branch: the index of the first branch at or after its direct target
+}
+
+// index precomputes tgt (a target outside the text gets an index that
+// the walk looks up instead: -1).
+func (md *module) index() {
+	bs := md.m.Branches
+	md.tgt = make([]int32, len(bs))
+	for i, br := range bs {
+		md.tgt[i] = -1
+		if (br.Kind == formats.BrJcc || br.Kind == formats.BrJmp || br.Kind == formats.BrCall) && br.Target >= md.m.TextLo && br.Target < md.m.TextHi {
+			md.tgt[i] = int32(md.m.At(br.Target))
+		}
+	}
 }
 
 // modules finds the module of a run-time address as the runtime does
@@ -21,6 +35,7 @@ type module struct {
 type modules struct {
 	list []*module // by id
 	all  map[uint16]*module
+	last *module
 }
 
 // loadModules reads the branch map of every rewritten module of the
@@ -34,6 +49,7 @@ func loadModules(ms []formats.Module, opts Options) (*modules, []string) {
 		md := &module{Module: fm}
 		if pm, ok := opts.Maps[fm.Path]; ok {
 			md.m = pm
+			md.index()
 		} else if fm.Rewritten {
 			path := fm.Path
 			if o, ok := opts.Binaries[fm.Path]; ok {
@@ -45,6 +61,7 @@ func loadModules(ms []formats.Module, opts Options) (*modules, []string) {
 				notes = append(notes, fmt.Sprintf("module %d (%s): %v", fm.ID, fm.Path, err))
 			case m != nil:
 				md.m = m
+				md.index()
 			}
 		}
 		out.all[fm.ID] = md
@@ -77,10 +94,15 @@ func readPathMap(path string) (*formats.PathMap, error) {
 	return formats.DecodePathMap(b)
 }
 
-// at returns the module that holds run-time address a, or nil.
+// at returns the module that holds run-time address a, or nil (the last
+// one found is tried first: most transfers stay in their module).
 func (ms *modules) at(a uint64) *module {
+	if m := ms.last; m != nil && a-m.Base < m.Size {
+		return m
+	}
 	for _, m := range ms.list {
 		if a-m.Base < m.Size {
+			ms.last = m
 			return m
 		}
 	}

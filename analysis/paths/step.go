@@ -27,14 +27,14 @@ func (t *thread) step() error {
 	probed := br.Flags&formats.BranchProbed != 0
 	switch br.Kind {
 	case formats.BrJmp:
-		t.pos = m.Base + br.Target
+		t.goTarget(m)
 		return t.out(formats.KindJmp, at, t.pos)
 	case formats.BrCall:
 		if probed {
 			t.push(next)
 		}
 		t.rpush(next)
-		t.pos = m.Base + br.Target
+		t.goTarget(m)
 		return t.out(formats.KindCall, at, t.pos)
 	}
 	if !probed {
@@ -54,15 +54,15 @@ func (t *thread) step() error {
 	}
 	switch br.Kind {
 	case formats.BrJcc:
-		taken, err := t.bit("the jcc at " + hex(at))
+		taken, err := t.bit("the jcc", at)
 		if err != nil {
 			return err
 		}
 		if taken {
-			t.pos = m.Base + br.Target
+			t.goTarget(m)
 			return t.out(formats.KindJccTaken, at, t.pos)
 		}
-		t.pos = next
+		t.goNext(m, next)
 		return t.out(formats.KindJccNotTaken, at, next)
 	case formats.BrRet:
 		return t.ret(at)
@@ -125,7 +125,8 @@ func (t *thread) ret(at uint64) error {
 			if err := t.out(formats.KindRet, at, p.Addr); err != nil {
 				return err
 			}
-			t.pos, t.known, t.outside = s.pos, s.known, s.outside
+			t.setPos(s.pos)
+			t.known, t.outside = s.known, s.outside
 			return nil
 		default:
 			if resync(p.Kind) {
@@ -136,7 +137,7 @@ func (t *thread) ret(at uint64) error {
 			return t.errf("the ret at %#x needs a bit or a destination, the packet is %v", at, p.Kind)
 		}
 	}
-	taken, err := t.bit("the ret at " + hex(at))
+	taken, err := t.bit("the ret", at)
 	if err != nil {
 		return err
 	}
@@ -146,31 +147,17 @@ func (t *thread) ret(at uint64) error {
 	dst := t.stack[t.top]
 	t.pop(1)
 	t.rret(dst)
-	t.pos = dst
+	t.setPos(dst)
 	return t.out(formats.KindRet, at, dst)
 }
 
 // leave goes to a, or outside when a is not instrumented code.
 func (t *thread) leave(a uint64) {
 	if _, in := t.d.mods.inside(a); in {
-		t.pos = a
+		t.setPos(a)
 		return
 	}
 	t.outside = true
-}
-
-func hex(a uint64) string {
-	const digits = "0123456789abcdef"
-	b := []byte("0x")
-	started := false
-	for s := 60; s >= 0; s -= 4 {
-		d := a >> uint(s) & 0xf
-		if d != 0 || started || s == 0 {
-			started = true
-			b = append(b, digits[d])
-		}
-	}
-	return string(b)
 }
 
 // finish ends the thread after its last chunk c: the outcome bits the
@@ -194,7 +181,7 @@ func (t *thread) finish(c *formats.Chunk) error {
 		if t.depth == 0 {
 			return nil
 		}
-		t.pos = t.stack[t.top]
+		t.setPos(t.stack[t.top])
 		t.pop(1)
 		t.rret(t.pos)
 		t.outside = false

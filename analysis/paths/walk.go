@@ -32,9 +32,11 @@ type thread struct {
 	pending *formats.Packet // a packet read ahead
 	bits    uint64          // outcome bits not yet used, oldest in bit nbits-1
 	nbits   int
-	pos     uint64 // run-time address of the next instruction
-	known   bool   // pos is where the thread is
-	outside bool   // the last transfer left instrumented code
+	pos     uint64  // run-time address of the next instruction
+	m       *module // the module of the last lookup
+	bi      int     // the index in m's map of the next branch at or after pos; -1: look it up
+	known   bool    // pos is where the thread is
+	outside bool    // the last transfer left instrumented code
 	stack   [stackSize]uint64
 	depth   int
 	top     int
@@ -124,7 +126,7 @@ func resync(k formats.PacketKind) bool {
 var errStarved = fmt.Errorf("out of packets")
 
 // bit returns the next outcome bit.
-func (t *thread) bit(where string) (bool, error) {
+func (t *thread) bit(what string, at uint64) (bool, error) {
 	if t.nbits == 0 {
 		p, ok, err := t.next()
 		if err != nil {
@@ -139,7 +141,7 @@ func (t *thread) bit(where string) (bool, error) {
 			return false, errResync
 		}
 		if p.Kind != formats.PacketTNT {
-			return false, t.errf("%s needs an outcome bit, the packet is %v", where, p.Kind)
+			return false, t.errf("%s at %#x needs an outcome bit, the packet is %v", what, at, p.Kind)
 		}
 		t.bits, t.nbits = p.Bits, p.N
 	}
@@ -187,9 +189,11 @@ func (t *thread) place() error {
 	}
 	switch p.Kind {
 	case formats.PacketSync:
-		t.pos, t.known, t.outside = p.Addr, true, false
+		t.setPos(p.Addr)
+		t.known, t.outside = true, false
 	case formats.PacketSyncCall:
-		t.pos, t.known, t.outside = p.Addr, true, false
+		t.setPos(p.Addr)
+		t.known, t.outside = true, false
 		t.rpush(p.At)
 	case formats.PacketAsync:
 		return t.asyncEnter(p)
@@ -199,7 +203,7 @@ func (t *thread) place() error {
 		if !t.known || t.depth == 0 {
 			return t.errf("%v where the thread's place is unknown", p.Kind)
 		}
-		t.pos = t.stack[t.top]
+		t.setPos(t.stack[t.top])
 		t.pop(1)
 		t.rret(t.pos)
 		t.outside = false
@@ -227,7 +231,8 @@ func (t *thread) asyncEnter(p formats.Packet) error {
 		return t.errf("more than %d nested signal handlers", asyncMax)
 	}
 	t.async = append(t.async, saved{t.pos, t.known, t.outside, len(t.rstack)})
-	t.pos, t.known, t.outside = p.Addr, true, false
+	t.setPos(p.Addr)
+	t.known, t.outside = true, false
 	return nil
 }
 
@@ -244,7 +249,7 @@ func (t *thread) walkTo(a uint64) error {
 		}
 		at := m.Base + br.Addr
 		if a >= t.pos && a <= at {
-			t.pos = a
+			t.setPos(a)
 			return nil
 		}
 		switch br.Kind {
@@ -252,7 +257,7 @@ func (t *thread) walkTo(a uint64) error {
 			if err := t.out(formats.KindJmp, at, m.Base+br.Target); err != nil {
 				return err
 			}
-			t.pos = m.Base + br.Target
+			t.goTarget(m)
 		case formats.BrCall:
 			if err := t.out(formats.KindCall, at, m.Base+br.Target); err != nil {
 				return err
@@ -261,7 +266,7 @@ func (t *thread) walkTo(a uint64) error {
 				t.push(at + uint64(br.Len))
 			}
 			t.rpush(at + uint64(br.Len))
-			t.pos = m.Base + br.Target
+			t.goTarget(m)
 		default:
 			return t.errf("a signal at %#x, past the %v at %#x", a, br.Kind, at)
 		}
@@ -269,16 +274,38 @@ func (t *thread) walkTo(a uint64) error {
 	return t.errf("no way to %#x", a)
 }
 
-// branch returns the next control transfer at or after the position.
+// branch returns the next control transfer at or after the position:
+// known already after a direct transfer (goTarget, goNext), else looked
+// up, in the module of the last lookup first.
 func (t *thread) branch() (*module, *formats.Branch, error) {
-	m, in := t.d.mods.inside(t.pos)
-	if !in {
-		return nil, nil, t.errf("at %#x, outside every branch map", t.pos)
+	if t.bi < 0 {
+		m := t.m
+		if m == nil || t.pos-m.Base < m.m.TextLo || t.pos-m.Base >= m.m.TextHi {
+			var in bool
+			if m, in = t.d.mods.inside(t.pos); !in {
+				return nil, nil, t.errf("at %#x, outside every branch map", t.pos)
+			}
+		}
+		t.m, t.bi = m, m.m.At(t.pos-m.Base)
 	}
-	off := t.pos - m.Base
-	i := m.m.At(off)
-	if i >= len(m.m.Branches) {
-		return nil, nil, t.errf("no branch after %#x in %s", t.pos, m.Path)
+	if t.bi >= len(t.m.m.Branches) {
+		return nil, nil, t.errf("no branch after %#x in %s", t.pos, t.m.Path)
 	}
-	return m, &m.m.Branches[i], nil
+	return t.m, &t.m.m.Branches[t.bi], nil
+}
+
+// setPos puts the thread at a: its next branch is looked up.
+func (t *thread) setPos(a uint64) { t.pos, t.bi = a, -1 }
+
+// goTarget follows the direct branch t.bi of m to its target.
+func (t *thread) goTarget(m *module) {
+	br := &m.m.Branches[t.bi]
+	t.pos = m.Base + br.Target
+	t.bi = int(m.tgt[t.bi])
+}
+
+// goNext falls through the branch t.bi of m, to next.
+func (t *thread) goNext(m *module, next uint64) {
+	t.pos = next
+	t.bi++
 }
