@@ -107,6 +107,14 @@ type PacketReader struct {
 // Reset starts on a new chunk's data, keeping the last address.
 func (r *PacketReader) Reset(data []byte) { r.data, r.pos = data, 0 }
 
+// More reports whether a packet follows (padding aside).
+func (r *PacketReader) More() bool {
+	for r.pos < len(r.data) && r.data[r.pos] == PktPad {
+		r.pos++
+	}
+	return r.pos < len(r.data)
+}
+
 // Pos is the offset in the chunk of the next packet.
 func (r *PacketReader) Pos() int { return r.pos }
 

@@ -31,16 +31,17 @@ const (
 	PathsColLast
 	PathsColPending
 	PathsColTail
+	PathsColTailBits
 	PathsColData
 	PathsNumCols
 )
 
 // PathsColName holds each paths column's name.
-var PathsColName = [PathsNumCols]string{"tid", "seq", "first_ns", "last_ns", "pending", "tail", "data"}
+var PathsColName = [PathsNumCols]string{"tid", "seq", "first_ns", "last_ns", "pending", "tail", "tail_bits", "data"}
 
 // pathsColumns: tid u32, seq u32, first_ns u64, last_ns u64, pending
-// u64, tail u64, data binary.
-var pathsColumns = columns{names: PathsColName[:], widths: []int{4, 4, 8, 8, 8, 8, 4}, binary: true}
+// u64, tail u64, tail_bits u64, data binary.
+var pathsColumns = columns{names: PathsColName[:], widths: []int{4, 4, 8, 8, 8, 8, 8, 4}, binary: true}
 
 // MetaPathsTrace is the paths file's schema metadata key naming its
 // trace file (base name), space padded to PathsTraceCap bytes.
@@ -62,7 +63,8 @@ func pathsFields() []arrow.Field {
 		{Name: PathsColName[3], Type: arrow.PrimitiveTypes.Uint64},
 		{Name: PathsColName[4], Type: arrow.PrimitiveTypes.Uint64},
 		{Name: PathsColName[5], Type: arrow.PrimitiveTypes.Uint64},
-		{Name: PathsColName[6], Type: arrow.BinaryTypes.Binary},
+		{Name: PathsColName[6], Type: arrow.PrimitiveTypes.Uint64},
+		{Name: PathsColName[7], Type: arrow.BinaryTypes.Binary},
 	}
 }
 
@@ -79,9 +81,13 @@ type Chunk struct {
 	// Tail: the address of the last probe that ran since the last packet
 	// and appended none (a direct call, an entry or resume probe), 0 if
 	// none: how far the thread got after its last packet.
-	Tail   uint64
-	Data   []byte // packets; trailing zero bytes are padding
-	Offset int64  // stream offset of the chunk's message
+	Tail uint64
+	// TailBits: Pending when Tail was set. The tail holds only while the
+	// two are equal: outcome bits appended since (by code that does not
+	// reset Tail) make it stale.
+	TailBits uint64
+	Data     []byte // packets; trailing zero bytes are padding
+	Offset   int64  // stream offset of the chunk's message
 }
 
 // PathsTemplate is the byte template of a paths file for writers
@@ -89,9 +95,9 @@ type Chunk struct {
 // in place at TraceOff, PathsTraceCap bytes), then per chunk a copy of
 // Batch with OffBodyLen and OffDataLen patched (int64 little-endian),
 // then the body: tid u32 at 0, seq u32 at 8, first_ns at 16, last_ns at
-// 24, pending at 32, tail at 40, the data's int32 offsets {0, n} at 48,
-// the n data bytes at 56, zero padding to a multiple of 8 (body length
-// = 56 + n rounded up).
+// 24, pending at 32, tail at 40, tail_bits at 48, the data's int32
+// offsets {0, n} at 56, the n data bytes at 64, zero padding to a
+// multiple of 8 (body length = 64 + n rounded up).
 type PathsTemplate struct {
 	Schema                 []byte
 	TraceOff               int
@@ -101,14 +107,15 @@ type PathsTemplate struct {
 
 // Body offsets of a paths batch's buffers.
 const (
-	PathsBodyTID     = 0
-	PathsBodySeq     = 8
-	PathsBodyFirst   = 16
-	PathsBodyLast    = 24
-	PathsBodyPending = 32
-	PathsBodyTail    = 40
-	PathsBodyOffs    = 48
-	PathsBodyData    = 56
+	PathsBodyTID      = 0
+	PathsBodySeq      = 8
+	PathsBodyFirst    = 16
+	PathsBodyLast     = 24
+	PathsBodyPending  = 32
+	PathsBodyTail     = 40
+	PathsBodyTailBits = 48
+	PathsBodyOffs     = 56
+	PathsBodyData     = 64
 )
 
 var (
@@ -148,7 +155,7 @@ func buildPathsTemplate() (*PathsTemplate, error) {
 	type buf2 struct{ off, len int64 }
 	bufs := []buf2{{0, 0}, {PathsBodyTID, 4}, {0, 0}, {PathsBodySeq, 4}, {0, 0}, {PathsBodyFirst, 8},
 		{0, 0}, {PathsBodyLast, 8}, {0, 0}, {PathsBodyPending, 8}, {0, 0}, {PathsBodyTail, 8},
-		{0, 0}, {PathsBodyOffs, 8}, {PathsBodyData, dataLen}}
+		{0, 0}, {PathsBodyTailBits, 8}, {0, 0}, {PathsBodyOffs, 8}, {PathsBodyData, dataLen}}
 	b := flatbuffers.NewBuilder(512)
 	b.StartVector(16, len(bufs), 8)
 	for i := len(bufs) - 1; i >= 0; i-- {
@@ -233,6 +240,7 @@ func (p *PathsWriter) Write(c Chunk) error {
 	binary.LittleEndian.PutUint64(body[PathsBodyLast:], c.LastNS)
 	binary.LittleEndian.PutUint64(body[PathsBodyPending:], c.Pending)
 	binary.LittleEndian.PutUint64(body[PathsBodyTail:], c.Tail)
+	binary.LittleEndian.PutUint64(body[PathsBodyTailBits:], c.TailBits)
 	binary.LittleEndian.PutUint32(body[PathsBodyOffs+4:], uint32(n))
 	copy(body[PathsBodyData:], c.Data)
 	m := append([]byte(nil), p.t.Batch...)
@@ -319,14 +327,15 @@ func (p *PathsReader) Next() bool {
 		return false
 	}
 	p.chunk = Chunk{
-		TID:     le.Uint32(b[mi.values[PathsColTID]:]),
-		Seq:     le.Uint32(b[mi.values[PathsColSeq]:]),
-		FirstNS: le.Uint64(b[mi.values[PathsColFirst]:]),
-		LastNS:  le.Uint64(b[mi.values[PathsColLast]:]),
-		Pending: le.Uint64(b[mi.values[PathsColPending]:]),
-		Tail:    le.Uint64(b[mi.values[PathsColTail]:]),
-		Data:    b[mi.dataOff+lo : mi.dataOff+hi],
-		Offset:  p.s.start,
+		TID:      le.Uint32(b[mi.values[PathsColTID]:]),
+		Seq:      le.Uint32(b[mi.values[PathsColSeq]:]),
+		FirstNS:  le.Uint64(b[mi.values[PathsColFirst]:]),
+		LastNS:   le.Uint64(b[mi.values[PathsColLast]:]),
+		Pending:  le.Uint64(b[mi.values[PathsColPending]:]),
+		Tail:     le.Uint64(b[mi.values[PathsColTail]:]),
+		TailBits: le.Uint64(b[mi.values[PathsColTailBits]:]),
+		Data:     b[mi.dataOff+lo : mi.dataOff+hi],
+		Offset:   p.s.start,
 	}
 	return true
 }

@@ -119,13 +119,18 @@ func TestDecodeTail(t *testing.T) {
 	w.Flush()
 	// one pending bit (jcc taken), then the call at 0x1010 ran (its probe
 	// was the last): a thread killed inside the callee
-	name := writeCompact(t, t.TempDir(), []formats.Chunk{{TID: 5, Data: w.Data, Pending: 0b11, Tail: testBase + 0x1010}})
+	name := writeCompact(t, t.TempDir(), []formats.Chunk{{TID: 5, Data: w.Data, Pending: 0b11, Tail: testBase + 0x1010, TailBits: 0b11}})
 	got, _, err := decodeAll(t, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "jcc-taken 1000>1010; call 1010>1100"; strings.Join(got, "; ") != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+	// bits appended after the tail was set make it stale: no call
+	name = writeCompact(t, t.TempDir(), []formats.Chunk{{TID: 5, Data: w.Data, Pending: 0b11, Tail: testBase + 0x1010, TailBits: 0b1}})
+	if got, _, _ = decodeAll(t, name); strings.Join(got, "; ") != "jcc-taken 1000>1010" {
+		t.Errorf("stale tail: got %q", got)
 	}
 }
 
@@ -167,4 +172,30 @@ func FuzzDecode(f *testing.F) {
 		name := writeCompact(t, dir, []formats.Chunk{{TID: 3, Data: data, Pending: pending, Tail: tail}})
 		decodeAll(t, name) // an error is fine; a panic or a hang is not
 	})
+}
+
+// A signal handler that interrupted the thread in a trampoline, before
+// the jcc's probe appended its bit: ASYNC (at 0) comes where the walk
+// wants the bit; the handler's path decodes, and at its ASYNC_END the
+// walk comes back to the jcc.
+func TestDecodeAsyncMidWalk(t *testing.T) {
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x1000)
+	w.Async(0, testBase+0x1100)
+	w.Bit(false) // handler: jcc 0x1100 not taken
+	w.TIP(testBase + 0x1104)
+	w.AsyncEnd(0x7fff0000) // its ret, to the restorer
+	w.Bit(true)            // back: jcc 0x1000 taken
+	w.Flush()
+	name := writeCompact(t, t.TempDir(), []formats.Chunk{{TID: 5, Data: w.Data}})
+	got, st, err := decodeAll(t, name)
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, st)
+	}
+	// the call after it is implied, but no packet or tail says the
+	// thread got there
+	want := "jcc-not-taken 1100>1102; ind-jmp 1102>1104; ret 1104>7fff0000; jcc-taken 1000>1010"
+	if strings.Join(got, "; ") != want {
+		t.Errorf("got  %q\nwant %q", strings.Join(got, "; "), want)
+	}
 }

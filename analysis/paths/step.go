@@ -25,6 +25,11 @@ func (t *thread) step() error {
 	at := m.Base + br.Addr
 	next := at + uint64(br.Len)
 	probed := br.Flags&formats.BranchProbed != 0
+	if implied := br.Kind == formats.BrJmp || br.Kind == formats.BrCall || br.Kind == formats.BrRet && !probed; implied && !t.more() {
+		// past the last packet so far: whether the thread got here is
+		// for the next chunk, or its tail (finish), to say
+		return errStarved
+	}
 	switch br.Kind {
 	case formats.BrJmp:
 		t.goTarget(m)
@@ -74,10 +79,8 @@ func (t *thread) step() error {
 		if !ok {
 			return errStarved
 		}
-		if resync(p.Kind) {
-			t.unread(p)
-			t.known = false
-			return errResync
+		if err := t.midWalk(p); err != nil {
+			return err
 		}
 		if p.Kind != formats.PacketTIP {
 			return t.errf("the %v at %#x needs a destination, the packet is %v", br.Kind, at, p.Kind)
@@ -129,10 +132,8 @@ func (t *thread) ret(at uint64) error {
 			t.known, t.outside = s.known, s.outside
 			return nil
 		default:
-			if resync(p.Kind) {
-				t.unread(p)
-				t.known = false
-				return errResync
+			if err := t.midWalk(p); err != nil {
+				return err
 			}
 			return t.errf("the ret at %#x needs a bit or a destination, the packet is %v", at, p.Kind)
 		}
@@ -141,8 +142,8 @@ func (t *thread) ret(at uint64) error {
 	if err != nil {
 		return err
 	}
-	if !taken || t.depth == 0 {
-		return t.errf("the ret at %#x: bit %v with %d on the stack", at, taken, t.depth)
+	if !taken || t.stack[t.top] == 0 {
+		return t.errf("the ret at %#x: bit %v, %#x on top of the stack", at, taken, t.stack[t.top])
 	}
 	dst := t.stack[t.top]
 	t.pop(1)
@@ -173,12 +174,12 @@ func (t *thread) finish(c *formats.Chunk) error {
 			return err
 		}
 	}
-	if c.Tail == 0 || !t.known {
+	if c.Tail == 0 || c.TailBits != c.Pending || !t.known {
 		return nil
 	}
 	if t.outside {
 		// a probe ran since: the thread came back where the stack says
-		if t.depth == 0 {
+		if t.stack[t.top] == 0 {
 			return nil
 		}
 		t.setPos(t.stack[t.top])
@@ -186,12 +187,17 @@ func (t *thread) finish(c *formats.Chunk) error {
 		t.rret(t.pos)
 		t.outside = false
 	}
-	for guard := 0; guard < 1<<16 && t.pos != c.Tail; guard++ {
+	t.tail = true
+	defer func() { t.tail = false }()
+	for guard := 0; guard < 1<<16; guard++ {
 		m, br, err := t.branch()
-		if err != nil || br.Kind != formats.BrJmp && br.Kind != formats.BrCall {
+		if err != nil {
 			return nil
 		}
 		at := m.Base + br.Addr
+		if c.Tail >= t.pos && c.Tail < at || br.Kind != formats.BrJmp && br.Kind != formats.BrCall {
+			return nil // an entry or resume probe's site reached, or a branch that needs a packet
+		}
 		if err := t.step(); err != nil {
 			return err
 		}

@@ -7,10 +7,12 @@ import (
 )
 
 // The runtime's call stack and search depth (runtime/src/stint.h,
-// PATHS_STACK and PATHS_SEARCH): the decoder keeps the same ring, so
-// that it compresses and unwinds exactly as the runtime did.
+// PATHS_STACK and PATHS_SEARCH): the decoder keeps the same ring of 256
+// with an 8-bit top and no depth, so that it compresses and unwinds
+// exactly as the runtime did, a comparison with a slot no call filled
+// included.
 const (
-	stackSize   = 1024
+	stackSize   = 256
 	stackSearch = 16
 	asyncMax    = 8
 )
@@ -38,31 +40,26 @@ type thread struct {
 	known   bool    // pos is where the thread is
 	outside bool    // the last transfer left instrumented code
 	stack   [stackSize]uint64
-	depth   int
-	top     int
+	top     uint8
 	async   []saved
 	// rstack is the real call stack: every call the walk took, popped by
 	// every return. Unlike the runtime's ring (stack), it sees calls
 	// without a probe, and it tells where a ret without one goes.
 	rstack  []uint64
-	idle    int // transfers walked since the last packet
+	idle    int  // transfers walked since the last packet
+	tail    bool // finish is walking to the tail
 	emit    func(formats.Kind, uint64, uint64) error
 	emitted int
 	chunk   int // the chunk being read, for errors
 }
 
 func (t *thread) push(a uint64) {
-	t.top = (t.top + 1) % stackSize
+	t.top++
 	t.stack[t.top] = a
-	if t.depth < stackSize {
-		t.depth++
-	}
 }
 
 func (t *thread) pop(n int) {
-	n = min(n, t.depth)
-	t.top = (t.top + stackSize - n) % stackSize
-	t.depth -= n
+	t.top -= uint8(n)
 }
 
 // rret pops the real call stack down to and including a, if it holds a
@@ -86,8 +83,8 @@ func (t *thread) rpush(a uint64) {
 }
 
 func (t *thread) unwind(a uint64) {
-	for k := 0; k < stackSearch && k < t.depth; k++ {
-		if t.stack[(t.top+stackSize-k)%stackSize] == a {
+	for k := 0; k < stackSearch; k++ {
+		if t.stack[t.top-uint8(k)] == a {
 			t.pop(k + 1)
 			return
 		}
@@ -112,13 +109,34 @@ func (t *thread) next() (formats.Packet, bool, error) {
 
 func (t *thread) unread(p formats.Packet) { t.pending = &p }
 
+// more reports whether the walk has a packet or a bit left to go on
+// with (or is walking to the tail, where finish says how far).
+func (t *thread) more() bool { return t.tail || t.nbits > 0 || t.pending != nil || t.pr.More() }
+
 // errResync says the walk met a packet that places the thread anew (a
 // LOST, or a SYNC where the walk did not expect one): place() takes it.
 var errResync = fmt.Errorf("resynchronise")
 
-// resync reports whether a packet of kind k, met by the walk, restarts it.
-func resync(k formats.PacketKind) bool {
-	return k == formats.PacketLost || k == formats.PacketSync || k == formats.PacketSyncCall
+// midWalk takes a packet met where the walk wanted a bit or a
+// destination, when it is one that places the thread anew: a LOST, a
+// SYNC (the place() loop takes them), or an ASYNC: a signal handler that
+// interrupted the thread before this branch's packet was appended (in a
+// trampoline, before its probe ran): the walk goes to the handler and,
+// at its ASYNC_END, comes back to the branch. errResync then; nil for
+// any other packet, which the caller reads.
+func (t *thread) midWalk(p formats.Packet) error {
+	switch p.Kind {
+	case formats.PacketLost, formats.PacketSync, formats.PacketSyncCall:
+		t.unread(p)
+		t.known = false
+		return errResync
+	case formats.PacketAsync:
+		if err := t.asyncEnter(p); err != nil {
+			return err
+		}
+		return errResync
+	}
+	return nil
 }
 
 // errStarved says the thread's packets ran out where the walk needs one:
@@ -135,10 +153,8 @@ func (t *thread) bit(what string, at uint64) (bool, error) {
 		if !ok {
 			return false, errStarved
 		}
-		if resync(p.Kind) {
-			t.unread(p)
-			t.known = false
-			return false, errResync
+		if err := t.midWalk(p); err != nil {
+			return false, err
 		}
 		if p.Kind != formats.PacketTNT {
 			return false, t.errf("%s at %#x needs an outcome bit, the packet is %v", what, at, p.Kind)
@@ -200,7 +216,7 @@ func (t *thread) place() error {
 	case formats.PacketLost:
 		t.lost()
 	default:
-		if !t.known || t.depth == 0 {
+		if !t.known || t.stack[t.top] == 0 {
 			return t.errf("%v where the thread's place is unknown", p.Kind)
 		}
 		t.setPos(t.stack[t.top])
@@ -213,7 +229,8 @@ func (t *thread) place() error {
 }
 
 func (t *thread) lost() {
-	t.known, t.outside, t.depth, t.nbits = false, false, 0, 0
+	t.known, t.outside, t.nbits = false, false, 0
+	t.stack, t.top = [stackSize]uint64{}, 0
 	t.async = t.async[:0]
 	t.rstack = t.rstack[:0]
 	t.d.lost++

@@ -156,7 +156,8 @@ func pathsTemplate(p func(string, ...any), b *bytes.Buffer, pt *formats.PathsTem
 	p(" * STINT_PATHS_TRACE_OFF (STINT_PATHS_TRACE_CAP bytes, space padded), and the\n")
 	p(" * framed RecordBatch message of one chunk: patch the int64 body length and\n")
 	p(" * data length; the body follows: tid u32 at STINT_PATHS_BODY_TID, seq u32,\n")
-	p(" * first_ns, last_ns, pending (outcome bits), tail (last silent probe) u64,\n")
+	p(" * first_ns, last_ns, pending (outcome bits), tail (last silent probe),\n")
+	p(" * tail_bits (pending when tail was set) u64,\n")
 	p(" * the data's int32 offsets {0, n}, the data. */\n")
 	p("#define STINT_PATHS_SCHEMA_LEN %d\n", len(pt.Schema))
 	p("#define STINT_PATHS_TRACE_OFF %d\n", pt.TraceOff)
@@ -176,6 +177,7 @@ func pathsTemplate(p func(string, ...any), b *bytes.Buffer, pt *formats.PathsTem
 	p("#define STINT_PATHS_BODY_LAST %d\n", formats.PathsBodyLast)
 	p("#define STINT_PATHS_BODY_PENDING %d\n", formats.PathsBodyPending)
 	p("#define STINT_PATHS_BODY_TAIL %d\n", formats.PathsBodyTail)
+	p("#define STINT_PATHS_BODY_TAIL_BITS %d\n", formats.PathsBodyTailBits)
 	p("#define STINT_PATHS_BODY_OFFS %d\n", formats.PathsBodyOffs)
 	p("#define STINT_PATHS_BODY_DATA %d\n", formats.PathsBodyData)
 }
