@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,10 @@ type Options struct {
 	// previous encoding, kept to compare with) instead of a compact
 	// complete trace (STINT_MF_PATHS; see Paths).
 	Rows bool
+	// NoOpt turns instrumentation optimisations off (INS-OP's names):
+	// "ppi", partial payload inlining (a compact trace's probes append
+	// inline and call the runtime only on their slow paths).
+	NoOpt []string
 	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
 	// mode. Every call and return reaches the runtime, which keeps a
 	// shadow stack per thread and records each distinct calling context
@@ -236,6 +241,11 @@ var LogPolicies = []string{"exact", "hash", "bst", "merger"}
 
 // check validates the options.
 func (o *Options) check() error {
+	for _, n := range o.NoOpt {
+		if !slices.Contains(Opts, n) {
+			return fmt.Errorf("no-opt %q: want one of %s", n, strings.Join(Opts, ", "))
+		}
+	}
 	switch o.Edges {
 	case "", EdgesAuto, EdgesAll, EdgesCovered, EdgesNone:
 	default:
@@ -344,11 +354,24 @@ func (o *Options) Paths() bool {
 	return o.Every && (o.Tool == 0 || o.Tool == ToolBranch) && !o.Rows && !o.Context
 }
 
+// opt reports whether optimisation name is on.
+func (o *Options) opt(name string) bool {
+	for _, n := range o.NoOpt {
+		if n == name {
+			return false
+		}
+	}
+	return true
+}
+
+// Opts are the instrumentation optimisations NoOpt can turn off.
+var Opts = []string{"ppi"}
+
 // policy returns the options the policy stage reads.
 func (o *Options) policy() policy.Options {
 	return policy.Options{
 		Tool: o.Tool, Every: o.Every, Context: o.Context, Budget: o.Budget != "", SwitchSync: o.SwitchSync,
 		Covered: o.SkipCovered, Older: o.RetireSince, SkipSeenIndirect: o.SkipSeenIndirect,
-		EmulateIndirectCalls: o.EmulateIndirectCalls, Edges: o.Edges,
+		EmulateIndirectCalls: o.EmulateIndirectCalls, Edges: o.Edges, NoPPI: !o.opt("ppi"),
 	}
 }

@@ -19,6 +19,19 @@ const (
 	ModuleMagic uint64 = 0x444f4d544e495453 // "STINTMOD"
 )
 
+// A compact trace's thread block (STINT_PATHS_*): the words the
+// trampolines' inline appends read through %gs, when the pending word is
+// full, and a jcc probe call's "flush only" value.
+const (
+	PathsKeyOff   = 0
+	PathsTNTOff   = 8
+	PathsTopOff   = 16
+	PathsStackOff = 24
+	PathsTailOff  = 2072
+	PathsTNTFull  = 56
+	PathsFlush    = 1
+)
+
 // Kind is an event kind: the value of the trace's kind column (STINT_K_*).
 type Kind uint8
 

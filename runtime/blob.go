@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f4432d0fbf268115d00399e87ab91b54c41c64030b530ec2ba4e98627f70674c"
+const BlobSHA256 = "5bc292796d7145947c59a05279cefc5fc7038150229bc0cfd4adbcda4aee333e"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

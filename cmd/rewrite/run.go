@@ -142,6 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var quiet bool
 	fs.VarP(toolValue{&opts.Tool}, "tool", "t", "probe sites: branch, call, syscall or block")
 	fs.BoolVar(&opts.Every, "every", false, "record every occurrence of an event, not just the first (never undoes patches); with --tool branch a compact complete trace: each thread's path as packets in <trace>.paths, which trace cat and the other commands decode")
+	fs.StringSliceVar(&opts.NoOpt, "no-opt", nil, "turn instrumentation optimisations off, to measure what each buys: ppi (a compact trace's probes append inline, calling the runtime only on their slow paths)")
 	fs.BoolVar(&opts.Rows, "rows", false, "with --every and --tool branch: write a row per event instead of a compact trace (the older, larger and slower encoding)")
 	fs.BoolVar(&opts.Context, "context", false, "with --tool call: keep a shadow stack per thread and record each distinct calling context once, with its parent (exact call-context trees even under a budget; every call and ret reaches the runtime)")
 	fs.StringVarP(&out, "output", "o", "", "write the rewritten file to `OUT` (required)")

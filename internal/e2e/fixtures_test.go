@@ -150,6 +150,16 @@ func traceEdges(t testing.TB, trs []*formats.Trace, buildID string) (set map[edg
 	return set, perThread
 }
 
+// compactSupported says which builds compact complete traces are checked
+// on: -O2, position-independent, dynamically linked (with CET or not).
+// Known gaps elsewhere (docs/DESIGN.md §6a): at -O0 many 1-byte rets stay
+// unprobed; in fixed-address and static builds the PLT's and libc's own
+// code (IFUNC resolvers, signal trampolines, unwinding) still lose the
+// decoder its place.
+func compactSupported(v fixtures.Variant) bool {
+	return v.Opt == fixtures.O2 && v.PIE && !v.Static
+}
+
 // TestFixturesBehaveLikeNative rewrites every fixture in every variant
 // with the branch tool (default and --every), runs the original and the
 // rewritten binary, and requires identical stdout, stderr and exit code,
@@ -170,9 +180,14 @@ func TestFixturesBehaveLikeNative(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, every := range []bool{false, true} {
+				sets := []rewrite.Options{{}, {Every: true, Rows: true}}
+				if compactSupported(v) {
+					sets = append(sets, rewrite.Options{Every: true})
+				}
+				for _, opts := range sets {
+					every := opts.Every
 					dir := t.TempDir()
-					out, st := rewritten(t, bin, dir, rewrite.Options{Every: every})
+					out, st := rewritten(t, bin, dir, opts)
 					mu.Lock()
 					totals["sites"] += st.Sites
 					totals["patched"] += st.PatchedTotal()
@@ -182,7 +197,7 @@ func TestFixturesBehaveLikeNative(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					what := fmt.Sprintf("every=%v", every)
+					what := fmt.Sprintf("every=%v rows=%v", every, opts.Rows)
 					if !bytes.Equal(nOut, rOut) {
 						t.Errorf("%s: stdout differs:\nnative:    %q\nrewritten: %q", what, clip(nOut), clip(rOut))
 					}
@@ -242,7 +257,7 @@ func checkTraceSources(t *testing.T, rewrittenPath, dir string) {
 	}
 	if m.Flags&runtime.MFPaths != 0 {
 		// a compact trace: every event is a branch the decoder can walk
-		ok := walkable(t, rewrittenPath)
+		ok := walkable(t, rewrittenPath, true)
 		for e := range set {
 			if !ok(e) {
 				t.Errorf("event %v: no branch of that kind at %#x in the branch map", e, e.Src)

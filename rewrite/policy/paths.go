@@ -77,6 +77,10 @@ func (p *Plan) PathsProbe(i int) (runtime.Kind, bool) {
 // Paths says whether the plan is a compact complete trace's.
 func (p *Plan) Paths() bool { return p.paths != nil }
 
+// Inline says whether the compact trace's probes append inline (unless
+// rewrite --no-opt=ppi).
+func (p *Plan) Inline() bool { return p.paths != nil && !p.opts.NoPPI }
+
 // mayLeave reports whether a direct call to callee may return from code
 // without probes, so that its return lands unseen: the callee is a PLT
 // stub (jmp through a slot, after an endbr64 or not), or its function

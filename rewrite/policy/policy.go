@@ -20,6 +20,7 @@ type Options struct {
 	SkipSeenIndirect     bool
 	EmulateIndirectCalls bool
 	Edges                string // EdgesAuto ("" too), EdgesCovered, EdgesAll, EdgesNone
+	NoPPI                bool   // a compact trace's probes always call the runtime (rewrite --no-opt=ppi)
 }
 
 // Failure is a site left unpatched, and why.

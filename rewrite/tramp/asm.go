@@ -13,6 +13,12 @@ type Asm struct {
 	Sizing bool   // addresses are placeholders: skip range checks
 	Gate   uint64 // link vaddr of the gate word (struct stint_module.gate_vaddr)
 	Err    error  // the first error; later emits go on, so check once at the end
+	// Inline: a compact complete trace's probes append inline and call
+	// the runtime only on their slow paths (paths.go; INS-OP's partial
+	// payload inlining).
+	Inline bool
+	// Paths: a compact complete trace's trampolines (STINT_MF_PATHS).
+	Paths bool
 
 	extraHits []int // rel8 fields of cache compares still to point at the hit path
 }

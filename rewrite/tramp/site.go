@@ -52,10 +52,10 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 			ntArm, tArm = a.jcxzPlaceholder(in.Bytes)
 		}
 		thunkT := a.pc()
-		a.thunk(p(0), entry, nil)
+		a.arm(p(0), entry, true)
 		a.Jmp(tgt)
 		thunkNT := a.pc()
-		a.thunk(p(1), entry, nil)
+		a.arm(p(1), entry, false)
 		a.Jmp(next)
 		a.PatchRel(tArm, thunkT)
 		a.PatchRel(ntArm, thunkNT)
@@ -67,7 +67,11 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 		a.Emit(0xe9)
 		arm := a.off()
 		a.rel32(a.pc()+4, 0)
-		a.thunk(p(0), entry, nil)
+		if a.Inline && k == facts.Call {
+			a.pathsPush(p(0), entry, in.Addr, next)
+		} else {
+			a.thunk(p(0), entry, nil)
+		}
 		body := a.pc()
 		if k == facts.Jmp {
 			a.Jmp(tgt)
@@ -77,6 +81,11 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 		a.Jmp(tgt)
 		return []Probe{{Kind: runtime.KCall, Flags: runtime.PFDirect, Dst: tgt, Arm: arm, ArmTo: body}}
 	case facts.Ret:
+		if a.Inline {
+			a.pathsRet(p(0), entry)
+			a.Emit(in.Bytes...)
+			return []Probe{{Kind: runtime.KRet, Arm: -1}}
+		}
 		gateField := a.retCacheCheck(p(0))
 		hitField := a.off() - 1
 		a.cacheRestore()
@@ -116,13 +125,19 @@ func (a *Asm) PathsProbe(k runtime.Kind, in *place.Inst, fk facts.Kind, tgt uint
 	if len(probes) > 0 {
 		probe = probes[0]
 	}
-	var setRSI func()
 	flags := uint8(0)
-	if k == runtime.KEntry {
+	switch {
+	case k == runtime.KEntry && a.Inline:
 		flags = runtime.PFValue
-		setRSI = func() { a.Emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) } // mov 144(%rsp),%rsi
+		a.pathsEntry(probe, entry)
+	case k == runtime.KEntry:
+		flags = runtime.PFValue
+		a.thunk(probe, entry, a.loadRet)
+	case a.Inline:
+		a.pathsResume(probe, entry)
+	default:
+		a.thunk(probe, entry, nil)
 	}
-	a.thunk(probe, entry, setRSI)
 	a.Relocate(in, fk, tgt, pic)
 	return []Probe{{Kind: k, Flags: flags, Arm: -1}}
 }

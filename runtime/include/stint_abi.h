@@ -92,6 +92,21 @@
 #define STINT_MF_LOGGED  0x100 /* (ABI 10) rewritten with --skip-covered: log_count, log_sum and the logged
                                 * list describe the log the rewriter read (struct stint_module) */
 
+/* A compact trace's thread block (STINT_MF_PATHS), found through %gs: the
+ * trampolines' inline appends read its first two words. A jcc's arm
+ * compares the thread's %fs base (rdfsbase) with the key and, when they
+ * are equal, shifts its outcome bit into the pending word itself;
+ * anything else (no block, another thread's, a thread outside
+ * instrumented code or under a budget) calls the runtime. */
+#define STINT_PATHS_KEY_OFF  0  /* u64: the owner's %fs base while inline appends may run, else 1 */
+#define STINT_PATHS_TNT_OFF  8  /* u64: address of the chunk's pending outcome bits (under a leading 1) */
+#define STINT_PATHS_TOP_OFF  16 /* u8: the call stack's top, an index into the ring below */
+#define STINT_PATHS_STACK_OFF 24 /* u64[256]: the ring of return addresses (0 where none) */
+#define STINT_PATHS_TAIL_OFF 2072 /* u64: address of the chunk's tail and tail_bits fields (a direct call
+                                   * writes its address and the pending word there: a crashed thread's end) */
+#define STINT_PATHS_TNT_FULL 56 /* a pending word whose leading 1 is at this bit or above is flushed */
+#define STINT_PATHS_FLUSH    1  /* %rsi of a jcc probe's call that only flushes (the bit is in) */
+
 /* struct stint_probe.flags */
 #define STINT_PF_DIRECT   0x1  /* dst is known statically (probe.dst); else dst/value in %rsi */
 #define STINT_PF_VALUE    0x2  /* %rsi carries a value (syscall number), not a destination */

@@ -137,6 +137,14 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		g->proc.tid_mode = (hw2 & S_HWCAP2_FSGSBASE) ? TID_PROBE : (m->flags & STINT_MF_STATIC) ? TID_SYSCALL : TID_SEG_PROBE;
 		g->paths.gs_mode = (hw2 & S_HWCAP2_FSGSBASE) ? PATHS_GS_INSN : PATHS_GS_PRCTL;
 	}
+	if ((m->flags & STINT_MF_PATHS) && g->paths.gs_mode != PATHS_GS_INSN) {
+		/* the trampolines' inline appends use rdfsbase and rdgsbase */
+		unlock(&g->init_lock);
+		say_line("this kernel or CPU lacks FSGSBASE (Linux 5.9 and later have it): a compact trace needs it; running untraced");
+		if (patching)
+			restore_all(m, base);
+		return;
+	}
 	if (m->flags & STINT_MF_PATHS) {
 		if (!g->paths.on)
 			g->paths.fd = -1;

@@ -27,6 +27,12 @@
 /* glibc's __restore_rt: mov $15,%rax; syscall (rt_sigreturn). */
 static const uint8_t restorer_code[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
 
+_Static_assert(__builtin_offsetof(struct paths_thread, key) == STINT_PATHS_KEY_OFF, "key");
+_Static_assert(__builtin_offsetof(struct paths_thread, tnt) == STINT_PATHS_TNT_OFF, "tnt");
+_Static_assert(__builtin_offsetof(struct paths_thread, top) == STINT_PATHS_TOP_OFF, "top");
+_Static_assert(__builtin_offsetof(struct paths_thread, stack) == STINT_PATHS_STACK_OFF, "stack");
+_Static_assert(__builtin_offsetof(struct paths_thread, tail) == STINT_PATHS_TAIL_OFF, "tail");
+
 static inline uint64_t gs_get(struct stint_global *g)
 {
 	uint64_t v = 0;
@@ -56,8 +62,12 @@ static struct paths_thread *paths_blocks(struct stint_global *g)
 	if (!g->paths.threads) {
 		long a = sys_mmap(0, PATHS_THREADS * sizeof(struct paths_thread), S_PROT_READ | S_PROT_WRITE,
 				  S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
-		if (!sys_failed(a))
+		if (!sys_failed(a)) {
+			/* a forked child's blocks read as zero: its key matches no
+			 * thread, so its first probe calls the runtime, which sets it up */
+			sys_call3(SYS_madvise, a, PATHS_THREADS * sizeof(struct paths_thread), S_MADV_WIPEONFORK);
 			__atomic_store_n(&g->paths.threads, (uint64_t)a, __ATOMIC_RELEASE);
+		}
 	}
 	unlock(&g->paths.lock);
 	return (struct paths_thread *)g->paths.threads;
@@ -100,6 +110,9 @@ static struct paths_thread *paths_self(struct stint_global *g, uint64_t sync)
 	struct paths_thread *t = &bs[i];
 	t->tid = tid;
 	t->pid = (uint32_t)g->pid;
+	t->key = 1;
+	if (g->paths.gs_mode == PATHS_GS_INSN)
+		t->fs = fs_base();
 	uint64_t now = now_ns(S_CLOCK_MONOTONIC);
 	t->chunk = paths_chunk_new(g, tid, 0, now);
 	if (t->chunk)
@@ -167,7 +180,7 @@ static inline void pk_bit(struct stint_global *g, struct paths_thread *t, int ta
 	uint64_t v = *t->tnt << 1 | (taken ? 1 : 0);
 	*t->tnt = v;
 	t->appended++;
-	if (v >> 63)
+	if (v >> STINT_PATHS_TNT_FULL)
 		pk_flush(g, t);
 }
 
@@ -206,21 +219,26 @@ static void pk_sync(struct stint_global *g, struct paths_thread *t, uint64_t a)
 	t->last_ip = a;
 }
 
-/* The call stack: a ring of PATHS_STACK return addresses. */
+/* The call stack: a ring of PATHS_STACK return addresses with an 8-bit
+ * top, no depth: the decoder keeps the same ring, so a comparison with a
+ * slot no call filled (0, or an old entry the ring came round to) comes
+ * out the same on both sides. The trampolines' inline pushes and pops
+ * (rewrite/tramp) do the same. */
+static inline uint64_t st_top(const struct paths_thread *t) { return t->stack[(uint8_t)t->top]; }
+
 static inline void st_push(struct paths_thread *t, uint64_t a)
 {
-	t->top = (t->top + 1) % PATHS_STACK;
+	t->top = (uint8_t)(t->top + 1);
 	t->stack[t->top] = a;
-	if (t->depth < PATHS_STACK)
-		t->depth++;
 }
 
-static inline void st_pop(struct paths_thread *t, uint32_t n)
+static inline void st_pop(struct paths_thread *t, uint32_t n) { t->top = (uint8_t)(t->top - n); }
+
+/* Forget the stack (a gap in the path: the decoder starts afresh). */
+static void st_clear(struct paths_thread *t)
 {
-	if (n > t->depth)
-		n = t->depth;
-	t->top = (t->top + PATHS_STACK - n) % PATHS_STACK;
-	t->depth -= n;
+	s_memset(t->stack, 0, sizeof t->stack);
+	t->top = 0;
 }
 
 /* An unexpected return to a: pop down to the entry that holds a, if
@@ -228,8 +246,8 @@ static inline void st_pop(struct paths_thread *t, uint32_t n)
  * left behind). */
 static void st_unwind(struct paths_thread *t, uint64_t a)
 {
-	for (uint32_t k = 0; k < PATHS_SEARCH && k < t->depth; k++) {
-		if (t->stack[(t->top + PATHS_STACK - k) % PATHS_STACK] == a) {
+	for (uint32_t k = 0; k < PATHS_SEARCH; k++) {
+		if (t->stack[(uint8_t)(t->top - k)] == a) {
 			st_pop(t, k + 1);
 			return;
 		}
@@ -291,6 +309,71 @@ static void paths_leave(struct stint_global *g, struct paths_thread *t, uint64_t
 		t->outside = 1;
 }
 
+/* Where the kernel's signal frame, at a handler's first %rsp, keeps the
+ * interrupted registers: pretcode, then the ucontext (uc_flags, uc_link,
+ * uc_stack: 40 bytes), then the sigcontext's r8..r15, rdi, rsi, rbp,
+ * rbx, rdx, rax, rcx, rsp, rip. */
+#define UC_GREG(i) (8 + 40 + 8 * (i))
+#define UC_RDX UC_GREG(12)
+#define UC_RIP UC_GREG(16)
+
+/* The inline arm of a jcc (rewrite/tramp, pathsBit) between loading
+ * the pending word and storing it back: mov %gs:8,%rdx ; mov (%rdx),%rcx
+ * ; lea [1](%rcx,%rcx),%rcx ; mov %rcx,(%rdx). */
+static const uint8_t arm_load[12] = {0x65, 0x48, 0x8b, 0x14, 0x25, STINT_PATHS_TNT_OFF, 0, 0, 0, 0x48, 0x8b, 0x0a};
+static const uint8_t arm_taken[5] = {0x48, 0x8d, 0x4c, 0x09, 0x01};
+static const uint8_t arm_not[4] = {0x48, 0x8d, 0x0c, 0x09};
+static const uint8_t arm_store[3] = {0x48, 0x89, 0x0a};
+
+static int bytes_at(uint64_t a, const uint8_t *b, size_t n)
+{
+	const uint8_t *p = (const uint8_t *)a;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != b[i])
+			return 0;
+	return 1;
+}
+
+/*
+ * A signal came while a jcc's arm was between loading the pending word
+ * and storing it back (rip at the lea or the store): the handler's
+ * appends would be lost to the store. Do the arm's append now, and move
+ * the interrupted rip past the store, so that it comes before the
+ * handler's packets, as its branch did. Elsewhere an arm has either
+ * appended or not begun.
+ */
+static void paths_complete_arm(struct stint_global *g, struct paths_thread *t, uint64_t sp)
+{
+	uint64_t *rip = (uint64_t *)(sp + UC_RIP), x = *rip;
+	(void)t;
+	int in_tramp = 0;
+	uint32_t n = modules_n(g);
+	for (uint32_t k = 0; k < n && !in_tramp; k++) {
+		const struct gmodule *gm = &g->proc.modules[k];
+		const struct stint_module *sm = (const struct stint_module *)gm->smod;
+		in_tramp = sm && (sm->flags & STINT_MF_PATHS) && x >= gm->base + sm->tramp_lo && x < gm->base + sm->tramp_hi;
+	}
+	if (!in_tramp)
+		return;
+	uint64_t *word = (uint64_t *)*(const uint64_t *)(sp + UC_RDX);
+	if (bytes_at(x - sizeof arm_load, arm_load, sizeof arm_load)) {
+		int taken = bytes_at(x, arm_taken, sizeof arm_taken);
+		if (!taken && !bytes_at(x, arm_not, sizeof arm_not))
+			return;
+		*word = *word << 1 | (uint64_t)taken;
+		*rip = x + (taken ? sizeof arm_taken : sizeof arm_not) + sizeof arm_store;
+		return;
+	}
+	if (bytes_at(x, arm_store, sizeof arm_store) &&
+	    ((bytes_at(x - sizeof arm_taken, arm_taken, sizeof arm_taken) &&
+	      bytes_at(x - sizeof arm_taken - sizeof arm_load, arm_load, sizeof arm_load)) ||
+	     (bytes_at(x - sizeof arm_not, arm_not, sizeof arm_not) &&
+	      bytes_at(x - sizeof arm_not - sizeof arm_load, arm_load, sizeof arm_load)))) {
+		*word = *(const uint64_t *)(sp + UC_GREG(14)); /* the value in %rcx */
+		*rip = x + sizeof arm_store;
+	}
+}
+
 /* A function entry at src, its return address ret; sp is the program's
  * %rsp there. */
 static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t src, uint64_t ret, uint64_t sp)
@@ -303,16 +386,18 @@ static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t
 		t->outside = 0;
 		return;
 	}
-	if (t->depth && t->stack[t->top] == ret)
+	if (st_top(t) == ret)
 		return; /* a call the stack saw */
 	if (!is_restorer(g, ret) || t->async >= PATHS_ASYNC)
 		return;
 	/* a signal handler: the interrupted rip is in the signal frame's
 	 * ucontext (pretcode, then uc_flags, uc_link, uc_stack, then
 	 * sigcontext with rip at 16 * 8) */
-	uint64_t at = *(const uint64_t *)(sp + 8 + 40 + 128);
-	if (!paths_inside(g, at))
+	uint64_t at = *(const uint64_t *)(sp + UC_RIP);
+	if (!paths_inside(g, at)) {
+		paths_complete_arm(g, t, sp);
 		at = 0; /* in a trampoline or the runtime: right after the last event */
+	}
 	t->saved_outside[t->async++] = t->outside;
 	pk_op(g, t, PK_ASYNC, at, src, 2);
 	t->last_ip = src;
@@ -322,7 +407,7 @@ static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t
 /* A ret at src to a. */
 static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a)
 {
-	if (t->depth && t->stack[t->top] == a) {
+	if (st_top(t) == a) {
 		st_pop(t, 1);
 		pk_bit(g, t, 1);
 		return;
@@ -358,13 +443,14 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 		return;
 	}
 	t->busy = 1;
+	t->key = 1; /* a signal handler's arms call in meanwhile (and find the thread busy) */
 	if (UNLIKELY(g->per.budget_on)) {
 		/* a new period: the gate may have been closed since this thread's
 		 * last probe, and what ran then is not in the trace */
 		uint32_t gen = __atomic_load_n(&g->per.gate_closed, __ATOMIC_ACQUIRE) >> 1;
 		if (gen != t->gen && t->appended) {
 			pk_op(g, t, PK_LOST, 0, 0, 1);
-			t->depth = 0;
+			st_clear(t);
 			t->async = 0;
 			t->outside = 0;
 			pk_sync(g, t, src);
@@ -374,7 +460,7 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 	uint64_t before = t->appended;
 	if (p->kind == STINT_K_RESUME) {
 		if (t->outside) {
-			if (t->depth && t->stack[t->top] == src)
+			if (st_top(t) == src)
 				st_pop(t, 1); /* back from the call on top */
 			else
 				pk_sync(g, t, src);
@@ -389,16 +475,22 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 		}
 		paths_event(g, t, p, src, v);
 	}
-	*t->tail = t->appended == before ? src : 0; /* how far the thread got, should it die now */
+	/* how far the thread got, should it die now (with the bits then:
+	 * bits appended later without a probe of this kind make it stale) */
+	t->tail[1] = *t->tnt;
+	*t->tail = t->appended == before ? src : 0;
 	if (UNLIKELY(t->nested)) {
 		__atomic_fetch_add(&g->paths.nested, t->nested, __ATOMIC_RELAXED);
 		pk_op(g, t, PK_LOST, t->nested, 0, 1);
 		t->nested = 0;
-		t->depth = 0;
+		st_clear(t);
 		t->async = 0;
 		t->outside = 1; /* the next probe says where the thread is */
 	}
 	t->busy = 0;
+	/* inline appends are for a thread inside instrumented code, with a
+	 * known %fs base, without a budget */
+	t->key = t->fs && !t->outside && !g->per.budget_on ? t->fs : 1;
 }
 
 /* The packets of branch probe p at src, value v. */
@@ -406,10 +498,11 @@ static void paths_event(struct stint_global *g, struct paths_thread *t, const st
 {
 	switch (p->kind) {
 	case STINT_K_JCC_TAKEN:
-		pk_bit(g, t, 1);
-		break;
 	case STINT_K_JCC_NOT_TAKEN:
-		pk_bit(g, t, 0);
+		if (v == STINT_PATHS_FLUSH)
+			pk_flush(g, t); /* an arm appended its bit inline and found the word full */
+		else
+			pk_bit(g, t, p->kind == STINT_K_JCC_TAKEN);
 		break;
 	case STINT_K_CALL:
 		st_push(t, src + (p->rets >> 28));
@@ -422,7 +515,10 @@ static void paths_event(struct stint_global *g, struct paths_thread *t, const st
 		paths_leave(g, t, v);
 		break;
 	case STINT_K_RET:
-		paths_ret(g, t, v);
+		if (v == STINT_PATHS_FLUSH)
+			pk_flush(g, t); /* the ret popped and appended its bit inline, and found the word full */
+		else
+			paths_ret(g, t, v);
 		break;
 	}
 }

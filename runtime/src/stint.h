@@ -272,7 +272,7 @@ struct stint_tests {
 /* A compact complete trace (paths.c, pathsfile.c, STINT_MF_PATHS). */
 #define PATHS_CHUNK_DATA ((uint64_t)256 << 10) /* bytes of packets per chunk */
 #define PATHS_THREADS    4096                  /* thread blocks, never reused */
-#define PATHS_STACK      1024                  /* call stack entries per thread (a ring) */
+#define PATHS_STACK      256                   /* call stack entries per thread (a ring: an 8-bit top) */
 #define PATHS_SEARCH     16                    /* entries an unexpected return looks down */
 #define PATHS_ASYNC      8                     /* nested signal handlers a thread tracks */
 #define PATHS_RESTORERS  4                     /* signal restorer addresses remembered */
@@ -288,6 +288,13 @@ struct stint_tests {
 
 /* One thread's state: found through %gs (paths_self). */
 struct paths_thread {
+	uint64_t key;                /* STINT_PATHS_KEY_OFF: fs while inline appends may run, else 1 */
+	uint64_t *tnt;               /* STINT_PATHS_TNT_OFF: outcome bits under a leading 1: the chunk's pending field */
+	uint64_t top;                /* STINT_PATHS_TOP_OFF: the call stack's top, its low byte (a ring index) */
+	uint64_t stack[PATHS_STACK]; /* STINT_PATHS_STACK_OFF: the ring of return addresses, zero where none */
+	uint64_t *tail;              /* STINT_PATHS_TAIL_OFF: the chunk's tail field: the last silent probe */
+	                             /* since a packet, followed by tail_bits: the pending word then */
+	uint64_t fs;                 /* the owner's %fs base (0: unknown: no inline appends) */
 	uint32_t tid, pid;           /* owner */
 	uint32_t seq;                /* the current chunk's number */
 	uint32_t busy;               /* a probe of this thread is appending */
@@ -295,15 +302,11 @@ struct paths_thread {
 	uint32_t nested;             /* probes of a signal handler that came while busy */
 	uint32_t async;              /* signal handlers entered (ASYNC) and not left */
 	uint32_t gen;                /* the budget period of this thread's last probe (a new one resynchronises) */
-	uint32_t depth, top;         /* call stack: entries, ring index of the top */
 	uint32_t saved_outside[PATHS_ASYNC];
-	uint64_t *tnt;               /* outcome bits under a leading 1: the chunk's pending field */
-	uint64_t *tail;              /* the chunk's tail field: the last silent probe since a packet */
 	uint64_t appended;           /* packets and bits appended (a probe that adds none sets tail) */
 	uint64_t last_ip;            /* the last TIP, SYNC or ASYNC address */
 	uint64_t chunk;              /* file offset of the chunk being filled, 0 = none */
 	uint8_t *cur, *end;          /* where the next packet goes, the end of the data */
-	uint64_t stack[PATHS_STACK];
 };
 
 struct stint_paths {
@@ -906,12 +909,16 @@ static inline void pk_bit(struct stint_global *g, struct paths_thread *t, int ta
 static void pk_tip(struct stint_global *g, struct paths_thread *t, uint64_t a);
 static void pk_op(struct stint_global *g, struct paths_thread *t, uint8_t op, uint64_t a, uint64_t b, int n);
 static void pk_sync(struct stint_global *g, struct paths_thread *t, uint64_t a);
+static inline uint64_t st_top(const struct paths_thread *t);
 static inline void st_push(struct paths_thread *t, uint64_t a);
 static inline void st_pop(struct paths_thread *t, uint32_t n);
+static void st_clear(struct paths_thread *t);
 static void st_unwind(struct paths_thread *t, uint64_t a);
 static int paths_inside(struct stint_global *g, uint64_t a);
 static int is_restorer(struct stint_global *g, uint64_t a);
 static void paths_leave(struct stint_global *g, struct paths_thread *t, uint64_t a);
+static int bytes_at(uint64_t a, const uint8_t *b, size_t n);
+static void paths_complete_arm(struct stint_global *g, struct paths_thread *t, uint64_t sp);
 static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t src, uint64_t ret, uint64_t sp);
 static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a);
 static void paths_record(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t entry_sp);

@@ -1,0 +1,280 @@
+package tramp
+
+import "github.com/stint-project/stint/runtime"
+
+// arm emits a jcc outcome's probe: the thunk, or the inline append
+// (pathsBit).
+func (a *Asm) arm(probe, entry uint64, taken bool) {
+	if a.Inline {
+		a.pathsBit(probe, entry, taken)
+		return
+	}
+	if a.Paths {
+		a.thunk(probe, entry, a.noValue)
+		return
+	}
+	a.thunk(probe, entry, nil)
+}
+
+// noValue zeroes %rsi for a probe call that passes no value: a compact
+// trace's runtime reads FLUSH there (mov $0,%esi: no flag changes).
+func (a *Asm) noValue() { a.Emit(0xbe); a.u32(0) }
+
+// pathsBit emits a compact trace's jcc arm: the outcome bit shifted into
+// the thread's pending word without a call, when the thread block
+// behind %gs is this thread's and may take it (its key is this thread's
+// %fs base, runtime/include/stint_abi.h); else, or when the word fills
+// up, the probe call. No flag changes on any path (rdfsbase, mov, not,
+// lea, movzbl and jrcxz leave them alone).
+//
+//	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx
+//	rdfsbase %rcx ; mov %gs:KEY,%rdx ; not %rdx ; lea 1(%rcx,%rdx),%rcx
+//	jrcxz fast ; jmp slow
+//	fast: mov %gs:TNT,%rdx ; mov (%rdx),%rcx ; lea [1](%rcx,%rcx),%rcx
+//	mov %rcx,(%rdx)                              (the runtime's paths.c
+//	                                              knows these four)
+//	movzbl FULL/8(%rdx),%ecx ; jrcxz +5 ; jmp full
+//	pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; jmp out
+//	full: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <call, %rsi = FLUSH> ; jmp out
+//	slow: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <thunk, %rsi = 0> ; jmp out
+//	out:
+func (a *Asm) pathsBit(probe, entry uint64, taken bool) {
+	slow := a.keyCheck()
+	a.tntAppend(taken)
+	full := a.fullCheck()
+	a.undo()
+	a.Emit(0xe9) // jmp out
+	out1 := a.off()
+	a.u32(0)
+	a.PatchRel(full, a.pc())
+	out2 := a.flushCall(probe, entry)
+	a.to(slow)
+	out3 := a.slowCall(probe, entry, a.noValue)
+	for _, o := range []int{out1, out2, out3} {
+		a.PatchRel(o, a.pc())
+	}
+}
+
+// undo pops what keyCheck pushed and steps back over the red zone.
+func (a *Asm) undo() {
+	a.Emit(0x5a, 0x59)                                     // pop %rdx; pop %rcx
+	a.Emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+}
+
+// keyCheck steps over the red zone, saves %rcx and %rdx, and compares
+// the thread's %fs base with its block's key: equal, it goes on (the
+// fast path); it returns the rel8 field of the jump to the slow path.
+//
+//	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx ; rdgsbase %rcx ; jrcxz slow
+//	rdfsbase %rcx ; mov %gs:KEY,%rdx ; not %rdx ; lea 1(%rcx,%rdx),%rcx
+//	jrcxz fast ; jmp slow (rel32) ; fast:
+func (a *Asm) keyCheck() (slow slowFields) {
+	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
+	a.Emit(0x51, 0x52)                   // push %rcx; push %rdx
+	a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc9) // rdgsbase %rcx
+	a.Emit(0xe3, 0x00)                   // jrcxz slow: no block yet (a thread the runtime has not seen)
+	noBlock := a.off() - 1
+	a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc1) // rdfsbase %rcx
+	a.Emit(0x65, 0x48, 0x8b, 0x14, 0x25) // mov %gs:KEY,%rdx
+	a.u32(runtime.PathsKeyOff)
+	a.Emit(0x48, 0xf7, 0xd2)             // not %rdx
+	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01) // lea 1(%rcx,%rdx),%rcx
+	a.Emit(0xe3, 0x05)                   // jrcxz fast
+	a.patchRel8(noBlock, a.off())
+	return slowFields{a.jmp32()} // jmp slow
+}
+
+// slowFields are rel32 fields of jumps to a path's slow end.
+type slowFields []int
+
+// jmp32 emits a jmp whose rel32 is patched later, and returns the field.
+func (a *Asm) jmp32() int {
+	a.Emit(0xe9)
+	f := a.off()
+	a.u32(0)
+	return f
+}
+
+// to points them at the current offset.
+func (a *Asm) to(fs slowFields) {
+	for _, f := range fs {
+		a.PatchRel(f, a.pc())
+	}
+}
+
+// tntAppend shifts an outcome bit into the pending word (the four
+// instructions the runtime's paths_complete_arm recognises):
+//
+//	mov %gs:TNT,%rdx ; mov (%rdx),%rcx ; lea [1](%rcx,%rcx),%rcx ; mov %rcx,(%rdx)
+func (a *Asm) tntAppend(taken bool) {
+	a.Emit(0x65, 0x48, 0x8b, 0x14, 0x25) // mov %gs:TNT,%rdx
+	a.u32(runtime.PathsTNTOff)
+	a.Emit(0x48, 0x8b, 0x0a) // mov (%rdx),%rcx
+	if taken {
+		a.Emit(0x48, 0x8d, 0x4c, 0x09, 0x01) // lea 1(%rcx,%rcx),%rcx
+	} else {
+		a.Emit(0x48, 0x8d, 0x0c, 0x09) // lea (%rcx,%rcx),%rcx
+	}
+	a.Emit(0x48, 0x89, 0x0a) // mov %rcx,(%rdx)
+}
+
+// fullCheck, after tntAppend, goes on when the pending word is not full
+// and jumps away when it is; it returns the rel32 field of that jump.
+//
+//	movzbl FULL/8(%rdx),%ecx ; jrcxz +5 ; jmp full
+func (a *Asm) fullCheck() (full int) {
+	a.Emit(0x0f, 0xb6, 0x4a, byte(runtime.PathsTNTFull/8)) // movzbl FULL/8(%rdx),%ecx
+	a.Emit(0xe3, 0x05)                                     // jrcxz +5
+	a.Emit(0xe9)                                           // jmp full
+	full = a.off()
+	a.u32(0)
+	return full
+}
+
+// flushCall is the end of a full pending word: undo, the probe call with
+// %rsi = FLUSH (no gate check: the bit is in), a jump to the end (its
+// rel32 returned).
+func (a *Asm) flushCall(probe, entry uint64) (out int) {
+	a.undo()
+	a.callOnly(probe, entry, func() { a.Emit(0xbe); a.u32(runtime.PathsFlush) }) // mov $FLUSH,%esi
+	a.Emit(0xe9)                                                                 // jmp out
+	out = a.off()
+	a.u32(0)
+	return out
+}
+
+// topCompare, after keyCheck, compares the program's return address at
+// its (%rsp) with the call stack's top entry and falls through when they
+// differ; it returns the rel8 field of the jump taken when they match.
+//
+//	movzbl %gs:TOP,%ecx ; mov %gs:STACK(,%rcx,8),%rdx ; not %rdx
+//	mov 0x90(%rsp),%rcx ; lea 1(%rcx,%rdx),%rcx ; jrcxz match
+func (a *Asm) topCompare() (match int) {
+	a.Emit(0x65, 0x0f, 0xb6, 0x0c, 0x25) // movzbl %gs:TOP,%ecx
+	a.u32(runtime.PathsTopOff)
+	a.Emit(0x65, 0x48, 0x8b, 0x14, 0xcd) // mov %gs:STACK(,%rcx,8),%rdx
+	a.u32(runtime.PathsStackOff)
+	a.Emit(0x48, 0xf7, 0xd2)                               // not %rdx
+	a.Emit(0x48, 0x8b, 0x8c, 0x24, 0x90, 0x00, 0x00, 0x00) // mov 0x90(%rsp),%rcx
+	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01)                   // lea 1(%rcx,%rdx),%rcx
+	a.Emit(0xe3, 0x00)                                     // jrcxz match
+	return a.off() - 1
+}
+
+// topMove moves the call stack's top by d (1: a push's slot, -1: a pop),
+// leaving the new top's index in %ecx.
+//
+//	movzbl %gs:TOP,%ecx ; lea d(%rcx),%ecx ; mov %cl,%gs:TOP ; movzbl %cl,%ecx
+func (a *Asm) topMove(d int8) {
+	a.Emit(0x65, 0x0f, 0xb6, 0x0c, 0x25) // movzbl %gs:TOP,%ecx
+	a.u32(runtime.PathsTopOff)
+	a.Emit(0x8d, 0x49, byte(d))    // lea d(%rcx),%ecx
+	a.Emit(0x65, 0x88, 0x0c, 0x25) // mov %cl,%gs:TOP
+	a.u32(runtime.PathsTopOff)
+	a.Emit(0x0f, 0xb6, 0xc9) // movzbl %cl,%ecx
+}
+
+// slowCall is a path's slow end: undo, the probe call (the thunk, behind
+// the gate check), and a jump to the end (its rel32 returned).
+func (a *Asm) slowCall(probe, entry uint64, setRSI func()) (out int) {
+	a.undo()
+	a.thunk(probe, entry, setRSI)
+	a.Emit(0xe9) // jmp out
+	out = a.off()
+	a.u32(0)
+	return out
+}
+
+// loadRet loads the program's return address into %rsi for a probe call.
+func (a *Asm) loadRet() { a.Emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) } // mov 144(%rsp),%rsi
+
+// pathsPush emits a compact trace's direct call probe: its return
+// address ret pushed on the thread's call stack inline, else the call.
+//
+//	<keyCheck> ; <topMove +1> ; lea ret(%rip),%rdx ; mov %rdx,%gs:STACK(,%rcx,8)
+//	mov %gs:TAIL,%rcx ; lea src(%rip),%rdx ; mov %rdx,(%rcx)
+//	mov %gs:TNT,%rdx ; mov (%rdx),%rdx ; mov %rdx,8(%rcx)
+//	<undo> ; jmp out ; slow: <slowCall> ; out:
+func (a *Asm) pathsPush(probe, entry, src, ret uint64) {
+	slow := a.keyCheck()
+	a.topMove(1)
+	a.Emit(0x48, 0x8d, 0x15) // lea ret(%rip),%rdx
+	a.rel32(ret, 0)
+	a.Emit(0x65, 0x48, 0x89, 0x14, 0xcd) // mov %rdx,%gs:STACK(,%rcx,8)
+	a.u32(runtime.PathsStackOff)
+	// the chunk's tail: this call ran, with these bits before it
+	a.Emit(0x65, 0x48, 0x8b, 0x0c, 0x25) // mov %gs:TAIL,%rcx
+	a.u32(runtime.PathsTailOff)
+	a.Emit(0x48, 0x8d, 0x15) // lea src(%rip),%rdx
+	a.rel32(src, 0)
+	a.Emit(0x48, 0x89, 0x11)             // mov %rdx,(%rcx)
+	a.Emit(0x65, 0x48, 0x8b, 0x14, 0x25) // mov %gs:TNT,%rdx
+	a.u32(runtime.PathsTNTOff)
+	a.Emit(0x48, 0x8b, 0x12)       // mov (%rdx),%rdx
+	a.Emit(0x48, 0x89, 0x51, 0x08) // mov %rdx,8(%rcx)
+	a.undo()
+	a.Emit(0xe9) // jmp out
+	out1 := a.off()
+	a.u32(0)
+	a.to(slow)
+	out2 := a.slowCall(probe, entry, nil)
+	a.PatchRel(out1, a.pc())
+	a.PatchRel(out2, a.pc())
+}
+
+// pathsEntry emits a compact trace's function entry probe: nothing when
+// the return address at the program's (%rsp) is the call stack's top (a
+// call the stack saw), else the call with it in %rsi.
+func (a *Asm) pathsEntry(probe, entry uint64) {
+	slow := a.keyCheck()
+	match := a.topCompare()
+	slow2 := a.jmp32() // jmp slow
+	a.patchRel8(match, a.off())
+	a.undo()
+	a.Emit(0xe9) // jmp out
+	out1 := a.off()
+	a.u32(0)
+	a.to(append(slow, slow2))
+	out2 := a.slowCall(probe, entry, a.loadRet)
+	a.PatchRel(out1, a.pc())
+	a.PatchRel(out2, a.pc())
+}
+
+// pathsResume emits a compact trace's resume probe: nothing while the
+// thread may append inline (it is not outside instrumented code), else
+// the call.
+func (a *Asm) pathsResume(probe, entry uint64) {
+	slow := a.keyCheck()
+	a.undo()
+	a.Emit(0xe9) // jmp out
+	out1 := a.off()
+	a.u32(0)
+	a.to(slow)
+	out2 := a.slowCall(probe, entry, nil)
+	a.PatchRel(out1, a.pc())
+	a.PatchRel(out2, a.pc())
+}
+
+// pathsRet emits a compact trace's ret probe (the ret follows it): when
+// the return address is the call stack's top, pop it and append bit 1
+// inline; else the call with the return address in %rsi.
+func (a *Asm) pathsRet(probe, entry uint64) {
+	slow := a.keyCheck()
+	match := a.topCompare()
+	slow2 := a.jmp32() // jmp slow
+	a.patchRel8(match, a.off())
+	a.topMove(-1)
+	a.tntAppend(true)
+	full := a.fullCheck()
+	a.undo()
+	a.Emit(0xe9) // jmp out
+	out1 := a.off()
+	a.u32(0)
+	a.PatchRel(full, a.pc())
+	out2 := a.flushCall(probe, entry)
+	a.to(append(slow, slow2))
+	out3 := a.slowCall(probe, entry, a.loadRet)
+	for _, o := range []int{out1, out2, out3} {
+		a.PatchRel(o, a.pc())
+	}
+}
