@@ -14,8 +14,10 @@ import (
 
 // compact measures complete branch traces (issue 40): gzip -c on 4 MiB
 // and the sqlite3 workload on 5,000 rows, each natively, rewritten with
-// --every (a compact trace), with --every --rows (the row per event it
-// replaces) and under callgrind --collect-jumps=yes, in one invocation;
+// --every (a compact trace), with --every --no-opt=ppi (every probe
+// calls the runtime: what inlining buys), with --every --rows (the row
+// per event it replaces) and under callgrind --collect-jumps=yes, in one
+// invocation;
 // then what each trace takes on disk per event, and how fast the
 // compact ones decode.
 func (s *Suite) compact(ctx context.Context, rep *Report) error {
@@ -26,7 +28,11 @@ func (s *Suite) compact(ctx context.Context, rep *Report) error {
 	}
 	gz := filepath.Join(cfg.WorkDir, "gzip.compact.stint")
 	gzRows := filepath.Join(cfg.WorkDir, "gzip.rows.stint")
+	gzC := filepath.Join(cfg.WorkDir, "gzip.noppi.stint")
 	if err := s.rewrite(ctx, "/usr/bin/gzip", gz, "--every"); err != nil {
+		return err
+	}
+	if err := s.rewrite(ctx, "/usr/bin/gzip", gzC, "--every", "--no-opt", "ppi"); err != nil {
 		return err
 	}
 	if err := s.rewrite(ctx, "/usr/bin/gzip", gzRows, "--every", "--rows"); err != nil {
@@ -38,6 +44,7 @@ func (s *Suite) compact(ctx context.Context, rep *Report) error {
 	t, err := s.timeVariants(ctx, []variant{
 		{"native", Cmd{Argv: []string{"/usr/bin/gzip", "-c"}, Stdin: small, Out: out, Pin: true}, cfg.Runs},
 		{"stint --every (compact)", Cmd{Argv: []string{gz, "-c"}, Stdin: small, Out: out, Env: s.traceEnv("gzip-compact"), Pin: true}, s.EveryRuns},
+		{"stint --every --no-opt=ppi", Cmd{Argv: []string{gzC, "-c"}, Stdin: small, Out: out, Env: s.traceEnv("gzip-noppi"), Pin: true}, s.EveryRuns},
 		{"stint --every --rows (previous engine)", Cmd{Argv: []string{gzRows, "-c"}, Stdin: small, Out: out, Env: s.traceEnv("gzip-rows"), Pin: true}, s.RowsRuns},
 		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: small, Out: out, Pin: true}, s.CallgrindRuns},
 	})
@@ -76,7 +83,7 @@ func (s *Suite) compactSqlite(ctx context.Context, rep *Report) error {
 		return err
 	}
 	dirs := map[string]string{}
-	for _, m := range []struct{ name, flags string }{{"compact", "--every"}, {"rows", "--every --rows"}} {
+	for _, m := range []struct{ name, flags string }{{"compact", "--every"}, {"noppi", "--every --no-opt ppi"}, {"rows", "--every --rows"}} {
 		d := filepath.Join(cfg.WorkDir, "sqlite-"+m.name)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
@@ -94,6 +101,7 @@ func (s *Suite) compactSqlite(ctx context.Context, rep *Report) error {
 	t, err := s.timeVariants(ctx, []variant{
 		{"native", Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: small, Pin: true}, cfg.Runs},
 		{"stint --every (compact)", sq("compact"), s.EveryRuns},
+		{"stint --every --no-opt=ppi", sq("noppi"), s.EveryRuns},
 		{"stint --every --rows (previous engine)", sq("rows"), s.RowsRuns},
 		{"callgrind --collect-jumps=yes", Cmd{Argv: cg, Stdin: small, Pin: true}, s.CallgrindRuns},
 	})
