@@ -184,7 +184,13 @@ func (s *Stream) startThread() {
 		if pos := t.pr.Pos(); pos != lastPos {
 			lastPos, lastTime = pos, s.d.timeAt(&s.c, pos)
 		}
-		s.buf = append(s.buf, s.d.event(t.m, k, t.tid, lastTime, src, dst))
+		n := len(s.buf)
+		if n == cap(s.buf) {
+			s.buf = append(s.buf, formats.Event{})
+		} else {
+			s.buf = s.buf[:n+1]
+		}
+		s.d.fill(&s.buf[n], t.m, k, t.tid, lastTime, src, dst)
 		return nil
 	}
 	s.t, s.ci = t, 0
@@ -224,10 +230,10 @@ func (d *Decoder) timeAt(c *formats.Chunk, pos int) uint64 {
 	return c.FirstNS + (c.LastNS-c.FirstNS)*uint64(pos)/uint64(len(c.Data))
 }
 
-// event makes the row of a transfer from src to dst (run-time addresses).
+// fill makes e the row of a transfer from src to dst (run-time addresses).
 // (src and dst are most often in module cur, the branch's.)
-func (d *Decoder) event(cur *module, k formats.Kind, tid uint32, time, src, dst uint64) formats.Event {
-	e := formats.Event{Kind: k, TID: tid, Time: time, SrcModule: formats.NoModule, Src: src, DstModule: formats.NoModule, Dst: dst}
+func (d *Decoder) fill(e *formats.Event, cur *module, k formats.Kind, tid uint32, time, src, dst uint64) {
+	*e = formats.Event{Kind: k, TID: tid, Time: time, SrcModule: formats.NoModule, Src: src, DstModule: formats.NoModule, Dst: dst}
 	m := cur
 	if m == nil || src-m.Base >= m.Size {
 		m = d.mods.at(src)
@@ -241,5 +247,4 @@ func (d *Decoder) event(cur *module, k formats.Kind, tid uint32, time, src, dst 
 	if m != nil {
 		e.DstModule, e.Dst = m.ID, dst-m.Base
 	}
-	return e
 }
