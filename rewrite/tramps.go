@@ -24,6 +24,7 @@ type trampTable struct {
 	code   *facts.Code
 	plan   *policy.Plan
 	pic    bool
+	static bool          // a static executable (tramp.Asm.Static)
 	isSite []bool        // by instruction index
 	size   []int         // by instruction index: bytes of the site's trampoline
 	arms   [][]int       // by instruction index: offsets of the site trampoline's arm rel32 fields
@@ -34,7 +35,7 @@ type trampTable struct {
 
 func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable {
 	n := len(fx.Code.Insts)
-	return &trampTable{code: fx.Code, plan: plan, pic: fx.Module.PIC, cursor: start,
+	return &trampTable{code: fx.Code, plan: plan, pic: fx.Module.PIC, static: fx.Module.Static, cursor: start,
 		isSite: make([]bool, n), size: make([]int, n), arms: make([][]int, n), at: make([]*trampoline, n)}
 }
 
@@ -55,7 +56,7 @@ func (tt *trampTable) emitSite(a *tramp.Asm, t runtime.Tool, i int, probes []uin
 // sizeSite sizes site i's trampoline with tool t and marks i a site; it
 // fails when the site can have no trampoline.
 func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
-	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths()}
+	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Static: tt.static}
 	sp := tt.emitSite(a, t, i, nil, 0)
 	if a.Err != nil {
 		return a.Err

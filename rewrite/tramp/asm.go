@@ -19,6 +19,10 @@ type Asm struct {
 	Inline bool
 	// Paths: a compact complete trace's trampolines (STINT_MF_PATHS).
 	Paths bool
+	// Static: the module is a static executable, whose first probes run
+	// before its thread pointer exists: the inline paths read %fs and
+	// %gs with rdfsbase and rdgsbase (slower) instead of loads.
+	Static bool
 
 	extraHits []int // rel8 fields of cache compares still to point at the hit path
 }

@@ -65,22 +65,35 @@ func (a *Asm) undo() {
 // the thread's %fs base with its block's key: equal, it goes on (the
 // fast path); it returns the rel8 field of the jump to the slow path.
 //
-//	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx ; rdgsbase %rcx ; jrcxz slow
-//	rdfsbase %rcx ; mov %gs:KEY,%rdx ; not %rdx ; lea 1(%rcx,%rdx),%rcx
+//	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx
+//	mov %fs:0,%rcx (static: rdgsbase %rcx ; jrcxz slow ; rdfsbase %rcx)
+//	mov %gs:KEY,%rdx ; not %rdx ; lea 1(%rcx,%rdx),%rcx
 //	jrcxz fast ; jmp slow (rel32) ; fast:
 func (a *Asm) keyCheck() (slow slowFields) {
 	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
 	a.Emit(0x51, 0x52)                   // push %rcx; push %rdx
-	a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc9) // rdgsbase %rcx
-	a.Emit(0xe3, 0x00)                   // jrcxz slow: no block yet (a thread the runtime has not seen)
-	noBlock := a.off() - 1
-	a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc1) // rdfsbase %rcx
+	noBlock := -1
+	if a.Static {
+		a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc9) // rdgsbase %rcx
+		a.Emit(0xe3, 0x00)                   // jrcxz slow: no block yet (a thread the runtime has not seen)
+		noBlock = a.off() - 1
+		a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc1) // rdfsbase %rcx
+	} else {
+		// %gs is never 0 here (the runtime gives every thread a block
+		// before the module's code runs) and %fs:0 is the thread
+		// pointer (the x86-64 TLS ABI): two loads, against 6.5 ns for
+		// rdgsbase and rdfsbase on this machine's VM
+		a.Emit(0x64, 0x48, 0x8b, 0x0c, 0x25) // mov %fs:0,%rcx
+		a.u32(0)
+	}
 	a.Emit(0x65, 0x48, 0x8b, 0x14, 0x25) // mov %gs:KEY,%rdx
 	a.u32(runtime.PathsKeyOff)
 	a.Emit(0x48, 0xf7, 0xd2)             // not %rdx
 	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01) // lea 1(%rcx,%rdx),%rcx
 	a.Emit(0xe3, 0x05)                   // jrcxz fast
-	a.patchRel8(noBlock, a.off())
+	if noBlock >= 0 {
+		a.patchRel8(noBlock, a.off())
+	}
 	return slowFields{a.jmp32()} // jmp slow
 }
 

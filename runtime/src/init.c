@@ -145,6 +145,13 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 			restore_all(m, base);
 		return;
 	}
+	if ((m->flags & (STINT_MF_PATHS | STINT_MF_STATIC)) == STINT_MF_PATHS && !paths_gs_ready(g)) {
+		unlock(&g->init_lock);
+		say_line("a compact trace's library was loaded once the program had threads: running it untraced");
+		if (patching)
+			restore_all(m, base);
+		return;
+	}
 	if (m->flags & STINT_MF_PATHS) {
 		if (!g->paths.on)
 			g->paths.fd = -1;

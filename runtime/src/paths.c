@@ -66,6 +66,9 @@ static struct paths_thread *paths_blocks(struct stint_global *g)
 			/* a forked child's blocks read as zero: its key matches no
 			 * thread, so its first probe calls the runtime, which sets it up */
 			sys_call3(SYS_madvise, a, PATHS_THREADS * sizeof(struct paths_thread), S_MADV_WIPEONFORK);
+			((struct paths_thread *)a)->key = 1; /* block 0: the one no thread owns */
+			if (!g->paths.nthreads)
+				g->paths.nthreads = 1;
 			__atomic_store_n(&g->paths.threads, (uint64_t)a, __ATOMIC_RELEASE);
 		}
 	}
@@ -131,6 +134,27 @@ static void paths_use(struct stint_global *g, struct paths_thread *t)
 	t->end = t->cur + PATHS_CHUNK_DATA;
 	t->tnt = paths_chunk_field(g, t->chunk, STINT_PATHS_BODY_PENDING);
 	t->tail = paths_chunk_field(g, t->chunk, STINT_PATHS_BODY_TAIL);
+}
+
+/*
+ * Before a dynamically linked module's code first runs: the inline
+ * paths of its trampolines load %gs:KEY without checking %gs, so the
+ * thread must have a block; block 0, which no thread owns (its key
+ * matches none), sends it to the runtime on its first probe. Threads
+ * made later inherit it. A library loaded (dlopen) once the program has
+ * threads cannot give them one: 0 then, and it runs untraced.
+ */
+static int paths_gs_ready(struct stint_global *g)
+{
+	if (gs_get(g))
+		return 1;
+	if (!sw_alone(g))
+		return 0;
+	struct paths_thread *bs = paths_blocks(g);
+	if (!bs)
+		return 0;
+	gs_set(g, (uint64_t)&bs[0]);
+	return 1;
 }
 
 /* Room for one more packet (at most 17 bytes) and a TNT flush: a new

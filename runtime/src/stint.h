@@ -902,6 +902,7 @@ static inline void gs_set(struct stint_global *g, uint64_t v);
 static struct paths_thread *paths_blocks(struct stint_global *g);
 static struct paths_thread *paths_self(struct stint_global *g, uint64_t sync);
 static void paths_use(struct stint_global *g, struct paths_thread *t);
+static int paths_gs_ready(struct stint_global *g);
 static int pk_room(struct stint_global *g, struct paths_thread *t);
 static inline void pk_u64(struct paths_thread *t, uint64_t v);
 static void pk_flush(struct stint_global *g, struct paths_thread *t);
