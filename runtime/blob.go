@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1d06da8eb54855055510d2340a1ccbf9837d90b84df34717b221655317dd431b"
+const BlobSHA256 = "c1fc8a23c4aa1be86679944360f04baaeafa8f42ba3946e50b07f8415a12af00"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

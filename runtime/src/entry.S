@@ -89,7 +89,11 @@ stint_entry_fini:
  * Called from a trampoline's thunk: %rdi = struct stint_probe *, %rsi =
  * destination or value; the thunk saved %rdi and %rsi and stepped over the
  * red zone. Everything else the C code may clobber is saved here, and the
- * flags too (popfq restores DF, which cld clears for the C code).
+ * flags too (popfq restores DF, which cld clears for the C code). The C
+ * code runs on a private stack when one is free (stacks.c): the program's
+ * may be a goroutine's few KiB. %rbx holds that stack's top across the
+ * call (callee-saved), and the stack is given back only once %rsp is off
+ * it.
  */
 	.p2align 4
 	.globl stint_probe_entry
@@ -104,12 +108,33 @@ stint_probe_entry:
 	push %r10
 	push %r11
 	push %rbp
+	push %rbx
 	cld
-	lea 72(%rsp), %rdx        /* 3rd argument: %rsp on entry (context mode uses it) */
+	lea 80(%rsp), %rdx        /* 3rd argument: %rsp on entry (context mode uses it) */
 	mov %rsp, %rbp
 	and $-16, %rsp
-	call stint_record
+	push %rdx
+	push %rsi
+	push %rdi
+	push %rdi
+	call stint_stack_get      /* the top of a private stack, or 0 */
+	pop %rdi
+	pop %rdi
+	pop %rsi
+	pop %rdx
+	mov %rax, %rbx
+	test %rax, %rax
+	jz 1f
+	mov %rax, %rsp
+1:	call stint_record
 	mov %rbp, %rsp
+	test %rbx, %rbx
+	jz 2f
+	and $-16, %rsp
+	mov %rbx, %rdi
+	call stint_stack_put
+	mov %rbp, %rsp
+2:	pop %rbx
 	pop %rbp
 	pop %r11
 	pop %r10

@@ -63,6 +63,7 @@ static struct stint_global *global_get(int *created, const char **what, long *er
 		off += pad8((uint64_t)ROWS_PER_BATCH * stint_arrow_col_width[c]);
 	}
 	g->trace.slot_size = STINT_ARROW_BATCH_LEN + off;
+	stacks_init(g);
 	g->proc.sync_core = !sys_failed(sys_call3(SYS_membarrier, MEMBARRIER_REGISTER_SYNC_CORE, 0, 0));
 	W()->alive = 1;
 	__atomic_store_n(&g->magic, STINT_GLOBAL_MAGIC, __ATOMIC_RELEASE);

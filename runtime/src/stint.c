@@ -48,6 +48,7 @@
 #include "stint.h"
 
 #include "lib.c"
+#include "stacks.c"
 #include "process.c"
 #include "options.c"
 #include "trace.c"

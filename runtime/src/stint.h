@@ -327,6 +327,16 @@ struct stint_paths {
 
 /* The (probe, destination) hash set (record.c); its slots are the
  * global state's last member, hash[]. */
+/* The runtime's private stacks (stacks.c). */
+#define STACKS_N    64          /* one busy bit each in a word */
+#define STACKS_SIZE (256u << 10) /* a program's signal handler may run on one too */
+#define STINT_STACKS_HINT (STINT_GLOBAL_ADDR + ((uintptr_t)2 << 40))
+struct stint_stacks {
+	uint64_t busy;      /* bit i: stack i is in use */
+	uint64_t base;      /* the mapping, 0 = none */
+	uint64_t fallbacks; /* probes that ran on the program's stack: every stack busy */
+};
+
 struct stint_hashset {
 	uint64_t full;               /* keys refused: the set was full */
 	uint64_t pages[HASH_SLOTS * 16 / 4096 / 64]; /* bit per page of hash: written to (hash_add) */
@@ -350,6 +360,7 @@ struct stint_global {
 	uint32_t tool;
 	char options[192];
 	struct stint_proc proc;
+	struct stint_stacks stacks;
 	struct stint_trace trace;
 	struct stint_period per;
 	struct stint_qos qos;
@@ -628,6 +639,11 @@ static inline uint64_t rdtsc(void);
 static inline uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c);
 static uint64_t median_of(uint64_t *t, int n);
 static void sleep_until(uint64_t mono_ns);
+
+/* stacks.c */
+static void stacks_init(struct stint_global *g);
+STINT_API uint64_t stint_stack_get(const struct stint_probe *p);
+STINT_API void stint_stack_put(uint64_t top);
 
 /* process.c */
 static int elf64_ident_ok(const struct elf64_ehdr *eh);
