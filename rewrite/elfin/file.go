@@ -389,6 +389,20 @@ func (f *File) BuildID() []byte {
 	return nil
 }
 
+// GoBuilt reports whether Go's toolchain linked the file: its build-id
+// note ("Go", type 4) or its .go.buildinfo section, which stripping keeps.
+func (f *File) GoBuilt() bool {
+	if f.Section(".go.buildinfo") != nil {
+		return true
+	}
+	for _, n := range f.Notes() {
+		if n.Name == "Go" && n.Type == 4 /* NT_GO_BUILDID */ {
+			return true
+		}
+	}
+	return false
+}
+
 // DynSymbols returns the dynamic symbols as debug/elf reads them (the
 // null symbol dropped: index k of the table is element k-1), or nil. The
 // file is parsed once; callers must not modify the slice.

@@ -52,6 +52,8 @@ type Code struct {
 	Regions []Region
 
 	Undecodable int // bytes that could not be decoded
+
+	noPadding bool // padding is untouchable (Module.Go)
 }
 
 // Region is an executable section (or segment) of the file.
@@ -198,8 +200,8 @@ func Classify(in *x86asm.Inst) (Kind, int64) {
 
 // decode sweeps the executable regions linearly, resynchronising at
 // function starts after a decode failure.
-func decode(f *elfin.File, functionStarts []uint64) *Code {
-	c := &Code{Starts: map[uint64]bool{}, Regions: execRegions(f)}
+func decode(f *elfin.File, functionStarts []uint64, noPadding bool) *Code {
+	c := &Code{Starts: map[uint64]bool{}, Regions: execRegions(f), noPadding: noPadding}
 	var starts []uint64
 	for _, s := range functionStarts {
 		for _, r := range c.Regions {
@@ -319,7 +321,7 @@ func (c *Code) addTail(f *elfin.File, r Region, next uint64, add func(uint64, []
 				return
 			}
 			data := f.Data[p.Off+(r.Hi-p.Vaddr) : p.Off+(end-p.Vaddr)]
-			fl := place.InstPadding
+			fl := c.paddingFlag()
 			for _, b := range data {
 				if b != 0 && b != 0xcc {
 					fl = place.InstUntouchable
@@ -344,6 +346,16 @@ func (c *Code) Index(addr uint64) int {
 		return -1
 	}
 	return i
+}
+
+// paddingFlag is the flag of padding bytes: InstPadding, free for the
+// planner, or InstUntouchable in a module whose padding must stay as it
+// is (noPadding).
+func (c *Code) paddingFlag() place.InstFlags {
+	if c.noPadding {
+		return place.InstUntouchable
+	}
+	return place.InstPadding
 }
 
 func (c *Code) markFlags() {
@@ -384,7 +396,7 @@ func (c *Code) markFlags() {
 			c.Insts[j].Flags&place.InstTarget != 0
 		if end {
 			for k := i + 1; k < j; k++ {
-				c.Insts[k].Flags |= place.InstPadding
+				c.Insts[k].Flags |= c.paddingFlag()
 			}
 		}
 		i = j - 1

@@ -13,6 +13,10 @@ type Module struct {
 	Shared bool // a shared object
 	Static bool // an executable without an interpreter
 	PIC    bool // ET_DYN: loaded at a base chosen at run time
+	// Go: linked by Go's toolchain. Its runtime looks up any PC a signal
+	// interrupts in its own tables, and dies on one in a function's int3
+	// padding, so no padding may hold code of ours (facts: noPadding).
+	Go bool
 
 	ImageLo, ImageHi uint64 // the lowest PT_LOAD and the end of the highest
 	TextLo, TextHi   uint64 // the first executable region's start, the last one's end
@@ -63,7 +67,7 @@ func Compute(f *elfin.File) (*Facts, error) {
 	fx := &Facts{File: f}
 	fx.Classify()
 	fx.Module.ImageLo, fx.Module.ImageHi = f.ImageRange()
-	c := decode(f, functionStarts(f))
+	c := decode(f, functionStarts(f), fx.Module.Go)
 	fx.Code = c
 	if len(c.Regions) == 0 {
 		return nil, elfin.Errorf(int64(f.Hdr.Phoff), nil, "no executable code")
@@ -88,6 +92,7 @@ func (fx *Facts) Classify() {
 	_, soname := elfin.DynVal(dyn, elf.DT_SONAME)
 	pieFlag := flags1&uint64(elf.DF_1_PIE) != 0
 	m.PIC = f.Hdr.Type == elf.ET_DYN
+	m.Go = f.GoBuilt()
 	if p := f.Prog(elf.PT_GNU_RELRO); p != nil {
 		fx.stable = append(fx.stable, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})
 	}
