@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "c1fc8a23c4aa1be86679944360f04baaeafa8f42ba3946e50b07f8415a12af00"
+const BlobSHA256 = "061a095a70208d4f4ffa534d5fcc2c3fce4610821d7f983953f7775e9da575cb"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -301,7 +301,8 @@ static long stubs_memfd(const struct stint_stub *st, uint32_t nst, uint64_t area
 					       : sys_call2(SYS_memfd_create, (long)"stint-stubs", S_MFD_CLOEXEC);
 	if (sys_failed(fd))
 		return fd;
-	long r = sys_call2(SYS_ftruncate, fd, (long)area);
+	long r = area > fsize_limit() ? -27 /* EFBIG, not SIGXFSZ: a memfd counts against ulimit -f too */
+				       : sys_call2(SYS_ftruncate, fd, (long)area);
 	long buf = sys_failed(r) ? r : sys_mmap(0, STUB_RUN_PAGES << 12, S_PROT_READ | S_PROT_WRITE,
 					       S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
 	if (!sys_failed(buf)) {
@@ -405,7 +406,7 @@ static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, i
 		sb_putu(&b, sites);
 		sb_puts(&b, " sites left unprobed\n");
 		size_t n = b.len < b.cap ? b.len : b.cap;
-		sys_call3(SYS_write, 2, (long)line, (long)n);
+		say_write(line, n);
 	}
 	return lost;
 }

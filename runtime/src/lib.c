@@ -143,6 +143,32 @@ static const char *errno_name(long e)
 	}
 }
 
+/*
+ * RLIMIT_FSIZE's soft limit, read each time (the program may change it);
+ * ~0 when there is none. A write or ftruncate past it makes the kernel
+ * raise SIGXFSZ, which kills by default: the runtime never goes past it.
+ */
+static uint64_t fsize_limit(void)
+{
+	struct {
+		uint64_t cur, max;
+	} rl;
+	if (sys_failed(sys_call4(SYS_prlimit64, 0, 1 /* RLIMIT_FSIZE */, 0, (long)&rl)))
+		return ~(uint64_t)0;
+	return rl.cur;
+}
+
+/* Writes a line of ours to fd 2, unless fd 2 is a regular file the line
+ * would grow past the file size limit (SIGXFSZ). */
+static void say_write(const char *line, size_t n)
+{
+	struct s_stat st;
+	if (!sys_failed(sys_call2(SYS_fstat, 2, (long)&st)) && (st.mode & 0170000) == 0100000 /* S_IFREG */ &&
+	    (uint64_t)st.size + n > fsize_limit())
+		return;
+	sys_call3(SYS_write, 2, (long)line, (long)n);
+}
+
 /* One line on stderr: "stint: <msg>". */
 static void say_line(const char *msg)
 {
@@ -152,7 +178,7 @@ static void say_line(const char *msg)
 	sb_puts(&b, msg);
 	size_t n = b.len < b.cap ? b.len : b.cap;
 	line[n++] = '\n';
-	sys_call3(SYS_write, 2, (long)line, (long)n);
+	say_write(line, n);
 }
 
 /* The one line a failed setup prints: "stint: <what>: <errno>; running untraced". */
@@ -172,7 +198,7 @@ static void say_untraced(const char *what, const char *arg, long err)
 	size_t n = b.len < b.cap ? b.len : b.cap;
 	if (b.len > b.cap)
 		line[n - 1] = '\n';
-	sys_call3(SYS_write, 2, (long)line, (long)n);
+	say_write(line, n);
 }
 
 static inline void cpu_pause(void) { __asm__ volatile("pause" ::: "memory"); }

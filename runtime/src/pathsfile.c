@@ -66,11 +66,12 @@ static long paths_extend(struct stint_global *g, uint64_t end)
 {
 	if (end <= g->paths.file_len)
 		return 0;
-	if (end > FILE_RESERVE)
-		return -27; /* EFBIG */
+	uint64_t most = fsize_limit() < FILE_RESERVE ? fsize_limit() : FILE_RESERVE;
+	if (end > most)
+		return -27; /* EFBIG, without the SIGXFSZ an ftruncate past the limit raises */
 	uint64_t want = end + 16 * paths_chunk_size();
-	if (want > FILE_RESERVE)
-		want = FILE_RESERVE;
+	if (want > most)
+		want = most;
 	struct s_stat st;
 	if (g->paths.fd < 0 || sys_failed(sys_call2(SYS_fstat, g->paths.fd, (long)&st)) || st.dev != g->paths.fd_dev ||
 	    st.ino != g->paths.fd_ino)

@@ -224,7 +224,7 @@ static void say_log(struct stint_global *g, const char *what, uint64_t off)
 	}
 	size_t n = b.len < b.cap ? b.len : b.cap;
 	line[n++] = '\n';
-	sys_call3(SYS_write, 2, (long)line, (long)n);
+	say_write(line, n);
 }
 
 /* Length of the good block at off of file p (size n), or 0: magic,
@@ -478,7 +478,7 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 		sb_puts(&b, list ? "stint: test: log load: list " : "stint: test: log load: scan ");
 		sb_putu(&b, np);
 		sb_putc(&b, '\n');
-		sys_call3(SYS_write, 2, (long)line, (long)b.len);
+		say_write(line, b.len);
 	}
 	for (uint32_t j = 0; j < np; j++) {
 		uint32_t i = list ? list[j] : j;
@@ -721,6 +721,11 @@ write:;
 		sys_call2(SYS_munmap, mp, (long)size);
 	}
 	{
+		if (at + len > fsize_limit()) {
+			if (!__atomic_exchange_n(&g->log.fsize_said, 1, __ATOMIC_RELAXED))
+				say_log(g, "would grow past the file size limit (ulimit -f); new entries are not saved", ~0ULL);
+			goto unlock;
+		}
 		/* after damage: pad with zeros up to the 8-byte aligned end */
 		if (!cut && at > size) {
 			const uint8_t z[8] = {0};

@@ -237,6 +237,7 @@ struct stint_sw {
 
 /* The redundancy log (redlog.c). */
 struct stint_log {
+	uint32_t fsize_said;         /* the file size limit stopped a save: said once */
 	uint32_t on;                 /* a redundancy log is kept */
 	uint32_t policy, lock, warned;
 	uint64_t set, set_slots, set_n; /* entries read from the log */
@@ -627,6 +628,8 @@ static void sb_putu(struct sbuf *b, uint64_t v);
 static void sb_puthex(struct sbuf *b, const uint8_t *p, size_t n);
 static void sb_putjs(struct sbuf *b, const char *s);
 static const char *errno_name(long e);
+static uint64_t fsize_limit(void);
+static void say_write(const char *line, size_t n);
 static void say_line(const char *msg);
 static void say_untraced(const char *what, const char *arg, long err);
 static inline void cpu_pause(void);

@@ -37,11 +37,12 @@ static long ensure_len(struct stint_global *g, uint64_t end)
 {
 	if (end <= g->trace.file_len)
 		return 0;
-	if (end > FILE_RESERVE)
-		return -27; /* EFBIG */
+	uint64_t most = fsize_limit() < FILE_RESERVE ? fsize_limit() : FILE_RESERVE;
+	if (end > most)
+		return -27; /* EFBIG, without the SIGXFSZ an ftruncate past the limit raises */
 	uint64_t want = end + 4 * g->trace.slot_size;
-	if (want > FILE_RESERVE)
-		want = FILE_RESERVE;
+	if (want > most)
+		want = most;
 	if (!fd_is_ours(g))
 		return -9; /* EBADF */
 	long r = sys_call2(SYS_ftruncate, g->trace.fd, (long)want);

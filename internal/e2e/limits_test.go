@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stint-project/stint/internal/fixtures"
+	"github.com/stint-project/stint/rewrite"
+)
+
+// TestFileSizeLimitNeverKills: under a file size limit (ulimit -f) far
+// below what the trace needs, a rewritten program runs as natively, and
+// the runtime says once that it stopped tracing. Going past the limit
+// would make the kernel raise SIGXFSZ, which kills: the runtime checks
+// the limit before it extends a file (the trace, the paths file, the
+// stub memfd, the redundancy log, its own lines on stderr).
+func TestFileSizeLimitNeverKills(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	f := fixtures.Lookup("recurse")
+	bin := fixtures.Build(t, f.Name, fixtures.Variant{Opt: fixtures.O2, PIE: true})
+	nOut, nErr, nCode, err := fixtures.Run(bin, f.Args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := regexp.MustCompile(`^stint: extend trace file [^\n]*: EFBIG; running untraced\n`)
+	for _, opts := range []rewrite.Options{{}, {Every: true, Rows: true}, {Every: true}} {
+		dir := t.TempDir()
+		out, _ := rewritten(t, bin, dir, opts)
+		traces := filepath.Join(dir, "traces")
+		// 64 KiB: below the trace's first extension
+		script := "ulimit -f 64 && exec " + out + " " + strings.Join(f.Args, " ")
+		rOut, rErr, rCode, err := fixtures.Run("/bin/sh", []string{"-c", script}, traceEnv(traces))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rCode != nCode || !bytes.Equal(rOut, nOut) {
+			t.Fatalf("%+v: exit %d (native %d), stdout %q (native %q), stderr %q", opts, rCode, nCode, clip(rOut), clip(nOut), clip(rErr))
+		}
+		rest := said.ReplaceAll(rErr, nil)
+		if len(rest) == len(rErr) || !bytes.Equal(rest, nErr) {
+			t.Errorf("%+v: stderr %q, want native's %q after one line saying the trace stopped", opts, clip(rErr), clip(nErr))
+		}
+	}
+}
