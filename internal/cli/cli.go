@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -63,16 +64,47 @@ func ExitCode(err error) int {
 // RunFunc is a command's entry point: everything but the process.
 type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
-// Main runs a command with os.Args, a context cancelled on SIGINT and
-// SIGTERM, prints its error as "name: error" and exits with ExitCode.
+// Main runs a command with os.Args, prints its error as "name: error"
+// and exits with ExitCode. --version anywhere before "--" prints Version
+// and exits 0. SIGINT and SIGTERM cancel the run's context; a run they
+// stopped exits 128 + the signal's number (130 for Ctrl-C), as a shell
+// reports a program the signal killed.
 func Main(name string, run RunFunc) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if wantsVersion(os.Args[1:]) {
+		printVersion(os.Stdout, name)
+		os.Exit(ExitOK)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Value
+	go func() {
+		if s, ok := <-sigs; ok {
+			got.Store(s)
+			cancel()
+		}
+	}()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sigs)
+	cancel()
+	s, _ := got.Load().(os.Signal)
+	if code := interruptedCode(s); code != 0 {
+		fmt.Fprintf(os.Stderr, "%s: interrupted (%v)\n", name, s)
+		os.Exit(code)
+	}
 	if err != nil && err.Error() != "" {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 	}
 	os.Exit(ExitCode(err))
+}
+
+// interruptedCode is the exit status of a run that signal s stopped: 128
+// + its number; 0 when no signal came.
+func interruptedCode(s os.Signal) int {
+	if ss, ok := s.(syscall.Signal); ok {
+		return 128 + int(ss)
+	}
+	return 0
 }
 
 // ParseFlags parses args into fs quietly, turning pflag's errors into
