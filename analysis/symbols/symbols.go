@@ -6,7 +6,9 @@
 // Names come from the module file's .symtab and .dynsym (STT_FUNC
 // symbols with a size) and, when the file or its separate debug file
 // carries DWARF, from DW_TAG_subprogram entries, whose names win over
-// the symbol tables' for the same start address. A separate debug file
+// the symbol tables' for the same start address. Code no name covers
+// but an .eh_frame FDE does is a function named sub_<hex start>, as
+// disassemblers name them: stripped binaries keep their FDEs. A separate debug file
 // is looked up as /usr/lib/debug/.build-id/xx/yyyy….debug (the first
 // byte of the build-id, then the rest, in hex).
 //
@@ -31,6 +33,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/stint-project/stint/internal/ehframe"
 )
 
 // ErrNoSymbols means a module file has neither function symbols nor
@@ -100,6 +104,9 @@ func Load(path string) (*Table, error) {
 		}
 		ll = &lazyLines{d: d}
 	}
+	if n := addFDEs(f, byStart); n > 0 {
+		srcs = append(srcs, "eh_frame")
+	}
 	if len(byStart) == 0 {
 		return nil, fmt.Errorf("%s: %w", path, ErrNoSymbols)
 	}
@@ -115,6 +122,41 @@ func Load(path string) (*Table, error) {
 	}
 	sort.Slice(t.Funcs, func(i, j int) bool { return t.Funcs[i].Start < t.Funcs[j].Start })
 	return t, nil
+}
+
+// addFDEs adds, as sub_<hex start> (the name disassemblers give), each
+// .eh_frame FDE's range that no named function contains: a stripped
+// binary keeps its FDEs, so its functions still have bounds.
+func addFDEs(f *elf.File, byStart map[uint64]Func) int {
+	sec := f.Section(".eh_frame")
+	if sec == nil || sec.Type == elf.SHT_NOBITS {
+		return 0
+	}
+	b, err := sec.Data()
+	if err != nil {
+		return 0
+	}
+	named := make([]Func, 0, len(byStart))
+	for _, fn := range byStart {
+		named = append(named, fn)
+	}
+	sort.Slice(named, func(i, j int) bool { return named[i].Start < named[j].Start })
+	inside := func(a uint64) bool {
+		i := sort.Search(len(named), func(i int) bool { return named[i].Start > a }) - 1
+		return i >= 0 && a < named[i].End
+	}
+	n := 0
+	for _, fde := range ehframe.FDEs(b, sec.Addr) {
+		if fde.Hi <= fde.Lo || inside(fde.Lo) {
+			continue
+		}
+		if _, ok := byStart[fde.Lo]; ok {
+			continue
+		}
+		byStart[fde.Lo] = Func{Name: fmt.Sprintf("sub_%x", fde.Lo), Start: fde.Lo, End: fde.Hi}
+		n++
+	}
+	return n
 }
 
 // addDWARF adds the named subprograms with an address range; their

@@ -1,9 +1,11 @@
 package symbols
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -29,9 +31,19 @@ func TestLoad(t *testing.T) {
 		name    string
 		args    []string
 		wantErr bool
-	}{{"symtab", nil, false}, {"dwarf", []string{"-g"}, false}, {"stripped", []string{"-s"}, true}} {
+	}{
+		{"symtab", nil, false},
+		{"dwarf", []string{"-g"}, false},
+		{"stripped, no .eh_frame", []string{"-s"}, true},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := build(t, tt.args...)
+			if tt.wantErr {
+				// nothing left to name a function by
+				if b, err := exec.Command("objcopy", "-R", ".eh_frame", "-R", ".eh_frame_hdr", p).CombinedOutput(); err != nil {
+					t.Skipf("objcopy: %v %s", err, b)
+				}
+			}
 			tab, err := Load(p)
 			if tt.wantErr {
 				if err == nil {
@@ -58,6 +70,37 @@ func TestLoad(t *testing.T) {
 				t.Errorf("Lookup(0) = %+v, want nil", have)
 			}
 		})
+	}
+}
+
+// TestLoadStripped: a stripped binary's functions are named from its
+// .eh_frame FDEs, sub_<hex start>, with the bounds the symbols had.
+func TestLoadStripped(t *testing.T) {
+	full, err := Load(build(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := Load(build(t, "-s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(tab.Source, "eh_frame") {
+		t.Errorf("Source = %q, want eh_frame in it", tab.Source)
+	}
+	for _, name := range []string{"alpha", "main"} {
+		var want *Func
+		for i := range full.Funcs {
+			if full.Funcs[i].Name == name {
+				want = &full.Funcs[i]
+			}
+		}
+		if want == nil {
+			t.Fatalf("no %s in the unstripped build", name)
+		}
+		have := tab.Lookup(want.Start)
+		if have == nil || have.Name != fmt.Sprintf("sub_%x", want.Start) || have.Start != want.Start || have.End < want.End {
+			t.Errorf("%s at %#x-%#x: stripped lookup gives %+v", name, want.Start, want.End, have)
+		}
 	}
 }
 
