@@ -8,7 +8,9 @@
 // carries DWARF, from DW_TAG_subprogram entries, whose names win over
 // the symbol tables' for the same start address. Code no name covers
 // but an .eh_frame FDE does is a function named sub_<hex start>, as
-// disassemblers name them: stripped binaries keep their FDEs. A separate debug file
+// disassemblers name them: stripped binaries keep their FDEs. A Go
+// executable's functions come from its .gopclntab too, which stripping
+// keeps. A separate debug file
 // is looked up as /usr/lib/debug/.build-id/xx/yyyy….debug (the first
 // byte of the build-id, then the rest, in hex).
 //
@@ -26,6 +28,7 @@ import (
 	"bytes"
 	"debug/dwarf"
 	"debug/elf"
+	"debug/gosym"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -104,6 +107,9 @@ func Load(path string) (*Table, error) {
 		}
 		ll = &lazyLines{d: d}
 	}
+	if n := addGo(f, byStart); n > 0 {
+		srcs = append(srcs, "gopclntab")
+	}
 	if n := addFDEs(f, byStart); n > 0 {
 		srcs = append(srcs, "eh_frame")
 	}
@@ -122,6 +128,34 @@ func Load(path string) (*Table, error) {
 	}
 	sort.Slice(t.Funcs, func(i, j int) bool { return t.Funcs[i].Start < t.Funcs[j].Start })
 	return t, nil
+}
+
+// addGo adds the functions of a Go executable's .gopclntab (the table
+// Go's runtime unwinds with, which stripping keeps) that no symbol
+// names. A Go PIE keeps the table without a section of its own; its
+// names then come from the symbol table only.
+func addGo(f *elf.File, byStart map[uint64]Func) int {
+	sec, text := f.Section(".gopclntab"), f.Section(".text")
+	if sec == nil || text == nil || sec.Type == elf.SHT_NOBITS {
+		return 0
+	}
+	b, err := sec.Data()
+	if err != nil {
+		return 0
+	}
+	tab, err := gosym.NewTable(nil, gosym.NewLineTable(b, text.Addr))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, fn := range tab.Funcs {
+		if _, ok := byStart[fn.Entry]; ok || fn.End <= fn.Entry {
+			continue
+		}
+		byStart[fn.Entry] = Func{Name: fn.Name, Start: fn.Entry, End: fn.End}
+		n++
+	}
+	return n
 }
 
 // addFDEs adds, as sub_<hex start> (the name disassemblers give), each

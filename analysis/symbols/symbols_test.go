@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stint-project/stint/internal/fixtures"
 )
 
 // build compiles a two-function C program with gcc (skipped without it).
@@ -308,4 +310,51 @@ func FuzzLoad(f *testing.F) {
 			im.Bytes(0x1000, 16)
 		}
 	})
+}
+
+// TestLoadGoStripped: a Go executable stripped of its symbols and DWARF
+// (-ldflags=-s -w) is named from its .gopclntab: the same functions at
+// the same starts as the unstripped build's symbols.
+func TestLoadGoStripped(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not found")
+	}
+	dir, err := fixtures.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for _, b := range []struct{ name, flags string }{{"full", ""}, {"stripped", "-s -w"}} {
+		cmd := exec.Command(goCmd, "build", "-trimpath", "-ldflags="+b.flags, "-o", filepath.Join(out, b.name), ".")
+		cmd.Dir = filepath.Join(dir, "go", "goroutines")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if o, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, o)
+		}
+	}
+	full, err := Load(filepath.Join(out, "full"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, err := Load(filepath.Join(out, "stripped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.Source != filepath.Join(out, "stripped")+": gopclntab" {
+		t.Errorf("Source = %q", tab.Source)
+	}
+	checked := 0
+	for _, fn := range full.Funcs {
+		if fn.Name != "main.build" && fn.Name != "main.(*node).sum" && fn.Name != "runtime.goexit" {
+			continue
+		}
+		checked++
+		if have := tab.Lookup(fn.Start + 1); have == nil || have.Name != fn.Name || have.Start != fn.Start {
+			t.Errorf("%s at %#x: stripped lookup gives %+v", fn.Name, fn.Start, have)
+		}
+	}
+	if checked != 3 {
+		t.Errorf("found %d of the 3 functions in the unstripped build", checked)
+	}
 }
