@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "061a095a70208d4f4ffa534d5fcc2c3fce4610821d7f983953f7775e9da575cb"
+const BlobSHA256 = "886dcc7651b338961b74e675b40425c07dbd83bf0cb300e4b4a2afc19a484791"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -95,8 +95,11 @@
 // processes neither lose nor corrupt each other's entries, and a process
 // killed meanwhile loses at most the blocks it was appending.
 //
-// A reader checks every block: magic, bounds, CRC, build-id length 1..32
-// and zero padding. A block at offset X that fails is one of:
+// A reader takes flock(LOCK_SH) while it reads, so that no writer appends
+// or truncates meanwhile (the runtime waits for one at most 100 ms, then
+// reads without the lock and does not report a torn append: a writer
+// may still be writing it). A reader checks every block: magic, bounds,
+// CRC, build-id length 1..32 and zero padding. A block at offset X that fails is one of:
 //
 //   - a torn append: no good block follows, and the bytes from X to the
 //     end of the file are a prefix of a block (part of its magic; or the

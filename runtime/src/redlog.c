@@ -39,8 +39,11 @@
 #define REG_MAX ((uint64_t)1 << 20) /* regions of a region-policy log (regions.c) */
 #define SYS_pread64 17
 #define SYS_pwrite64 18
+#define S_LOCK_SH 1
 #define S_LOCK_EX 2
+#define S_LOCK_NB 4
 #define S_LOCK_UN 8
+#define LOG_LOAD_WAIT_NS 100000000ULL /* how long a start waits for a save elsewhere */
 
 #define POLICY_EXACT 1
 #define POLICY_HASH 2
@@ -297,7 +300,7 @@ static uint64_t log_scan(struct stint_global *g, const uint8_t *p, uint64_t size
 		}
 		/* no good block follows */
 		if (log_torn_prefix(p + off, size - off)) {
-			if (report)
+			if (report == 1)
 				say_log(g, "torn append at the end (a writer was killed); ignored", off);
 			*cut = 1;
 			return off;
@@ -386,19 +389,56 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log.path, S_O_RDONLY | S_O_CLOEXEC, 0);
 	uint64_t size = 0;
 	const uint8_t *p = 0;
+	int shared = 0;
 	if (!sys_failed(fd)) {
+		shared = log_lock_shared(fd);
 		struct s_stat st;
 		if (!sys_failed(sys_call2(SYS_fstat, fd, (long)&st)) && st.size > 0) {
 			size = (uint64_t)st.size;
 			long mp = sys_mmap(0, size, S_PROT_READ, S_MAP_PRIVATE, (int)fd, 0);
 			p = sys_failed(mp) ? 0 : (const uint8_t *)mp;
 		}
-		sys_call1(SYS_close, fd);
 		if (size && !p) {
+			sys_call1(SYS_close, fd);
 			say_log(g, "cannot read; running without a log", ~0ULL);
 			return;
 		}
 	}
+	log_read(g, p, size, shared);
+	if (!sys_failed(fd))
+		sys_call1(SYS_close, fd); /* and the shared lock with it, once the mapping is gone */
+}
+
+/*
+ * A shared flock on the log, so that no save appends or truncates while
+ * it is read: a block half written by a save in another process would
+ * look torn, and a truncated tail would fault the mapping. Waits for a
+ * save at most LOG_LOAD_WAIT_NS (a process stopped in one keeps its
+ * lock), then reads without it.
+ */
+static int log_lock_shared(long fd)
+{
+	uint64_t end = now_ns(S_CLOCK_MONOTONIC) + LOG_LOAD_WAIT_NS;
+	for (;;) {
+		if (!sys_failed(sys_call2(SYS_flock, fd, S_LOCK_SH | S_LOCK_NB)))
+			return 1;
+		uint64_t now = now_ns(S_CLOCK_MONOTONIC);
+		if (now > end)
+			return 0;
+		sleep_until(now + 1000000);
+	}
+}
+
+/*
+ * Reads the log's contents p (size bytes, 0 when there is no log yet)
+ * into the set (or the regions), then unmaps it. shared: read under the
+ * shared lock, so a torn append at the end is a writer that was killed,
+ * and is said; without the lock it may be a save still running, and is
+ * skipped quietly.
+ */
+static void log_read(struct stint_global *g, const uint8_t *p, uint64_t size, int shared)
+{
+	uint32_t policy = g->log.policy;
 	if (p && (size < LOG_HDR || s_strncmp((const char *)p, LOG_MAGIC_HDR, 8) != 0 || *(const uint32_t *)(p + 8) != LOG_VERSION)) {
 		say_log(g, "not a stint redundancy log (or an unknown version); left alone, running without a log", ~0ULL);
 		sys_call2(SYS_munmap, (long)p, (long)size);
@@ -434,7 +474,7 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 			g->log.set_n = 0;
 			int cut;
 			if (p)
-				log_scan(g, p, size, 1, log_load_block, &cut);
+				log_scan(g, p, size, shared ? 1 : 2, log_load_block, &cut);
 		}
 	}
 	if (p)

@@ -856,6 +856,8 @@ static uint64_t log_scan(struct stint_global *g, const uint8_t *p, uint64_t size
 static uint64_t log_seal_block(struct stint_global *g, uint8_t *h, uint32_t count, const struct gmodule *gm);
 static void log_load_block(struct stint_global *g, const uint8_t *b);
 static void log_setup(struct stint_global *g, char **envp, const char *opts);
+static int log_lock_shared(long fd);
+static void log_read(struct stint_global *g, const uint8_t *p, uint64_t size, int shared);
 static void log_load_module(struct stint_global *g, struct stint_module *m, uint64_t base, uint32_t chunks_lost);
 static uint64_t module_bid(struct stint_global *g, uint16_t id);
 static int log_seen(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t dst, uint16_t dst_mod);
