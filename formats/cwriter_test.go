@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // cwriterEvents mirrors the values cwriter.c writes.

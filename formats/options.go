@@ -1,6 +1,6 @@
 package formats
 
-import "github.com/apache/arrow/go/v15/arrow/memory"
+import "github.com/apache/arrow-go/v18/arrow/memory"
 
 // Option configures a [Reader] or a [Writer].
 type Option func(*config)

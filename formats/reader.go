@@ -8,10 +8,10 @@ import (
 	"os"
 	"sync/atomic"
 
-	"github.com/apache/arrow/go/v15/arrow"
-	"github.com/apache/arrow/go/v15/arrow/array"
-	"github.com/apache/arrow/go/v15/arrow/ipc"
-	"github.com/apache/arrow/go/v15/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // ErrTruncated is wrapped by the [FormatError] of a stream that ends
@@ -267,7 +267,10 @@ func (r *Reader) Next() bool {
 
 // Record returns the current record batch; it is valid until the next
 // call to Next (Retain it to keep it).
-func (r *Reader) Record() arrow.Record { return r.rec }
+func (r *Reader) Record() arrow.RecordBatch { return r.rec }
+
+// RecordBatch is Record, under the name array.RecordReader now prefers.
+func (r *Reader) RecordBatch() arrow.RecordBatch { return r.rec }
 
 // RecordOffset returns the stream offset of the current batch's message.
 func (r *Reader) RecordOffset() int64 { return r.recOff }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/apache/arrow/go/v15/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	flatbuffers "github.com/google/flatbuffers/go"
 )
 

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"unsafe"
 
-	"github.com/apache/arrow/go/v15/arrow"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/stint-project/stint/analysis/paths"
 	"github.com/stint-project/stint/formats"
 )
