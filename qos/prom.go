@@ -1,7 +1,9 @@
 package qos
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -9,24 +11,30 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 )
 
-// The Prometheus text exposition format (version 0.0.4), as much as a
-// reader of one series needs:
-//
-//	# HELP name text
-//	# TYPE name counter|gauge|histogram|summary|untyped
-//	name{label="value",...} 1.5e3 [timestamp]
-//
-// Other comments are skipped; label values may hold \\, \" and \n.
+// Expositions are parsed by expfmt, the format's own parser: the text
+// format (version 0.0.4) and OpenMetrics 1.0, whichever the server
+// answers with (promSource asks for either). Each metric family becomes
+// the sample lines a text exposition shows for it: a histogram's
+// NAME_bucket{le=...}, NAME_sum and NAME_count, a summary's
+// NAME{quantile=...}, NAME_sum and NAME_count.
 
 // PromError is a malformed exposition line.
 type PromError struct {
-	Line int // 1-based
+	Line int // 1-based; 0 when the parser names none
 	Msg  string
 }
 
-func (e *PromError) Error() string { return fmt.Sprintf("prometheus text, line %d: %s", e.Line, e.Msg) }
+func (e *PromError) Error() string {
+	if e.Line == 0 {
+		return "prometheus exposition: " + e.Msg
+	}
+	return fmt.Sprintf("prometheus exposition, line %d: %s", e.Line, e.Msg)
+}
 
 // Label is one name="value" pair.
 type Label struct{ Name, Value string }
@@ -45,32 +53,82 @@ type Exposition struct {
 	Types   map[string]string
 }
 
-// ParsePromText parses a text exposition.
+// ParsePromText parses a text exposition (version 0.0.4).
 func ParsePromText(data []byte) (*Exposition, error) {
+	return ParseExposition(data, expfmt.NewFormat(expfmt.TypeTextPlain))
+}
+
+// ParseExposition parses an exposition in format (expfmt.ResponseFormat
+// of the response's header tells which). A malformed one gives a
+// *PromError, with its line when the parser names one.
+func ParseExposition(data []byte, format expfmt.Format) (*Exposition, error) {
 	e := &Exposition{Types: make(map[string]string)}
-	for n, line := range strings.Split(string(data), "\n") {
-		line = strings.TrimRight(line, "\r")
-		t := strings.TrimLeft(line, " \t")
-		if t == "" {
-			continue
-		}
-		if t[0] == '#' {
-			f := strings.Fields(t[1:])
-			if len(f) >= 3 && f[0] == "TYPE" {
-				if !validName(f[1]) {
-					return nil, &PromError{n + 1, fmt.Sprintf("bad metric name %q in TYPE", f[1])}
-				}
-				e.Types[f[1]] = f[2]
+	d := expfmt.NewDecoder(bytes.NewReader(data), format)
+	for {
+		var mf dto.MetricFamily
+		if err := d.Decode(&mf); err == io.EOF {
+			return e, nil
+		} else if err != nil {
+			var pe expfmt.ParseError
+			if errors.As(err, &pe) {
+				return nil, &PromError{Line: pe.Line, Msg: pe.Msg}
 			}
-			continue
+			return nil, &PromError{Msg: err.Error()}
 		}
-		s, err := parseSampleLine(t)
-		if err != nil {
-			return nil, &PromError{n + 1, err.Error()}
-		}
-		e.Samples = append(e.Samples, s)
+		e.addFamily(&mf)
 	}
-	return e, nil
+}
+
+// addFamily appends the samples of one metric family and notes its type.
+func (e *Exposition) addFamily(mf *dto.MetricFamily) {
+	name := mf.GetName()
+	if mf.GetType() != dto.MetricType_UNTYPED {
+		// as a TYPE line says it (an untyped family has none: its
+		// name's _total decides, IsCounter)
+		e.Types[name] = strings.ToLower(mf.GetType().String())
+	}
+	for _, m := range mf.Metric {
+		ls := make([]Label, 0, len(m.Label))
+		for _, l := range m.Label {
+			ls = append(ls, Label{l.GetName(), l.GetValue()})
+		}
+		add := func(n string, v float64, extra ...Label) {
+			e.Samples = append(e.Samples, PromSample{Name: n, Labels: append(ls[:len(ls):len(ls)], extra...), Value: v})
+		}
+		switch mf.GetType() {
+		case dto.MetricType_COUNTER:
+			add(name, m.GetCounter().GetValue())
+		case dto.MetricType_GAUGE:
+			add(name, m.GetGauge().GetValue())
+		case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
+			h := m.GetHistogram()
+			for _, b := range h.GetBucket() {
+				add(name+"_bucket", float64(b.GetCumulativeCount()), Label{"le", promFloat(b.GetUpperBound())})
+			}
+			add(name+"_sum", h.GetSampleSum())
+			add(name+"_count", float64(h.GetSampleCount()))
+		case dto.MetricType_SUMMARY:
+			sm := m.GetSummary()
+			for _, q := range sm.GetQuantile() {
+				add(name, q.GetValue(), Label{"quantile", promFloat(q.GetQuantile())})
+			}
+			add(name+"_sum", sm.GetSampleSum())
+			add(name+"_count", float64(sm.GetSampleCount()))
+		default:
+			add(name, m.GetUntyped().GetValue())
+		}
+	}
+}
+
+// promFloat writes a le or quantile label value as expositions do.
+func promFloat(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
 func nameChar(c byte, first bool) bool {
@@ -156,54 +214,6 @@ func clip(s string) string {
 		return s[:20] + "..."
 	}
 	return s
-}
-
-// parsePromValue parses a sample value: a Go float, NaN, +Inf, -Inf.
-func parsePromValue(s string) (float64, error) {
-	switch s {
-	case "NaN":
-		return math.NaN(), nil
-	case "+Inf", "Inf":
-		return math.Inf(1), nil
-	case "-Inf":
-		return math.Inf(-1), nil
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || strings.ContainsAny(s, "xXpP_") || strings.EqualFold(strings.TrimLeft(s, "+-"), "inf") || strings.EqualFold(strings.TrimLeft(s, "+-"), "infinity") || strings.EqualFold(s, "nan") {
-		return 0, fmt.Errorf("bad value %q", s)
-	}
-	return v, nil
-}
-
-func parseSampleLine(t string) (PromSample, error) {
-	var s PromSample
-	var rest string
-	s.Name, rest = scanName(t)
-	if s.Name == "" {
-		return s, fmt.Errorf("want a metric name, have %q", clip(t))
-	}
-	rest = strings.TrimLeft(rest, " \t")
-	if strings.HasPrefix(rest, "{") {
-		var err error
-		if s.Labels, rest, err = parseLabels(rest); err != nil {
-			return s, err
-		}
-	}
-	f := strings.Fields(rest)
-	if len(f) < 1 || len(f) > 2 {
-		return s, fmt.Errorf("want a value (and an optional timestamp) after %s", s.Name)
-	}
-	v, err := parsePromValue(f[0])
-	if err != nil {
-		return s, err
-	}
-	if len(f) == 2 {
-		if _, err := strconv.ParseInt(f[1], 10, 64); err != nil {
-			return s, fmt.Errorf("bad timestamp %q", f[1])
-		}
-	}
-	s.Value = v
-	return s, nil
 }
 
 // Series selects samples: a metric name and label values that must
@@ -380,7 +390,7 @@ func (s *promSource) sample(ctx context.Context) (float64, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, false, err
@@ -397,7 +407,7 @@ func (s *promSource) sample(ctx context.Context) (float64, bool, error) {
 	if len(body) > maxPromBody {
 		return 0, false, fmt.Errorf("exposition larger than %d MiB", maxPromBody>>20)
 	}
-	e, err := ParsePromText(body)
+	e, err := ParseExposition(body, expfmt.ResponseFormat(resp.Header))
 	if err != nil {
 		return 0, false, err
 	}
