@@ -178,21 +178,7 @@ func (s *Stream) Next(max int) []formats.Event {
 
 func (s *Stream) startThread() {
 	tc := s.d.threads[s.ti]
-	t := &thread{d: s.d, tid: tc.tid}
-	lastPos, lastTime := -1, uint64(0)
-	t.emit = func(k formats.Kind, src, dst uint64) error {
-		if pos := t.pr.Pos(); pos != lastPos {
-			lastPos, lastTime = pos, s.d.timeAt(&s.c, pos)
-		}
-		n := len(s.buf)
-		if n == cap(s.buf) {
-			s.buf = append(s.buf, formats.Event{})
-		} else {
-			s.buf = s.buf[:n+1]
-		}
-		s.d.fill(&s.buf[n], t.m, k, t.tid, lastTime, src, dst)
-		return nil
-	}
+	t := &thread{d: s.d, tid: tc.tid, s: s, lastPos: -1}
 	s.t, s.ci = t, 0
 	s.st.Threads++
 	s.nextChunk()
@@ -233,18 +219,19 @@ func (d *Decoder) timeAt(c *formats.Chunk, pos int) uint64 {
 // fill makes e the row of a transfer from src to dst (run-time addresses).
 // (src and dst are most often in module cur, the branch's.)
 func (d *Decoder) fill(e *formats.Event, cur *module, k formats.Kind, tid uint32, time, src, dst uint64) {
-	*e = formats.Event{Kind: k, TID: tid, Time: time, SrcModule: formats.NoModule, Src: src, DstModule: formats.NoModule, Dst: dst}
+	sm, dm := uint16(formats.NoModule), uint16(formats.NoModule)
 	m := cur
 	if m == nil || src-m.Base >= m.Size {
 		m = d.mods.at(src)
 	}
 	if m != nil {
-		e.SrcModule, e.Src = m.ID, src-m.Base
+		sm, src = m.ID, src-m.Base
 	}
 	if m == nil || dst-m.Base >= m.Size {
 		m = d.mods.at(dst)
 	}
 	if m != nil {
-		e.DstModule, e.Dst = m.ID, dst-m.Base
+		dm, dst = m.ID, dst-m.Base
 	}
+	*e = formats.Event{Kind: k, TID: tid, Time: time, SrcModule: sm, Src: src, DstModule: dm, Dst: dst}
 }

@@ -48,7 +48,9 @@ type thread struct {
 	rstack  []uint64
 	idle    int  // transfers walked since the last packet
 	tail    bool // finish is walking to the tail
-	emit    func(formats.Kind, uint64, uint64) error
+	s       *Stream // where events go
+	lastPos int     // the packet position of the last event, and its time
+	lastT   uint64
 	emitted int
 	chunk   int // the chunk being read, for errors
 }
@@ -186,10 +188,22 @@ func (t *thread) run(max int) error {
 	return nil
 }
 
-// out emits an event.
+// out emits an event into the stream's batch, timed by its packet's
+// place in the chunk.
 func (t *thread) out(k formats.Kind, src, dst uint64) error {
 	t.emitted++
-	return t.emit(k, src, dst)
+	s := t.s
+	if pos := t.pr.Pos(); pos != t.lastPos {
+		t.lastPos, t.lastT = pos, s.d.timeAt(&s.c, pos)
+	}
+	n := len(s.buf)
+	if n == cap(s.buf) {
+		s.buf = append(s.buf, formats.Event{})
+	} else {
+		s.buf = s.buf[:n+1]
+	}
+	s.d.fill(&s.buf[n], t.m, k, t.tid, t.lastT, src, dst)
+	return nil
 }
 
 // place reads packets until the thread's position is known again: a
