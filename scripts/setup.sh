@@ -22,6 +22,8 @@ need_cmd redis-server redis-server        # qos: the redis source, QDIME's Redis
 need_cmd redis-benchmark redis-tools
 need_cmd genhtml lcov                     # trace export --format lcov is checked by genhtml
 need_cmd chromium chromium                # report: the page is loaded in headless Chromium
+need_cmd zsh zsh                          # --completion zsh is parsed by zsh
+need_cmd fish fish                        # --completion fish completes in fish
 need_file /usr/lib/x86_64-linux-gnu/libc.a libc6-dev
 need_file /usr/lib/x86_64-linux-gnu/libbz2.so.1.0 libbz2-1.0
 need_file /usr/lib/x86_64-linux-gnu/liblzma.so.5 liblzma5

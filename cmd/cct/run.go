@@ -43,6 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		io.WriteString(stderr, mainHelp)
 		return cli.Usagef("no command given")
 	}
+	cli.Subcommands(args, "build", "compare", "help")
 	switch args[0] {
 	case "-h", "--help":
 		_, err := io.WriteString(stdout, mainHelp)

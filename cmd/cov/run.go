@@ -96,6 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		io.WriteString(stderr, mainHelp)
 		return usagef("no command given")
 	}
+	cli.Subcommands(args, "compare", "help")
 	switch args[0] {
 	case "-h", "--help":
 		_, err := io.WriteString(stdout, mainHelp)
@@ -123,6 +124,7 @@ func runCompare(ctx context.Context, args []string, stdout io.Writer) error {
 	asJSON := fs.Bool("json", false, "")
 	native := fs.Float64("native", 0, "")
 	nfuncs := fs.Int("functions", 20, "")
+	cli.CompleteFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return err

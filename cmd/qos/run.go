@@ -179,6 +179,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"watch": {watchHelp, runWatch},
 		"show":  {showHelp, runShow},
 	}
+	cli.Subcommands(args, "run", "watch", "show", "help")
 	name := args[0]
 	switch name {
 	case "-h", "--help", "help":

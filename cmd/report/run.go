@@ -115,6 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		io.WriteString(stderr, mainHelp)
 		return cli.Usagef("no command given")
 	}
+	cli.Subcommands(args, "auto", "render", "help")
 	switch args[0] {
 	case "-h", "--help", "help":
 		if len(args) > 1 && args[0] == "help" {

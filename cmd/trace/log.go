@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/formats/redlog"
+	"github.com/stint-project/stint/internal/cli"
 )
 
 const logHelp = `Usage:
@@ -56,6 +57,7 @@ func runLog(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return usagef("log: no subcommand given (show, check, add, merge; run 'trace log --help')")
 	}
+	cli.Subcommands(args, "show", "check", "add", "merge")
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	var err error

@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		io.WriteString(stderr, mainHelp)
 		return usagef("no command given")
 	}
+	cli.Subcommands(args, "cat", "stats", "merge", "log", "export", "help")
 	name := args[0]
 	switch name {
 	case "-h", "--help", "help":

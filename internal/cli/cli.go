@@ -70,9 +70,31 @@ type RunFunc func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 // stopped exits 128 + the signal's number (130 for Ctrl-C), as a shell
 // reports a program the signal killed.
 func Main(name string, run RunFunc) {
-	if wantsVersion(os.Args[1:]) {
+	args := os.Args[1:]
+	if wantsVersion(args) {
 		printVersion(os.Stdout, name)
 		os.Exit(ExitOK)
+	}
+	if sh, ok := completionArg(args); ok {
+		script, err := completionScript(name, sh)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+			os.Exit(ExitCode(err))
+		}
+		io.WriteString(os.Stdout, script)
+		os.Exit(ExitOK)
+	}
+	if len(args) > 0 && args[0] == "__complete" {
+		words := args[1:]
+		if len(words) == 0 {
+			words = []string{""}
+		}
+		completer = &struct {
+			word string
+			w    io.Writer
+		}{words[len(words)-1], os.Stdout}
+		run(context.Background(), words, io.Discard, io.Discard)
+		os.Exit(ExitOK) // the command never got to its parsing: nothing to offer
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 1)
@@ -84,7 +106,7 @@ func Main(name string, run RunFunc) {
 			cancel()
 		}
 	}()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, args, os.Stdout, os.Stderr)
 	signal.Stop(sigs)
 	cancel()
 	s, _ := got.Load().(os.Signal)
@@ -113,6 +135,7 @@ func interruptedCode(s os.Signal) int {
 // prog (a command without subcommands). pflag.ErrHelp comes back as it
 // is, for the caller to print its help.
 func ParseFlags(fs *pflag.FlagSet, prog string, args []string) error {
+	CompleteFlags(fs)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
