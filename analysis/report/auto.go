@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/stint-project/stint/analysis/cov"
@@ -121,12 +122,22 @@ func (a *auto) document() (*Document, error) {
 		}
 		d.Sections = append(d.Sections, Section{Title: "Warnings", Blocks: bs})
 	}
+	var nothing []string
 	for _, f := range []func() (Section, error){a.coverage, a.budget, a.qos, a.overshoot, a.slowdown, a.functions} {
 		s, err := f()
 		if err != nil {
 			return nil, err
 		}
+		if s.nothing != "" {
+			nothing = append(nothing, s.nothing)
+			continue
+		}
 		d.Sections = append(d.Sections, s)
+	}
+	if len(nothing) > 0 {
+		// one line, not a section each that says it is empty
+		d.Sections = append(d.Sections, Section{ID: "not-shown", Title: "Not shown",
+			Blocks: []Block{&Note{Text: "For want of data in these traces: " + strings.Join(nothing, "; ") + "."}}})
 	}
 	a.summary()
 	return d, nil
@@ -241,6 +252,7 @@ func (a *auto) budget() (Section, error) {
 	}
 	if len(with) == 0 {
 		s.Blocks = []Block{&Note{Text: "No budget periods: these runs were traced without a budget (rewrite --budget, or STINT_BUDGET)."}}
+		s.nothing = "budget per period (traced without a budget: rewrite --budget)"
 		return s, nil
 	}
 	for _, r := range with {
@@ -318,6 +330,7 @@ func (a *auto) qos() (Section, error) {
 	}
 	if with == 0 {
 		s.Blocks = []Block{&Note{Title: "No QoS data.", Text: "No period of these runs carries a QoS record: no metric analyzer drove the budget."}}
+		s.nothing = "QoS (no metric analyzer drove the budget: qos run)"
 	} else if with > shown {
 		s.Blocks = append(s.Blocks, &Note{Text: fmt.Sprintf("%d more run%s with QoS data are not drawn.", with-shown, plural(with-shown))})
 	}
@@ -341,6 +354,7 @@ func (a *auto) overshoot() (Section, error) {
 	}
 	if periods == 0 {
 		s.Blocks = []Block{&Note{Text: "No budget periods, so nothing can overshoot."}}
+		s.nothing = "overshoot (no budget periods)"
 		return s, nil
 	}
 	o := quantiles(us)
@@ -462,14 +476,16 @@ func (a *auto) functions() (Section, error) {
 	s := Section{ID: "functions", Title: "Least covered functions"}
 	if a.cov == nil {
 		s.Blocks = []Block{&Note{Text: "Give the full run (--full FULL.arrow) to see which functions the runs covered least."}}
+		s.nothing = "least covered functions (give the full run: --full FULL.arrow)"
 		return s, nil
 	}
 	fs := LeastCovered(a.cov.Functions, a.opts.Functions)
 	if len(fs) == 0 {
 		s.Blocks = []Block{&Note{Text: "No function data (the full run has no events in a module with a readable file)."}}
+		s.nothing = "least covered functions (the full run has no events in a module with a readable file)"
 		return s, nil
 	}
-	s.Intro = "Functions of the full run ordered by coverage, least covered first (ties: the most events first). Names come from the module files' symbol tables and DWARF; modules without symbols show 4 KiB address ranges."
+	s.Intro = "Functions of the full run ordered by coverage, least covered first (ties: the most events first). Names come from the module files' symbol tables and DWARF, else from .eh_frame as sub_<address>; code none of them covers shows as a 4 KiB address range."
 	t := &Table{Columns: []Column{{Name: "function"}, {Name: "module"}, {Name: "covered", Numeric: true}, {Name: "full run", Numeric: true}, {Name: "coverage", Numeric: true}}}
 	for _, f := range fs {
 		t.Rows = append(t.Rows, []Cell{Text(f.Function), Text(filepath.Base(f.Module)), Textf("%d", f.Covered), Textf("%d", f.Full), Bar(f.Coverage)})

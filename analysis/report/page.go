@@ -35,6 +35,10 @@ type Section struct {
 	Title  string
 	Intro  string // a paragraph before the blocks
 	Blocks []Block
+	// nothing says why the section has nothing to show (its blocks are
+	// then one note saying so): a notebook that asked for it shows the
+	// note, report auto leaves the section out and names it in one line.
+	nothing string
 }
 
 // Block is a part of a section: *[Figure], *[Table], *[Note], *[Stats]

@@ -271,13 +271,20 @@ func TestAutoWithoutFull(t *testing.T) {
 		t.Errorf("coverage series %q", f.series)
 	}
 	for _, s := range []string{
-		"No QoS data.",
-		"Give the full run (--full FULL.arrow)",
+		// the sections without data are named in one line, not shown
+		"Not shown",
+		"QoS (no metric analyzer drove the budget: qos run)",
+		"least covered functions (give the full run: --full FULL.arrow)",
 		// runs 1 (events 0..9) and 3 (15..34): 30 distinct together
 		"30 distinct events in 2 runs",
 	} {
 		if !strings.Contains(p.text, s) {
 			t.Errorf("page text lacks %q", s)
+		}
+	}
+	for _, s := range []string{"No QoS data.", "QoS metric against threshold", "Least covered functions"} {
+		if strings.Contains(p.text, s) {
+			t.Errorf("page text has %q: a section without data", s)
 		}
 	}
 	if _, ok := figs["fig-qos-1"]; ok {
@@ -290,9 +297,14 @@ func TestAutoNoBudget(t *testing.T) {
 	_, full := synthTraces(t, dir)
 	b, _ := writeAuto(t, []string{full}, AutoOptions{})
 	p := parsePage(t, b)
-	for _, s := range []string{"No budget periods: these runs were traced without a budget", "No budget periods, so nothing can overshoot.", "none budget"} {
+	for _, s := range []string{"budget per period (traced without a budget: rewrite --budget)", "overshoot (no budget periods)", "none budget"} {
 		if !strings.Contains(p.text, s) {
 			t.Errorf("page text lacks %q", s)
+		}
+	}
+	for _, s := range []string{"Budget per period", "Overshoot"} {
+		if strings.Contains(p.text, s) {
+			t.Errorf("page text has %q: a section without data", s)
 		}
 	}
 	if figs := p.figures(t); len(figs) != 1 {
