@@ -37,6 +37,16 @@ type RunData struct {
 	LastNS   uint64      // time of the last row
 	End      formats.End // how the file ended (same for every run of a file)
 	Warning  string      // the file was cut short, etc.
+	// Calls counts the call rows (direct and indirect) per callee: every
+	// call in an --every trace, each distinct call site once otherwise.
+	Calls map[Callee]int64
+}
+
+// Callee is a call's destination: a module (the loader's global index,
+// Loader.Module) and a module-relative address; module -1 is none.
+type Callee struct {
+	Module int32
+	Addr   uint64
 }
 
 // Label names the run for people: the file's base name, with "#k" for a
@@ -112,8 +122,9 @@ type evKey struct {
 type Loader struct {
 	Progress *progress.Bar // may be nil
 
-	mods  map[moduleKey]int32
-	union map[evKey]*seen // every distinct event of the runs loaded
+	mods    map[moduleKey]int32
+	modInfo []formats.Module // by global index
+	union   map[evKey]*seen  // every distinct event of the runs loaded
 	runs  int             // runs loaded
 	// newPerRun[i]: events first seen in loaded run i
 	newPerRun []int
@@ -170,7 +181,7 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 	runs := make([]*RunData, len(infos))
 	builders := make([]formats.PeriodBuilder, len(infos))
 	for i, ri := range infos {
-		runs[i] = &RunData{File: file, Run: i, Info: ri.Info, EndStatus: formats.RunEndStatusUnknown}
+		runs[i] = &RunData{File: file, Run: i, Info: ri.Info, EndStatus: formats.RunEndStatusUnknown, Calls: map[Callee]int64{}}
 	}
 	gm := make([]int32, 1<<16)
 	for i := range gm {
@@ -182,6 +193,7 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 		if !ok {
 			g = int32(len(l.mods))
 			l.mods[k] = g
+			l.modInfo = append(l.modInfo, m)
 		}
 		gm[m.ID] = g
 	}
@@ -210,6 +222,9 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 			switch {
 			case kind.Valid():
 				rd.Events++
+				if kind == formats.KindCall || kind == formats.KindIndCall {
+					rd.Calls[Callee{gm[b.DstModule[i]], b.Dst[i]}]++
+				}
 				dst := b.Dst[i]
 				if kind == formats.KindSyscall {
 					dst = b.Value[i]
@@ -258,6 +273,15 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 		rd.Merged = r.Merged()
 	}
 	return runs, r.Size(), nil
+}
+
+// Module returns the module of global index g (Callee.Module), and
+// whether there is one.
+func (l *Loader) Module(g int32) (formats.Module, bool) {
+	if g < 0 || int(g) >= len(l.modInfo) {
+		return formats.Module{}, false
+	}
+	return l.modInfo[g], true
 }
 
 // Cumulative returns, for every run loaded so far (in load order), the

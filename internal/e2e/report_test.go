@@ -1,0 +1,61 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stint-project/stint/analysis/report"
+	"github.com/stint-project/stint/internal/fixtures"
+	"github.com/stint-project/stint/rewrite"
+)
+
+// TestReportMostCalled: report auto on a complete call trace (--tool call
+// --every) of the recurse fixture has a "Most called functions" section
+// in which down, which the program calls 5,001 times, has 5,001 calls;
+// and no section that says it has nothing to show.
+func TestReportMostCalled(t *testing.T) {
+	bin := fixtures.Build(t, "recurse", fixtures.Variant{Opt: fixtures.O0})
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Every: true})
+	traces := filepath.Join(dir, "traces")
+	if _, _, code, err := fixtures.Run(out, nil, traceEnv(traces)); err != nil || code != 0 {
+		t.Fatalf("run: exit %d, %v", code, err)
+	}
+	files, _ := filepath.Glob(filepath.Join(traces, "*.arrow"))
+	if len(files) != 1 {
+		t.Fatalf("%d trace files", len(files))
+	}
+	doc, err := report.Auto(context.Background(), files, report.AutoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls *report.Section
+	for i, s := range doc.Sections {
+		switch s.ID {
+		case "calls":
+			calls = &doc.Sections[i]
+		case "budget", "qos", "overshoot", "functions":
+			t.Errorf("section %q shown without data", s.ID)
+		}
+	}
+	if calls == nil {
+		t.Fatal("no section of the most called functions")
+	}
+	tab, ok := calls.Blocks[0].(*report.Table)
+	if !ok {
+		t.Fatalf("first block %T", calls.Blocks[0])
+	}
+	found := false
+	for _, row := range tab.Rows {
+		if row[0].Text == "down" {
+			found = true
+			if row[2].Text != "5001" {
+				t.Errorf("down: %s calls, want 5001", row[2].Text)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("down is not among the most called: %v", tab.Rows)
+	}
+}
