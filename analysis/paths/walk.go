@@ -46,8 +46,8 @@ type thread struct {
 	// every return. Unlike the runtime's ring (stack), it sees calls
 	// without a probe, and it tells where a ret without one goes.
 	rstack  []uint64
-	idle    int  // transfers walked since the last packet
-	tail    bool // finish is walking to the tail
+	idle    int     // transfers walked since the last packet
+	tail    bool    // finish is walking to the tail
 	s       *Stream // where events go
 	lastPos int     // the packet position of the last event, and its time
 	lastT   uint64

@@ -125,7 +125,7 @@ type Loader struct {
 	mods    map[moduleKey]int32
 	modInfo []formats.Module // by global index
 	union   map[evKey]*seen  // every distinct event of the runs loaded
-	runs  int             // runs loaded
+	runs    int              // runs loaded
 	// newPerRun[i]: events first seen in loaded run i
 	newPerRun []int
 }
