@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strings"
 )
 
 // calledFunc is a function and how many call rows reached it.
@@ -52,7 +51,7 @@ func (a *auto) calledFuncs() (funcs []calledFunc, total int64, every bool) {
 	type key struct{ module, name string }
 	byFunc := map[key]int64{}
 	for _, r := range a.runs {
-		every = every || strings.Contains(" "+r.Info.Options+" ", " every=1 ")
+		every = every || isEvery(r.Info.Options)
 		for c, n := range r.Calls {
 			total += n
 			k := key{"?", fmt.Sprintf("%#x", c.Addr)}

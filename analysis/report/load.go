@@ -40,6 +40,10 @@ type RunData struct {
 	// Calls counts the call rows (direct and indirect) per callee: every
 	// call in an --every trace, each distinct call site once otherwise.
 	Calls map[Callee]int64
+	// Syscalls counts the syscall rows per number; SyscallTime counts
+	// them over time.
+	Syscalls    map[uint64]int64
+	SyscallTime TimeHist
 }
 
 // Callee is a call's destination: a module (the loader's global index,
@@ -181,7 +185,7 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 	runs := make([]*RunData, len(infos))
 	builders := make([]formats.PeriodBuilder, len(infos))
 	for i, ri := range infos {
-		runs[i] = &RunData{File: file, Run: i, Info: ri.Info, EndStatus: formats.RunEndStatusUnknown, Calls: map[Callee]int64{}}
+		runs[i] = &RunData{File: file, Run: i, Info: ri.Info, EndStatus: formats.RunEndStatusUnknown, Calls: map[Callee]int64{}, Syscalls: map[uint64]int64{}}
 	}
 	gm := make([]int32, 1<<16)
 	for i := range gm {
@@ -228,6 +232,8 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 				dst := b.Dst[i]
 				if kind == formats.KindSyscall {
 					dst = b.Value[i]
+					rd.Syscalls[dst]++
+					rd.SyscallTime.Add(t)
 				}
 				key := evKey{k, gm[b.SrcModule[i]], gm[b.DstModule[i]], b.Src[i], dst}
 				if key == last && run == lastRun { // a repeat (--every traces)

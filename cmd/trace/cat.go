@@ -90,7 +90,10 @@ func runCat(ctx context.Context, args []string, stdout io.Writer) error {
 			dst = "-"
 		}
 		val := ""
-		if e.Value != 0 || e.Kind == formats.KindSyscall {
+		switch {
+		case e.Kind == formats.KindSyscall:
+			val = fmt.Sprintf("%d %s", e.Value, formats.SyscallName(e.Value))
+		case e.Value != 0:
 			val = fmt.Sprint(e.Value)
 		}
 		line := fmt.Sprintf("  %-13s %-8d %-14s %-22s %-22s %s", e.Kind, e.TID, relTime(e.Time, run.MonoStartNS), n.addr(e.SrcModule, e.Src), dst, val)

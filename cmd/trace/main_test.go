@@ -109,7 +109,7 @@ func TestRun(t *testing.T) {
 				"started    2026-11-18T11:06:40Z",
 				"0     0x555555554000     0x3000     yes       /usr/bin/demo [beef]",
 				"call          10       +0.000001000   demo+0x1130            libc.so.6+0x28000\n",
-				"syscall       10       +0.000002000   libc.so.6+0x28010      -                      1\n",
+				"syscall       10       +0.000002000   libc.so.6+0x28010      -                      1 write\n",
 				"ind-jmp       10       +0.000004000   demo+0x1200            0x7fffff000000\n",
 			},
 		},

@@ -59,3 +59,40 @@ func TestReportMostCalled(t *testing.T) {
 		t.Errorf("down is not among the most called: %v", tab.Rows)
 	}
 }
+
+// TestReportSyscalls: report auto on a syscall trace (--tool syscall
+// --every) of a static fixture names the calls: the one printf's write,
+// and exit_group, with the timeline figure.
+func TestReportSyscalls(t *testing.T) {
+	bin := fixtures.Build(t, "recurse", fixtures.Variant{Opt: fixtures.O2, Static: true})
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolSyscall, Every: true})
+	traces := filepath.Join(dir, "traces")
+	if _, _, code, err := fixtures.Run(out, nil, traceEnv(traces)); err != nil || code != 0 {
+		t.Fatalf("run: exit %d, %v", code, err)
+	}
+	files, _ := filepath.Glob(filepath.Join(traces, "*.arrow"))
+	doc, err := report.Auto(context.Background(), files, report.AutoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sys *report.Section
+	for i := range doc.Sections {
+		if doc.Sections[i].ID == "syscalls" {
+			sys = &doc.Sections[i]
+		}
+	}
+	if sys == nil || len(sys.Blocks) != 2 {
+		t.Fatalf("syscalls section: %+v", sys)
+	}
+	if _, ok := sys.Blocks[1].(*report.Figure); !ok {
+		t.Errorf("second block %T, want the timeline figure", sys.Blocks[1])
+	}
+	rows := map[string]string{}
+	for _, row := range sys.Blocks[0].(*report.Table).Rows {
+		rows[row[0].Text] = row[2].Text
+	}
+	if rows["write"] != "1" || rows["exit_group"] != "1" {
+		t.Errorf("write %q, exit_group %q rows, want 1 each (all: %v)", rows["write"], rows["exit_group"], rows)
+	}
+}
