@@ -23,8 +23,8 @@ start time), the module table, then one line per event:
 time is seconds since the process started (CLOCK_MONOTONIC); src and dst
 are module+offset, where offset is the link address inside the module
 (the same in every run, whatever ASLR did); a dst outside every known
-module is printed as an absolute address. value is the syscall number for
-syscall events. A compact complete trace (rewrite --every: FILE.paths
+module is printed as an absolute address. value is the syscall number and its
+name for syscall events. A compact complete trace (rewrite --every: FILE.paths
 beside FILE) is decoded after the file's own rows, one thread after
 another.
 
