@@ -6,7 +6,8 @@
 // Names come from the module file's .symtab and .dynsym (STT_FUNC
 // symbols with a size) and, when the file or its separate debug file
 // carries DWARF, from DW_TAG_subprogram entries, whose names win over
-// the symbol tables' for the same start address. Code no name covers
+// the symbol tables' for the same start address. C++ symbol names are
+// demangled. Code no name covers
 // but an .eh_frame FDE does is a function named sub_<hex start>, as
 // disassemblers name them: stripped binaries keep their FDEs. A Go
 // executable's functions come from its .gopclntab too, which stripping
@@ -37,6 +38,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/ianlancetaylor/demangle"
 	"github.com/stint-project/stint/internal/ehframe"
 )
 
@@ -92,7 +94,9 @@ func Load(path string) (*Table, error) {
 				continue
 			}
 			if _, ok := byStart[s.Value]; !ok {
-				byStart[s.Value] = Func{Name: s.Name, Start: s.Value, End: s.Value + s.Size}
+				// C++ names as people read them (the original when it
+				// does not demangle)
+				byStart[s.Value] = Func{Name: demangle.Filter(s.Name), Start: s.Value, End: s.Value + s.Size}
 				n++
 			}
 		}

@@ -358,3 +358,28 @@ func TestLoadGoStripped(t *testing.T) {
 		t.Errorf("found %d of the 3 functions in the unstripped build", checked)
 	}
 }
+
+// TestLoadDemangles: C++ functions are named as people write them.
+func TestLoadDemangles(t *testing.T) {
+	gxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("g++ not found")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "p.cc")
+	os.WriteFile(src, []byte("namespace ns { __attribute__((noinline)) int twice(int x) { return 2 * x; } }\nint main(int c, char **) { return ns::twice(c); }\n"), 0o644)
+	out := filepath.Join(dir, "p")
+	if b, err := exec.Command(gxx, "-O1", "-o", out, src).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, b)
+	}
+	tab, err := Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range tab.Funcs {
+		if f.Name == "ns::twice(int)" {
+			return
+		}
+	}
+	t.Errorf("no ns::twice(int) among %d functions", len(tab.Funcs))
+}

@@ -288,7 +288,7 @@ func TestFixtureTrees(t *testing.T) {
 		tr := f.Merged
 		// thrower recurses 3 levels below middle for each of 3 rounds,
 		// two of which end in a throw through the frames.
-		n := tr.Find("_start", "__libc_start_main", "main", "_ZL6middlei", "_ZL7throwerii", "_ZL7throwerii", "_ZL7throwerii", "_ZL7throwerii")
+		n := tr.Find("_start", "__libc_start_main", "main", "middle(int)", "thrower(int, int)", "thrower(int, int)", "thrower(int, int)", "thrower(int, int)")
 		if n == nil || n.Calls != 3 {
 			t.Errorf("main > middle > thrower x4: %+v, want 3 calls\n%v", n, top(tr))
 		}
