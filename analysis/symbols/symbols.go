@@ -136,8 +136,7 @@ func Load(path string) (*Table, error) {
 
 // addGo adds the functions of a Go executable's .gopclntab (the table
 // Go's runtime unwinds with, which stripping keeps) that no symbol
-// names. A Go PIE keeps the table without a section of its own; its
-// names then come from the symbol table only.
+// names (PIEs included: go1.26 gives them the section too).
 func addGo(f *elf.File, byStart map[uint64]Func) int {
 	sec, text := f.Section(".gopclntab"), f.Section(".text")
 	if sec == nil || text == nil || sec.Type == elf.SHT_NOBITS {
