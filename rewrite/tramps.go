@@ -24,7 +24,7 @@ type trampTable struct {
 	code   *facts.Code
 	plan   *policy.Plan
 	pic    bool
-	static bool          // a static executable (tramp.Asm.Static)
+	static bool          // !Module.FS0IsThreadPointer (tramp.Asm.Static)
 	isSite []bool        // by instruction index
 	size   []int         // by instruction index: bytes of the site's trampoline
 	arms   [][]int       // by instruction index: offsets of the site trampoline's arm rel32 fields
@@ -35,7 +35,7 @@ type trampTable struct {
 
 func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable {
 	n := len(fx.Code.Insts)
-	return &trampTable{code: fx.Code, plan: plan, pic: fx.Module.PIC, static: fx.Module.Static, cursor: start,
+	return &trampTable{code: fx.Code, plan: plan, pic: fx.Module.PIC, static: !fx.Module.FS0IsThreadPointer(), cursor: start,
 		isSite: make([]bool, n), size: make([]int, n), arms: make([][]int, n), at: make([]*trampoline, n)}
 }
 

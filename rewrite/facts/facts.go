@@ -83,6 +83,12 @@ func Compute(f *elfin.File) (*Facts, error) {
 	return fx, nil
 }
 
+// FS0IsThreadPointer reports whether %fs:0 holds the thread pointer
+// whenever the module's code runs (the x86-64 TLS ABI): not in a static
+// executable, whose code runs before libc sets it, nor in Go's, whose
+// runtime points %fs at its own TLS.
+func (m Module) FS0IsThreadPointer() bool { return !m.Static && !m.Go }
+
 // classify sets the module kind and the stable slot ranges.
 func (fx *Facts) Classify() {
 	f, m := fx.File, &fx.Module

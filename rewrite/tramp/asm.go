@@ -19,8 +19,10 @@ type Asm struct {
 	Inline bool
 	// Paths: a compact complete trace's trampolines (STINT_MF_PATHS).
 	Paths bool
-	// Static: the module is a static executable, whose first probes run
-	// before its thread pointer exists: the inline paths read %fs and
+	// Static: the module's %fs:0 is not the thread pointer when its
+	// probes run: a static executable (its first probes run before libc
+	// sets it) or Go's (its runtime points %fs at its own TLS, where
+	// %fs:0 is not a self-pointer). The inline paths then read %fs and
 	// %gs with rdfsbase and rdgsbase (slower) instead of loads.
 	Static bool
 
