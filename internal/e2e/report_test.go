@@ -15,21 +15,7 @@ import (
 // in which down, which the program calls 5,001 times, has 5,001 calls;
 // and no section that says it has nothing to show.
 func TestReportMostCalled(t *testing.T) {
-	bin := fixtures.Build(t, "recurse", fixtures.Variant{Opt: fixtures.O0})
-	dir := t.TempDir()
-	out, _ := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Every: true})
-	traces := filepath.Join(dir, "traces")
-	if _, _, code, err := fixtures.Run(out, nil, traceEnv(traces)); err != nil || code != 0 {
-		t.Fatalf("run: exit %d, %v", code, err)
-	}
-	files, _ := filepath.Glob(filepath.Join(traces, "*.arrow"))
-	if len(files) != 1 {
-		t.Fatalf("%d trace files", len(files))
-	}
-	doc, err := report.Auto(context.Background(), files, report.AutoOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := autoReport(t, fixtures.Variant{Opt: fixtures.O0}, rewrite.Options{Tool: rewrite.ToolCall, Every: true})
 	var calls *report.Section
 	for i, s := range doc.Sections {
 		switch s.ID {
@@ -64,18 +50,7 @@ func TestReportMostCalled(t *testing.T) {
 // --every) of a static fixture names the calls: the one printf's write,
 // and exit_group, with the timeline figure.
 func TestReportSyscalls(t *testing.T) {
-	bin := fixtures.Build(t, "recurse", fixtures.Variant{Opt: fixtures.O2, Static: true})
-	dir := t.TempDir()
-	out, _ := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolSyscall, Every: true})
-	traces := filepath.Join(dir, "traces")
-	if _, _, code, err := fixtures.Run(out, nil, traceEnv(traces)); err != nil || code != 0 {
-		t.Fatalf("run: exit %d, %v", code, err)
-	}
-	files, _ := filepath.Glob(filepath.Join(traces, "*.arrow"))
-	doc, err := report.Auto(context.Background(), files, report.AutoOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := autoReport(t, fixtures.Variant{Opt: fixtures.O2, Static: true}, rewrite.Options{Tool: rewrite.ToolSyscall, Every: true})
 	var sys *report.Section
 	for i := range doc.Sections {
 		if doc.Sections[i].ID == "syscalls" {
@@ -95,4 +70,26 @@ func TestReportSyscalls(t *testing.T) {
 	if rows["write"] != "1" || rows["exit_group"] != "1" {
 		t.Errorf("write %q, exit_group %q rows, want 1 each (all: %v)", rows["write"], rows["exit_group"], rows)
 	}
+}
+
+// autoReport runs the recurse fixture built as v, rewritten with opts,
+// once, and returns report auto's document of its trace.
+func autoReport(t *testing.T, v fixtures.Variant, opts rewrite.Options) *report.Document {
+	t.Helper()
+	bin := fixtures.Build(t, "recurse", v)
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, opts)
+	traces := filepath.Join(dir, "traces")
+	if _, _, code, err := fixtures.Run(out, nil, traceEnv(traces)); err != nil || code != 0 {
+		t.Fatalf("run: exit %d, %v", code, err)
+	}
+	files, _ := filepath.Glob(filepath.Join(traces, "*.arrow"))
+	if len(files) != 1 {
+		t.Fatalf("%d trace files", len(files))
+	}
+	doc, err := report.Auto(context.Background(), files, report.AutoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }
