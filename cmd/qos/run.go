@@ -141,7 +141,7 @@ are passed on to it (servers stop or reload on them); it
 runs in its own process group and, when qos's standard input is the
 terminal, in the terminal's foreground (so Ctrl-C reaches it once).
 
-Flags: see 'qos --help'. Example:
+Example:
   qos run --metric redis://127.0.0.1:6379 --threshold 30k \
       --samples redis.qos.csv -- ./redis-server.stint --port 6379
 `
@@ -155,7 +155,7 @@ Measures every period until Ctrl-C, or until process PID exits. The page
 is left with state "stopped" after Ctrl-C (a later watch can take over;
 the program keeps reading it) and removed when PID exited.
 
-Flags: see 'qos --help'. Example:
+Example:
   STINT_QOS=/dev/shm/app.qos STINT_PERIOD=1s ./app.stint &
   qos watch --page /dev/shm/app.qos --pid $! --metric log-rate:app.log --threshold 500
 `
@@ -171,12 +171,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		io.WriteString(stderr, mainHelp)
 		return cli.Usagef("no command given")
 	}
+	var af analyzerFlags
+	wfs, _ := watchFlags(&af)
 	cmds := map[string]struct {
 		help string
 		run  func(context.Context, []string, io.Writer, io.Writer) error
 	}{
-		"run":   {runHelp, runRun},
-		"watch": {watchHelp, runWatch},
+		"run":   {runHelp + "\nFlags:\n" + runFlags(&af).FlagUsages(), runRun},
+		"watch": {watchHelp + "\nFlags:\n" + wfs.FlagUsages(), runWatch},
 		"show":  {showHelp, runShow},
 	}
 	cli.Subcommands(args, "run", "watch", "show", "help")
@@ -328,11 +330,17 @@ func (f *analyzerFlags) options(fs *pflag.FlagSet) (qos.Options, func() error, e
 
 func parseFlags(fs *pflag.FlagSet, args []string) error { return cli.ParseFlags(fs, "qos", args) }
 
-func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// runFlags is qos run's flag set.
+func runFlags(f *analyzerFlags) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	fs.SetInterspersed(false)
-	var f analyzerFlags
 	f.add(fs)
+	return fs
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f analyzerFlags
+	fs := runFlags(&f)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -369,11 +377,16 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
-func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// watchFlags is qos watch's flag set.
+func watchFlags(f *analyzerFlags) (*pflag.FlagSet, *int) {
 	fs := pflag.NewFlagSet("watch", pflag.ContinueOnError)
-	var f analyzerFlags
 	f.add(fs)
-	pid := fs.Int("pid", 0, "stop when process PID exits")
+	return fs, fs.Int("pid", 0, "stop when process PID exits")
+}
+
+func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f analyzerFlags
+	fs, pid := watchFlags(&f)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

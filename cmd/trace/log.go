@@ -16,7 +16,7 @@ const logHelp = `Usage:
   trace log show [--entries] LOG           header, policy, damage, entries per module
   trace log check LOG...                   verify every block of each log
   trace log add [--policy P] LOG TRACE...  add the distinct events of traces
-  trace log merge -o OUT LOG...            merge logs of one policy into OUT
+  trace log merge -o|--output OUT LOG...   merge logs of one policy into OUT
 
 A redundancy log (rewrite --log FILE) remembers, across runs, what a
 traced program has already recorded: per module (keyed by build-id) and

@@ -157,7 +157,7 @@ func TestLogErrors(t *testing.T) {
 	}
 	out, err := runArgs(t, "log", "--help")
 	wantErr(t, err, 0, "")
-	wantOut(t, out, "trace log merge -o OUT LOG...")
+	wantOut(t, out, "trace log merge -o|--output OUT LOG...")
 	out, _ = runArgs(t, "help", "log")
 	wantOut(t, out, "trace log check LOG...")
 	out, _ = runArgs(t, "--help")

@@ -45,3 +45,38 @@ func TestCommandsConventions(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpNamesEveryFlag: each command's and subcommand's --help names
+// every flag its flag set has (as completion lists them), so the help
+// cannot fall behind the flags.
+func TestHelpNamesEveryFlag(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not found")
+	}
+	bin := t.TempDir()
+	if out, err := exec.Command(goCmd, "build", "-o", bin+"/", "../../cmd/...").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, c := range [][]string{
+		{"rewrite"},
+		{"trace", "cat"}, {"trace", "stats"}, {"trace", "merge"}, {"trace", "export"},
+		{"trace", "log", "show"}, {"trace", "log", "check"}, {"trace", "log", "add"}, {"trace", "log", "merge"},
+		{"cov", "compare"}, {"cct", "build"}, {"cct", "compare"},
+		{"qos", "run"}, {"qos", "watch"}, {"qos", "show"},
+		{"report", "auto"}, {"report", "render"},
+	} {
+		path := filepath.Join(bin, c[0])
+		flags, err := exec.Command(path, append(append([]string{"__complete"}, c[1:]...), "--")...).Output()
+		if err != nil || len(flags) == 0 {
+			t.Errorf("%q: no flags completed: %v", c, err)
+			continue
+		}
+		help, _ := exec.Command(path, append(c[1:], "--help")...).CombinedOutput()
+		for _, f := range strings.Fields(string(flags)) {
+			if f != "--help" && !strings.Contains(string(help), f) {
+				t.Errorf("%s --help does not name %s", strings.Join(c, " "), f)
+			}
+		}
+	}
+}
