@@ -41,18 +41,17 @@ func (a *Asm) noValue() { a.Emit(0xbe); a.u32(0) }
 func (a *Asm) pathsBit(probe, entry uint64, taken bool) {
 	slow := a.keyCheck()
 	a.tntAppend(taken)
+	a.bitEnd(slow, probe, entry, a.noValue)
+}
+
+// bitEnd ends a path that appended a bit: on when the pending word has
+// room, the flush call when it is full, and the slow end for slow.
+func (a *Asm) bitEnd(slow slowFields, probe, entry uint64, setRSI func()) {
 	full := a.fullCheck()
-	a.undo()
-	a.Emit(0xe9) // jmp out
-	out1 := a.off()
-	a.u32(0)
+	out1 := a.fastOut()
 	a.PatchRel(full, a.pc())
 	out2 := a.flushCall(probe, entry)
-	a.to(slow)
-	out3 := a.slowCall(probe, entry, a.noValue)
-	for _, o := range []int{out1, out2, out3} {
-		a.PatchRel(o, a.pc())
-	}
+	a.slowEnd(slow, probe, entry, setRSI, out1, out2)
 }
 
 // undo pops what keyCheck pushed and steps back over the red zone.
@@ -150,10 +149,7 @@ func (a *Asm) fullCheck() (full int) {
 func (a *Asm) flushCall(probe, entry uint64) (out int) {
 	a.undo()
 	a.callOnly(probe, entry, func() { a.Emit(0xbe); a.u32(runtime.PathsFlush) }) // mov $FLUSH,%esi
-	a.Emit(0xe9)                                                                 // jmp out
-	out = a.off()
-	a.u32(0)
-	return out
+	return a.jmp32()                                                             // jmp out
 }
 
 // topCompare, after keyCheck, compares the program's return address at
@@ -192,10 +188,24 @@ func (a *Asm) topMove(d int8) {
 func (a *Asm) slowCall(probe, entry uint64, setRSI func()) (out int) {
 	a.undo()
 	a.thunk(probe, entry, setRSI)
-	a.Emit(0xe9) // jmp out
-	out = a.off()
-	a.u32(0)
-	return out
+	return a.jmp32() // jmp out
+}
+
+// fastOut ends a fast path: undo, and a jump to the end (its rel32
+// returned).
+func (a *Asm) fastOut() (out int) {
+	a.undo()
+	return a.jmp32() // jmp out
+}
+
+// slowEnd emits the slow end the jumps in slow lead to (slowCall with
+// setRSI) and points it and the jumps outs at the end, which follows.
+func (a *Asm) slowEnd(slow slowFields, probe, entry uint64, setRSI func(), outs ...int) {
+	a.to(slow)
+	outs = append(outs, a.slowCall(probe, entry, setRSI))
+	for _, o := range outs {
+		a.PatchRel(o, a.pc())
+	}
 }
 
 // loadRet loads the program's return address into %rsi for a probe call.
@@ -225,14 +235,7 @@ func (a *Asm) pathsPush(probe, entry, src, ret uint64) {
 	a.u32(runtime.PathsTNTOff)
 	a.Emit(0x48, 0x8b, 0x12)       // mov (%rdx),%rdx
 	a.Emit(0x48, 0x89, 0x51, 0x08) // mov %rdx,8(%rcx)
-	a.undo()
-	a.Emit(0xe9) // jmp out
-	out1 := a.off()
-	a.u32(0)
-	a.to(slow)
-	out2 := a.slowCall(probe, entry, nil)
-	a.PatchRel(out1, a.pc())
-	a.PatchRel(out2, a.pc())
+	a.slowEnd(slow, probe, entry, nil, a.fastOut())
 }
 
 // pathsEntry emits a compact trace's function entry probe: nothing when
@@ -243,14 +246,7 @@ func (a *Asm) pathsEntry(probe, entry uint64) {
 	match := a.topCompare()
 	slow2 := a.jmp32() // jmp slow
 	a.patchRel8(match, a.off())
-	a.undo()
-	a.Emit(0xe9) // jmp out
-	out1 := a.off()
-	a.u32(0)
-	a.to(append(slow, slow2))
-	out2 := a.slowCall(probe, entry, a.loadRet)
-	a.PatchRel(out1, a.pc())
-	a.PatchRel(out2, a.pc())
+	a.slowEnd(append(slow, slow2), probe, entry, a.loadRet, a.fastOut())
 }
 
 // pathsResume emits a compact trace's resume probe: nothing while the
@@ -258,14 +254,7 @@ func (a *Asm) pathsEntry(probe, entry uint64) {
 // the call.
 func (a *Asm) pathsResume(probe, entry uint64) {
 	slow := a.keyCheck()
-	a.undo()
-	a.Emit(0xe9) // jmp out
-	out1 := a.off()
-	a.u32(0)
-	a.to(slow)
-	out2 := a.slowCall(probe, entry, nil)
-	a.PatchRel(out1, a.pc())
-	a.PatchRel(out2, a.pc())
+	a.slowEnd(slow, probe, entry, nil, a.fastOut())
 }
 
 // pathsRet emits a compact trace's ret probe (the ret follows it): when
@@ -278,16 +267,5 @@ func (a *Asm) pathsRet(probe, entry uint64) {
 	a.patchRel8(match, a.off())
 	a.topMove(-1)
 	a.tntAppend(true)
-	full := a.fullCheck()
-	a.undo()
-	a.Emit(0xe9) // jmp out
-	out1 := a.off()
-	a.u32(0)
-	a.PatchRel(full, a.pc())
-	out2 := a.flushCall(probe, entry)
-	a.to(append(slow, slow2))
-	out3 := a.slowCall(probe, entry, a.loadRet)
-	for _, o := range []int{out1, out2, out3} {
-		a.PatchRel(o, a.pc())
-	}
+	a.bitEnd(append(slow, slow2), probe, entry, a.loadRet)
 }
