@@ -72,12 +72,9 @@ func (t *thread) step() error {
 	case formats.BrRet:
 		return t.ret(at)
 	case formats.BrIndJmp, formats.BrIndCall:
-		p, ok, err := t.next()
+		p, err := t.next()
 		if err != nil {
 			return err
-		}
-		if !ok {
-			return errStarved
 		}
 		if err := t.midWalk(p); err != nil {
 			return err
@@ -102,12 +99,9 @@ func (t *thread) step() error {
 // return to the restorer).
 func (t *thread) ret(at uint64) error {
 	if t.nbits == 0 {
-		p, ok, err := t.next()
+		p, err := t.next()
 		if err != nil {
 			return err
-		}
-		if !ok {
-			return errStarved
 		}
 		switch p.Kind {
 		case formats.PacketTNT:

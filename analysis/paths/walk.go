@@ -93,20 +93,23 @@ func (t *thread) unwind(a uint64) {
 	}
 }
 
-// next returns the next packet; ok false at the end of the thread's
+// next returns the next packet; errStarved at the end of the thread's
 // packets so far (its current chunk).
-func (t *thread) next() (formats.Packet, bool, error) {
+func (t *thread) next() (formats.Packet, error) {
 	if t.pending != nil {
 		p := *t.pending
 		t.pending = nil
-		return p, true, nil
+		return p, nil
 	}
 	p, ok, err := t.pr.Next()
 	if err != nil {
-		return p, false, fmt.Errorf("chunk %d: %w", t.chunk, err)
+		return p, fmt.Errorf("chunk %d: %w", t.chunk, err)
+	}
+	if !ok {
+		return p, errStarved
 	}
 	t.idle = 0
-	return p, ok, nil
+	return p, nil
 }
 
 func (t *thread) unread(p formats.Packet) { t.pending = &p }
@@ -148,12 +151,9 @@ var errStarved = fmt.Errorf("out of packets")
 // bit returns the next outcome bit.
 func (t *thread) bit(what string, at uint64) (bool, error) {
 	if t.nbits == 0 {
-		p, ok, err := t.next()
+		p, err := t.next()
 		if err != nil {
 			return false, err
-		}
-		if !ok {
-			return false, errStarved
 		}
 		if err := t.midWalk(p); err != nil {
 			return false, err
@@ -210,12 +210,9 @@ func (t *thread) out(k formats.Kind, src, dst uint64) error {
 // SYNC or ASYNC, or (outside) any other packet, which means the thread
 // came back to the return address on top of the stack.
 func (t *thread) place() error {
-	p, ok, err := t.next()
+	p, err := t.next()
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return errStarved
 	}
 	switch p.Kind {
 	case formats.PacketSync:
