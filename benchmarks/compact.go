@@ -74,12 +74,8 @@ func (s *Suite) compactSqlite(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	small := filepath.Join(cfg.WorkDir, "sqlite-small.sql")
-	smallScript := strings.Replace(string(script), "x < 200000", "x < 5000", 1)
-	if smallScript == string(script) {
-		return fmt.Errorf("%s: no row count to shrink", sql)
-	}
-	if err := os.WriteFile(small, []byte(smallScript), 0o644); err != nil {
+	small, err := sqliteRows(script, sql, cfg.WorkDir, 5000)
+	if err != nil {
 		return err
 	}
 	dirs := map[string]string{}

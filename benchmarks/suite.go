@@ -224,12 +224,8 @@ func (s *Suite) sqlite(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	small := filepath.Join(cfg.WorkDir, "sqlite-small.sql")
-	smallScript := strings.Replace(string(script), "x < 200000", "x < 5000", 1)
-	if smallScript == string(script) {
-		return fmt.Errorf("%s: no row count to shrink", sql)
-	}
-	if err := os.WriteFile(small, []byte(smallScript), 0o644); err != nil {
+	small, err := sqliteRows(script, sql, cfg.WorkDir, 5000)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(cfg.Log, "sqlite3 small workload: native, stint --every, callgrind\n")
@@ -262,12 +258,8 @@ func (s *Suite) contexts(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	small := filepath.Join(cfg.WorkDir, "sqlite-20k.sql")
-	smallScript := strings.Replace(string(script), "x < 200000", "x < 20000", 1)
-	if smallScript == string(script) {
-		return fmt.Errorf("%s: no row count to shrink", sql)
-	}
-	if err := os.WriteFile(small, []byte(smallScript), 0o644); err != nil {
+	small, err := sqliteRows(script, sql, cfg.WorkDir, 20000)
+	if err != nil {
 		return err
 	}
 	modes := []struct {

@@ -118,14 +118,20 @@ func (s *SQLiteWorkload) Prepare(ctx context.Context, work string) error {
 	}
 	s.script = s.Script
 	if s.Rows > 0 {
-		small := strings.Replace(string(b), "x < 200000", fmt.Sprintf("x < %d", s.Rows), 1)
-		if small == string(b) {
-			return fmt.Errorf("%s: no row count to change", s.Script)
-		}
-		s.script = filepath.Join(work, fmt.Sprintf("sqlite-%d.sql", s.Rows))
-		return os.WriteFile(s.script, []byte(small), 0o644)
+		s.script, err = sqliteRows(b, s.Script, work, s.Rows)
 	}
-	return nil
+	return err
+}
+
+// sqliteRows writes script (the sqlite3 workload, read from path) with
+// its main table cut to rows rows into dir and returns the new file.
+func sqliteRows(script []byte, path, dir string, rows int) (string, error) {
+	small := strings.Replace(string(script), "x < 200000", fmt.Sprintf("x < %d", rows), 1)
+	if small == string(script) {
+		return "", fmt.Errorf("%s: no row count to change", path)
+	}
+	out := filepath.Join(dir, fmt.Sprintf("sqlite-%d.sql", rows))
+	return out, os.WriteFile(out, []byte(small), 0o644)
 }
 
 func (s *SQLiteWorkload) Run(ctx context.Context, mod string, env []string) (float64, error) {
