@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stint-project/stint/analysis/paths"
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/internal/fixtures"
 	"github.com/stint-project/stint/rewrite"
@@ -710,20 +709,11 @@ func TestBudgetCompactTrace(t *testing.T) {
 	if code != 0 || !bytes.Equal(nOut, rOut) {
 		t.Fatalf("rewritten run: exit %d, stdout %q (native %q), stderr %q", code, rOut, nOut, rErr)
 	}
-	names, _ := filepath.Glob(filepath.Join(traces, "*.arrow"))
-	if len(names) != 1 {
-		t.Fatalf("%d traces, want 1", len(names))
-	}
-	d, err := paths.Open(names[0], paths.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	st, err := d.Events(func(formats.Event) error { n++; return nil })
+	name, n, st, err := countCompact(t, traces)
 	if err != nil {
 		t.Fatalf("decode: %v (%+v)", err, st)
 	}
-	tr, err := formats.ReadFile(names[0])
+	tr, err := formats.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,22 @@ func TestCompactTraceKilled(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	names, _ := filepath.Glob(filepath.Join(traces, "*.arrow"))
+	_, n, st, err := countCompact(t, traces)
+	if err != nil {
+		t.Fatalf("decode after SIGKILL: %v (%+v)", err, st)
+	}
+	if n == 0 || st.Chunks < 2 {
+		t.Errorf("%d events in %d chunks after SIGKILL, want the run so far", n, st.Chunks)
+	}
+	t.Logf("%d events, %d chunks, %d bytes of packets", n, st.Chunks, st.Bytes)
+}
+
+// countCompact decodes the compact trace of the one trace file in dir and
+// counts its events: the file, the count, the decoder's stats and its
+// error.
+func countCompact(t *testing.T, dir string) (string, int, paths.Stats, error) {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(dir, "*.arrow"))
 	if len(names) != 1 {
 		t.Fatalf("%d traces, want 1", len(names))
 	}
@@ -48,11 +63,5 @@ func TestCompactTraceKilled(t *testing.T) {
 	}
 	n := 0
 	st, err := d.Events(func(formats.Event) error { n++; return nil })
-	if err != nil {
-		t.Fatalf("decode after SIGKILL: %v (%+v)", err, st)
-	}
-	if n == 0 || st.Chunks < 2 {
-		t.Errorf("%d events in %d chunks after SIGKILL, want the run so far", n, st.Chunks)
-	}
-	t.Logf("%d events, %d chunks, %d bytes of packets", n, st.Chunks, st.Bytes)
+	return names[0], n, st, err
 }
