@@ -70,11 +70,7 @@ func (s *Suite) compactSqlite(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	script, err := os.ReadFile(sql)
-	if err != nil {
-		return err
-	}
-	small, err := sqliteRows(script, sql, cfg.WorkDir, 5000)
+	small, err := sqliteRows(sql, cfg.WorkDir, 5000)
 	if err != nil {
 		return err
 	}

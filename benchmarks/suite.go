@@ -220,11 +220,7 @@ func (s *Suite) sqlite(ctx context.Context, rep *Report) error {
 	}
 	rep.Slowdown["sqlite3 workload (benchmarks/workloads/sqlite.sql)"] = t
 	// The --every comparison runs the same script on 5,000 rows.
-	script, err := os.ReadFile(sql)
-	if err != nil {
-		return err
-	}
-	small, err := sqliteRows(script, sql, cfg.WorkDir, 5000)
+	small, err := sqliteRows(sql, cfg.WorkDir, 5000)
 	if err != nil {
 		return err
 	}
@@ -254,11 +250,7 @@ func (s *Suite) contexts(ctx context.Context, rep *Report) error {
 	if err != nil {
 		return err
 	}
-	script, err := os.ReadFile(sql)
-	if err != nil {
-		return err
-	}
-	small, err := sqliteRows(script, sql, cfg.WorkDir, 20000)
+	small, err := sqliteRows(sql, cfg.WorkDir, 20000)
 	if err != nil {
 		return err
 	}

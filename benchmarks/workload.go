@@ -112,20 +112,23 @@ func (s *SQLiteWorkload) Unit() string              { return "s" }
 func (s *SQLiteWorkload) HigherIsBetter() bool      { return false }
 
 func (s *SQLiteWorkload) Prepare(ctx context.Context, work string) error {
-	b, err := os.ReadFile(s.Script)
-	if err != nil {
+	if s.Rows > 0 {
+		var err error
+		s.script, err = sqliteRows(s.Script, work, s.Rows)
 		return err
 	}
 	s.script = s.Script
-	if s.Rows > 0 {
-		s.script, err = sqliteRows(b, s.Script, work, s.Rows)
-	}
+	_, err := os.ReadFile(s.Script) // there and readable
 	return err
 }
 
-// sqliteRows writes script (the sqlite3 workload, read from path) with
-// its main table cut to rows rows into dir and returns the new file.
-func sqliteRows(script []byte, path, dir string, rows int) (string, error) {
+// sqliteRows writes the sqlite3 workload script at path with its main
+// table cut to rows rows into dir and returns the new file.
+func sqliteRows(path, dir string, rows int) (string, error) {
+	script, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
 	small := strings.Replace(string(script), "x < 200000", fmt.Sprintf("x < %d", rows), 1)
 	if small == string(script) {
 		return "", fmt.Errorf("%s: no row count to change", path)
