@@ -11,14 +11,7 @@ import (
 // answers the way a shell and a script use it: --version, and completion
 // of its subcommands and flags through `NAME __complete`.
 func TestCommandsConventions(t *testing.T) {
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go not found")
-	}
-	bin := t.TempDir()
-	if out, err := exec.Command(goCmd, "build", "-o", bin+"/", "../../cmd/...").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildCommands(t)
 	for _, c := range []struct {
 		name  string
 		words []string
@@ -50,14 +43,7 @@ func TestCommandsConventions(t *testing.T) {
 // every flag its flag set has (as completion lists them), so the help
 // cannot fall behind the flags.
 func TestHelpNamesEveryFlag(t *testing.T) {
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go not found")
-	}
-	bin := t.TempDir()
-	if out, err := exec.Command(goCmd, "build", "-o", bin+"/", "../../cmd/...").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildCommands(t)
 	for _, c := range [][]string{
 		{"rewrite"},
 		{"trace", "cat"}, {"trace", "stats"}, {"trace", "merge"}, {"trace", "export"},
@@ -79,4 +65,18 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 			}
 		}
 	}
+}
+
+// buildCommands builds every command into a directory it returns.
+func buildCommands(t *testing.T) string {
+	t.Helper()
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not found")
+	}
+	bin := t.TempDir()
+	if out, err := exec.Command(goCmd, "build", "-o", bin+"/", "../../cmd/...").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }
