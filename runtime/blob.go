@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "886dcc7651b338961b74e675b40425c07dbd83bf0cb300e4b4a2afc19a484791"
+const BlobSHA256 = "4427dc0dd5ff47a189bf2579b040ad7685b41c27bc299faa61da2fdeae1c222b"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

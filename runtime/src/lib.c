@@ -158,6 +158,44 @@ static uint64_t fsize_limit(void)
 	return rl.cur;
 }
 
+/*
+ * Whether fd still refers to our file dev/ino. The program may close our
+ * descriptor and reuse the number for a file of its own (daemons close
+ * every fd): never ftruncate or close an fd that no longer refers to it.
+ */
+static int fd_refers_to(int32_t fd, uint64_t dev, uint64_t ino)
+{
+	struct s_stat st;
+	if (fd < 0 || sys_failed(sys_call2(SYS_fstat, fd, (long)&st)))
+		return 0;
+	return st.dev == dev && st.ino == ino;
+}
+
+/*
+ * Extends our file fd (dev, ino), *len bytes long, to cover [0, end) with
+ * step bytes to spare, within FILE_RESERVE (its mapping) and the file size
+ * limit: EFBIG when end is past either, without the SIGXFSZ an ftruncate
+ * past the limit raises. 0 or -errno.
+ */
+static long file_extend(int32_t fd, uint64_t dev, uint64_t ino, uint64_t *len, uint64_t end, uint64_t step)
+{
+	if (end <= *len)
+		return 0;
+	uint64_t most = fsize_limit() < FILE_RESERVE ? fsize_limit() : FILE_RESERVE;
+	if (end > most)
+		return -27; /* EFBIG */
+	uint64_t want = end + step;
+	if (want > most)
+		want = most;
+	if (!fd_refers_to(fd, dev, ino))
+		return -9; /* EBADF */
+	long r = sys_call2(SYS_ftruncate, fd, (long)want);
+	if (sys_failed(r))
+		return r;
+	*len = want;
+	return 0;
+}
+
 /* Writes a line of ours to fd 2, unless fd 2 is a regular file the line
  * would grow past the file size limit (SIGXFSZ). */
 static void say_write(const char *line, size_t n)

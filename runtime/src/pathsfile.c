@@ -64,23 +64,7 @@ static long paths_file_open(struct stint_global *g)
 /* Extend the paths file to cover [0, end); 0 or -errno. */
 static long paths_extend(struct stint_global *g, uint64_t end)
 {
-	if (end <= g->paths.file_len)
-		return 0;
-	uint64_t most = fsize_limit() < FILE_RESERVE ? fsize_limit() : FILE_RESERVE;
-	if (end > most)
-		return -27; /* EFBIG, without the SIGXFSZ an ftruncate past the limit raises */
-	uint64_t want = end + 16 * paths_chunk_size();
-	if (want > most)
-		want = most;
-	struct s_stat st;
-	if (g->paths.fd < 0 || sys_failed(sys_call2(SYS_fstat, g->paths.fd, (long)&st)) || st.dev != g->paths.fd_dev ||
-	    st.ino != g->paths.fd_ino)
-		return -9; /* the program closed our descriptor: never touch what now has its number */
-	long r = sys_call2(SYS_ftruncate, g->paths.fd, (long)want);
-	if (sys_failed(r))
-		return r;
-	g->paths.file_len = want;
-	return 0;
+	return file_extend(g->paths.fd, g->paths.fd_dev, g->paths.fd_ino, &g->paths.file_len, end, 16 * paths_chunk_size());
 }
 
 /*

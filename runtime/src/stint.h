@@ -629,6 +629,8 @@ static void sb_puthex(struct sbuf *b, const uint8_t *p, size_t n);
 static void sb_putjs(struct sbuf *b, const char *s);
 static const char *errno_name(long e);
 static uint64_t fsize_limit(void);
+static int fd_refers_to(int32_t fd, uint64_t dev, uint64_t ino);
+static long file_extend(int32_t fd, uint64_t dev, uint64_t ino, uint64_t *len, uint64_t end, uint64_t step);
 static void say_write(const char *line, size_t n);
 static void say_line(const char *msg);
 static void say_untraced(const char *what, const char *arg, long err);

@@ -12,18 +12,8 @@ static inline uint64_t pad8(uint64_t v) { return (v + 7) & ~(uint64_t)7; }
 
 static void put64(uint8_t *p, uint64_t v) { s_memcpy(p, &v, 8); }
 
-/*
- * The program may close our descriptor and reuse the number for a file of
- * its own (daemons close every fd): never ftruncate or close an fd that no
- * longer refers to the trace file.
- */
-static int fd_is_ours(struct stint_global *g)
-{
-	struct s_stat st;
-	if (g->trace.fd < 0 || sys_failed(sys_call2(SYS_fstat, g->trace.fd, (long)&st)))
-		return 0;
-	return st.dev == g->trace.fd_dev && st.ino == g->trace.fd_ino;
-}
+/* Whether trace.fd is still the trace file (fd_refers_to). */
+static int fd_is_ours(struct stint_global *g) { return fd_refers_to(g->trace.fd, g->trace.fd_dev, g->trace.fd_ino); }
 
 static void set_untraced_once(struct stint_global *g, const char *what, const char *arg, long err)
 {
@@ -35,21 +25,7 @@ static void set_untraced_once(struct stint_global *g, const char *what, const ch
 /* Extends the file to cover [0, end); returns 0 or -errno. */
 static long ensure_len(struct stint_global *g, uint64_t end)
 {
-	if (end <= g->trace.file_len)
-		return 0;
-	uint64_t most = fsize_limit() < FILE_RESERVE ? fsize_limit() : FILE_RESERVE;
-	if (end > most)
-		return -27; /* EFBIG, without the SIGXFSZ an ftruncate past the limit raises */
-	uint64_t want = end + 4 * g->trace.slot_size;
-	if (want > most)
-		want = most;
-	if (!fd_is_ours(g))
-		return -9; /* EBADF */
-	long r = sys_call2(SYS_ftruncate, g->trace.fd, (long)want);
-	if (sys_failed(r))
-		return r;
-	g->trace.file_len = want;
-	return 0;
+	return file_extend(g->trace.fd, g->trace.fd_dev, g->trace.fd_ino, &g->trace.file_len, end, 4 * g->trace.slot_size);
 }
 
 static const char *tool_name(uint32_t t)
