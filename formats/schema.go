@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -112,6 +114,10 @@ type Run struct {
 	LogPolicy   string `json:"log_policy,omitempty"` // "exact", "hash", "bst" or "merger"; "" = no log
 	QoS         string `json:"qos,omitempty"`        // QoS page path (STINT_QOS): a metric analyzer set the budget; "" = none
 }
+
+// Flag reports whether the rewriter's option string turns name on
+// (holds the word "name=1", as in "tool=branch every=1").
+func (r Run) Flag(name string) bool { return slices.Contains(strings.Fields(r.Options), name+"=1") }
 
 // Module is one entry of the module table: one JSON line in the
 // MetaModules schema metadata value. Module ids are the values of the

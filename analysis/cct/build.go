@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/stint-project/stint/analysis/merge"
 	"github.com/stint-project/stint/analysis/symbols"
@@ -228,7 +227,7 @@ func (b *Builder) AddFile(ctx context.Context, name string) error {
 	b.runOff = len(b.runs)
 	for _, ri := range r.Runs() {
 		b.runs = append(b.runs, RunInfo{File: name, Run: ri.Run, PID: ri.Info.PID, Tool: ri.Info.Tool,
-			Every: strings.Contains(" "+ri.Info.Options+" ", " every=1 "), Context: strings.Contains(" "+ri.Info.Options+" ", " context=1 ")})
+			Every: ri.Info.Flag("every"), Context: ri.Info.Flag("context")})
 	}
 	for r.Next() {
 		if err := ctx.Err(); err != nil {

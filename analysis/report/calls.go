@@ -51,7 +51,7 @@ func (a *auto) calledFuncs() (funcs []calledFunc, total int64, every bool) {
 	type key struct{ module, name string }
 	byFunc := map[key]int64{}
 	for _, r := range a.runs {
-		every = every || isEvery(r.Info.Options)
+		every = every || r.Info.Flag("every")
 		for c, n := range r.Calls {
 			total += n
 			k := key{"?", fmt.Sprintf("%#x", c.Addr)}

@@ -2,9 +2,7 @@ package report
 
 import (
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
 
 	"github.com/stint-project/stint/formats"
 	"gonum.org/v1/plot/plotter"
@@ -18,7 +16,7 @@ func (a *auto) syscalls() (Section, error) {
 	var total int64
 	every := false
 	for _, r := range a.runs {
-		every = every || r.Info.Tool == "syscall" && isEvery(r.Info.Options)
+		every = every || r.Info.Tool == "syscall" && r.Info.Flag("every")
 		for n, c := range r.Syscalls {
 			byNum[n] += c
 			total += c
@@ -86,9 +84,4 @@ func syscallTimeline(runs []*RunData, max int) (*Figure, error) {
 	return lineFigure("fig-syscalls", "System calls over time",
 		"System call rows per second in each time bucket of the run (buckets of 1 ms, wider for long runs); empty buckets are left out.",
 		"time since start (s)", "rows per second", ss, nil)
-}
-
-// isEvery reports whether a run's option string says every=1.
-func isEvery(options string) bool {
-	return slices.Contains(strings.Fields(options), "every=1")
 }
