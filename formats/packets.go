@@ -32,6 +32,11 @@ import (
 //	0x0c + 2 u64    SYNC_CALL: a SYNC at the first address, a function
 //	                entered from code without probes that will return to
 //	                the second (a callback: its return address)
+//	0x0e + u64      PSB: once per chunk, right before a probe's own
+//	                packet or bit, the probe's address; the call stack is
+//	                emptied. A decoder that knows the thread's place
+//	                empties its stack and goes on; one that lost it (at a
+//	                branch without a probe) resumes here
 //
 // Outcome bits are oldest first (the highest below the leading 1). A jcc
 // takes one bit (1 = taken); a return takes bit 1 when it goes where the
@@ -47,6 +52,7 @@ const (
 	PktAsyncEnd = 0x08
 	PktLost     = 0x0a
 	PktSyncCall = 0x0c
+	PktPSB      = 0x0e
 	PktTIP      = 0x20 // + 2k, k = 0..8
 )
 
@@ -61,6 +67,7 @@ const (
 	PacketAsyncEnd
 	PacketLost
 	PacketSyncCall
+	PacketPSB
 )
 
 func (k PacketKind) String() string {
@@ -79,6 +86,8 @@ func (k PacketKind) String() string {
 		return "LOST"
 	case PacketSyncCall:
 		return "SYNC_CALL"
+	case PacketPSB:
+		return "PSB"
 	}
 	return fmt.Sprintf("PacketKind(%d)", uint8(k))
 }
@@ -89,7 +98,7 @@ type Packet struct {
 	// TNT: N outcome bits, oldest in bit N-1 of Bits.
 	Bits uint64
 	N    int
-	// TIP, SYNC, ASYNC_END: the address; ASYNC: the handler's address,
+	// TIP, SYNC, ASYNC_END, PSB: the address; ASYNC: the handler's address,
 	// and At the interrupted one (0: after the last event); SYNC_CALL:
 	// the function's address, and At its return address. LOST: the
 	// count in Addr.
@@ -160,7 +169,7 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 		r.lastIP ^= binary.LittleEndian.Uint64(x[:])
 		r.pos += 1 + k
 		return Packet{Kind: PacketTIP, Addr: r.lastIP}, true, nil
-	case b == PktSync || b == PktAsyncEnd || b == PktLost:
+	case b == PktSync || b == PktAsyncEnd || b == PktLost || b == PktPSB:
 		if !need(9) {
 			return p, false, fmt.Errorf("packet at %d: %#02x cut short", at, b)
 		}
@@ -173,6 +182,9 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 		case PktAsyncEnd:
 			r.lastIP = v
 			return Packet{Kind: PacketAsyncEnd, Addr: v}, true, nil
+		case PktPSB:
+			r.lastIP = v
+			return Packet{Kind: PacketPSB, Addr: v}, true, nil
 		}
 		return Packet{Kind: PacketLost, Addr: v}, true, nil
 	case b == PktAsync || b == PktSyncCall:
@@ -252,6 +264,9 @@ func (w *PacketWriter) Sync(addr uint64) { w.op(PktSync, addr); w.lastIP = addr 
 
 // Async appends an ASYNC: handler interrupted the thread at at.
 func (w *PacketWriter) Async(at, handler uint64) { w.op(PktAsync, at, handler); w.lastIP = handler }
+
+// PSB appends a PSB.
+func (w *PacketWriter) PSB(addr uint64) { w.op(PktPSB, addr); w.lastIP = addr }
 
 // SyncCall appends a SYNC_CALL: fn entered from outside, returning to ret.
 func (w *PacketWriter) SyncCall(fn, ret uint64) { w.op(PktSyncCall, fn, ret); w.lastIP = fn }

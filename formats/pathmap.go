@@ -14,8 +14,9 @@ const PathMapSection = ".stint.paths"
 // pathMapMagic is "STINTPTH" little-endian.
 const pathMapMagic = 0x485450544e495453
 
-// PathMapVersion is the layout version of a branch map.
-const PathMapVersion = 1
+// PathMapVersion is the layout version of a branch map. Version 1 maps
+// (no marks) read the same.
+const PathMapVersion = 2
 
 // BranchKind is what a control transfer of the branch map is.
 type BranchKind uint8
@@ -27,6 +28,10 @@ const (
 	BrRet
 	BrIndJmp
 	BrIndCall
+	// BrMark is not a control transfer: a probe at a plain instruction
+	// that appends one outcome bit, always the same (BranchBit), so that
+	// a jcc no probe could be placed at is still decoded (BranchMarked).
+	BrMark
 )
 
 func (k BranchKind) String() string {
@@ -43,6 +48,8 @@ func (k BranchKind) String() string {
 		return "indirect jmp"
 	case BrIndCall:
 		return "indirect call"
+	case BrMark:
+		return "mark"
 	}
 	return fmt.Sprintf("BranchKind(%d)", uint8(k))
 }
@@ -53,6 +60,15 @@ const (
 	// without one leaves the decoder without its outcome; a call without
 	// one pushes nothing on the call stack the runtime keeps.
 	BranchProbed = 0x1
+	// BranchMarked: a jcc without a probe whose two destinations each
+	// lead, straight on (through direct jmps at most, past no other
+	// probe that appends), to a mark; the two marks append opposite
+	// bits, so the next outcome bit says which way the jcc went. The
+	// decoder leaves the bit to the mark.
+	BranchMarked = 0x2
+	// BranchBit: of a mark, the bit it appends; of a marked jcc, the bit
+	// its taken side's mark appends.
+	BranchBit = 0x4
 )
 
 // Branch is one control transfer of a module, at a link vaddr.
@@ -105,8 +121,8 @@ func DecodePathMap(b []byte) (*PathMap, error) {
 	if len(b) < pathMapHeader || le.Uint64(b) != pathMapMagic {
 		return nil, fmt.Errorf("branch map: not a %s section", PathMapSection)
 	}
-	if v := le.Uint32(b[8:]); v != PathMapVersion {
-		return nil, fmt.Errorf("branch map: version %d, want %d", v, PathMapVersion)
+	if v := le.Uint32(b[8:]); v < 1 || v > PathMapVersion {
+		return nil, fmt.Errorf("branch map: version %d, want 1 to %d", v, PathMapVersion)
 	}
 	n := uint64(le.Uint32(b[12:]))
 	if n*pathMapEntry != uint64(len(b)-pathMapHeader) {
@@ -121,7 +137,7 @@ func DecodePathMap(b []byte) (*PathMap, error) {
 		e := b[pathMapHeader+pathMapEntry*i:]
 		br := Branch{Addr: le.Uint64(e), Target: le.Uint64(e[8:]), Len: e[16], Kind: BranchKind(e[17]), Flags: e[18]}
 		switch {
-		case br.Kind < BrJcc || br.Kind > BrIndCall:
+		case br.Kind < BrJcc || br.Kind > BrMark:
 			return nil, fmt.Errorf("branch map: branch %d at %#x has kind %d", i, br.Addr, br.Kind)
 		case br.Len == 0 || br.Len > 15:
 			return nil, fmt.Errorf("branch map: branch %d at %#x is %d bytes long", i, br.Addr, br.Len)

@@ -33,7 +33,7 @@ type Decoder struct {
 	mods    *modules
 	threads []*chunks // in the order of their first chunk
 
-	lost, unprobed, inferred int
+	lost, unprobed, inferred, resynced, skipped int
 }
 
 // chunks are one thread's chunks, in seq order.
@@ -47,8 +47,10 @@ type Stats struct {
 	Threads, Chunks int
 	Bytes           int64
 	Lost            int // LOST packets: a --lossy drop, or a signal handler inside an append
-	Unprobed        int // branches without a probe the walk reached (the path resumes at the next SYNC)
+	Unprobed        int // branches without a probe the walk reached (the path resumes at the next SYNC or PSB)
 	Inferred        int // rets without a probe, taken to go where the call stack says
+	Resynced        int // PSBs where a walk lost at such a branch found its place again
+	Skipped         int // packets skipped while a thread's place was unknown
 }
 
 // HasPaths reports whether trace has a paths file beside it.
@@ -203,6 +205,7 @@ func (s *Stream) nextChunk() bool {
 func (s *Stream) Stats() Stats {
 	st := s.st
 	st.Lost, st.Unprobed, st.Inferred = s.d.lost, s.d.unprobed, s.d.inferred
+	st.Resynced, st.Skipped = s.d.resynced, s.d.skipped
 	return st
 }
 

@@ -42,7 +42,13 @@ func (t *thread) step() error {
 		t.goTarget(m)
 		return t.out(formats.KindCall, at, t.pos)
 	}
+	if br.Kind == formats.BrMark {
+		return t.mark(m, br, at, next)
+	}
 	if !probed {
+		if br.Kind == formats.BrJcc && br.Flags&formats.BranchMarked != 0 {
+			return t.markedJcc(m, br, at, next)
+		}
 		if n := len(t.rstack); br.Kind == formats.BrRet && n > 0 {
 			// a ret without a probe: it went where the real call stack
 			// says (the runtime did not see it: its stack stays)
@@ -53,8 +59,7 @@ func (t *thread) step() error {
 			return t.out(formats.KindRet, at, dst)
 		}
 		// its outcome is unknown until the next SYNC
-		t.d.unprobed++
-		t.known = false
+		t.unprobed(br, at)
 		return nil
 	}
 	switch br.Kind {
@@ -200,4 +205,92 @@ func (t *thread) finish(c *formats.Chunk) error {
 		}
 	}
 	return nil
+}
+
+// mark takes the bit of the mark at at (formats.BrMark): the one it
+// always appends.
+func (t *thread) mark(m *module, br *formats.Branch, at, next uint64) error {
+	b, err := t.bit("the mark", at)
+	if err != nil {
+		return err
+	}
+	if want := br.Flags&formats.BranchBit != 0; b != want {
+		return t.errf("the mark at %#x appends %v, the bit is %v", at, want, b)
+	}
+	t.goNext(m, next)
+	return nil
+}
+
+// markedJcc takes a jcc without a probe whose sides lead to marks
+// (formats.BranchMarked).
+func (t *thread) markedJcc(m *module, br *formats.Branch, at, next uint64) error {
+	taken, ok, err := t.markedSide(m, br, at, next)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		t.unprobed(br, at)
+		return nil
+	}
+	if taken {
+		t.goTarget(m)
+		return t.out(formats.KindJccTaken, at, t.pos)
+	}
+	t.goNext(m, next)
+	return t.out(formats.KindJccNotTaken, at, next)
+}
+
+// markedSide says which way marked jcc br at at went: the next bit is
+// its side's mark's (left for the mark to take), unless a signal
+// interrupted the thread on the way, and its ASYNC says where.
+func (t *thread) markedSide(m *module, br *formats.Branch, at, next uint64) (taken, ok bool, err error) {
+	takenBit := br.Flags&formats.BranchBit != 0
+	if t.nbits == 0 {
+		p, err := t.next()
+		if err != nil {
+			return false, false, err
+		}
+		switch {
+		case p.Kind == formats.PacketTNT:
+			t.bits, t.nbits = p.Bits, p.N
+		case p.Kind == formats.PacketAsync && p.At != 0:
+			t.unread(p)
+			onT, onN := t.onRun(m, m.Base+br.Target, p.At), t.onRun(m, next, p.At)
+			return onT, onT != onN, nil
+		default:
+			if err := t.midWalk(p); err != nil {
+				return false, false, err
+			}
+			return false, false, t.errf("the jcc at %#x needs its mark's bit, the packet is %v", at, p.Kind)
+		}
+	}
+	return (t.bits>>(t.nbits-1)&1 == 1) == takenBit, true, nil
+}
+
+// onRun reports whether a lies on the run from d to its mark: straight
+// on, through direct jmps of module m.
+func (t *thread) onRun(m *module, d, a uint64) bool {
+	if d < m.Base+m.m.TextLo || d >= m.Base+m.m.TextHi {
+		return false
+	}
+	bi := m.m.At(d - m.Base)
+	for n := 0; n < 32 && bi >= 0 && bi < len(m.m.Branches); n++ {
+		br := &m.m.Branches[bi]
+		if a >= d && a <= m.Base+br.Addr {
+			return true
+		}
+		if br.Kind != formats.BrJmp {
+			return false
+		}
+		d, bi = m.Base+br.Target, int(m.tgt[bi])
+	}
+	return false
+}
+
+// unprobed loses the thread's place at branch br at at, which has no
+// probe (or marks that say where it went).
+func (t *thread) unprobed(br *formats.Branch, at uint64) {
+	t.d.unprobed++
+	t.known, t.nbits = false, 0 // the bits left are for branches it cannot place
+	t.lostAt = at
 }

@@ -38,7 +38,10 @@ type thread struct {
 	m       *module // the module of the last lookup
 	bi      int     // the index in m's map of the next branch at or after pos; -1: look it up
 	known   bool    // pos is where the thread is
-	outside bool    // the last transfer left instrumented code
+	// lostAt: the branch without a probe where the walk lost the
+	// thread's place, until it finds it again (0: not lost there)
+	lostAt  uint64
+	outside bool // the last transfer left instrumented code
 	stack   [stackSize]uint64
 	top     uint8
 	async   []saved
@@ -96,20 +99,29 @@ func (t *thread) unwind(a uint64) {
 // next returns the next packet; errStarved at the end of the thread's
 // packets so far (its current chunk).
 func (t *thread) next() (formats.Packet, error) {
-	if t.pending != nil {
-		p := *t.pending
-		t.pending = nil
+	for {
+		var p formats.Packet
+		if t.pending != nil {
+			p = *t.pending
+			t.pending = nil
+		} else {
+			q, ok, err := t.pr.Next()
+			if err != nil {
+				return q, fmt.Errorf("chunk %d: %w", t.chunk, err)
+			}
+			if !ok {
+				return q, errStarved
+			}
+			p = q
+			t.idle = 0
+		}
+		if p.Kind == formats.PacketPSB && t.known && !t.outside {
+			// read where the runtime wrote it: it emptied its stack
+			t.stack, t.top = [stackSize]uint64{}, 0
+			continue
+		}
 		return p, nil
 	}
-	p, ok, err := t.pr.Next()
-	if err != nil {
-		return p, fmt.Errorf("chunk %d: %w", t.chunk, err)
-	}
-	if !ok {
-		return p, errStarved
-	}
-	t.idle = 0
-	return p, nil
 }
 
 func (t *thread) unread(p formats.Packet) { t.pending = &p }
@@ -207,8 +219,9 @@ func (t *thread) out(k formats.Kind, src, dst uint64) error {
 }
 
 // place reads packets until the thread's position is known again: a
-// SYNC or ASYNC, or (outside) any other packet, which means the thread
-// came back to the return address on top of the stack.
+// SYNC, PSB or ASYNC, or (outside) any other packet, which means the
+// thread came back to the return address on top of the stack. A walk
+// lost at a branch without a probe skips packets until then.
 func (t *thread) place() error {
 	p, err := t.next()
 	if err != nil {
@@ -217,26 +230,51 @@ func (t *thread) place() error {
 	switch p.Kind {
 	case formats.PacketSync:
 		t.setPos(p.Addr)
-		t.known, t.outside = true, false
+		t.known, t.outside, t.lostAt = true, false, 0
 	case formats.PacketSyncCall:
 		t.setPos(p.Addr)
-		t.known, t.outside = true, false
+		t.known, t.outside, t.lostAt = true, false, 0
 		t.rpush(p.At)
 	case formats.PacketAsync:
 		return t.asyncEnter(p)
 	case formats.PacketLost:
 		t.lost()
+	case formats.PacketPSB:
+		if t.known && t.stack[t.top] != 0 {
+			// outside: the thread came back first (a silent resume probe)
+			t.back(p)
+			return nil
+		}
+		// the place the walk lost at a branch without a probe, found
+		// again
+		t.setPos(p.Addr)
+		if !t.known {
+			t.d.resynced++
+		}
+		t.known, t.outside, t.lostAt = true, false, 0
+		t.stack, t.top = [stackSize]uint64{}, 0
+		t.async, t.rstack = t.async[:0], t.rstack[:0]
 	default:
+		if !t.known && t.lostAt != 0 {
+			t.d.skipped++ // until the next SYNC or PSB
+			return nil
+		}
 		if !t.known || t.stack[t.top] == 0 {
 			return t.errf("%v where the thread's place is unknown", p.Kind)
 		}
-		t.setPos(t.stack[t.top])
-		t.pop(1)
-		t.rret(t.pos)
-		t.outside = false
-		t.unread(p)
+		t.back(p)
 	}
 	return nil
+}
+
+// back takes an outside walk back to the return address on top of the
+// stack, where the thread came back before packet p.
+func (t *thread) back(p formats.Packet) {
+	t.setPos(t.stack[t.top])
+	t.pop(1)
+	t.rret(t.pos)
+	t.outside = false
+	t.unread(p)
 }
 
 func (t *thread) lost() {

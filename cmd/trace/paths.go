@@ -54,7 +54,8 @@ func printPathStats(w io.Writer, st *paths.Stats, events int) {
 	}
 	fmt.Fprintf(w, "  compact    %d threads, %d chunks, %d bytes of packets (%.3f per event)", st.Threads, st.Chunks, st.Bytes, per)
 	if st.Lost > 0 || st.Unprobed > 0 {
-		fmt.Fprintf(w, "; %d gaps (lost), %d unprobed branches reached", st.Lost, st.Unprobed)
+		fmt.Fprintf(w, "; %d gaps (lost), %d unprobed branches reached (%d places found again at a PSB, %d packets skipped)",
+			st.Lost, st.Unprobed, st.Resynced, st.Skipped)
 	}
 	fmt.Fprintln(w)
 }

@@ -1,0 +1,171 @@
+package paths
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stint-project/stint/formats"
+)
+
+// A module whose jcc at 0x2000 has no probe; marks on its two sides say
+// where it went (rewrite/policy/marks.go):
+//
+//	0x2000 jcc -> 0x2010 (marked: the taken side's mark appends 1)
+//	0x2002 mark (0)      0x2005 ret
+//	0x2010 mark (1)      0x2014 jmp -> 0x2000
+func marksMap() *formats.PathMap {
+	return &formats.PathMap{TextLo: 0x2000, TextHi: 0x3000, Branches: []formats.Branch{
+		{Addr: 0x2000, Target: 0x2010, Len: 2, Kind: formats.BrJcc, Flags: formats.BranchMarked | formats.BranchBit},
+		{Addr: 0x2002, Len: 3, Kind: formats.BrMark, Flags: formats.BranchProbed},
+		{Addr: 0x2005, Len: 1, Kind: formats.BrRet, Flags: formats.BranchProbed},
+		{Addr: 0x2010, Len: 4, Kind: formats.BrMark, Flags: formats.BranchProbed | formats.BranchBit},
+		{Addr: 0x2014, Target: 0x2000, Len: 2, Kind: formats.BrJmp},
+	}}
+}
+
+func decodeMarks(t *testing.T, w *formats.PacketWriter) ([]string, Stats, error) {
+	t.Helper()
+	w.Flush()
+	name := writeCompact(t, t.TempDir(), []formats.Chunk{{TID: 3, Data: w.Data}})
+	// the map survives the round trip through its section encoding
+	m, err := formats.DecodePathMap(marksMap().Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(name, Options{Maps: map[string]*formats.PathMap{"/m": m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	st, err := d.Events(func(e formats.Event) error {
+		out = append(out, fmt.Sprintf("%v %x>%x", e.Kind, e.Src, e.Dst))
+		return nil
+	})
+	return out, st, err
+}
+
+func TestDecodeMarkedJcc(t *testing.T) {
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x2000)
+	w.Bit(true)  // the taken side's mark: jcc taken, then jmp back
+	w.Bit(false) // the other side's: not taken, then the ret
+	w.TIP(testBase + 0x3800)
+	got, st, err := decodeMarks(t, &w)
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, st)
+	}
+	want := "jcc-taken 2000>2010; jmp 2014>2000; jcc-not-taken 2000>2002; ret 2005>403800"
+	if strings.Join(got, "; ") != want {
+		t.Errorf("events\n got %q\nwant %q", strings.Join(got, "; "), want)
+	}
+	if st.Unprobed != 0 {
+		t.Errorf("%d unprobed, want 0", st.Unprobed)
+	}
+}
+
+// A signal that lands on one side's run before its mark ran says the
+// side: the mark's bit comes after the handler.
+func TestDecodeMarkedJccSignal(t *testing.T) {
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x2000)
+	w.Async(testBase+0x2002, testBase+0x2005) // at the not-taken side's mark
+	w.AsyncEnd(testBase + 0x3900)             // the handler (the ret) returns
+	w.Bit(false)
+	w.TIP(testBase + 0x3800)
+	got, st, err := decodeMarks(t, &w)
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, st)
+	}
+	want := "jcc-not-taken 2000>2002; ret 2005>403900; ret 2005>403800"
+	if strings.Join(got, "; ") != want {
+		t.Errorf("events\n got %q\nwant %q", strings.Join(got, "; "), want)
+	}
+}
+
+// A mark whose bit is not the one it appends is a broken trace: a clear
+// error, not a wrong path.
+func TestDecodeMarkMismatch(t *testing.T) {
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x2010) // at the mark that appends 1
+	w.Bit(false)
+	_, _, err := decodeMarks(t, &w)
+	if err == nil || !strings.Contains(err.Error(), "the mark at 0x402010 appends true, the bit is false") {
+		t.Errorf("error %v, want the mark's mismatch", err)
+	}
+}
+
+func decodeWith(t *testing.T, m *formats.PathMap, w *formats.PacketWriter) ([]string, Stats, error) {
+	t.Helper()
+	w.Flush()
+	name := writeCompact(t, t.TempDir(), []formats.Chunk{{TID: 3, Data: w.Data}})
+	d, err := Open(name, Options{Maps: map[string]*formats.PathMap{"/m": m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	st, err := d.Events(func(e formats.Event) error {
+		out = append(out, fmt.Sprintf("%v %x>%x", e.Kind, e.Src, e.Dst))
+		return nil
+	})
+	return out, st, err
+}
+
+// A walk that meets a jcc without a probe skips packets until the next
+// PSB and goes on from there.
+func TestDecodePSBResync(t *testing.T) {
+	m := testMap()
+	m.Branches[0].Flags = 0 // the jcc at 0x1000 has no probe
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x1000)
+	w.Bit(true) // unknown to the decoder: skipped
+	w.PSB(testBase + 0x1100)
+	w.Bit(false)
+	w.TIP(testBase + 0x1104)
+	w.TIP(testBase + 0x5000) // the ret, to outside
+	got, st, err := decodeWith(t, m, &w)
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, st)
+	}
+	want := "jcc-not-taken 1100>1102; ind-jmp 1102>1104; ret 1104>405000"
+	if strings.Join(got, "; ") != want {
+		t.Errorf("events\n got %q\nwant %q", strings.Join(got, "; "), want)
+	}
+	if st.Unprobed != 1 || st.Resynced != 1 || st.Skipped != 1 {
+		t.Errorf("stats %+v, want 1 unprobed, 1 resynced, 1 skipped", st)
+	}
+}
+
+// A walk in step reads a PSB where the runtime wrote it and empties its
+// call stack as the runtime did: a ret after it takes a TIP, and a bit
+// there (a stack the decoder kept) is an error.
+func TestDecodePSBInStep(t *testing.T) {
+	for _, c := range []struct {
+		ret  func(w *formats.PacketWriter)
+		want string
+	}{
+		{func(w *formats.PacketWriter) { w.TIP(testBase + 0x1015) }, ""},
+		{func(w *formats.PacketWriter) { w.Bit(true) }, "on top of the stack"},
+	} {
+		var w formats.PacketWriter
+		w.Sync(testBase + 0x1000)
+		w.Bit(true) // jcc taken; the call at 0x1010 pushes 0x1015
+		w.PSB(testBase + 0x1100)
+		w.Bit(false)
+		w.TIP(testBase + 0x1104)
+		c.ret(&w)
+		got, st, err := decodeWith(t, testMap(), &w)
+		if c.want == "" && err != nil {
+			t.Fatalf("%v (%+v)", err, st)
+		}
+		if c.want != "" {
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want %q", err, c.want)
+			}
+			continue
+		}
+		if n := len(got); n < 5 || got[4] != "ret 1104>1015" {
+			t.Errorf("events %q, want the ret to 0x1015 fifth", got)
+		}
+	}
+}
