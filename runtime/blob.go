@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "4427dc0dd5ff47a189bf2579b040ad7685b41c27bc299faa61da2fdeae1c222b"
+const BlobSHA256 = "ceffa80f8051c7555ca760c01a4fa5852a971c3a27f70fc02e840dde1842ec31"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

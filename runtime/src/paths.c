@@ -175,6 +175,7 @@ static int pk_room(struct stint_global *g, struct paths_thread *t)
 	paths_use(g, t);
 	*t->tnt = *old; /* the bits not yet written move on, then leave the old chunk */
 	*old = 1;
+	t->psb = 1;
 	return 1;
 }
 
@@ -399,10 +400,13 @@ static void paths_complete_arm(struct stint_global *g, struct paths_thread *t, u
 }
 
 /* A function entry at src, its return address ret; sp is the program's
- * %rsp there. */
+ * %rsp there. A signal handler (its return address the restorer) is an
+ * ASYNC even when the thread was outside instrumented code (a vDSO call,
+ * a library without probes): it comes back there at ASYNC_END, outside. */
 static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t src, uint64_t ret, uint64_t sp)
 {
-	if (t->outside) {
+	int handler = (t->outside || st_top(t) != ret) && t->async < PATHS_ASYNC && is_restorer(g, ret);
+	if (t->outside && !handler) {
 		/* called from code without probes: where it returns to tells the
 		 * decoder where a ret without a probe goes */
 		pk_op(g, t, PK_SYNC_CALL, src, ret, 2);
@@ -410,15 +414,15 @@ static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t
 		t->outside = 0;
 		return;
 	}
-	if (st_top(t) == ret)
-		return; /* a call the stack saw */
-	if (!is_restorer(g, ret) || t->async >= PATHS_ASYNC)
-		return;
-	/* a signal handler: the interrupted rip is in the signal frame's
-	 * ucontext (pretcode, then uc_flags, uc_link, uc_stack, then
-	 * sigcontext with rip at 16 * 8) */
+	if (!handler)
+		return; /* a call the stack saw, or not a handler */
+	/* the interrupted rip is in the signal frame's ucontext (pretcode,
+	 * then uc_flags, uc_link, uc_stack, then sigcontext with rip at
+	 * 16 * 8) */
 	uint64_t at = *(const uint64_t *)(sp + UC_RIP);
-	if (!paths_inside(g, at)) {
+	if (t->outside) {
+		at = 0; /* it was outside: where it goes on is for a later probe to say */
+	} else if (!paths_inside(g, at)) {
 		paths_complete_arm(g, t, sp);
 		at = 0; /* in a trampoline or the runtime: right after the last event */
 	}
@@ -481,6 +485,8 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 		}
 		t->gen = gen;
 	}
+	if (UNLIKELY(t->psb))
+		paths_psb(g, t, p, src, v);
 	uint64_t before = t->appended;
 	if (p->kind == STINT_K_RESUME) {
 		if (t->outside) {
@@ -515,6 +521,38 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 	/* inline appends are for a thread inside instrumented code, with a
 	 * known %fs base, without a budget */
 	t->key = t->fs && !t->outside && !g->per.budget_on ? t->fs : 1;
+}
+
+/*
+ * Once per chunk, a place to resynchronise at: PSB (src), the call stack
+ * emptied. Only right before a packet or bit of the probe's own (a jcc
+ * or mark without FLUSH, an indirect branch, a ret without FLUSH), so
+ * that a decoder in step reads it exactly where the runtime wrote it
+ * (it then empties its stack too and goes on); and not while outside
+ * instrumented code or in a signal handler. A decoder that lost the
+ * thread's place (at a branch without a probe) finds it again there.
+ */
+static void paths_psb(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v)
+{
+	switch (p->kind) {
+	case STINT_K_JCC_TAKEN:
+	case STINT_K_JCC_NOT_TAKEN:
+	case STINT_K_RET:
+		if (v == STINT_PATHS_FLUSH)
+			return;
+		break;
+	case STINT_K_IND_CALL:
+	case STINT_K_IND_JMP:
+		break;
+	default:
+		return;
+	}
+	if (t->outside || t->async)
+		return;
+	t->psb = 0;
+	pk_op(g, t, PK_PSB, src, 0, 1);
+	t->last_ip = src;
+	st_clear(t);
 }
 
 /* The packets of branch probe p at src, value v. */

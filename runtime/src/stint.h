@@ -285,6 +285,7 @@ struct stint_tests {
 #define PK_ASYNC_END 0x08
 #define PK_LOST     0x0a
 #define PK_SYNC_CALL 0x0c
+#define PK_PSB      0x0e
 #define PK_TIP      0x20
 
 /* One thread's state: found through %gs (paths_self). */
@@ -303,6 +304,7 @@ struct paths_thread {
 	uint32_t nested;             /* probes of a signal handler that came while busy */
 	uint32_t async;              /* signal handlers entered (ASYNC) and not left */
 	uint32_t gen;                /* the budget period of this thread's last probe (a new one resynchronises) */
+	uint32_t psb;                /* a chunk began since the last PSB (paths_psb) */
 	uint32_t saved_outside[PATHS_ASYNC];
 	uint64_t appended;           /* packets and bits appended (a probe that adds none sets tail) */
 	uint64_t last_ip;            /* the last TIP, SYNC or ASYNC address */
@@ -946,6 +948,7 @@ static void paths_complete_arm(struct stint_global *g, struct paths_thread *t, u
 static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t src, uint64_t ret, uint64_t sp);
 static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a);
 static void paths_record(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t entry_sp);
+static void paths_psb(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
 static void paths_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
 
 /* chunks.c */
