@@ -83,10 +83,14 @@ func (e *emitter) site(a *tramp.Asm, i int, t *trampoline) error {
 	if isEdge {
 		tool, src = runtime.ToolBlock, c.Insts[edge.Jcc].Addr
 	}
-	if j, pre := plan.PreCallOf(i); pre {
-		src = c.Insts[j].Addr
+	k := c.Kinds[i]
+	if j, pre := plan.PreSiteOf(i); pre {
+		src, k = c.Insts[j].Addr, c.Kinds[j]
 	}
-	n := policy.SiteProbes(tool, c.Kinds[i])
+	n := policy.SiteProbes(tool, k)
+	if _, pk := plan.PathsProbe(i); pk && k != c.Kinds[i] {
+		n++ // an entry or resume probe's, then the branch's (PathsPreBranch)
+	}
 	deleg := plan.Deleg(i)
 	skip := deleg
 	if plan.Watched(i) {
@@ -124,7 +128,11 @@ func (e *emitter) site(a *tramp.Asm, i int, t *trampoline) error {
 		probed = append(probed, s)
 	}
 	for k, s := range probed {
-		e.probe(a, i, t, t.probe0+k, src, s)
+		at := src
+		if s.Kind == runtime.KEntry || s.Kind == runtime.KResume {
+			at = c.Insts[i].Addr // its own (an entry or resume probe's at a pre-site)
+		}
+		e.probe(a, i, t, t.probe0+k, at, s)
 	}
 	return nil
 }

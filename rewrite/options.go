@@ -20,6 +20,13 @@ type Options struct {
 	// previous encoding, kept to compare with) instead of a compact
 	// complete trace (STINT_MF_PATHS; see Paths).
 	Rows bool
+	// Fallbacks (testing; compact traces): probe every jcc and ret from
+	// elsewhere where it can be (policy/marks.go: from the instruction
+	// before it, or every other jcc with marks, the jcc then left
+	// unpatched), as if none could be patched in place, so that the
+	// tests run those probes everywhere. A branch neither takes is
+	// patched in place.
+	Fallbacks bool
 	// NoOpt turns instrumentation optimisations off (INS-OP's names):
 	// "ppi", partial payload inlining (a compact trace's probes append
 	// inline and call the runtime only on their slow paths).
@@ -373,5 +380,6 @@ func (o *Options) policy() policy.Options {
 		Tool: o.Tool, Every: o.Every, Context: o.Context, Budget: o.Budget != "", SwitchSync: o.SwitchSync,
 		Covered: o.SkipCovered, Older: o.RetireSince, SkipSeenIndirect: o.SkipSeenIndirect,
 		EmulateIndirectCalls: o.EmulateIndirectCalls, Edges: o.Edges, NoPPI: !o.opt("ppi"),
+		Fallbacks: o.Fallbacks,
 	}
 }

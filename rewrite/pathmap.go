@@ -8,9 +8,10 @@ import (
 
 // pathMap is a compact trace's branch map of the module (section
 // .stint.paths): every control transfer the decoder walks through, and
-// whether its site runs a probe. An indirect call probed from the
+// whether its site runs a probe; the marks, and the jccs without a probe
+// they resolve (policy/marks.go). An indirect call probed from the
 // instruction before it (a pre-call site) counts as probed.
-func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable) *formats.PathMap {
+func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable, st *Stats) *formats.PathMap {
 	c := fx.Code
 	numbered := func(i int) bool { t := tt.at[i]; return t != nil && t.site && t.probe0 >= 0 }
 	probed := make(map[int]bool)
@@ -18,8 +19,14 @@ func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable) *formats.PathMa
 		if !numbered(i) {
 			continue
 		}
-		if j, ok := plan.PreCallOf(i); ok {
+		if j, ok := plan.PreSiteOf(i); ok {
 			probed[j] = true
+			switch c.Kinds[j] {
+			case facts.Jcc, facts.Jcxz:
+				st.PreJccs++
+			case facts.Ret:
+				st.PreRets++
+			}
 		} else if _, paths := plan.PathsProbe(i); !paths {
 			probed[i] = true
 		}
@@ -27,6 +34,16 @@ func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable) *formats.PathMa
 	m := &formats.PathMap{TextLo: fx.Module.TextLo, TextHi: fx.Module.TextHi}
 	for i, k := range c.Kinds {
 		var bk formats.BranchKind
+		if bit, ok := plan.MarkBit(i); ok && numbered(i) {
+			in := &c.Insts[i]
+			br := formats.Branch{Addr: in.Addr, Len: uint8(in.Len()), Kind: formats.BrMark, Flags: formats.BranchProbed}
+			if bit {
+				br.Flags |= formats.BranchBit
+			}
+			m.Branches = append(m.Branches, br)
+			st.Marks++
+			continue
+		}
 		switch k {
 		case facts.Jcc, facts.Jcxz:
 			bk = formats.BrJcc
@@ -50,6 +67,14 @@ func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable) *formats.PathMa
 		}
 		if probed[i] {
 			br.Flags |= formats.BranchProbed
+		} else if bit, ok := plan.MarkedJcc(i, numbered); ok && bk == formats.BrJcc {
+			br.Flags |= formats.BranchMarked
+			if bit {
+				br.Flags |= formats.BranchBit
+			}
+			st.MarkedJccs++
+		} else if bk == formats.BrJcc {
+			st.UnknownJccs++
 		}
 		m.Branches = append(m.Branches, br)
 	}

@@ -44,11 +44,12 @@ func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place
 			continue
 		}
 		t, err := p.Patch(i)
-		if _, pre := plan.PreCallOf(i); err != nil && pre {
+		if _, pre := plan.PreSiteOf(i); err != nil && pre {
 			tt.isSite[i] = false
-			j := plan.UnPreCall(i)
-			if tt.sizeSite(plan.Tool(), j) == nil {
-				// the call, probed where it is after all
+			// a call is probed where it is after all; a jcc, which
+			// nothing kept the sites above from using, is not
+			j := plan.UnPreSite(i)
+			if c.Kinds[j] == facts.IndCall && tt.sizeSite(plan.Tool(), j) == nil {
 				i = j
 				t, err = p.Patch(i)
 			}

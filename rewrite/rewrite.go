@@ -3,6 +3,7 @@ package rewrite
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/rewrite/elfin"
@@ -115,6 +116,102 @@ func parseBlob(b []byte) (blobInfo, error) {
 // rewrite runs the stages after the facts: policy, placement, patches,
 // then the output.
 func rewrite(opts Options, fx *facts.Facts, blob blobInfo, st *Stats) ([]byte, error) {
+	a, err := placeWithMarks(opts, fx, blob, st)
+	if err != nil {
+		return nil, err
+	}
+	plan, tt, p := a.plan, a.tt, a.p
+	ps, err := collectPatches(fx.Code, p, plan, a.patched)
+	if err != nil {
+		return nil, err
+	}
+	st.addPlan(plan, ps)
+	nprobe, err := numberProbes(fx.Code, tt, plan, a.patched, ps.evicted)
+	if err != nil {
+		return nil, err
+	}
+	st.Probes = nprobe
+	st.Patches = len(ps.order)
+	return output(opts, fx, blob, st, a.fr, plan, tt, p, ps, nprobe)
+}
+
+// attempt is one plan and its placement.
+type attempt struct {
+	fr      *elfout.Frame
+	plan    *policy.Plan
+	tt      *trampTable
+	p       *place.Planner
+	patched []bool
+}
+
+// maxMarkAttempts bounds the placements of a compact complete trace:
+// each probes the jccs the ones before left unpatched from elsewhere
+// (policy/marks.go), which may take bytes another jcc needed. On the Go
+// goroutines fixture (96 jccs unpatched at first): 2 attempts leave 68
+// jccs unknown, 3 leave 39, 4 leave 32, 6 leave 26; each attempt costs
+// about 0.35 s there.
+const maxMarkAttempts = 4
+
+// placeWithMarks plans and places the sites; for a compact complete
+// trace it places again, with marks (policy/marks.go) for every jcc an
+// attempt left without a probe, until no new one is left or
+// maxMarkAttempts. st ends up with the last attempt's counts.
+func placeWithMarks(opts Options, fx *facts.Facts, blob blobInfo, st *Stats) (*attempt, error) {
+	start := *st
+	// the policy marks instructions as it goes (place.InstFlags): each
+	// attempt starts from the facts' own
+	flags := make([]place.InstFlags, len(fx.Code.Insts))
+	for i := range fx.Code.Insts {
+		flags[i] = fx.Code.Insts[i].Flags
+	}
+	var unprobed []int
+	seen, avoid := map[int]bool{}, map[int]bool{}
+	if opts.Paths() && opts.Fallbacks {
+		for i, k := range fx.Code.Kinds {
+			if k == facts.Jcc || k == facts.Jcxz || k == facts.Ret {
+				seen[i] = true
+				unprobed = append(unprobed, i)
+			}
+		}
+	}
+	for n := 1; ; n++ {
+		for i := range fx.Code.Insts {
+			fx.Code.Insts[i].Flags = flags[i]
+		}
+		*st = start
+		st.Patched, st.Reasons = map[string]int{}, map[string]*Reason{}
+		a, err := placeOnce(opts, fx, blob, st, unprobed, avoid)
+		if err != nil || !opts.Paths() || n == maxMarkAttempts {
+			return a, err
+		}
+		more := false
+		probed := make([]bool, len(fx.Code.Insts))
+		for i, ok := range a.patched {
+			if j, pre := a.plan.PreSiteOf(i); ok && pre {
+				probed[j] = true
+			}
+		}
+		for _, i := range a.plan.Fallbacks() {
+			if !a.patched[i] && !avoid[i] {
+				avoid[i] = true
+				more = more || opts.Fallbacks // plan elsewhere, or in place
+			}
+		}
+		for i, k := range fx.Code.Kinds {
+			if (k == facts.Jcc || k == facts.Jcxz || k == facts.Ret) && !a.patched[i] && !probed[i] && !seen[i] {
+				seen[i], more = true, true
+				unprobed = append(unprobed, i)
+			}
+		}
+		if !more {
+			return a, nil
+		}
+	}
+}
+
+// placeOnce plans the sites (with marks for the jccs in unprobed) and
+// places them.
+func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed []int, avoid map[int]bool) (*attempt, error) {
 	fr := elfout.NewFrame(fx.Module, uint64(len(fx.File.Data)), uint64(len(blob.Data)), opts.ChunkGap)
 	if fr.Note != "" {
 		st.Notes = append(st.Notes, fr.Note)
@@ -127,6 +224,11 @@ func rewrite(opts Options, fx *facts.Facts, blob blobInfo, st *Stats) ([]byte, e
 	sites := policy.ToolSites(fx.Code, opts.Tool)
 	if opts.Paths() {
 		sites = plan.PathsSites()
+		add, drop := plan.PathsUnpatched(unprobed, avoid)
+		sites = slices.DeleteFunc(sites, func(i int) bool { return drop[i] })
+		sites = append(sites, add...)
+		slices.Sort(sites)
+		sites = slices.Compact(sites) // a pre-jcc site may be an entry or resume site already
 	}
 	st.Sites = len(sites)
 	tt := newTrampTable(fx, plan, fr.TrampStart)
@@ -138,18 +240,7 @@ func rewrite(opts Options, fx *facts.Facts, blob blobInfo, st *Stats) ([]byte, e
 	if err != nil {
 		return nil, err
 	}
-	ps, err := collectPatches(fx.Code, p, plan, patched)
-	if err != nil {
-		return nil, err
-	}
-	st.addPlan(plan, ps)
-	nprobe, err := numberProbes(fx.Code, tt, plan, patched, ps.evicted)
-	if err != nil {
-		return nil, err
-	}
-	st.Probes = nprobe
-	st.Patches = len(ps.order)
-	return output(opts, fx, blob, st, fr, plan, tt, p, ps, nprobe)
+	return &attempt{fr: fr, plan: plan, tt: tt, p: p, patched: patched}, nil
 }
 
 // output builds the tables of the patched module and writes the file.
@@ -207,7 +298,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 		Deps: deps, TraceEnds: traceEnds, Reads: ps.pairs, Rets: retTable, Logged: e.logged, Dyn: dp, Fini: fini}
 	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize)
 	if opts.Paths() {
-		im.Extra = []elfout.Section{{Name: formats.PathMapSection, Data: pathMap(fx, plan, tt).Encode()}}
+		im.Extra = []elfout.Section{{Name: formats.PathMapSection, Data: pathMap(fx, plan, tt, st).Encode()}}
 	}
 	out, notes, err := elfout.Write(im)
 	if err != nil {

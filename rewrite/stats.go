@@ -71,11 +71,21 @@ type Stats struct {
 	// Delegated counts the jccs with one outcome probed elsewhere that
 	// keep a STINT_PF_DELEG probe for it (policy.Plan.Watch); Probes
 	// counts those probes too.
-	PreCalls   int      `json:"pre_calls"`
-	EdgeProbes int      `json:"edge_probes"`
-	EdgeFailed int      `json:"edge_failed"`
-	Delegated  int      `json:"delegated"`
-	Notes      []string `json:"notes,omitempty"`
+	PreCalls   int `json:"pre_calls"`
+	EdgeProbes int `json:"edge_probes"`
+	EdgeFailed int `json:"edge_failed"`
+	Delegated  int `json:"delegated"`
+	// A compact complete trace's jccs and rets the planner could not
+	// patch in place (policy/marks.go): PreJccs and PreRets probed from
+	// the instruction before them, MarkedJccs told by Marks mark probes,
+	// UnknownJccs neither (the decoder loses its place there; a ret
+	// without a probe goes where the decoder's call stack says).
+	PreJccs     int      `json:"pre_jccs,omitempty"`
+	PreRets     int      `json:"pre_rets,omitempty"`
+	Marks       int      `json:"marks,omitempty"`
+	MarkedJccs  int      `json:"marked_jccs,omitempty"`
+	UnknownJccs int      `json:"unknown_jccs,omitempty"`
+	Notes       []string `json:"notes,omitempty"`
 }
 
 // PatchedTotal returns the number of patched sites.

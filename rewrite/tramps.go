@@ -40,15 +40,21 @@ func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable
 }
 
 // emitSite emits (or sizes) the trampoline of site i with tool t: a
-// pre-call site's (the instruction before an indirect call, probing the
-// call) or an ordinary one.
+// compact trace's entry, resume or mark probe, a pre-site's (the
+// instruction before an indirect call, a jcc or a ret, probing it) or an
+// ordinary one.
 func (tt *trampTable) emitSite(a *tramp.Asm, t runtime.Tool, i int, probes []uint64, entry uint64) []tramp.Probe {
 	c := tt.code
 	if k, ok := tt.plan.PathsProbe(i); ok {
+		if j, pre := tt.plan.PreSiteOf(i); pre {
+			return a.PathsPreBranch(k, c.Insts[i:j], c.Kinds[i:j], &c.Insts[j], c.Kinds[j], c.Targets[j], probes, entry)
+		}
 		return a.PathsProbe(k, &c.Insts[i], c.Kinds[i], c.Targets[i], probes, entry, tt.pic)
 	}
-	if j, ok := tt.plan.PreCallOf(i); ok {
+	if j, ok := tt.plan.PreSiteOf(i); ok && c.Kinds[j] == facts.IndCall {
 		return a.PreCall(&c.Insts[i], c.Kinds[i], &c.Insts[j], probes, entry, tt.pic)
+	} else if ok {
+		return a.PreBranch(c.Insts[i:j], c.Kinds[i:j], &c.Insts[j], c.Kinds[j], c.Targets[j], probes, entry)
 	}
 	return a.Site(t, &c.Insts[i], c.Kinds[i], c.Targets[i], probes, entry, tt.pic)
 }

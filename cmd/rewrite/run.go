@@ -223,6 +223,10 @@ func summary(name string, st *rewrite.Stats) string {
 	if st.EdgeProbes > 0 || st.EdgeFailed > 0 {
 		fmt.Fprintf(&b, ", %d edge probes (%d destinations could not be patched)", st.EdgeProbes, st.EdgeFailed)
 	}
+	if st.PreJccs > 0 || st.PreRets > 0 || st.Marks > 0 || st.UnknownJccs > 0 {
+		fmt.Fprintf(&b, ", probed from the instruction before: %d jccs, %d rets; %d jccs told by %d marks, %d unknown",
+			st.PreJccs, st.PreRets, st.MarkedJccs, st.Marks, st.UnknownJccs)
+	}
 	if st.Covered > 0 {
 		fmt.Fprintf(&b, ", %d covered by the log (left unpatched)", st.Covered)
 	}

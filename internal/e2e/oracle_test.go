@@ -81,8 +81,9 @@ func normalizeUnknown(es []edge) {
 // the ptrace single-stepper and its rewritten binary, and requires that,
 // restricted to the probed sites, the set of (src, dst, kind) in the
 // default-mode trace equals the oracle's (with and without edge probes),
-// and that with --every (rows, and a compact trace decoded) each thread's
-// sequence equals one of the oracle's threads' sequences.
+// and that with --every (rows, and a compact trace decoded, its jccs
+// probed in place or from elsewhere) each thread's sequence equals one
+// of the oracle's threads' sequences.
 func TestBranchTraceMatchesOracle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("single-stepping is slow; skipped under -short")
@@ -117,12 +118,17 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 				// (compactSupported).
 				sets := []rewrite.Options{{}, {Edges: rewrite.EdgesAll}, {Every: true, Rows: true}}
 				if compactSupported(v) {
-					sets = append(sets, rewrite.Options{Every: true})
+					// and with every jcc and ret probed from elsewhere
+					// where it can be (pre-sites, marks: policy/marks.go)
+					sets = append(sets, rewrite.Options{Every: true}, rewrite.Options{Every: true, Fallbacks: true})
 				}
 				for _, opts := range sets {
 					every := opts.Every
 					dir := t.TempDir()
-					out, _ := rewritten(t, bin, dir, opts)
+					out, st := rewritten(t, bin, dir, opts)
+					if opts.Fallbacks && (st.PreJccs == 0 || st.PreRets == 0) {
+						t.Errorf("Fallbacks: %d jccs and %d rets probed from the instruction before them, want some of each", st.PreJccs, st.PreRets)
+					}
 					m, probes, err := Probed(out)
 					if err != nil {
 						t.Fatal(err)

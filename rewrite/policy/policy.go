@@ -21,6 +21,7 @@ type Options struct {
 	EmulateIndirectCalls bool
 	Edges                string // EdgesAuto ("" too), EdgesCovered, EdgesAll, EdgesNone
 	NoPPI                bool   // a compact trace's probes always call the runtime (rewrite --no-opt=ppi)
+	Fallbacks            bool   // testing: every jcc and ret probed from elsewhere where it can be (rewrite.Options.Fallbacks)
 }
 
 // Failure is a site left unpatched, and why.
@@ -36,16 +37,19 @@ type Plan struct {
 	fx   *facts.Facts
 	opts Options
 
-	cov     *coveredSet          // --skip-covered, nil = none
-	old     map[[2]uint64]int    // --retire-since: outcomes per (src, kind) in the older log
-	coldRet map[uint64]bool      // rets new code alone can give a new destination (coldRets)
-	preCall map[int]int          // pre-call site -> the indirect call it probes (precall.go)
-	edgeOf  map[int]EdgeSite     // destination probe -> its jcc and outcome (edges.go)
-	edgesOf map[int][2]int       // jcc -> its destination probes (taken, not taken; -1 = none)
-	covOut  map[int][2]bool      // jcc -> outcomes the --skip-covered log holds
-	deleg   map[int][2]bool      // jcc -> outcomes with no probe at the jcc (patched destination, or covered)
-	watch   map[int]bool         // watched jccs (Watch)
-	paths   map[int]runtime.Kind // a compact complete trace's entry and resume sites (paths.go); nil otherwise
+	cov       *coveredSet          // --skip-covered, nil = none
+	old       map[[2]uint64]int    // --retire-since: outcomes per (src, kind) in the older log
+	coldRet   map[uint64]bool      // rets new code alone can give a new destination (coldRets)
+	preCall   map[int]int          // pre-call site -> the indirect call it probes (precall.go)
+	edgeOf    map[int]EdgeSite     // destination probe -> its jcc and outcome (edges.go)
+	edgesOf   map[int][2]int       // jcc -> its destination probes (taken, not taken; -1 = none)
+	covOut    map[int][2]bool      // jcc -> outcomes the --skip-covered log holds
+	deleg     map[int][2]bool      // jcc -> outcomes with no probe at the jcc (patched destination, or covered)
+	watch     map[int]bool         // watched jccs (Watch)
+	paths     map[int]runtime.Kind // a compact complete trace's entry, resume and mark sites (paths.go, marks.go); nil otherwise
+	markBit   map[int]bool         // a compact complete trace's marks and their bits (marks.go)
+	preBranch map[int]int          // a compact complete trace's pre-site -> its jcc or ret (marks.go)
+	fallbacks []int                // the pre-jcc and mark sites (marks.go)
 
 	// Counters for Stats.
 	Covered, Retired, PreCalls, Delegated, Peeks int

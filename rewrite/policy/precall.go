@@ -58,13 +58,18 @@ func (p *Plan) planPreCalls(sites []int) []int {
 // trampoline and falls into j, and nothing else leads to j (no direct
 // branch, function start or possible indirect target).
 func (p *Plan) preCallable(i, j int) bool {
+	if _, ok := p.paths[i]; ok {
+		return false // an entry or resume site already
+	}
+	return p.preSiteable(i, j)
+}
+
+// preSiteable is preCallable, an entry or resume site at i allowed.
+func (p *Plan) preSiteable(i, j int) bool {
 	c := p.fx.Code
 	in, call := &c.Insts[i], &c.Insts[j]
 	if c.Kinds[i] != facts.Other || in.Addr+uint64(in.Len()) != call.Addr {
 		return false
-	}
-	if _, ok := p.paths[i]; ok {
-		return false // an entry or resume site already
 	}
 	if in.Flags&(place.InstUntouchable|place.InstPadding) != 0 || in.Flags&place.InstRelocatable == 0 {
 		return false
@@ -79,17 +84,26 @@ func (p *Plan) preCallable(i, j int) bool {
 	return true
 }
 
-// PreCallOf returns the indirect call that pre-call site i probes.
-func (p *Plan) PreCallOf(i int) (call int, ok bool) {
-	call, ok = p.preCall[i]
-	return call, ok
+// PreSiteOf returns the branch that pre-site i probes: an indirect call,
+// or a compact trace's jcc or ret the planner could not patch in place
+// (marks.go).
+func (p *Plan) PreSiteOf(i int) (branch int, ok bool) {
+	if branch, ok = p.preCall[i]; ok {
+		return branch, ok
+	}
+	branch, ok = p.preBranch[i]
+	return branch, ok
 }
 
-// UnPreCall gives up pre-call site i, which placement could not patch,
-// and returns its call, to be probed where it is after all (untouchable
-// no more: nothing above it wrote its bytes, and nothing below it has
-// been placed yet).
-func (p *Plan) UnPreCall(i int) int {
+// UnPreSite gives up pre-site i, which placement could not patch, and
+// returns its branch, to be probed where it is after all (a call
+// untouchable no more: nothing above it wrote its bytes, and nothing
+// below it has been placed yet).
+func (p *Plan) UnPreSite(i int) int {
+	if j, ok := p.preBranch[i]; ok {
+		delete(p.preBranch, i)
+		return j
+	}
 	j := p.preCall[i]
 	delete(p.preCall, i)
 	p.PreCalls--

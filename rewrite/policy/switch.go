@@ -239,7 +239,14 @@ func (pc *Plan) NProbes(i int) int {
 	if _, ok := pc.edgeOf[i]; ok {
 		return 1
 	}
-	n := SiteProbes(pc.opts.Tool, pc.fx.Code.Kinds[i])
+	k, extra := pc.fx.Code.Kinds[i], 0
+	if j, ok := pc.preBranch[i]; ok {
+		k = pc.fx.Code.Kinds[j]
+		if _, pk := pc.paths[i]; pk {
+			extra = 1 // an entry or resume probe's too
+		}
+	}
+	n := SiteProbes(pc.opts.Tool, k) + extra
 	if d, ok := pc.deleg[i]; ok {
 		for _, x := range d {
 			if x {

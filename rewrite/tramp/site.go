@@ -39,30 +39,7 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 	}
 	switch k {
 	case facts.Jcc, facts.Jcxz:
-		var tArm, ntArm int
-		// Placeholders for the thunk addresses; patched below.
-		if k == facts.Jcc {
-			a.Emit(0x0f, 0x80|jccCond(in.Bytes))
-			tArm = a.off()
-			a.u32(0)
-			a.Emit(0xe9)
-			ntArm = a.off()
-			a.u32(0)
-		} else {
-			ntArm, tArm = a.jcxzPlaceholder(in.Bytes)
-		}
-		thunkT := a.pc()
-		a.arm(p(0), entry, true)
-		a.Jmp(tgt)
-		thunkNT := a.pc()
-		a.arm(p(1), entry, false)
-		a.Jmp(next)
-		a.PatchRel(tArm, thunkT)
-		a.PatchRel(ntArm, thunkNT)
-		return []Probe{
-			{Kind: runtime.KJccTaken, Flags: runtime.PFDirect, Dst: tgt, Arm: tArm, ArmTo: tgt},
-			{Kind: runtime.KJccNotTaken, Flags: runtime.PFDirect, Dst: next, Arm: ntArm, ArmTo: next},
-		}
+		return a.jccArms(in, k, tgt, p(0), p(1), entry)
 	case facts.Jmp, facts.Call:
 		a.Emit(0xe9)
 		arm := a.off()
@@ -81,24 +58,7 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 		a.Jmp(tgt)
 		return []Probe{{Kind: runtime.KCall, Flags: runtime.PFDirect, Dst: tgt, Arm: arm, ArmTo: body}}
 	case facts.Ret:
-		if a.Inline {
-			a.pathsRet(p(0), entry)
-			a.Emit(in.Bytes...)
-			return []Probe{{Kind: runtime.KRet, Arm: -1}}
-		}
-		gateField := a.retCacheCheck(p(0))
-		hitField := a.off() - 1
-		a.cacheRestore()
-		a.callOnly(p(0), entry, func() {
-			a.Emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) // mov 144(%rsp),%rsi
-		})
-		a.Emit(in.Bytes...)
-		a.patchRel8(hitField, a.off())
-		a.patchRel8(gateField, a.off())
-		a.patchExtraHits()
-		a.cacheRestore()
-		a.Emit(in.Bytes...)
-		return []Probe{{Kind: runtime.KRet, Arm: -1}}
+		return a.retSite(in, p(0), entry)
 	case facts.IndJmp, facts.IndCall:
 		sp, ok := a.indirectThunk(in, k, p(0), entry, func() { a.Relocate(in, k, tgt, pic) })
 		if !ok {
@@ -116,30 +76,137 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 	return nil
 }
 
-// PathsProbe emits the trampoline of a compact complete trace's entry or
-// resume probe (kind k) at instruction in: the probe call (an entry's
-// %rsi is the return address at the program's (%rsp)), then in
-// relocated. Neither ever retires, so there is no arm.
+// retSite emits ret in with its probe.
+func (a *Asm) retSite(in *place.Inst, probe, entry uint64) []Probe {
+	if a.Inline {
+		a.pathsRet(probe, entry)
+		a.Emit(in.Bytes...)
+		return []Probe{{Kind: runtime.KRet, Arm: -1}}
+	}
+	gateField := a.retCacheCheck(probe)
+	hitField := a.off() - 1
+	a.cacheRestore()
+	a.callOnly(probe, entry, func() {
+		a.Emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) // mov 144(%rsp),%rsi
+	})
+	a.Emit(in.Bytes...)
+	a.patchRel8(hitField, a.off())
+	a.patchRel8(gateField, a.off())
+	a.patchExtraHits()
+	a.cacheRestore()
+	a.Emit(in.Bytes...)
+	return []Probe{{Kind: runtime.KRet, Arm: -1}}
+}
+
+// jccArms emits jcc in (kind k, target tgt) with an arm per outcome: the
+// outcome's probe (probeT, probeNT), then a jump to its destination.
+func (a *Asm) jccArms(in *place.Inst, k facts.Kind, tgt, probeT, probeNT, entry uint64) []Probe {
+	next := in.Addr + uint64(in.Len())
+	var tArm, ntArm int
+	// Placeholders for the thunk addresses; patched below.
+	if k == facts.Jcc {
+		a.Emit(0x0f, 0x80|jccCond(in.Bytes))
+		tArm = a.off()
+		a.u32(0)
+		a.Emit(0xe9)
+		ntArm = a.off()
+		a.u32(0)
+	} else {
+		ntArm, tArm = a.jcxzPlaceholder(in.Bytes)
+	}
+	thunkT := a.pc()
+	a.arm(probeT, entry, true)
+	a.Jmp(tgt)
+	thunkNT := a.pc()
+	a.arm(probeNT, entry, false)
+	a.Jmp(next)
+	a.PatchRel(tArm, thunkT)
+	a.PatchRel(ntArm, thunkNT)
+	return []Probe{
+		{Kind: runtime.KJccTaken, Flags: runtime.PFDirect, Dst: tgt, Arm: tArm, ArmTo: tgt},
+		{Kind: runtime.KJccNotTaken, Flags: runtime.PFDirect, Dst: next, Arm: ntArm, ArmTo: next},
+	}
+}
+
+// PreBranch emits the trampoline of a compact trace's pre-site for a jcc
+// or ret the planner could not patch in place (policy/marks.go): run,
+// the plain instructions before branch j, relocated, then j with its
+// probes. Nothing else reaches run's later instructions or j, whose
+// bytes in place are dead.
+func (a *Asm) PreBranch(run []place.Inst, kinds []facts.Kind, j *place.Inst, jk facts.Kind, tgt uint64, probes []uint64, entry uint64) []Probe {
+	a.relocateRun(run, kinds)
+	return a.branchAfter(j, jk, tgt, probes, entry)
+}
+
+// relocateRun emits the plain instructions run, relocated.
+func (a *Asm) relocateRun(run []place.Inst, kinds []facts.Kind) {
+	for q := range run {
+		if kinds[q] != facts.Other {
+			a.setErr(fmt.Errorf("%v at %#x is not a plain instruction", kinds[q], run[q].Addr))
+			return
+		}
+		a.RelocateBody(&run[q])
+	}
+}
+
+// branchAfter emits jcc or ret j with its probes, after a pre-site's
+// instruction.
+func (a *Asm) branchAfter(j *place.Inst, jk facts.Kind, tgt uint64, probes []uint64, entry uint64) []Probe {
+	var pv [2]uint64
+	copy(pv[:], probes)
+	if jk == facts.Ret {
+		return a.retSite(j, pv[0], entry)
+	}
+	return a.jccArms(j, jk, tgt, pv[0], pv[1], entry)
+}
+
+// PathsProbe emits the trampoline of a compact complete trace's entry,
+// resume or mark probe (kind k; a mark's is a jcc outcome's, whose bit it
+// appends) at instruction in: the probe (an entry's %rsi is the return
+// address at the program's (%rsp)), then in relocated. None ever
+// retires, so there is no arm.
 func (a *Asm) PathsProbe(k runtime.Kind, in *place.Inst, fk facts.Kind, tgt uint64, probes []uint64, entry uint64, pic bool) []Probe {
 	var probe uint64
 	if len(probes) > 0 {
 		probe = probes[0]
 	}
-	flags := uint8(0)
+	flags := a.pathsCall(k, probe, entry)
+	a.Relocate(in, fk, tgt, pic)
+	return []Probe{{Kind: k, Flags: flags, Arm: -1}}
+}
+
+// PathsPreBranch emits the trampoline of an entry or resume probe's
+// instruction that is also branch j's pre-site: the probe, run (that
+// instruction and the ones up to j) relocated, then j with its probes
+// (probes: the probe's, then j's).
+func (a *Asm) PathsPreBranch(k runtime.Kind, run []place.Inst, kinds []facts.Kind, j *place.Inst, jk facts.Kind, tgt uint64, probes []uint64, entry uint64) []Probe {
+	var probe uint64
+	if len(probes) > 0 {
+		probe, probes = probes[0], probes[1:]
+	}
+	flags := a.pathsCall(k, probe, entry)
+	a.relocateRun(run, kinds)
+	return append([]Probe{{Kind: k, Flags: flags, Arm: -1}}, a.branchAfter(j, jk, tgt, probes, entry)...)
+}
+
+// pathsCall emits probe's part of a compact trace's entry, resume or
+// mark probe (kind k) and returns the probe's flags.
+func (a *Asm) pathsCall(k runtime.Kind, probe, entry uint64) uint8 {
 	switch {
+	case k == runtime.KJccTaken || k == runtime.KJccNotTaken:
+		a.arm(probe, entry, k == runtime.KJccTaken)
 	case k == runtime.KEntry && a.Inline:
-		flags = runtime.PFValue
 		a.pathsEntry(probe, entry)
+		return runtime.PFValue
 	case k == runtime.KEntry:
-		flags = runtime.PFValue
 		a.thunk(probe, entry, a.loadRet)
+		return runtime.PFValue
 	case a.Inline:
 		a.pathsResume(probe, entry)
 	default:
 		a.thunk(probe, entry, nil)
 	}
-	a.Relocate(in, fk, tgt, pic)
-	return []Probe{{Kind: k, Flags: flags, Arm: -1}}
+	return 0
 }
 
 // indirectThunk emits the probe of indirect jmp or call in (facts.Kind k)
