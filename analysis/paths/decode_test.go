@@ -69,7 +69,13 @@ func writeCompact(t testing.TB, dir string, chunks []formats.Chunk) string {
 }
 
 func decodeAll(t testing.TB, name string) ([]string, Stats, error) {
-	d, err := Open(name, Options{Maps: map[string]*formats.PathMap{"/m": testMap()}})
+	return decodeFile(t, name, testMap())
+}
+
+// decodeFile decodes trace name with branch map m for its module, one
+// "kind src>dst" line per event.
+func decodeFile(t testing.TB, name string, m *formats.PathMap) ([]string, Stats, error) {
+	d, err := Open(name, Options{Maps: map[string]*formats.PathMap{"/m": m}})
 	if err != nil {
 		return nil, Stats{}, err
 	}

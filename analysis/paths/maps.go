@@ -3,6 +3,7 @@ package paths
 import (
 	"debug/elf"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 
@@ -71,15 +72,22 @@ func loadModules(ms []formats.Module, opts Options) (*modules, []string) {
 	return out, notes
 }
 
-// readPathMap reads section .stint.paths of the ELF file at path; nil,
-// nil when the file has none (a module rewritten for another mode).
+// readPathMap reads the branch map of the ELF file at path; nil, nil
+// when the file has none.
 func readPathMap(path string) (*formats.PathMap, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	ef, err := elf.NewFile(f)
+	return ReadMap(f)
+}
+
+// ReadMap reads the branch map of the ELF file r (section
+// formats.PathMapSection); nil, nil when it has none (a module
+// rewritten for another mode).
+func ReadMap(r io.ReaderAt) (*formats.PathMap, error) {
+	ef, err := elf.NewFile(r)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package paths
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -26,23 +25,12 @@ func marksMap() *formats.PathMap {
 
 func decodeMarks(t *testing.T, w *formats.PacketWriter) ([]string, Stats, error) {
 	t.Helper()
-	w.Flush()
-	name := writeCompact(t, t.TempDir(), []formats.Chunk{{TID: 3, Data: w.Data}})
 	// the map survives the round trip through its section encoding
 	m, err := formats.DecodePathMap(marksMap().Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Open(name, Options{Maps: map[string]*formats.PathMap{"/m": m}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	st, err := d.Events(func(e formats.Event) error {
-		out = append(out, fmt.Sprintf("%v %x>%x", e.Kind, e.Src, e.Dst))
-		return nil
-	})
-	return out, st, err
+	return decodeWith(t, m, w)
 }
 
 func TestDecodeMarkedJcc(t *testing.T) {
@@ -95,20 +83,13 @@ func TestDecodeMarkMismatch(t *testing.T) {
 	}
 }
 
+// decodeWith decodes w's packets (one chunk of thread 3) with branch
+// map m.
 func decodeWith(t *testing.T, m *formats.PathMap, w *formats.PacketWriter) ([]string, Stats, error) {
 	t.Helper()
 	w.Flush()
 	name := writeCompact(t, t.TempDir(), []formats.Chunk{{TID: 3, Data: w.Data}})
-	d, err := Open(name, Options{Maps: map[string]*formats.PathMap{"/m": m}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	st, err := d.Events(func(e formats.Event) error {
-		out = append(out, fmt.Sprintf("%v %x>%x", e.Kind, e.Src, e.Dst))
-		return nil
-	})
-	return out, st, err
+	return decodeFile(t, name, m)
 }
 
 // A walk that meets a jcc without a probe skips packets until the next

@@ -68,12 +68,7 @@ func (t *thread) step() error {
 		if err != nil {
 			return err
 		}
-		if taken {
-			t.goTarget(m)
-			return t.out(formats.KindJccTaken, at, t.pos)
-		}
-		t.goNext(m, next)
-		return t.out(formats.KindJccNotTaken, at, next)
+		return t.jcc(m, taken, at, next)
 	case formats.BrRet:
 		return t.ret(at)
 	case formats.BrIndJmp, formats.BrIndCall:
@@ -232,6 +227,11 @@ func (t *thread) markedJcc(m *module, br *formats.Branch, at, next uint64) error
 		t.unprobed(br, at)
 		return nil
 	}
+	return t.jcc(m, taken, at, next)
+}
+
+// jcc takes the jcc at at (its next instruction next) one way.
+func (t *thread) jcc(m *module, taken bool, at, next uint64) error {
 	if taken {
 		t.goTarget(m)
 		return t.out(formats.KindJccTaken, at, t.pos)

@@ -1,13 +1,14 @@
 package e2e
 
 import (
-	"debug/elf"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/stint-project/stint/analysis/paths"
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/internal/fixtures"
 	"github.com/stint-project/stint/internal/oracle"
@@ -166,22 +167,14 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 // inferred a ret without a probe too (the decoder infers where it went).
 func walkable(t *testing.T, path string, inferred bool) func(edge) bool {
 	t.Helper()
-	f, err := elf.Open(path)
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s := f.Section(formats.PathMapSection)
-	if s == nil {
-		t.Fatalf("%s has no %s section", path, formats.PathMapSection)
-	}
-	b, err := s.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := formats.DecodePathMap(b)
-	if err != nil {
-		t.Fatal(err)
+	m, err := paths.ReadMap(f)
+	if err != nil || m == nil {
+		t.Fatalf("%s: branch map %v (%v)", path, m, err)
 	}
 	kinds := map[formats.BranchKind][]formats.Kind{
 		formats.BrJcc: {formats.KindJccTaken, formats.KindJccNotTaken}, formats.BrJmp: {formats.KindJmp},
