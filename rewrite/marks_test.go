@@ -14,8 +14,8 @@ import (
 // probed from the instruction before them, or (jccs) told by marks; the
 // branch map says so consistently: each marked jcc's two sides lead,
 // through direct jmps, to marks of opposite bits, the taken side's the
-// one the jcc's flag names, and no probed branch is left without a
-// probe in the map.
+// one the jcc's flag names, and the counts agree with the stats. Go's
+// signal restorer keeps its bytes.
 func TestUnpatchedJccsProbedElsewhere(t *testing.T) {
 	bin := fixtures.BuildGo(t, fixtures.GoAll()[0])
 	out, st, err := RewriteBytes(readInput(t, bin), Options{Every: true})
@@ -46,6 +46,51 @@ func TestUnpatchedJccsProbedElsewhere(t *testing.T) {
 	if marked != st.MarkedJccs || unknown != st.UnknownJccs || marks != st.Marks {
 		t.Errorf("map: %d marked jccs, %d unknown, %d marks; stats %d, %d, %d", marked, unknown, marks, st.MarkedJccs, st.UnknownJccs, st.Marks)
 	}
+	// Go's signal restorer keeps its bytes: the runtime knows a handler
+	// by its return address pointing at them
+	in, err := elf.NewFile(bytes.NewReader(readInput(t, bin)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sym := symbolAddr(t, in, "runtime.sigreturn__sigaction.abi0")
+	o, err := elf.NewFile(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
+	if got := bytesAt(t, o, sym, len(want)); !bytes.Equal(got, want) {
+		t.Errorf("the restorer at %#x is % x after the rewrite, want % x", sym, got, want)
+	}
+}
+
+func symbolAddr(t *testing.T, f *elf.File, name string) uint64 {
+	t.Helper()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syms {
+		if s.Name == name {
+			return s.Value
+		}
+	}
+	t.Fatalf("no symbol %s", name)
+	return 0
+}
+
+func bytesAt(t *testing.T, f *elf.File, addr uint64, n int) []byte {
+	t.Helper()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr+uint64(n) <= p.Vaddr+p.Filesz {
+			b := make([]byte, n)
+			if _, err := p.ReadAt(b, int64(addr-p.Vaddr)); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+	}
+	t.Fatalf("%#x is in no loaded segment", addr)
+	return nil
 }
 
 // firstMark follows the run from a (straight on, through direct jmps)

@@ -69,6 +69,7 @@ func Compute(f *elfin.File) (*Facts, error) {
 	fx.Module.ImageLo, fx.Module.ImageHi = f.ImageRange()
 	c := decode(f, functionStarts(f), fx.Module.Go)
 	fx.Code = c
+	markRestorers(c)
 	if len(c.Regions) == 0 {
 		return nil, elfin.Errorf(int64(f.Hdr.Phoff), nil, "no executable code")
 	}

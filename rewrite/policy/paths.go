@@ -34,8 +34,8 @@ func (p *Plan) PathsSites() []int {
 		site[i] = k.IsBranch() && k != facts.Jmp
 	}
 	mark := func(i int, k runtime.Kind) {
-		if i < 0 || i >= len(c.Insts) || site[i] || c.Kinds[i] == facts.Bad || c.Insts[i].Flags&place.InstPadding != 0 {
-			return
+		if i < 0 || i >= len(c.Insts) || site[i] || c.Kinds[i] == facts.Bad || c.Insts[i].Flags&place.InstPadding != 0 || facts.IsRestorer(c, i) {
+			return // a restorer is only ever returned to, by the kernel (facts.markRestorers)
 		}
 		site[i] = true
 		p.paths[i] = k
