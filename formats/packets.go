@@ -32,6 +32,11 @@ import (
 //	0x0c + 2 u64    SYNC_CALL: a SYNC at the first address, a function
 //	                entered from code without probes that will return to
 //	                the second (a callback: its return address)
+//	0x10 + 3 u64    ASYNC_TO: the handler returned (to the first address,
+//	                the restorer), but not to where it interrupted the
+//	                thread: it goes on at the second, with the third
+//	                pushed as if called from there (0: nothing pushed):
+//	                Go's preemption and sigpanic
 //	0x0e + u64      PSB: once per chunk, right before a probe's own
 //	                packet or bit, the probe's address; the call stack is
 //	                emptied. A decoder that knows the thread's place
@@ -53,6 +58,7 @@ const (
 	PktLost     = 0x0a
 	PktSyncCall = 0x0c
 	PktPSB      = 0x0e
+	PktAsyncTo  = 0x10
 	PktTIP      = 0x20 // + 2k, k = 0..8
 )
 
@@ -68,6 +74,7 @@ const (
 	PacketLost
 	PacketSyncCall
 	PacketPSB
+	PacketAsyncTo
 )
 
 func (k PacketKind) String() string {
@@ -88,6 +95,8 @@ func (k PacketKind) String() string {
 		return "SYNC_CALL"
 	case PacketPSB:
 		return "PSB"
+	case PacketAsyncTo:
+		return "ASYNC_TO"
 	}
 	return fmt.Sprintf("PacketKind(%d)", uint8(k))
 }
@@ -98,11 +107,13 @@ type Packet struct {
 	// TNT: N outcome bits, oldest in bit N-1 of Bits.
 	Bits uint64
 	N    int
-	// TIP, SYNC, ASYNC_END, PSB: the address; ASYNC: the handler's address,
+	// TIP, SYNC, ASYNC_END, PSB, ASYNC_TO: the address (ASYNC_TO: the
+	// restorer, At where the thread goes on, Ret what was pushed); ASYNC: the handler's address,
 	// and At the interrupted one (0: after the last event); SYNC_CALL:
 	// the function's address, and At its return address. LOST: the
 	// count in Addr.
 	Addr, At uint64
+	Ret      uint64
 }
 
 // PacketReader decodes a thread's packets, chunk after chunk (the last
@@ -187,6 +198,14 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 			return Packet{Kind: PacketPSB, Addr: v}, true, nil
 		}
 		return Packet{Kind: PacketLost, Addr: v}, true, nil
+	case b == PktAsyncTo:
+		if !need(25) {
+			return p, false, fmt.Errorf("packet at %d: %#02x cut short", at, b)
+		}
+		a, to, ret := u64(1), u64(9), u64(17)
+		r.pos += 25
+		r.lastIP = to
+		return Packet{Kind: PacketAsyncTo, Addr: a, At: to, Ret: ret}, true, nil
 	case b == PktAsync || b == PktSyncCall:
 		if !need(17) {
 			return p, false, fmt.Errorf("packet at %d: %#02x cut short", at, b)
@@ -270,6 +289,13 @@ func (w *PacketWriter) PSB(addr uint64) { w.op(PktPSB, addr); w.lastIP = addr }
 
 // SyncCall appends a SYNC_CALL: fn entered from outside, returning to ret.
 func (w *PacketWriter) SyncCall(fn, ret uint64) { w.op(PktSyncCall, fn, ret); w.lastIP = fn }
+
+// AsyncTo appends an ASYNC_TO: the handler returned to restorer, the
+// thread goes on at to with ret pushed.
+func (w *PacketWriter) AsyncTo(restorer, to, ret uint64) {
+	w.op(PktAsyncTo, restorer, to, ret)
+	w.lastIP = to
+}
 
 // AsyncEnd appends an ASYNC_END.
 func (w *PacketWriter) AsyncEnd(addr uint64) { w.op(PktAsyncEnd, addr); w.lastIP = addr }

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "ceffa80f8051c7555ca760c01a4fa5852a971c3a27f70fc02e840dde1842ec31"
+const BlobSHA256 = "4b46e8d66e514abc6d54ac053faf8e521d5daae99a1ed65df0cdfb7fbe78c96b"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

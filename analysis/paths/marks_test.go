@@ -150,3 +150,25 @@ func TestDecodePSBInStep(t *testing.T) {
 		}
 	}
 }
+
+// A signal handler that sends the thread elsewhere when it returns (Go's
+// asynchronous preemption: a call pushed at the interrupted place): the
+// walk goes on there, and the pushed return address is where a ret
+// later goes.
+func TestDecodeAsyncTo(t *testing.T) {
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x1000)
+	w.Bit(true) // jcc taken; call 0x1010 -> 0x1100
+	w.Async(testBase+0x1100, testBase+0x1104)
+	w.AsyncTo(testBase+0x3900, testBase+0x1015, testBase+0x1100)
+	w.Bit(false)             // the jcc at 0x1000 again
+	w.TIP(testBase + 0x1100) // the ret at 0x1002, to what was pushed
+	got, st, err := decodeWith(t, testMap(), &w)
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, st)
+	}
+	want := "jcc-taken 1000>1010; call 1010>1100; ret 1104>403900; jmp 1015>1000; jcc-not-taken 1000>1002; ret 1002>1100"
+	if strings.Join(got, "; ") != want {
+		t.Errorf("events\n got %q\nwant %q", strings.Join(got, "; "), want)
+	}
+}

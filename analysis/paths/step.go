@@ -25,10 +25,13 @@ func (t *thread) step() error {
 	at := m.Base + br.Addr
 	next := at + uint64(br.Len)
 	probed := br.Flags&formats.BranchProbed != 0
-	if implied := br.Kind == formats.BrJmp || br.Kind == formats.BrCall || br.Kind == formats.BrRet && !probed; implied && !t.more() {
-		// past the last packet so far: whether the thread got here is
-		// for the next chunk, or its tail (finish), to say
-		return errStarved
+	if implied := br.Kind == formats.BrJmp || br.Kind == formats.BrCall || br.Kind == formats.BrRet && !probed; implied {
+		if !t.more() {
+			// past the last packet so far: whether the thread got here
+			// is for the next chunk, or its tail (finish), to say
+			return errStarved
+		}
+		t.walk(t.pos, at)
 	}
 	switch br.Kind {
 	case formats.BrJmp:
@@ -111,19 +114,15 @@ func (t *thread) ret(at uint64) error {
 			t.rret(p.Addr)
 			t.leave(p.Addr)
 			return t.out(formats.KindRet, at, p.Addr)
-		case formats.PacketAsyncEnd:
+		case formats.PacketAsyncEnd, formats.PacketAsyncTo:
 			if len(t.async) == 0 {
 				return t.errf("a signal handler's return without its start")
 			}
 			t.unwind(p.Addr)
-			s := t.async[len(t.async)-1]
-			t.async = t.async[:len(t.async)-1]
-			t.rstack = t.rstack[:min(s.rlen, len(t.rstack))]
 			if err := t.out(formats.KindRet, at, p.Addr); err != nil {
 				return err
 			}
-			t.setPos(s.pos)
-			t.known, t.outside = s.known, s.outside
+			t.handlerReturn(p)
 			return nil
 		default:
 			if err := t.midWalk(p); err != nil {
@@ -293,4 +292,24 @@ func (t *thread) unprobed(br *formats.Branch, at uint64) {
 	t.d.unprobed++
 	t.known, t.nbits = false, 0 // the bits left are for branches it cannot place
 	t.lostAt = at
+}
+
+// handlerReturn ends the innermost signal handler at its ASYNC_END (the
+// walk goes on where the signal interrupted it) or ASYNC_TO (it goes on
+// where the handler sent the thread, the return address pushed there on
+// the real call stack).
+func (t *thread) handlerReturn(p formats.Packet) {
+	s := t.async[len(t.async)-1]
+	t.async = t.async[:len(t.async)-1]
+	t.rstack = t.rstack[:min(s.rlen, len(t.rstack))]
+	if p.Kind == formats.PacketAsyncEnd {
+		t.setPos(s.pos)
+		t.known, t.outside = s.known, s.outside
+		return
+	}
+	if p.Ret != 0 {
+		t.rpush(p.Ret)
+	}
+	t.known, t.outside, t.lostAt = true, false, 0
+	t.leave(p.At)
 }

@@ -50,6 +50,12 @@ type thread struct {
 	// without a probe, and it tells where a ret without one goes.
 	rstack  []uint64
 	idle    int     // transfers walked since the last packet
+	// walked: the straight runs (from, to the transfer) of the direct
+	// transfers and inferred rets walked since the last bit or packet
+	// taken, a ring of the last len of them: a signal that landed there
+	// came before the walk got to the packet that says so
+	walked  [16][2]uint64
+	nwalked int
 	tail    bool    // finish is walking to the tail
 	s       *Stream // where events go
 	lastPos int     // the packet position of the last event, and its time
@@ -120,6 +126,9 @@ func (t *thread) next() (formats.Packet, error) {
 			t.stack, t.top = [stackSize]uint64{}, 0
 			continue
 		}
+		if p.Kind != formats.PacketAsync {
+			t.nwalked = 0
+		}
 		return p, nil
 	}
 }
@@ -176,7 +185,26 @@ func (t *thread) bit(what string, at uint64) (bool, error) {
 		t.bits, t.nbits = p.Bits, p.N
 	}
 	t.nbits--
+	t.nwalked = 0
 	return t.bits>>t.nbits&1 == 1, nil
+}
+
+// walk notes a straight run from lo to the transfer at hi, walked
+// without a packet.
+func (t *thread) walk(lo, hi uint64) {
+	t.walked[t.nwalked%len(t.walked)] = [2]uint64{lo, hi}
+	t.nwalked++
+}
+
+// passed reports whether a lies on a run walked since the last bit or
+// packet.
+func (t *thread) passed(a uint64) bool {
+	for k := 0; k < min(t.nwalked, len(t.walked)); k++ {
+		if r := t.walked[k]; a >= r[0] && a <= r[1] {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *thread) errf(format string, args ...any) error {
@@ -239,6 +267,12 @@ func (t *thread) place() error {
 		return t.asyncEnter(p)
 	case formats.PacketLost:
 		t.lost()
+	case formats.PacketAsyncTo:
+		if len(t.async) == 0 {
+			return t.errf("a signal handler's return without its start")
+		}
+		t.unwind(p.Addr)
+		t.handlerReturn(p) // a place, wherever the walk was
 	case formats.PacketPSB:
 		if t.known && t.stack[t.top] != 0 {
 			// outside: the thread came back first (a silent resume probe)
@@ -288,11 +322,15 @@ func (t *thread) lost() {
 // asyncEnter: a signal handler at p.Addr interrupted the thread at
 // p.At (0: right after its last event), where the walk goes first.
 func (t *thread) asyncEnter(p formats.Packet) error {
-	if p.At != 0 && t.known && !t.outside {
+	// a signal the walk has passed (it went on through direct transfers
+	// and rets without probes to the branch that needed this packet)
+	// stays where the walk is: its events come after those
+	if p.At != 0 && t.known && !t.outside && !t.passed(p.At) {
 		if err := t.walkTo(p.At); err != nil {
 			return err
 		}
 	}
+	t.nwalked = 0
 	if len(t.async) >= asyncMax {
 		return t.errf("more than %d nested signal handlers", asyncMax)
 	}

@@ -157,7 +157,7 @@ static int paths_gs_ready(struct stint_global *g)
 	return 1;
 }
 
-/* Room for one more packet (at most 17 bytes) and a TNT flush: a new
+/* Room for one more packet (at most 25 bytes) and a TNT flush: a new
  * chunk when the current one is full. False when there is none. */
 static int pk_room(struct stint_global *g, struct paths_thread *t)
 {
@@ -236,6 +236,19 @@ static void pk_op(struct stint_global *g, struct paths_thread *t, uint8_t op, ui
 	pk_u64(t, a);
 	if (n > 1)
 		pk_u64(t, b);
+}
+
+/* A packet of three addresses (ASYNC_TO). */
+static void pk_op3(struct stint_global *g, struct paths_thread *t, uint8_t op, uint64_t a, uint64_t b, uint64_t c)
+{
+	pk_flush(g, t);
+	if (!pk_room(g, t))
+		return;
+	t->appended++;
+	*t->cur++ = op;
+	pk_u64(t, a);
+	pk_u64(t, b);
+	pk_u64(t, c);
 }
 
 static void pk_sync(struct stint_global *g, struct paths_thread *t, uint64_t a)
@@ -426,14 +439,15 @@ static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t
 		paths_complete_arm(g, t, sp);
 		at = 0; /* in a trampoline or the runtime: right after the last event */
 	}
+	t->saved_rip[t->async] = *(const uint64_t *)(sp + UC_RIP);
 	t->saved_outside[t->async++] = t->outside;
 	pk_op(g, t, PK_ASYNC, at, src, 2);
 	t->last_ip = src;
 	t->outside = 0;
 }
 
-/* A ret at src to a. */
-static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a)
+/* A ret at src to a; sp is the program's %rsp there. */
+static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a, uint64_t sp)
 {
 	if (st_top(t) == a) {
 		st_pop(t, 1);
@@ -441,14 +455,39 @@ static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a
 		return;
 	}
 	if (t->async && is_restorer(g, a)) {
-		pk_op(g, t, PK_ASYNC_END, a, 0, 1);
-		t->last_ip = a;
 		st_unwind(t, a);
-		t->outside = t->saved_outside[--t->async];
+		if (!paths_redirected(g, t, a, sp)) {
+			pk_op(g, t, PK_ASYNC_END, a, 0, 1);
+			t->last_ip = a;
+			t->outside = t->saved_outside[t->async - 1];
+		}
+		t->async--;
 		return;
 	}
 	st_unwind(t, a);
 	paths_leave(g, t, a);
+}
+
+/*
+ * A signal handler's ret to the restorer a (sp: the program's %rsp, the
+ * signal frame's ucontext above it) where the handler changed the rip
+ * the thread goes on at: Go's asynchronous preemption, or its sigpanic,
+ * pushes the interrupted rip and resumes at a function of its own, a
+ * call the thread never made. ASYNC_TO says where, and the return
+ * address pushed (0: none seen); the thread is outside unless that is
+ * instrumented code. False when the rip is the interrupted one.
+ */
+static int paths_redirected(struct stint_global *g, struct paths_thread *t, uint64_t a, uint64_t sp)
+{
+	uint64_t rip = *(const uint64_t *)(sp + UC_RIP), was = t->saved_rip[t->async - 1];
+	if (rip == was)
+		return 0;
+	uint64_t rsp = *(const uint64_t *)(sp + UC_GREG(15));
+	uint64_t ret = rsp && *(const uint64_t *)rsp == was ? was : 0;
+	pk_op3(g, t, PK_ASYNC_TO, a, rip, ret);
+	t->last_ip = rip;
+	t->outside = !paths_inside(g, rip);
+	return 1;
 }
 
 /*
@@ -503,7 +542,7 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 			pk_sync(g, t, src); /* back in where no probe announced it */
 			t->outside = 0;
 		}
-		paths_event(g, t, p, src, v);
+		paths_event(g, t, p, src, v, entry_sp + CTX_SP_OFF);
 	}
 	/* how far the thread got, should it die now (with the bits then:
 	 * bits appended later without a probe of this kind make it stale) */
@@ -555,8 +594,9 @@ static void paths_psb(struct stint_global *g, struct paths_thread *t, const stru
 	st_clear(t);
 }
 
-/* The packets of branch probe p at src, value v. */
-static void paths_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v)
+/* The packets of branch probe p at src, value v; sp is the program's
+ * %rsp at the probe. */
+static void paths_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v, uint64_t sp)
 {
 	switch (p->kind) {
 	case STINT_K_JCC_TAKEN:
@@ -580,7 +620,7 @@ static void paths_event(struct stint_global *g, struct paths_thread *t, const st
 		if (v == STINT_PATHS_FLUSH)
 			pk_flush(g, t); /* the ret popped and appended its bit inline, and found the word full */
 		else
-			paths_ret(g, t, v);
+			paths_ret(g, t, v, sp);
 		break;
 	}
 }

@@ -286,6 +286,7 @@ struct stint_tests {
 #define PK_LOST     0x0a
 #define PK_SYNC_CALL 0x0c
 #define PK_PSB      0x0e
+#define PK_ASYNC_TO 0x10
 #define PK_TIP      0x20
 
 /* One thread's state: found through %gs (paths_self). */
@@ -306,6 +307,7 @@ struct paths_thread {
 	uint32_t gen;                /* the budget period of this thread's last probe (a new one resynchronises) */
 	uint32_t psb;                /* a chunk began since the last PSB (paths_psb) */
 	uint32_t saved_outside[PATHS_ASYNC];
+	uint64_t saved_rip[PATHS_ASYNC]; /* where each signal interrupted the thread (its ucontext's rip then) */
 	uint64_t appended;           /* packets and bits appended (a probe that adds none sets tail) */
 	uint64_t last_ip;            /* the last TIP, SYNC or ASYNC address */
 	uint64_t chunk;              /* file offset of the chunk being filled, 0 = none */
@@ -934,6 +936,7 @@ static void pk_flush(struct stint_global *g, struct paths_thread *t);
 static inline void pk_bit(struct stint_global *g, struct paths_thread *t, int taken);
 static void pk_tip(struct stint_global *g, struct paths_thread *t, uint64_t a);
 static void pk_op(struct stint_global *g, struct paths_thread *t, uint8_t op, uint64_t a, uint64_t b, int n);
+static void pk_op3(struct stint_global *g, struct paths_thread *t, uint8_t op, uint64_t a, uint64_t b, uint64_t c);
 static void pk_sync(struct stint_global *g, struct paths_thread *t, uint64_t a);
 static inline uint64_t st_top(const struct paths_thread *t);
 static inline void st_push(struct paths_thread *t, uint64_t a);
@@ -946,10 +949,11 @@ static void paths_leave(struct stint_global *g, struct paths_thread *t, uint64_t
 static int bytes_at(uint64_t a, const uint8_t *b, size_t n);
 static void paths_complete_arm(struct stint_global *g, struct paths_thread *t, uint64_t sp);
 static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t src, uint64_t ret, uint64_t sp);
-static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a);
+static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a, uint64_t sp);
+static int paths_redirected(struct stint_global *g, struct paths_thread *t, uint64_t a, uint64_t sp);
 static void paths_record(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t entry_sp);
 static void paths_psb(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
-static void paths_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
+static void paths_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v, uint64_t sp);
 
 /* chunks.c */
 static uint32_t stubs_from(const struct stint_stub *st, uint32_t n, uint64_t lo);
