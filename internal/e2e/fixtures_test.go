@@ -151,13 +151,22 @@ func traceEdges(t testing.TB, trs []*formats.Trace, buildID string) (set map[edg
 }
 
 // compactSupported says which builds compact complete traces are checked
-// on: -O2, position-independent, dynamically linked (with CET or not).
-// Known gaps elsewhere (docs/DESIGN.md §6a): at -O0 many 1-byte rets stay
-// unprobed; in fixed-address and static builds the PLT's and libc's own
-// code (IFUNC resolvers, signal trampolines, unwinding) still lose the
-// decoder its place.
+// on: -O2, position-independent (with CET or not), and, for the
+// behaviour test, static (compactGap names the one fixture left out
+// there). Known gaps elsewhere (docs/DESIGN.md §6a): at -O0 many 1-byte
+// rets stay unprobed; in fixed-address builds the PLT's and libc's own
+// code still lose the decoder its place.
 func compactSupported(v fixtures.Variant) bool {
-	return v.Opt == fixtures.O2 && v.PIE && !v.Static
+	return v.Opt == fixtures.O2 && v.PIE
+}
+
+// compactGap says why fixture f's compact trace is not checked in
+// build v, or "".
+func compactGap(f fixtures.Fixture, v fixtures.Variant) string {
+	if f.Name == "except" && v.Static {
+		return "C++ exceptions in a static build: libgcc's unwinder, instrumented there, loses the decoder its place"
+	}
+	return ""
 }
 
 // TestFixturesBehaveLikeNative rewrites every fixture in every variant
@@ -181,7 +190,9 @@ func TestFixturesBehaveLikeNative(t *testing.T) {
 					t.Fatal(err)
 				}
 				sets := []rewrite.Options{{}, {Every: true, Rows: true}}
-				if compactSupported(v) {
+				if gap := compactGap(f, v); gap != "" {
+					t.Logf("compact trace not checked: %s", gap)
+				} else if compactSupported(v) {
 					sets = append(sets, rewrite.Options{Every: true})
 				}
 				for _, opts := range sets {
