@@ -37,7 +37,8 @@ import (
 //	                thread: it goes on at the second, with the third
 //	                pushed as if called from there (0: nothing pushed):
 //	                Go's preemption and sigpanic
-//	0x0e + u64      PSB: once per chunk, right before a probe's own
+//	0x0e + u64      PSB: at each chunk's start and every 16 KiB of
+//	                packets, right before a probe's own
 //	                packet or bit, the probe's address; the call stack is
 //	                emptied. A decoder that knows the thread's place
 //	                empties its stack and goes on; one that lost it (at a

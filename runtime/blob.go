@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "4b46e8d66e514abc6d54ac053faf8e521d5daae99a1ed65df0cdfb7fbe78c96b"
+const BlobSHA256 = "610368b640c5a9e5fdfbbe30731ad399616b7d9e063f4c3ce46da5306c42c92e"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -134,6 +134,7 @@ static void paths_use(struct stint_global *g, struct paths_thread *t)
 	t->end = t->cur + PATHS_CHUNK_DATA;
 	t->tnt = paths_chunk_field(g, t->chunk, STINT_PATHS_BODY_PENDING);
 	t->tail = paths_chunk_field(g, t->chunk, STINT_PATHS_BODY_TAIL);
+	t->psb_at = t->cur;
 }
 
 /*
@@ -524,7 +525,7 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 		}
 		t->gen = gen;
 	}
-	if (UNLIKELY(t->psb))
+	if (UNLIKELY(t->psb || t->cur - t->psb_at >= PATHS_PSB_EVERY))
 		paths_psb(g, t, p, src, v);
 	uint64_t before = t->appended;
 	if (p->kind == STINT_K_RESUME) {
@@ -563,8 +564,8 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 }
 
 /*
- * Once per chunk, a place to resynchronise at: PSB (src), the call stack
- * emptied. Only right before a packet or bit of the probe's own (a jcc
+ * Once per chunk and every PATHS_PSB_EVERY bytes, a place to
+ * resynchronise at: PSB (src), the call stack emptied. Only right before a packet or bit of the probe's own (a jcc
  * or mark without FLUSH, an indirect branch, a ret without FLUSH), so
  * that a decoder in step reads it exactly where the runtime wrote it
  * (it then empties its stack too and goes on); and not while outside
@@ -590,6 +591,7 @@ static void paths_psb(struct stint_global *g, struct paths_thread *t, const stru
 		return;
 	t->psb = 0;
 	pk_op(g, t, PK_PSB, src, 0, 1);
+	t->psb_at = t->cur;
 	t->last_ip = src;
 	st_clear(t);
 }

@@ -272,6 +272,7 @@ struct stint_tests {
 
 /* A compact complete trace (paths.c, pathsfile.c, STINT_MF_PATHS). */
 #define PATHS_CHUNK_DATA ((uint64_t)256 << 10) /* bytes of packets per chunk */
+#define PATHS_PSB_EVERY  ((long)16 << 10)      /* bytes of packets between PSBs, at most about */
 #define PATHS_THREADS    4096                  /* thread blocks, never reused */
 #define PATHS_STACK      256                   /* call stack entries per thread (a ring: an 8-bit top) */
 #define PATHS_SEARCH     16                    /* entries an unexpected return looks down */
@@ -306,6 +307,7 @@ struct paths_thread {
 	uint32_t async;              /* signal handlers entered (ASYNC) and not left */
 	uint32_t gen;                /* the budget period of this thread's last probe (a new one resynchronises) */
 	uint32_t psb;                /* a chunk began since the last PSB (paths_psb) */
+	uint8_t *psb_at;             /* where the last PSB (or the chunk's data) began */
 	uint32_t saved_outside[PATHS_ASYNC];
 	uint64_t saved_rip[PATHS_ASYNC]; /* where each signal interrupted the thread (its ucontext's rip then) */
 	uint64_t appended;           /* packets and bits appended (a probe that adds none sets tail) */
