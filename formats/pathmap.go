@@ -69,6 +69,11 @@ const (
 	// BranchBit: of a mark, the bit it appends; of a marked jcc, the bit
 	// its taken side's mark appends.
 	BranchBit = 0x4
+	// BranchSwitch: an indirect jmp or call right after a switch to
+	// another stack (Go's gogo, mcall and systemstack, longjmp): the
+	// calls walked before say nothing of where the rets without probes
+	// after it go.
+	BranchSwitch = 0x8
 )
 
 // Branch is one control transfer of a module, at a link vaddr.

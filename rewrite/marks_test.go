@@ -15,7 +15,7 @@ import (
 // branch map says so consistently: each marked jcc's two sides lead,
 // through direct jmps, to marks of opposite bits, the taken side's the
 // one the jcc's flag names, and the counts agree with the stats. Go's
-// signal restorer keeps its bytes.
+// signal restorer keeps its bytes, and its stack switches are flagged.
 func TestUnpatchedJccsProbedElsewhere(t *testing.T) {
 	bin := fixtures.BuildGo(t, fixtures.GoAll()[0])
 	out, st, err := RewriteBytes(readInput(t, bin), Options{Every: true})
@@ -56,6 +56,19 @@ func TestUnpatchedJccsProbedElsewhere(t *testing.T) {
 	o, err := elf.NewFile(bytes.NewReader(out))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// the indirect jmp that ends gogo (its stack switch) is flagged, and
+	// only the runtime's few stack switchers are
+	gogo := symbolAddr(t, in, "gogo")
+	switches, gogoJmp := 0, false
+	for _, br := range m.Branches {
+		if br.Flags&formats.BranchSwitch != 0 {
+			switches++
+			gogoJmp = gogoJmp || br.Kind == formats.BrIndJmp && br.Addr >= gogo && br.Addr < gogo+0x40
+		}
+	}
+	if !gogoJmp || switches > 8 {
+		t.Errorf("%d stack switches flagged, gogo's jmp among them: %v", switches, gogoJmp)
 	}
 	want := []byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
 	if got := bytesAt(t, o, sym, len(want)); !bytes.Equal(got, want) {

@@ -65,6 +65,9 @@ func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable, st *Stats) *for
 		if bk <= formats.BrCall {
 			br.Target = c.Targets[i]
 		}
+		if facts.SwitchesStack(c, i) {
+			br.Flags |= formats.BranchSwitch
+		}
 		if probed[i] {
 			br.Flags |= formats.BranchProbed
 		} else if bit, ok := plan.MarkedJcc(i, numbered); ok && bk == formats.BrJcc {

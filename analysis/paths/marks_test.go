@@ -172,3 +172,30 @@ func TestDecodeAsyncTo(t *testing.T) {
 		t.Errorf("events\n got %q\nwant %q", strings.Join(got, "; "), want)
 	}
 }
+
+// After an indirect jmp flagged as a stack switch, the calls walked
+// before say nothing of where a ret without a probe goes: the walk
+// loses its place there instead of going to the wrong frame.
+func TestDecodeStackSwitch(t *testing.T) {
+	for _, c := range []struct {
+		flags    uint8
+		unprobed int
+	}{{0, 0}, {formats.BranchSwitch, 1}} {
+		m := testMap()
+		m.Branches[5].Flags |= c.flags // the indirect jmp at 0x1102
+		m.Branches[6].Flags = 0        // the ret at 0x1104 has no probe
+		var w formats.PacketWriter
+		w.Sync(testBase + 0x1000)
+		w.Bit(true)  // jcc taken; call 0x1010 -> 0x1100 (0x1015 walked)
+		w.Bit(false) // jcc 0x1100 not taken
+		w.TIP(testBase + 0x1104)
+		w.Bit(false) // after the ret: the jcc at 0x1000 (or skipped)
+		_, st, err := decodeWith(t, m, &w)
+		if err != nil {
+			t.Fatalf("flags %#x: %v (%+v)", c.flags, err, st)
+		}
+		if st.Unprobed != c.unprobed || st.Inferred != 1-c.unprobed {
+			t.Errorf("flags %#x: %d unprobed, %d inferred; want %d, %d", c.flags, st.Unprobed, st.Inferred, c.unprobed, 1-c.unprobed)
+		}
+	}
+}

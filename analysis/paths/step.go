@@ -85,6 +85,9 @@ func (t *thread) step() error {
 		if p.Kind != formats.PacketTIP {
 			return t.errf("the %v at %#x needs a destination, the packet is %v", br.Kind, at, p.Kind)
 		}
+		if br.Flags&formats.BranchSwitch != 0 {
+			t.rstack = t.rstack[:0] // another stack: its frames were not walked
+		}
 		k := formats.KindIndJmp
 		if br.Kind == formats.BrIndCall {
 			k = formats.KindIndCall
