@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "610368b640c5a9e5fdfbbe30731ad399616b7d9e063f4c3ce46da5306c42c92e"
+const BlobSHA256 = "4397277c2b9dbe55f0d88701f41dd28c7833a267bbf072c785c655ed6536c068"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -126,6 +126,13 @@ func (t *thread) next() (formats.Packet, error) {
 			t.stack, t.top = [stackSize]uint64{}, 0
 			continue
 		}
+		if p.Kind == formats.PacketSyncCall && t.known && !t.outside {
+			// a function entered with a return address outside
+			// instrumented code, which the walk followed already (a new
+			// thread's start, a tail call); it places only a walk that
+			// left unseen (through a ret without a probe)
+			continue
+		}
 		if p.Kind != formats.PacketAsync {
 			t.nwalked = 0
 		}

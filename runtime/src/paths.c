@@ -419,13 +419,24 @@ static void paths_complete_arm(struct stint_global *g, struct paths_thread *t, u
  * a library without probes): it comes back there at ASYNC_END, outside. */
 static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t src, uint64_t ret, uint64_t sp)
 {
-	int handler = (t->outside || st_top(t) != ret) && t->async < PATHS_ASYNC && is_restorer(g, ret);
-	if (t->outside && !handler) {
-		/* called from code without probes: where it returns to tells the
-		 * decoder where a ret without a probe goes */
+	/* a tail call enters another function with the frame of the last
+	 * handler or callback (Go's cgoSigtramp jumps to sigtramp): the
+	 * same entry, said already */
+	int same = (t->async && t->saved_sp[t->async - 1] == sp) || t->sync_sp == sp;
+	/* a handler: its return address the restorer */
+	int handler = !same && (t->outside || st_top(t) != ret) && t->async < PATHS_ASYNC && is_restorer(g, ret);
+	/* a callback the runtime did not see leave (a ret without a probe);
+	 * a return address below mmap_min_addr is none: a PLT0 stub's entry
+	 * finds the relocation index the PLT entry pushed */
+	int away = !same && !paths_inside(g, ret) && ret >= 65536;
+	if ((t->outside || away) && !handler) {
+		/* called from code without probes (known to be outside, or left
+		 * unseen through a ret without a probe): where it returns to
+		 * tells the decoder where a ret without a probe goes */
 		pk_op(g, t, PK_SYNC_CALL, src, ret, 2);
 		t->last_ip = src;
 		t->outside = 0;
+		t->sync_sp = sp;
 		return;
 	}
 	if (!handler)
@@ -441,6 +452,7 @@ static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t
 		at = 0; /* in a trampoline or the runtime: right after the last event */
 	}
 	t->saved_rip[t->async] = *(const uint64_t *)(sp + UC_RIP);
+	t->saved_sp[t->async] = sp;
 	t->saved_outside[t->async++] = t->outside;
 	pk_op(g, t, PK_ASYNC, at, src, 2);
 	t->last_ip = src;

@@ -310,6 +310,8 @@ struct paths_thread {
 	uint8_t *psb_at;             /* where the last PSB (or the chunk's data) began */
 	uint32_t saved_outside[PATHS_ASYNC];
 	uint64_t saved_rip[PATHS_ASYNC]; /* where each signal interrupted the thread (its ucontext's rip then) */
+	uint64_t saved_sp[PATHS_ASYNC];  /* each handler's %rsp at its entry: its signal frame */
+	uint64_t sync_sp;                /* %rsp at the last SYNC_CALL's entry */
 	uint64_t appended;           /* packets and bits appended (a probe that adds none sets tail) */
 	uint64_t last_ip;            /* the last TIP, SYNC or ASYNC address */
 	uint64_t chunk;              /* file offset of the chunk being filled, 0 = none */
