@@ -48,8 +48,8 @@ type thread struct {
 	// rstack is the real call stack: every call the walk took, popped by
 	// every return. Unlike the runtime's ring (stack), it sees calls
 	// without a probe, and it tells where a ret without one goes.
-	rstack  []uint64
-	idle    int     // transfers walked since the last packet
+	rstack []uint64
+	idle   int // transfers walked since the last packet
 	// walked: the straight runs (from, to the transfer) of the direct
 	// transfers and inferred rets walked since the last bit or packet
 	// taken, a ring of the last len of them: a signal that landed there
