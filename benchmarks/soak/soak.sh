@@ -6,7 +6,11 @@
 #
 # Usage: soak.sh RUNS BIN [REWRITE-FLAGS...] [-- ARGS...]
 #   REWRITE is the rewrite command (default: rewrite on PATH).
-# Prints "BIN [FLAGS]: N/RUNS identical" and exits 1 if any run differed.
+#   DECODE=1 also runs "trace stats" (TRACE, default trace on PATH) on
+#   each run's traces and counts the runs whose traces all read to the
+#   end (a compact trace decoded whole).
+# Prints "BIN [FLAGS]: N/RUNS identical" (and ", D/RUNS decoded") and
+# exits 1 if any run differed.
 set -u
 runs=$1 bin=$2
 shift 2
@@ -22,12 +26,19 @@ ${REWRITE:-rewrite} $flags -o "$work/rw" "$bin" >/dev/null 2>"$work/rewrite.err"
 	cat "$work/rewrite.err" >&2
 	exit 2
 }
-same=0 i=0
+same=0 decoded=0 i=0
 while [ $i -lt "$runs" ]; do
 	i=$((i + 1))
 	rm -rf "$work/tr"
 	STINT_OUT="$work/tr" "$work/rw" "$@" >"$work/out" 2>"$work/err"
 	rc=$?
+	if [ "${DECODE:-0}" = 1 ]; then
+		if ${TRACE:-trace} stats "$work"/tr/*.arrow >"$work/stats" 2>&1; then
+			decoded=$((decoded + 1))
+		else
+			echo "run $i: $(grep -v '^ ' "$work/stats" | tail -1 | head -c 300)" >&2
+		fi
+	fi
 	if [ $rc -eq $nrc ] && cmp -s "$work/out" "$work/nat.out" && cmp -s "$work/err" "$work/nat.err"; then
 		same=$((same + 1))
 	else
@@ -35,5 +46,9 @@ while [ $i -lt "$runs" ]; do
 		head -c 400 "$work/err" >&2
 	fi
 done
-echo "$(basename "$bin") [${flags# }]: $same/$runs identical"
+if [ "${DECODE:-0}" = 1 ]; then
+	echo "$(basename "$bin") [${flags# }]: $same/$runs identical, $decoded/$runs decoded"
+else
+	echo "$(basename "$bin") [${flags# }]: $same/$runs identical"
+fi
 [ $same -eq "$runs" ]
