@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "4397277c2b9dbe55f0d88701f41dd28c7833a267bbf072c785c655ed6536c068"
+const BlobSHA256 = "7e9af6191b86f189c4b0d14d9c7d921183ee3bedb3a23e52670093dcf42bd80c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

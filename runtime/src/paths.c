@@ -227,29 +227,22 @@ static void pk_tip(struct stint_global *g, struct paths_thread *t, uint64_t a)
 	t->last_ip = a;
 }
 
-static void pk_op(struct stint_global *g, struct paths_thread *t, uint8_t op, uint64_t a, uint64_t b, int n)
+/* A packet: op, then the n addresses v. */
+static void pk_opv(struct stint_global *g, struct paths_thread *t, uint8_t op, const uint64_t *v, int n)
 {
 	pk_flush(g, t);
 	if (!pk_room(g, t))
 		return;
 	t->appended++;
 	*t->cur++ = op;
-	pk_u64(t, a);
-	if (n > 1)
-		pk_u64(t, b);
+	for (int i = 0; i < n; i++)
+		pk_u64(t, v[i]);
 }
 
-/* A packet of three addresses (ASYNC_TO). */
-static void pk_op3(struct stint_global *g, struct paths_thread *t, uint8_t op, uint64_t a, uint64_t b, uint64_t c)
+static void pk_op(struct stint_global *g, struct paths_thread *t, uint8_t op, uint64_t a, uint64_t b, int n)
 {
-	pk_flush(g, t);
-	if (!pk_room(g, t))
-		return;
-	t->appended++;
-	*t->cur++ = op;
-	pk_u64(t, a);
-	pk_u64(t, b);
-	pk_u64(t, c);
+	uint64_t v[2] = {a, b};
+	pk_opv(g, t, op, v, n);
 }
 
 static void pk_sync(struct stint_global *g, struct paths_thread *t, uint64_t a)
@@ -497,7 +490,8 @@ static int paths_redirected(struct stint_global *g, struct paths_thread *t, uint
 		return 0;
 	uint64_t rsp = *(const uint64_t *)(sp + UC_GREG(15));
 	uint64_t ret = rsp && *(const uint64_t *)rsp == was ? was : 0;
-	pk_op3(g, t, PK_ASYNC_TO, a, rip, ret);
+	uint64_t v[3] = {a, rip, ret};
+	pk_opv(g, t, PK_ASYNC_TO, v, 3);
 	t->last_ip = rip;
 	t->outside = !paths_inside(g, rip);
 	return 1;
