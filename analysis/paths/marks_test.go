@@ -199,3 +199,37 @@ func TestDecodeStackSwitch(t *testing.T) {
 		}
 	}
 }
+
+// A signal the walk had passed, whose handler resumes the thread
+// elsewhere (ASYNC_TO): the thread comes back to where the signal landed
+// and runs that code again, so the call the walk had pushed past it must
+// be pushed once, not twice: a ret with an empty stack there takes a
+// TIP, and a bit is an error.
+func TestDecodeAsyncToPassed(t *testing.T) {
+	for _, c := range []struct {
+		last func(w *formats.PacketWriter)
+		err  string
+	}{
+		{func(w *formats.PacketWriter) { w.TIP(testBase + 0x5000) }, ""},
+		{func(w *formats.PacketWriter) { w.Bit(true) }, "on top of the stack"},
+	} {
+		var w formats.PacketWriter
+		w.Sync(testBase + 0x1010)                 // the walk takes the call (pushes 0x1015)
+		w.Async(testBase+0x1010, testBase+0x1002) // a signal before it; handler: the ret
+		w.AsyncTo(testBase+0x3900, testBase+0x1102, testBase+0x1010)
+		w.TIP(testBase + 0x1104) // the indirect jmp
+		w.TIP(testBase + 0x1010) // its ret: back where the signal landed
+		w.Bit(false)             // the call again, then the jcc at 0x1100
+		w.TIP(testBase + 0x1104) // the indirect jmp
+		w.Bit(true)              // the ret, to 0x1015 (the call's); jmp 0x1000
+		w.Bit(false)             // the jcc at 0x1000: on to the ret at 0x1002
+		c.last(&w)               // that ret, with nothing on the stack
+		_, st, err := decodeWith(t, testMap(), &w)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%v (%+v)", err, st)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("error %v, want %q", err, c.err)
+		}
+	}
+}

@@ -310,6 +310,14 @@ func (t *thread) handlerReturn(p formats.Packet) {
 		t.known, t.outside = s.known, s.outside
 		return
 	}
+	if s.back != nil {
+		// the walk went on past where the signal landed; the thread will
+		// come back there (to the return address pushed) and run that
+		// code then: the stacks go back to how they were there (the
+		// events walked stay, and come again)
+		t.top = s.back.top
+		t.rstack = t.rstack[:min(s.back.rlen, len(t.rstack))]
+	}
 	if p.Ret != 0 {
 		t.rpush(p.Ret)
 	}

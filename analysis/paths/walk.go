@@ -23,6 +23,19 @@ type saved struct {
 	known   bool
 	outside bool
 	rlen    int // the depth of the real call stack
+	// back: the walk had passed where the signal landed; the stacks as
+	// they were there (for a handler that resumes the thread elsewhere,
+	// which comes back to that place later)
+	back *walkRun
+}
+
+// walkRun is a straight run walked without a packet, from lo to the
+// direct transfer or ret without a probe at hi, and the stacks before
+// that transfer.
+type walkRun struct {
+	lo, hi uint64
+	top    uint8
+	rlen   int
 }
 
 // thread decodes one thread's packets while it walks the code: the
@@ -54,7 +67,7 @@ type thread struct {
 	// transfers and inferred rets walked since the last bit or packet
 	// taken, a ring of the last len of them: a signal that landed there
 	// came before the walk got to the packet that says so
-	walked  [16][2]uint64
+	walked  [16]walkRun
 	nwalked int
 	tail    bool    // finish is walking to the tail
 	s       *Stream // where events go
@@ -199,19 +212,20 @@ func (t *thread) bit(what string, at uint64) (bool, error) {
 // walk notes a straight run from lo to the transfer at hi, walked
 // without a packet.
 func (t *thread) walk(lo, hi uint64) {
-	t.walked[t.nwalked%len(t.walked)] = [2]uint64{lo, hi}
+	t.walked[t.nwalked%len(t.walked)] = walkRun{lo, hi, t.top, len(t.rstack)}
 	t.nwalked++
 }
 
-// passed reports whether a lies on a run walked since the last bit or
-// packet.
-func (t *thread) passed(a uint64) bool {
+// passed returns the run walked since the last bit or packet that a
+// lies on, or nil.
+func (t *thread) passed(a uint64) *walkRun {
 	for k := 0; k < min(t.nwalked, len(t.walked)); k++ {
-		if r := t.walked[k]; a >= r[0] && a <= r[1] {
-			return true
+		if r := &t.walked[k]; a >= r.lo && a <= r.hi {
+			rr := *r
+			return &rr
 		}
 	}
-	return false
+	return nil
 }
 
 func (t *thread) errf(format string, args ...any) error {
@@ -332,16 +346,19 @@ func (t *thread) asyncEnter(p formats.Packet) error {
 	// a signal the walk has passed (it went on through direct transfers
 	// and rets without probes to the branch that needed this packet)
 	// stays where the walk is: its events come after those
-	if p.At != 0 && t.known && !t.outside && !t.passed(p.At) {
-		if err := t.walkTo(p.At); err != nil {
-			return err
+	var back *walkRun
+	if p.At != 0 && t.known && !t.outside {
+		if back = t.passed(p.At); back == nil {
+			if err := t.walkTo(p.At); err != nil {
+				return err
+			}
 		}
 	}
 	t.nwalked = 0
 	if len(t.async) >= asyncMax {
 		return t.errf("more than %d nested signal handlers", asyncMax)
 	}
-	t.async = append(t.async, saved{t.pos, t.known, t.outside, len(t.rstack)})
+	t.async = append(t.async, saved{t.pos, t.known, t.outside, len(t.rstack), back})
 	t.setPos(p.Addr)
 	t.known, t.outside = true, false
 	return nil
