@@ -83,14 +83,10 @@ func (e *emitter) site(a *tramp.Asm, i int, t *trampoline) error {
 	if isEdge {
 		tool, src = runtime.ToolBlock, c.Insts[edge.Jcc].Addr
 	}
-	k := c.Kinds[i]
 	if j, pre := plan.PreSiteOf(i); pre {
-		src, k = c.Insts[j].Addr, c.Kinds[j]
+		src = c.Insts[j].Addr
 	}
-	n := policy.SiteProbes(tool, k)
-	if _, pk := plan.PathsProbe(i); pk && k != c.Kinds[i] {
-		n++ // an entry or resume probe's, then the branch's (PathsPreBranch)
-	}
+	n := plan.SiteSlots(tool, i)
 	deleg := plan.Deleg(i)
 	skip := deleg
 	if plan.Watched(i) {

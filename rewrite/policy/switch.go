@@ -239,14 +239,7 @@ func (pc *Plan) NProbes(i int) int {
 	if _, ok := pc.edgeOf[i]; ok {
 		return 1
 	}
-	k, extra := pc.fx.Code.Kinds[i], 0
-	if j, ok := pc.preBranch[i]; ok {
-		k = pc.fx.Code.Kinds[j]
-		if _, pk := pc.paths[i]; pk {
-			extra = 1 // an entry or resume probe's too
-		}
-	}
-	n := SiteProbes(pc.opts.Tool, k) + extra
+	n := pc.SiteSlots(pc.opts.Tool, i)
 	if d, ok := pc.deleg[i]; ok {
 		for _, x := range d {
 			if x {
@@ -255,6 +248,20 @@ func (pc *Plan) NProbes(i int) int {
 		}
 	}
 	return n
+}
+
+// SiteSlots returns how many probe slots site i's trampoline has with
+// tool t: its branch's (a pre-site's branch's), and an entry or resume
+// probe's before them at a pre-site that is one.
+func (pc *Plan) SiteSlots(t runtime.Tool, i int) int {
+	k, extra := pc.fx.Code.Kinds[i], 0
+	if j, ok := pc.preBranch[i]; ok {
+		k = pc.fx.Code.Kinds[j]
+		if _, pk := pc.paths[i]; pk {
+			extra = 1
+		}
+	}
+	return SiteProbes(t, k) + extra
 }
 
 // OneWord reports whether n bytes at addr lie in one aligned 8- or 16-byte

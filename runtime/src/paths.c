@@ -571,8 +571,9 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 
 /*
  * Once per chunk and every PATHS_PSB_EVERY bytes, a place to
- * resynchronise at: PSB (src), the call stack emptied. Only right before a packet or bit of the probe's own (a jcc
- * or mark without FLUSH, an indirect branch, a ret without FLUSH), so
+ * resynchronise at: PSB (src), the call stack emptied. Only right
+ * before a packet or bit of the probe's own (a jcc or mark without
+ * FLUSH, an indirect branch, a ret without FLUSH), so
  * that a decoder in step reads it exactly where the runtime wrote it
  * (it then empties its stack too and goes on); and not while outside
  * instrumented code or in a signal handler. A decoder that lost the
