@@ -40,13 +40,7 @@ func TestDecodeMarkedJcc(t *testing.T) {
 	w.Bit(false) // the other side's: not taken, then the ret
 	w.TIP(testBase + 0x3800)
 	got, st, err := decodeMarks(t, &w)
-	if err != nil {
-		t.Fatalf("%v (%+v)", err, st)
-	}
-	want := "jcc-taken 2000>2010; jmp 2014>2000; jcc-not-taken 2000>2002; ret 2005>403800"
-	if strings.Join(got, "; ") != want {
-		t.Errorf("events\n got %q\nwant %q", strings.Join(got, "; "), want)
-	}
+	wantEvents(t, got, st, err, "jcc-taken 2000>2010; jmp 2014>2000; jcc-not-taken 2000>2002; ret 2005>403800")
 	if st.Unprobed != 0 {
 		t.Errorf("%d unprobed, want 0", st.Unprobed)
 	}
@@ -62,13 +56,7 @@ func TestDecodeMarkedJccSignal(t *testing.T) {
 	w.Bit(false)
 	w.TIP(testBase + 0x3800)
 	got, st, err := decodeMarks(t, &w)
-	if err != nil {
-		t.Fatalf("%v (%+v)", err, st)
-	}
-	want := "jcc-not-taken 2000>2002; ret 2005>403900; ret 2005>403800"
-	if strings.Join(got, "; ") != want {
-		t.Errorf("events\n got %q\nwant %q", strings.Join(got, "; "), want)
-	}
+	wantEvents(t, got, st, err, "jcc-not-taken 2000>2002; ret 2005>403900; ret 2005>403800")
 }
 
 // A mark whose bit is not the one it appends is a broken trace: a clear
@@ -105,13 +93,7 @@ func TestDecodePSBResync(t *testing.T) {
 	w.TIP(testBase + 0x1104)
 	w.TIP(testBase + 0x5000) // the ret, to outside
 	got, st, err := decodeWith(t, m, &w)
-	if err != nil {
-		t.Fatalf("%v (%+v)", err, st)
-	}
-	want := "jcc-not-taken 1100>1102; ind-jmp 1102>1104; ret 1104>405000"
-	if strings.Join(got, "; ") != want {
-		t.Errorf("events\n got %q\nwant %q", strings.Join(got, "; "), want)
-	}
+	wantEvents(t, got, st, err, "jcc-not-taken 1100>1102; ind-jmp 1102>1104; ret 1104>405000")
 	if st.Unprobed != 1 || st.Resynced != 1 || st.Skipped != 1 {
 		t.Errorf("stats %+v, want 1 unprobed, 1 resynced, 1 skipped", st)
 	}
@@ -164,13 +146,7 @@ func TestDecodeAsyncTo(t *testing.T) {
 	w.Bit(false)             // the jcc at 0x1000 again
 	w.TIP(testBase + 0x1100) // the ret at 0x1002, to what was pushed
 	got, st, err := decodeWith(t, testMap(), &w)
-	if err != nil {
-		t.Fatalf("%v (%+v)", err, st)
-	}
-	want := "jcc-taken 1000>1010; call 1010>1100; ret 1104>403900; jmp 1015>1000; jcc-not-taken 1000>1002; ret 1002>1100"
-	if strings.Join(got, "; ") != want {
-		t.Errorf("events\n got %q\nwant %q", strings.Join(got, "; "), want)
-	}
+	wantEvents(t, got, st, err, "jcc-taken 1000>1010; call 1010>1100; ret 1104>403900; jmp 1015>1000; jcc-not-taken 1000>1002; ret 1002>1100")
 }
 
 // After an indirect jmp flagged as a stack switch, the calls walked
@@ -231,5 +207,17 @@ func TestDecodeAsyncToPassed(t *testing.T) {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("error %v, want %q", err, c.err)
 		}
+	}
+}
+
+// wantEvents requires a decode without an error whose events, joined by
+// "; ", are want.
+func wantEvents(t *testing.T, got []string, st Stats, err error, want string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, st)
+	}
+	if strings.Join(got, "; ") != want {
+		t.Errorf("events\n got %q\nwant %q", strings.Join(got, "; "), want)
 	}
 }
