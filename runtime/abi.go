@@ -60,7 +60,27 @@ const (
 	KRunEnd       Kind = 35 // src = exit status or RunEndUnknown, value = run ns
 	KPeriodSwitch Kind = 36 // src = sites switched on, dst = switched off, value = switching ns
 	KPeriodClose  Kind = 37 // src = how (Close*), dst = reserve ns kept, value = used ns then
+
+	// Rows of a sampled run (rewrite --sample).
+	KSampleRun    Kind = 38 // src = method (Sample*), dst = parameter (ppm or N), value = interval ns
+	KSampleSet    Kind = 39 // src = stratum, dst = its events in the interval, value = samples written
+	KSampleReader Kind = 40 // src = reader busy ns, dst = reader lifetime ns, value = samples dropped
 )
+
+// SampledBase is STINT_SAMPLED_BASE: a sampled event's kind is
+// SampledBase plus the event's kind.
+const SampledBase = 96
+
+// Sampling methods (STINT_SAMPLE_*: the sample-run row's src).
+const (
+	SampleRate      = 1 // each event with probability ppm/1e6
+	SampleEvery     = 2 // every Nth event
+	SampleReservoir = 3 // a reservoir per function and interval
+	SampleResSite   = 4 // a reservoir per probe site and interval
+)
+
+// SampleMin is STINT_SAMPLE_MIN: the smallest reservoir.
+const SampleMin = 8
 
 // RefusedBase is STINT_REFUSED_BASE: a refusal row's kind is RefusedBase
 // plus the refused event's kind.
@@ -205,6 +225,10 @@ const TestNoStubFileEnv = "STINT_TEST_NO_STUB_FILE"
 // logged probes (MFLogged) or looked up every probe; with =2 it looks up
 // every probe whatever the log holds (and says so).
 const TestLogLoadEnv = "STINT_TEST_LOG_LOAD"
+
+// TestSampleSeedEnv is STINT_TEST_SAMPLE_SEED_ENV: a test hook. With
+// STINT_TEST_SAMPLE_SEED=S the sampler's draws are seeded from S.
+const TestSampleSeedEnv = "STINT_TEST_SAMPLE_SEED"
 
 // TestSaveHoldEnv is STINT_TEST_SAVE_HOLD_ENV: a test hook. With
 // STINT_TEST_SAVE_HOLD=PATH the runtime's thread creates PATH each time it

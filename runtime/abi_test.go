@@ -100,6 +100,10 @@ var abiConsts = map[string]uint64{
 	"STINT_K_PERIOD_QOS": uint64(KPeriodQoS), "STINT_K_RUN_END": uint64(KRunEnd),
 	"STINT_K_PERIOD_SWITCH": uint64(KPeriodSwitch), "STINT_K_PERIOD_CLOSE": uint64(KPeriodClose),
 	"STINT_REFUSED_BASE": RefusedBase, "STINT_RUN_END_UNKNOWN": RunEndUnknown,
+	"STINT_K_SAMPLE_RUN": uint64(KSampleRun), "STINT_K_SAMPLE_SET": uint64(KSampleSet),
+	"STINT_K_SAMPLE_READER": uint64(KSampleReader), "STINT_SAMPLED_BASE": SampledBase,
+	"STINT_SAMPLE_RATE": SampleRate, "STINT_SAMPLE_EVERY": SampleEvery, "STINT_SAMPLE_RESERVOIR": SampleReservoir,
+	"STINT_SAMPLE_RES_SITE": SampleResSite, "STINT_SAMPLE_MIN": SampleMin,
 	"STINT_CLOSE_UNKNOWN": CloseUnknown, "STINT_CLOSE_CHARGE": CloseCharge,
 	"STINT_CLOSE_START": CloseStart, "STINT_CLOSE_ROLL": CloseRoll,
 	"STINT_PF_DELEG": uint64(PFDeleg), "STINT_PROBE_WATCHED": uint64(ProbeWatched),
@@ -110,6 +114,7 @@ var abiStrings = map[string]string{
 	"STINT_QOS_ENV": QoSEnv, "STINT_TEST_FAIL_CHUNK_ENV": TestFailChunkEnv,
 	"STINT_TEST_NO_MEMFD_ENV": TestNoMemfdEnv, "STINT_TEST_NO_STUB_FILE_ENV": TestNoStubFileEnv,
 	"STINT_TEST_LOG_LOAD_ENV": TestLogLoadEnv, "STINT_TEST_SAVE_HOLD_ENV": TestSaveHoldEnv,
+	"STINT_TEST_SAMPLE_SEED_ENV":  TestSampleSeedEnv,
 	"STINT_TEST_CHARGE_STALL_ENV": TestChargeStallEnv, "STINT_TEST_READEE_STALL_ENV": TestReadeeStallEnv,
 	"STINT_TEST_SWITCH_STALL_ENV": TestSwitchStallEnv, "STINT_TEST_BATCH_STALL_ENV": TestBatchStallEnv,
 }

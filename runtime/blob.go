@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "7e9af6191b86f189c4b0d14d9c7d921183ee3bedb3a23e52670093dcf42bd80c"
+const BlobSHA256 = "51a8211f8b8987aaf014cd64a701318b9adb64a8c74d9a285fb4b1892bfc907c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

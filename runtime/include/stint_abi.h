@@ -66,6 +66,18 @@
 #define STINT_RUN_END_UNKNOWN 0xffffffffu /* run-end src: exit status not seen (exit through DT_FINI) */
 /* STINT_K_REFUSED + event kind: the log refused the event (once per run) */
 #define STINT_REFUSED_BASE    64
+/* Sampled runs (rewrite --sample): */
+#define STINT_K_SAMPLE_RUN    38 /* once, at the start: src = method (STINT_SAMPLE_*), dst = its parameter (ppm of the events,
+                                  * or N), value = interval ns */
+#define STINT_K_SAMPLE_SET    39 /* a stratum's interval: src_module/src = the stratum (no module, 0: all events), dst = events
+                                  * it had in the interval, value = samples written for it; time = the interval's end */
+#define STINT_K_SAMPLE_READER 40 /* at run end: src = ns the reader thread worked, dst = ns it lived, value = samples dropped */
+#define STINT_SAMPLED_BASE    96 /* + event kind: an event the sampler took; time = its interval's end */
+#define STINT_SAMPLE_RATE      1 /* each event with probability ppm / 1e6 */
+#define STINT_SAMPLE_EVERY     2 /* every Nth event */
+#define STINT_SAMPLE_RESERVOIR 3 /* a reservoir per function (a call's callee; other events' site) and interval */
+#define STINT_SAMPLE_RES_SITE  4 /* a reservoir per probe site and interval */
+#define STINT_SAMPLE_MIN       8 /* the smallest reservoir: every stratum that ran in an interval has samples in it */
 
 /* Tools (struct stint_module.tool). */
 #define STINT_TOOL_BRANCH  1
@@ -166,6 +178,9 @@
  * for 300 ms before it writes, so a test can end the program while a
  * save is under way. */
 #define STINT_TEST_SAVE_HOLD_ENV "STINT_TEST_SAVE_HOLD"
+/* Test hook: STINT_TEST_SAMPLE_SEED=S seeds the sampler's draws from S
+ * (rewrite --sample), so that a test's run draws the same sequence. */
+#define STINT_TEST_SAMPLE_SEED_ENV "STINT_TEST_SAMPLE_SEED"
 /* Test hook: STINT_TEST_CHARGE_STALL=DURATION ("30ms") makes the first
  * probe call whose charge spends a period's budget sleep that long before
  * it closes the gate, so that a test can have the period roll over in

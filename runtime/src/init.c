@@ -199,6 +199,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		budget_setup(g, envp, g->options);
 		if (!(m->flags & STINT_MF_EVERY))
 			log_setup(g, envp, g->options);
+		else if (!(m->flags & (STINT_MF_PATHS | STINT_MF_CONTEXT)))
+			sample_setup(g, envp, g->options);
 		if (m->flags & STINT_MF_EXEC) {
 			g->proc.exe_build_id_len = m->build_id_len > 32 ? 32 : m->build_id_len;
 			s_memcpy(g->proc.exe_build_id, m->build_id, g->proc.exe_build_id_len);
@@ -240,8 +242,10 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	uint64_t size = m->image_end; /* link vaddrs start near 0 for PIE and shared objects */
 	uint32_t id = add_module(g, base, size, path, m->build_id, m->build_id_len, 1);
 	if (id == DST_MODULE_NONE) {
-		if (spawn)
+		if (spawn) {
 			periods_spawn(g);
+			sample_spawn(g);
+		}
 		return;
 	}
 	m->module_id = id;
@@ -262,8 +266,10 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		log_load_module(g, m, base, chunks_lost);
 	__atomic_store_n(&m->runtime_state, RS_ACTIVE | (patching && !(m->flags & STINT_MF_EVERY) ? RS_PATCHING : 0),
 			 __ATOMIC_RELEASE);
-	if (spawn)
+	if (spawn) {
 		periods_spawn(g);
+		sample_spawn(g);
+	}
 }
 
 static struct stint_module *module_of_blob(const uint8_t *blob)

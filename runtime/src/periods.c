@@ -605,6 +605,7 @@ static void run_end(struct stint_global *g)
 	uint64_t nt = rdtsc(), nm = now_ns(S_CLOCK_MONOTONIC);
 	if (locked && g->per.budget_on && g->per.period_thread)
 		period_roll(g, nt, nm, 1);
+	sample_end(g);
 	emit_record(STINT_K_RUN_END, nm, STINT_RUN_END_UNKNOWN, 0, nm > g->proc.mono_start_ns ? nm - g->proc.mono_start_ns : 0);
 	__atomic_store_n(&g->per.run_ended, 1, __ATOMIC_RELEASE);
 	if (locked)

@@ -137,6 +137,16 @@ static int record_region(struct stint_global *g, struct stint_module *m, struct 
 	return rec;
 }
 
+/* An event's row: to the sampler when sampling (every-occurrence
+ * modules only), else to the trace. */
+static inline void emit_event(struct stint_global *g, const struct row *rw, int every)
+{
+	if (UNLIKELY(every && g->smp.method))
+		sample_event(g, rw);
+	else
+		emit(rw);
+}
+
 /* Record probe p's outcome v; returns 1 if an event was written. */
 static int record_probe(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs)
 {
@@ -158,7 +168,7 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		}
 		rw.dst_module = (uint16_t)m->module_id;
 		rw.dst = p->dst;
-		emit(&rw);
+		emit_event(g, &rw, every);
 		if (!every && (rs & RS_PATCHING)) {
 			retarget(base, p);
 			patch_done(m, base, p->patch, 0);
@@ -201,7 +211,7 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		__atomic_fetch_add(&g->per.refused, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
-	emit(&rw);
+	emit_event(g, &rw, every);
 	if (!every)
 		log_note(g, m, p, key, rw.dst_module);
 	return 1;

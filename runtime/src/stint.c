@@ -55,6 +55,7 @@
 #include "record.c"
 #include "patch.c"
 #include "periods.c"
+#include "sample.c"
 #include "qos.c"
 #include "sw_list.c"
 #include "sw_sync.c"

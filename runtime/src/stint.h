@@ -346,6 +346,67 @@ struct stint_stacks {
 	uint64_t fallbacks; /* probes that ran on the program's stack: every stack busy */
 };
 
+/*
+ * The sampler (sample.c, rewrite --sample). Each interval has one of two
+ * halves, by the parity of its index (epoch): the program's threads put
+ * samples in the current half while the reader thread writes out the
+ * other one (the thesis's double buffer). A stratum (function or site)
+ * has its state in both halves; the slots its samples go to come from
+ * the half's arena.
+ */
+#define SMP_FUNCS   (1u << 16)        /* strata the table holds */
+#define SMP_ARENA   (1u << 22)        /* sample slots per half (32 B each: reserved, touched as used) */
+#define SMP_BUSY    (~0ULL)           /* smp_half.next while its taker computes the next */
+#define SMP_CLAIM   (~0ULL)           /* smp_fn.key while its inserter sets it up */
+#define SMP_NOROOM  0xffffffffu       /* smp_half.base: the arena was full */
+#define SMP_GRACE_NS 2000000ULL       /* the reader's wait after a flip for probes still on the old half */
+#define SMP_SKIP_MAX (1ULL << 40)
+
+struct smp_slot {
+	uint64_t src, dst;                /* dst: a syscall's number */
+	uint16_t src_module, dst_module;
+	uint8_t kind, pad8;               /* kind 0: empty */
+	uint16_t pad16;
+	uint32_t tid, pad32;
+};
+
+struct smp_half {
+	uint64_t n;                       /* events in this interval: a fetch-add gives each its index */
+	uint64_t next;                    /* Algorithm L: the index of the next event to take */
+	int64_t lw;                       /* Algorithm L: log2 W, Q32.32 */
+	uint32_t k;                       /* the reservoir's size */
+	uint32_t base;                    /* 1 + its first slot in the half's arena; 0: none yet */
+	uint64_t taken;                   /* fresh: samples taken (in the arena's upper half) */
+	uint32_t fresh, pad;              /* the stratum's first interval: no reservoir, each event at P% */
+};
+
+struct smp_fn {
+	uint64_t key;                     /* stratum: (module + 1) << 48 | address; 0 free */
+	uint64_t pad;
+	struct smp_half h[2];
+};
+
+struct stint_sample {
+	uint32_t method;                  /* STINT_SAMPLE_*, 0: not sampling */
+	uint32_t lock;                    /* the reader's flips and drains, and the run's end */
+	uint64_t param;                   /* rate and reservoir: ppm of the events; every: N */
+	uint64_t thresh;                  /* rate: take an event when a draw is below it */
+	uint64_t interval_ns;
+	uint64_t epoch;                   /* the interval's index; its half is epoch & 1 */
+	uint64_t mono0;                   /* when the interval began */
+	uint64_t rng;                     /* the draws' Weyl sequence */
+	uint64_t seen[2], used[2];        /* per half: events (rate, every), arena slots handed out */
+	uint64_t upper[2];                /* per half: slots of fresh strata handed out (from SMP_ARENA / 2 up) */
+	uint64_t dropped;                 /* samples with no slot (arena full, slots not yet set up) */
+	uint64_t unstratified;            /* events of strata the table had no room for */
+	uint64_t fns, arena[2];           /* the mappings: struct smp_fn[SMP_FUNCS], struct smp_slot[SMP_ARENA] each */
+	uint64_t busy_ns, start_ns;       /* the reader's working time, and its start */
+	uint32_t thread, pending;         /* reader started; a flipped half not yet drained (1 + half) */
+	uint32_t ended, pad;              /* the run's end wrote the last interval */
+	uint64_t pend_end;                /* when the pending half's interval ended */
+	uint64_t pow2[32];                /* 2^-(2^-(i+1)), Q0.64: smp_exp2's factors */
+};
+
 struct stint_hashset {
 	uint64_t full;               /* keys refused: the set was full */
 	uint64_t pages[HASH_SLOTS * 16 / 4096 / 64]; /* bit per page of hash: written to (hash_add) */
@@ -379,6 +440,7 @@ struct stint_global {
 	struct stint_regions reg;
 	struct stint_tests test;
 	struct stint_paths paths;
+	struct stint_sample smp;
 	struct stint_hashset hs;
 	uint64_t hash[] __attribute__((aligned(16)));
 };
@@ -410,7 +472,8 @@ struct row {
 	uint8_t kind;
 	uint16_t src_module, dst_module;
 	uint64_t src, dst, value;
-	uint64_t time;  /* record kinds only (>= STINT_K_PERIOD): events get the current time */
+	uint64_t time;  /* record kinds and sampled events only: events get the current time */
+	uint32_t tid;   /* sampled events only: the thread that ran it (others: the current one, 0 for records) */
 };
 
 /*
@@ -612,6 +675,9 @@ struct row;
 struct s_stat;
 struct sbuf;
 struct slot_ring;
+struct smp_fn;
+struct smp_half;
+struct smp_slot;
 struct stint_chunk;
 struct stint_global;
 struct stint_module;
@@ -619,6 +685,7 @@ struct stint_patch;
 struct stint_probe;
 struct stint_qos_page;
 struct stint_read;
+struct stint_sample;
 struct stint_stub;
 struct sw_entry;
 struct sw_mod;
@@ -726,6 +793,7 @@ static int hash_add(struct stint_global *g, uint64_t k0, uint64_t k1);
 static int probe_cached(const struct stint_probe *p, uint64_t v);
 static void row_set_dst(struct stint_global *g, struct row *rw, const struct stint_probe *p, uint64_t v);
 static int record_region(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v);
+static inline void emit_event(struct stint_global *g, const struct row *rw, int every);
 static int record_probe(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs);
 STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t entry_sp);
 
@@ -758,6 +826,38 @@ static void period_main(void);
 static void run_end(struct stint_global *g);
 static void periods_start(struct stint_global *g, int spawn);
 static void periods_spawn(struct stint_global *g);
+
+/* sample.c */
+static uint64_t smp_rand(struct stint_sample *s);
+static int64_t smp_log2(uint64_t x);
+static uint64_t smp_isqrt(unsigned __int128 v);
+static void smp_pow2_init(struct stint_sample *s);
+static uint64_t smp_exp2(const struct stint_sample *s, int64_t lw);
+static inline uint64_t mul64(uint64_t a, uint64_t b);
+static uint64_t smp_skip(struct stint_sample *s, int64_t lw);
+static void smp_half_init(struct stint_sample *s, struct smp_half *hf, uint32_t k);
+static struct smp_fn *smp_find(struct stint_sample *s, uint64_t key);
+static struct smp_slot *smp_slot_of(struct stint_sample *s, uint32_t h, struct smp_half *hf, uint32_t k, uint64_t i);
+static struct smp_slot *smp_fresh(struct stint_sample *s, uint32_t h, struct smp_half *hf, uint64_t i);
+static struct smp_slot *smp_reservoir(struct stint_sample *s, struct smp_fn *f);
+static struct smp_slot *smp_stream(struct stint_sample *s);
+static uint64_t smp_key(const struct stint_sample *s, const struct row *rw);
+static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw);
+static void sample_event(struct stint_global *g, const struct row *rw);
+static void smp_prepare(struct stint_sample *s, uint32_t a);
+static void smp_emit(const struct smp_slot *sl, uint8_t kind, uint64_t end);
+static uint64_t smp_emit_slots(struct smp_slot *sl, uint64_t n, uint64_t end);
+static void smp_set_row(uint64_t key, uint64_t n, uint64_t taken, uint64_t end);
+static void smp_drain(struct stint_sample *s);
+static void smp_flip(struct stint_sample *s, uint64_t end);
+static void sample_main(void);
+static int sample_parse(const char *v, size_t n, uint64_t *param);
+static int sample_ok(const char *v, size_t n, uint64_t unused);
+static int interval_ok(const char *v, size_t n, uint64_t unused);
+static void sample_setup(struct stint_global *g, char **envp, const char *opts);
+static void sample_spawn(struct stint_global *g);
+static void sample_end(struct stint_global *g);
+static void sample_fork(struct stint_global *g);
 
 /* qos.c */
 static void qos_fallback(struct stint_global *g);

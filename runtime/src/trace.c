@@ -333,8 +333,9 @@ static void emit(const struct row *rw)
 	if (UNLIKELY(!__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)))
 		return;
 	int record = rw->kind >= STINT_K_PERIOD && rw->kind < STINT_REFUSED_BASE; /* the runtime's own rows */
-	uint32_t tid = record ? 0 : current_tid(g);
-	uint64_t t = record ? rw->time : now_ns(S_CLOCK_MONOTONIC);
+	int sampled = rw->kind >= STINT_SAMPLED_BASE; /* written by the sampler's reader for a thread */
+	uint32_t tid = sampled ? rw->tid : record ? 0 : current_tid(g);
+	uint64_t t = record || sampled ? rw->time : now_ns(S_CLOCK_MONOTONIC);
 	for (uint32_t spin = 0;; spin++) {
 		if (spin >= SPIN_LIMIT || !__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE)) {
 			__atomic_fetch_add(&g->trace.dropped, 1, __ATOMIC_RELAXED);
@@ -531,8 +532,10 @@ static void fork_child_reopen(struct stint_global *g)
 			__atomic_store_n(&g->recording, 1, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&W()->alive, 1, __ATOMIC_RELEASE);
+	sample_fork(g);
 	if (was) {
 		periods_start(g, 1); /* the parent's period thread did not come along */
+		sample_spawn(g);
 		gates_set(g, STINT_GATE_OPEN);
 	}
 }

@@ -1,0 +1,581 @@
+/*
+ * sample.c - sampled recording (rewrite --sample; the reservoir thesis):
+ * each event of an every-occurrence module goes to a sampler instead of
+ * the trace. rate:P% takes each event with probability P, every:N every
+ * Nth, reservoir:P% keeps a reservoir per stratum (a call's callee, or
+ * the site) and interval, sized at P% of the stratum's events in the
+ * interval before and never under STINT_SAMPLE_MIN, filled by Vitter's
+ * and Li's Algorithm L: a skipped event costs a fetch-add and a compare.
+ *
+ * The samples wait in the interval's half of a double buffer; a reader
+ * thread of the runtime's own (signals blocked, like the period thread)
+ * flips the halves at each interval's end and writes the old one out:
+ * per stratum, its samples (STINT_SAMPLED_BASE + kind) and one
+ * STINT_K_SAMPLE_SET row with how many events they stand for. The
+ * program's threads never write a sample to the trace. The reader waits
+ * SMP_GRACE_NS after a flip for probes still on the old half; a probe
+ * descheduled longer than that may put its sample in a half already
+ * written out (it is lost, or shows up two intervals later).
+ *
+ * No float arithmetic (the runtime is built -mgeneral-regs-only): W and
+ * the logarithms are fixed point, log2 in Q32.32, W in Q0.64.
+ */
+#include "stint.h"
+
+#define LN2_Q64 0xb17217f7d1cf79abULL /* ln 2, Q0.64 */
+
+/* A uniform draw, never 0 (a Weyl sequence through splitmix64's mixer). */
+static uint64_t smp_rand(struct stint_sample *s)
+{
+	uint64_t z = __atomic_add_fetch(&s->rng, 0x9e3779b97f4a7c15ULL, __ATOMIC_RELAXED);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	return z ? z : 1;
+}
+
+/* log2(x / 2^64) in Q32.32 (<= 0) for x > 0: the integer part from the
+ * leading zeros, each fraction bit by squaring the mantissa. */
+static int64_t smp_log2(uint64_t x)
+{
+	int z = __builtin_clzll(x);
+	uint64_t y = x << z; /* the mantissa in [1, 2), Q1.63 */
+	uint64_t frac = 0;
+	for (int i = 31; i >= 0; i--) {
+		unsigned __int128 sq = (unsigned __int128)y * y; /* Q2.126 */
+		if ((uint64_t)(sq >> 127)) {
+			frac |= 1ULL << i;
+			y = (uint64_t)(sq >> 64);
+		} else {
+			y = (uint64_t)(sq >> 63);
+		}
+	}
+	return (int64_t)(-1 - z) * (1LL << 32) + (int64_t)frac;
+}
+
+/* The square root of v, rounded down (shifts and compares: no division). */
+static uint64_t smp_isqrt(unsigned __int128 v)
+{
+	uint64_t r = 0;
+	for (int b = 63; b >= 0; b--) {
+		uint64_t t = r | (1ULL << b);
+		if ((unsigned __int128)t * t <= v)
+			r = t;
+	}
+	return r;
+}
+
+/* pow2[i] = 2^-(2^-(i+1)) in Q0.64: each the square root of the one before. */
+static void smp_pow2_init(struct stint_sample *s)
+{
+	uint64_t v = 1ULL << 63; /* 1/2 */
+	for (int i = 0; i < 32; i++) {
+		v = smp_isqrt((unsigned __int128)v << 64);
+		s->pow2[i] = v;
+	}
+}
+
+/* 2^lw in Q0.64 for lw <= 0 (Q32.32); 0 when it is below 2^-64. */
+static uint64_t smp_exp2(const struct stint_sample *s, int64_t lw)
+{
+	if (lw >= 0)
+		return ~0ULL;
+	uint64_t a = (uint64_t)-lw, ai = a >> 32;
+	uint32_t af = (uint32_t)a;
+	if (ai >= 64)
+		return 0;
+	uint64_t v = ~0ULL;
+	for (int i = 0; i < 32; i++)
+		if (af & (1u << (31 - i)))
+			v = (uint64_t)(((unsigned __int128)v * s->pow2[i]) >> 64);
+	return v >> ai;
+}
+
+static inline uint64_t mul64(uint64_t a, uint64_t b) { return (uint64_t)(((unsigned __int128)a * b) >> 64); }
+
+/*
+ * Algorithm L's skip for W = 2^lw: floor(ln U / ln(1 - W)). For W under
+ * 2^-8, ln(1 - W) comes from its series (W + W^2/2 + W^3/3, exact to
+ * W^4/4), which keeps its relative precision where a Q32.32 log2 of
+ * 1 - W would round to a few units.
+ */
+static uint64_t smp_skip(struct stint_sample *s, int64_t lw)
+{
+	uint64_t w = smp_exp2(s, lw);
+	if (!w)
+		return SMP_SKIP_MAX;
+	int64_t lu = smp_log2(smp_rand(s)); /* <= 0 */
+	uint64_t skip;
+	if (w < (1ULL << 56)) {
+		uint64_t w2 = mul64(w, w), d = w + w2 / 2 + mul64(w2, w) / 3; /* -ln(1 - W), Q0.64 */
+		uint64_t lnu = mul64((uint64_t)-lu, LN2_Q64);                     /* -ln U, Q32.32 */
+		skip = mul_div(lnu, 1ULL << 32, d);
+	} else {
+		int64_t l1 = smp_log2(0 - w); /* log2(1 - W) < 0: W < 1 here */
+		skip = l1 ? (uint64_t)(lu / l1) : SMP_SKIP_MAX;
+	}
+	return skip < SMP_SKIP_MAX ? skip : SMP_SKIP_MAX;
+}
+
+/* A half of a stratum, for a reservoir of k: W and the first index to
+ * take once the reservoir is full (the first k fill it). */
+static void smp_half_init(struct stint_sample *s, struct smp_half *hf, uint32_t k)
+{
+	__atomic_store_n(&hf->n, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&hf->base, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&hf->taken, 0, __ATOMIC_RELAXED);
+	hf->fresh = 0;
+	hf->k = k;
+	hf->lw = smp_log2(smp_rand(s)) / (int64_t)k;
+	__atomic_store_n(&hf->next, k + smp_skip(s, hf->lw), __ATOMIC_RELEASE);
+}
+
+/* The stratum of key, set up on first sight; 0 when the table is full. */
+static struct smp_fn *smp_find(struct stint_sample *s, uint64_t key)
+{
+	struct smp_fn *t = (struct smp_fn *)s->fns;
+	uint64_t h = (key * 0x9e3779b97f4a7c15ULL) >> 40;
+	for (uint32_t i = 0; i < 64; i++) {
+		struct smp_fn *f = &t[(h + i) & (SMP_FUNCS - 1)];
+		uint64_t k = __atomic_load_n(&f->key, __ATOMIC_ACQUIRE);
+		if (k == 0) {
+			if (__atomic_compare_exchange_n(&f->key, &k, SMP_CLAIM, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				smp_half_init(s, &f->h[0], STINT_SAMPLE_MIN);
+				smp_half_init(s, &f->h[1], STINT_SAMPLE_MIN);
+				f->h[__atomic_load_n(&s->epoch, __ATOMIC_ACQUIRE) & 1].fresh = 1;
+				__atomic_store_n(&f->key, key, __ATOMIC_RELEASE);
+				return f;
+			}
+		}
+		for (uint32_t spin = 0; k == SMP_CLAIM && spin < 1024; spin++) {
+			cpu_pause(); /* being set up (a few hundred cycles) */
+			k = __atomic_load_n(&f->key, __ATOMIC_ACQUIRE);
+		}
+		if (k == key)
+			return f;
+		if (k == SMP_CLAIM)
+			return 0;
+	}
+	return 0;
+}
+
+/* The slot for index i of half h of a stratum, its slots taken from the
+ * arena by the event with index 0; 0 when there is none (counted). */
+static struct smp_slot *smp_slot_of(struct stint_sample *s, uint32_t h, struct smp_half *hf, uint32_t k, uint64_t i)
+{
+	uint32_t b = __atomic_load_n(&hf->base, __ATOMIC_ACQUIRE);
+	if (!b && i == 0) {
+		uint64_t at = __atomic_fetch_add(&s->used[h], k, __ATOMIC_RELAXED);
+		b = at + k <= SMP_ARENA / 2 ? (uint32_t)at + 1 : SMP_NOROOM;
+		__atomic_store_n(&hf->base, b, __ATOMIC_RELEASE);
+	}
+	for (uint32_t spin = 0; !b && spin < 256; spin++) {
+		cpu_pause(); /* index 0's thread is taking them */
+		b = __atomic_load_n(&hf->base, __ATOMIC_ACQUIRE);
+	}
+	if (!b || b == SMP_NOROOM) {
+		__atomic_fetch_add(&s->dropped, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	return (struct smp_slot *)s->arena[h] + (b - 1) + i;
+}
+
+/*
+ * A stratum in its first interval has no count to size a reservoir
+ * from: it takes each event at P% (its first always), into the upper
+ * half of the arena, so that a short run or a function new in an
+ * interval has its P% and not just the minimum.
+ */
+static struct smp_slot *smp_fresh(struct stint_sample *s, uint32_t h, struct smp_half *hf, uint64_t i)
+{
+	if (i != 0 && s->thresh != ~0ULL && smp_rand(s) >= s->thresh)
+		return 0;
+	uint64_t at = __atomic_fetch_add(&s->upper[h], 1, __ATOMIC_RELAXED);
+	if (at >= SMP_ARENA / 2) {
+		__atomic_fetch_add(&s->dropped, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	__atomic_fetch_add(&hf->taken, 1, __ATOMIC_RELAXED);
+	return (struct smp_slot *)s->arena[h] + SMP_ARENA / 2 + at;
+}
+
+/*
+ * Reservoir sampling of one event of stratum f: the event's index i in
+ * the interval decides. The first k fill the reservoir; after that only
+ * the index next is taken (into a random slot), by the one thread whose
+ * fetch-add gave it that index; it computes the next while next reads
+ * SMP_BUSY. An event whose index passed next while that was computed
+ * takes the place of the one skipped over (a thread descheduled there).
+ */
+static struct smp_slot *smp_reservoir(struct stint_sample *s, struct smp_fn *f)
+{
+	uint32_t h = (uint32_t)(__atomic_load_n(&s->epoch, __ATOMIC_ACQUIRE) & 1);
+	struct smp_half *hf = &f->h[h];
+	uint64_t i = __atomic_fetch_add(&hf->n, 1, __ATOMIC_RELAXED);
+	if (UNLIKELY(hf->fresh))
+		return smp_fresh(s, h, hf, i);
+	uint32_t k = hf->k;
+	if (i < k)
+		return smp_slot_of(s, h, hf, k, i);
+	uint64_t nx = __atomic_load_n(&hf->next, __ATOMIC_ACQUIRE);
+	if (LIKELY(i < nx))
+		return 0;
+	if (!__atomic_compare_exchange_n(&hf->next, &nx, SMP_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return 0;
+	struct smp_slot *sl = smp_slot_of(s, h, hf, k, smp_rand(s) % k);
+	hf->lw += smp_log2(smp_rand(s)) / (int64_t)k;
+	__atomic_store_n(&hf->next, i + 1 + smp_skip(s, hf->lw), __ATOMIC_RELEASE);
+	return sl;
+}
+
+/* rate and every: one stream; a taken event gets the half's next slot. */
+static struct smp_slot *smp_stream(struct stint_sample *s)
+{
+	uint32_t h = (uint32_t)(__atomic_load_n(&s->epoch, __ATOMIC_ACQUIRE) & 1);
+	uint64_t i = __atomic_fetch_add(&s->seen[h], 1, __ATOMIC_RELAXED);
+	if (s->method == STINT_SAMPLE_EVERY ? i % s->param != 0 : s->thresh != ~0ULL && smp_rand(s) >= s->thresh)
+		return 0;
+	uint64_t at = __atomic_fetch_add(&s->used[h], 1, __ATOMIC_RELAXED);
+	if (at >= SMP_ARENA) {
+		__atomic_fetch_add(&s->dropped, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	return (struct smp_slot *)s->arena[h] + at;
+}
+
+/* The stratum of an event: the callee of a call when sampling per
+ * function, else its site; (module + 1) << 48 | address. */
+static uint64_t smp_key(const struct stint_sample *s, const struct row *rw)
+{
+	int callee = s->method == STINT_SAMPLE_RESERVOIR && (rw->kind == STINT_K_CALL || rw->kind == STINT_K_IND_CALL);
+	uint16_t mod = callee ? rw->dst_module : rw->src_module;
+	uint64_t a = callee ? rw->dst : rw->src;
+	return (uint64_t)(uint16_t)(mod + 1) << 48 | (a & 0xffffffffffffULL);
+}
+
+/* Where the sampler puts event rw, 0 when it is not taken. */
+static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw)
+{
+	if (s->method == STINT_SAMPLE_RATE || s->method == STINT_SAMPLE_EVERY)
+		return smp_stream(s);
+	struct smp_fn *f = smp_find(s, smp_key(s, rw));
+	if (!f) {
+		__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	return smp_reservoir(s, f);
+}
+
+/* An event of an every-occurrence module while sampling (record_probe). */
+static void sample_event(struct stint_global *g, const struct row *rw)
+{
+	struct smp_slot *sl = smp_pick(&g->smp, rw);
+	if (!sl)
+		return;
+	sl->src = rw->src;
+	sl->dst = rw->kind == STINT_K_SYSCALL ? rw->value : rw->dst;
+	sl->src_module = rw->src_module;
+	sl->dst_module = rw->dst_module;
+	sl->tid = current_tid(g);
+	__atomic_store_n(&sl->kind, rw->kind, __ATOMIC_RELEASE);
+}
+
+/* The next half for the interval after the one on half a: each stratum
+ * seen gets a reservoir of P% of its events on a (at least the minimum);
+ * rate and every start their count over. */
+static void smp_prepare(struct stint_sample *s, uint32_t a)
+{
+	uint32_t b = a ^ 1;
+	__atomic_store_n(&s->used[b], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->upper[b], 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->seen[b], 0, __ATOMIC_RELAXED);
+	if (s->method != STINT_SAMPLE_RESERVOIR && s->method != STINT_SAMPLE_RES_SITE)
+		return;
+	struct smp_fn *t = (struct smp_fn *)s->fns;
+	for (uint32_t i = 0; i < SMP_FUNCS; i++) {
+		uint64_t key = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
+		if (!key || key == SMP_CLAIM)
+			continue;
+		uint64_t n = __atomic_load_n(&t[i].h[a].n, __ATOMIC_RELAXED);
+		uint64_t k = (n * s->param + 999999) / 1000000;
+		k = k < STINT_SAMPLE_MIN ? STINT_SAMPLE_MIN : k > SMP_ARENA / 128 ? SMP_ARENA / 128 : k;
+		smp_half_init(s, &t[i].h[b], (uint32_t)k);
+	}
+}
+
+/* One sample of the half being written out, which was an event of kind
+ * kind in the interval that ended at end. */
+static void smp_emit(const struct smp_slot *sl, uint8_t kind, uint64_t end)
+{
+	struct row rw;
+	rw.kind = (uint8_t)(STINT_SAMPLED_BASE + kind);
+	rw.src_module = sl->src_module;
+	rw.src = sl->src;
+	rw.dst_module = sl->dst_module;
+	rw.dst = kind == STINT_K_SYSCALL ? 0 : sl->dst;
+	rw.value = kind == STINT_K_SYSCALL ? sl->dst : 0;
+	rw.time = end;
+	rw.tid = sl->tid;
+	emit(&rw);
+}
+
+/* Write out n slots from sl, emptying them; returns how many held a sample. */
+static uint64_t smp_emit_slots(struct smp_slot *sl, uint64_t n, uint64_t end)
+{
+	uint64_t w = 0;
+	for (uint64_t j = 0; j < n; j++) {
+		uint8_t kind = __atomic_load_n(&sl[j].kind, __ATOMIC_ACQUIRE);
+		if (!kind)
+			continue;
+		smp_emit(&sl[j], kind, end);
+		__atomic_store_n(&sl[j].kind, 0, __ATOMIC_RELAXED);
+		w++;
+	}
+	return w;
+}
+
+static void smp_set_row(uint64_t key, uint64_t n, uint64_t taken, uint64_t end)
+{
+	struct row rw;
+	rw.kind = STINT_K_SAMPLE_SET;
+	rw.src_module = (uint16_t)((key >> 48) - 1);
+	rw.src = key & 0xffffffffffffULL;
+	rw.dst_module = DST_MODULE_NONE;
+	rw.dst = n;
+	rw.value = taken;
+	rw.time = end;
+	emit(&rw);
+}
+
+/* Write out the flipped half (s->pending), which ended at s->pend_end. */
+static void smp_drain(struct stint_sample *s)
+{
+	uint32_t a = s->pending - 1;
+	uint64_t end = s->pend_end;
+	s->pending = 0;
+	struct smp_slot *arena = (struct smp_slot *)s->arena[a];
+	if (s->method == STINT_SAMPLE_RATE || s->method == STINT_SAMPLE_EVERY) {
+		uint64_t used = __atomic_load_n(&s->used[a], __ATOMIC_RELAXED), seen = __atomic_load_n(&s->seen[a], __ATOMIC_RELAXED);
+		uint64_t w = smp_emit_slots(arena, used < SMP_ARENA ? used : SMP_ARENA, end);
+		smp_set_row((uint64_t)(uint16_t)(DST_MODULE_NONE + 1) << 48, seen, w, end);
+		return;
+	}
+	uint64_t upper = __atomic_load_n(&s->upper[a], __ATOMIC_RELAXED);
+	smp_emit_slots(arena + SMP_ARENA / 2, upper < SMP_ARENA / 2 ? upper : SMP_ARENA / 2, end); /* fresh strata's */
+	struct smp_fn *t = (struct smp_fn *)s->fns;
+	for (uint32_t i = 0; i < SMP_FUNCS; i++) {
+		uint64_t key = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
+		if (!key || key == SMP_CLAIM)
+			continue;
+		struct smp_half *hf = &t[i].h[a];
+		uint64_t n = __atomic_load_n(&hf->n, __ATOMIC_RELAXED);
+		if (!n)
+			continue;
+		uint32_t b = __atomic_load_n(&hf->base, __ATOMIC_ACQUIRE);
+		uint64_t w = __atomic_load_n(&hf->taken, __ATOMIC_RELAXED);
+		if (b && b != SMP_NOROOM)
+			w += smp_emit_slots(arena + (b - 1), n < hf->k ? n : hf->k, end);
+		smp_set_row(key, n, w, end);
+	}
+}
+
+/* End the current interval at end: the next half is prepared and made
+ * current; the old one waits to be written out (s->pending). Under
+ * s->lock. */
+static void smp_flip(struct stint_sample *s, uint64_t end)
+{
+	if (s->pending)
+		smp_drain(s); /* the last flip's half, not yet written out */
+	uint32_t a = (uint32_t)(s->epoch & 1);
+	smp_prepare(s, a);
+	s->pending = a + 1;
+	s->pend_end = end;
+	s->mono0 = end;
+	__atomic_store_n(&s->epoch, s->epoch + 1, __ATOMIC_RELEASE);
+}
+
+/* The reader thread: flips at each interval's end, then writes the old
+ * half out once the probes still on it are done. */
+static void sample_main(void)
+{
+	struct stint_global *g = G();
+	struct stint_sample *s = &g->smp;
+	for (;;) {
+		sleep_until(s->mono0 + s->interval_ns);
+		uint64_t c0 = now_ns(S_CLOCK_THREAD_CPUTIME_ID);
+		if (lock_bounded(&s->lock)) {
+			if (!s->ended)
+				smp_flip(s, s->mono0 + s->interval_ns);
+			unlock(&s->lock);
+		}
+		uint64_t c1 = now_ns(S_CLOCK_THREAD_CPUTIME_ID);
+		sleep_until(now_ns(S_CLOCK_MONOTONIC) + SMP_GRACE_NS);
+		uint64_t c2 = now_ns(S_CLOCK_THREAD_CPUTIME_ID);
+		if (lock_bounded(&s->lock)) {
+			if (!s->ended && s->pending)
+				smp_drain(s);
+			unlock(&s->lock);
+		}
+		__atomic_fetch_add(&s->busy_ns, (c1 - c0) + (now_ns(S_CLOCK_THREAD_CPUTIME_ID) - c2), __ATOMIC_RELAXED);
+	}
+}
+
+#define SMP_STACK ((size_t)64 << 10)
+
+/* A sampling method: all (0: no sampler), rate:P%, every:N or
+ * reservoir:P% (P in (0, 100], up to 4 decimals). Returns the method and
+ * its parameter in *param (ppm, or N); -1 when s is none of them. */
+static int sample_parse(const char *v, size_t n, uint64_t *param)
+{
+	*param = 0;
+	if (n == 3 && !s_strncmp(v, "all", 3))
+		return 0;
+	if (n > 6 && !s_strncmp(v, "every:", 6)) {
+		uint64_t x = 0;
+		for (size_t i = 6; i < n; i++) {
+			if (v[i] < '0' || v[i] > '9' || x > 1000000000000ULL)
+				return -1;
+			x = x * 10 + (uint64_t)(v[i] - '0');
+		}
+		*param = x;
+		return x ? STINT_SAMPLE_EVERY : -1;
+	}
+	int m = n > 5 && !s_strncmp(v, "rate:", 5) ? STINT_SAMPLE_RATE : n > 10 && !s_strncmp(v, "reservoir:", 10) ? STINT_SAMPLE_RESERVOIR : -1;
+	size_t at = m == STINT_SAMPLE_RATE ? 5 : 10;
+	if (m < 0 || v[n - 1] != '%')
+		return -1;
+	*param = parse_budget(v + at, n - at, 1000000); /* a share of 1e6: ppm */
+	return *param ? m : -1;
+}
+
+static int sample_ok(const char *v, size_t n, uint64_t unused)
+{
+	uint64_t p;
+	(void)unused;
+	return sample_parse(v, n, &p) >= 0;
+}
+
+static int interval_ok(const char *v, size_t n, uint64_t unused)
+{
+	(void)unused;
+	return parse_duration(v, n) >= 1000000ULL; /* 1 ms at least: the reader's grace is 2 */
+}
+
+/*
+ * Decide the sampling (by the module that creates the state, with
+ * STINT_MF_EVERY) and map the sampler's tables, before any probe can
+ * reach it. A bad STINT_SAMPLE, STINT_SAMPLE_PER or STINT_INTERVAL is
+ * reported and the rewrite's own value holds.
+ */
+static void sample_setup(struct stint_global *g, char **envp, const char *opts)
+{
+	struct stint_sample *s = &g->smp;
+	size_t n = 0, pn = 0, in = 0;
+	const char *v = setting_checked(envp, "STINT_SAMPLE", opts, "sample", &n, sample_ok, 0,
+					"bad sampling method (STINT_SAMPLE), want all, rate:P%, every:N or reservoir:P%; using the rewrite's (--sample)");
+	uint64_t param = 0;
+	int m = v && n ? sample_parse(v, n, &param) : 0;
+	if (m <= 0)
+		return;
+	const char *per = setting(envp, "STINT_SAMPLE_PER", opts, "sample_per", &pn);
+	if (m == STINT_SAMPLE_RESERVOIR && per && pn == 4 && !s_strncmp(per, "site", 4))
+		m = STINT_SAMPLE_RES_SITE;
+	const char *iv = setting_checked(envp, "STINT_INTERVAL", opts, "interval", &in, interval_ok, 0,
+					 "bad interval (STINT_INTERVAL), want e.g. 1s (1ms at least); using the rewrite's (--interval)");
+	s->interval_ns = iv && in && interval_ok(iv, in, 0) ? parse_duration(iv, in) : 1000000000ULL;
+	long f = sys_mmap(0, SMP_FUNCS * sizeof(struct smp_fn), S_PROT_READ | S_PROT_WRITE,
+			  S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+	long a = sys_mmap(0, 2 * (size_t)SMP_ARENA * sizeof(struct smp_slot), S_PROT_READ | S_PROT_WRITE,
+			  S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+	if (sys_failed(f) || sys_failed(a)) {
+		say_line("cannot map the sampler's tables; recording every event");
+		return;
+	}
+	s->fns = (uint64_t)f;
+	s->arena[0] = (uint64_t)a;
+	s->arena[1] = (uint64_t)a + (uint64_t)SMP_ARENA * sizeof(struct smp_slot);
+	s->param = param;
+	s->thresh = param >= 1000000 ? ~0ULL : mul_div(param, 1ULL << 63, 1000000) << 1;
+	const char *seed = env_get(envp, STINT_TEST_SAMPLE_SEED_ENV);
+	s->rng = seed && seed[0] ? fnv64((const uint8_t *)seed, s_strlen(seed)) : rdtsc();
+	smp_pow2_init(s);
+	s->mono0 = now_ns(S_CLOCK_MONOTONIC);
+	__atomic_store_n(&s->method, (uint32_t)m, __ATOMIC_RELEASE);
+}
+
+/* Start the reader thread (signals blocked in it), once the trace is
+ * open: its first row says how the run samples. */
+static void sample_spawn(struct stint_global *g)
+{
+	struct stint_sample *s = &g->smp;
+	if (!s->method || s->thread)
+		return;
+	s->thread = 1;
+	s->start_ns = now_ns(S_CLOCK_MONOTONIC);
+	emit_record(STINT_K_SAMPLE_RUN, s->mono0, s->method, s->param, s->interval_ns);
+	long st = sys_mmap(0, SMP_STACK, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
+	uint64_t all = ~0ULL, old = 0;
+	long masked = sys_failed(st) ? -1 : sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);
+	long r = sys_failed(st) ? st : stint_spawn((uint64_t)st + SMP_STACK, sample_main);
+	if (!sys_failed(masked))
+		sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&old, 0, 8);
+	if (sys_failed(r)) {
+		if (!sys_failed(st))
+			sys_call2(SYS_munmap, st, (long)SMP_STACK);
+		/* the samples still come out, all at the run's end */
+		say_line("cannot start the sampler's reader thread; samples are written at exit");
+	}
+}
+
+/*
+ * The run's end (run_end): the last, partial interval is written out by
+ * the exiting thread, then a row with the reader's working time. A
+ * process killed by SIGKILL loses its last interval's samples.
+ */
+static void sample_end(struct stint_global *g)
+{
+	struct stint_sample *s = &g->smp;
+	if (!s->method)
+		return;
+	/* the reader may be writing a half out: wait for it (up to a
+	 * second), or its rows would come after the trace's seal */
+	int locked = lock_bounded(&s->lock);
+	for (int i = 0; !locked && i < 500; i++) {
+		sleep_until(now_ns(S_CLOCK_MONOTONIC) + 2000000ULL);
+		locked = lock_bounded(&s->lock);
+	}
+	if (!s->ended) {
+		uint64_t now = now_ns(S_CLOCK_MONOTONIC);
+		smp_flip(s, now);
+		smp_drain(s);
+		s->ended = 1;
+		uint64_t lost = __atomic_load_n(&s->dropped, __ATOMIC_RELAXED) + __atomic_load_n(&s->unstratified, __ATOMIC_RELAXED);
+		emit_record(STINT_K_SAMPLE_READER, now, __atomic_load_n(&s->busy_ns, __ATOMIC_RELAXED),
+			    now > s->start_ns ? now - s->start_ns : 0, lost);
+	}
+	if (locked)
+		unlock(&s->lock);
+}
+
+/* A forked child (fork_child_reopen): its own intervals from now, and
+ * its own reader (sample_spawn); the parent's samples stay the parent's. */
+static void sample_fork(struct stint_global *g)
+{
+	struct stint_sample *s = &g->smp;
+	if (!s->method)
+		return;
+	struct smp_fn *t = (struct smp_fn *)s->fns;
+	for (uint32_t i = 0; i < SMP_FUNCS; i++)
+		for (int h = 0; h < 2; h++)
+			if (t[i].h[h].n) {
+				t[i].h[h].n = 0;
+				t[i].h[h].base = 0;
+			}
+	s->used[0] = s->used[1] = s->seen[0] = s->seen[1] = s->upper[0] = s->upper[1] = 0;
+	s->lock = 0;
+	s->thread = 0;
+	s->pending = 0;
+	s->ended = 0;
+	s->busy_ns = s->dropped = s->unstratified = 0;
+	s->mono0 = now_ns(S_CLOCK_MONOTONIC);
+}
