@@ -38,6 +38,13 @@ type Options struct {
 	// budgeted run yields exact call-context tree nodes. Tracking never
 	// stops (the gate does not apply); the budget limits recording.
 	Context bool
+	// Sample samples the events (ParseSample: all, rate:P%, every:N,
+	// reservoir:P%) instead of recording each occurrence; it implies
+	// every-occurrence probes, with a row per sample. The runtime's
+	// STINT_SAMPLE overrides it. SamplePer ("function", the default, or
+	// "site") picks a reservoir's strata; Interval (default 1s) the
+	// sampling interval (STINT_SAMPLE_PER, STINT_INTERVAL).
+	Sample, SamplePer, Interval string
 	// Blob is the runtime blob to inject; nil means the blob of package
 	// runtime.
 	Blob []byte
@@ -285,6 +292,9 @@ func (o *Options) check() error {
 			}
 		}
 	}
+	if err := o.sampleCheck(); err != nil {
+		return err
+	}
 	if o.LogPolicy != "" && o.Log == "" {
 		return errors.New("a log policy needs a log")
 	}
@@ -343,6 +353,7 @@ func (o *Options) optionString() string {
 			s += " window=" + w
 		}
 	}
+	s += o.sampleOptions()
 	if o.Log != "" {
 		pol := o.LogPolicy
 		if pol == "" {
@@ -358,7 +369,7 @@ func (o *Options) optionString() string {
 // append packets to per-thread buffers (STINT_MF_PATHS) and the output
 // carries the module's branch map (section .stint.paths).
 func (o *Options) Paths() bool {
-	return o.Every && (o.Tool == 0 || o.Tool == ToolBranch) && !o.Rows && !o.Context
+	return o.Every && (o.Tool == 0 || o.Tool == ToolBranch) && !o.Rows && !o.Context && o.Sample == ""
 }
 
 // opt reports whether optimisation name is on.

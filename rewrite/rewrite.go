@@ -72,6 +72,9 @@ func RewriteBytes(data []byte, opts Options) (out []byte, st *Stats, err error) 
 	if err := opts.check(); err != nil {
 		return nil, nil, err
 	}
+	if opts.Sample != "" {
+		opts.Every = true // the sampler sees every occurrence
+	}
 	f, err := elfin.Parse(data)
 	if err != nil {
 		return nil, nil, err

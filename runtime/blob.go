@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "51a8211f8b8987aaf014cd64a701318b9adb64a8c74d9a285fb4b1892bfc907c"
+const BlobSHA256 = "dee6aa3cd179a554213b766d4f87c86426ca8d781af56840a6a3634b55105d8f"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

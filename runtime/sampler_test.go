@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stint-project/stint/internal/testvec"
 )
 
 // buildSampler builds testdata/sampler.c, which drives src/sample.c's
@@ -46,6 +48,30 @@ func TestSampler(t *testing.T) {
 	t.Run("rate", func(t *testing.T) { testRate(t, run) })
 	t.Run("every", func(t *testing.T) { testEvery(t, run) })
 	t.Run("sizes", func(t *testing.T) { testSizes(t, run) })
+	t.Run("grammar", func(t *testing.T) { testSampleGrammar(t, run) })
+}
+
+// testSampleGrammar checks the runtime's sample_parse against the vectors
+// rewrite.ParseSample is checked against.
+func testSampleGrammar(t *testing.T, sampler samplerRun) {
+	vs := testvec.Samples(t)
+	args := []string{"parse"}
+	for _, v := range vs {
+		args = append(args, v.Input)
+	}
+	out := sampler(t, args...)
+	if len(out) != 2*len(vs) {
+		t.Fatalf("%d numbers for %d inputs", len(out), len(vs))
+	}
+	for i, v := range vs {
+		m, p := out[2*i], out[2*i+1]
+		switch {
+		case v.Err && m != 255:
+			t.Errorf("line %d: %q parsed as method %d param %d, want a refusal", v.Line, v.Input, m, p)
+		case !v.Err && (m != uint64(v.Method) || p != v.Param):
+			t.Errorf("line %d: %q parsed as method %d param %d, want %d and %d", v.Line, v.Input, m, p, v.Method, v.Param)
+		}
+	}
 }
 
 type samplerRun = func(t *testing.T, args ...string) []uint64

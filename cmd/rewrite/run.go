@@ -83,6 +83,17 @@ unpatched, and what they did not show is given up:
   $ cp gzip.log gzip.log.before; ./gzip.stint -c big.txt > /dev/null
   $ rewrite --budget 10% --log gzip.log --skip-covered gzip.log --retire-since gzip.log.before -o gzip.stint /usr/bin/gzip
 
+Sampling (the reservoir thesis): with --sample, every occurrence reaches
+a sampler, which keeps some and writes them with how many events they
+stand for, so counts and caller proportions can be estimated (trace
+stats) at a fixed cost. rate:P% takes each event with probability P,
+every:N every Nth, reservoir:P% keeps a reservoir per function (a call's
+callee; other events' site) and interval, sized at P% of that function's
+events in the interval before and at least 8, so every function that
+ran appears in each interval's samples. A thread of the runtime's own
+writes the samples at each interval's end; the last interval at exit.
+  $ rewrite --tool call --sample reservoir:20% --interval 1s -o prog.stint prog
+
 Environment read by the rewritten program:
   STINT_OUT         directory for trace files (default ./traces)
   STINT_DISABLE     set to 1 to restore the original code at start-up and
@@ -113,6 +124,10 @@ Environment read by the rewritten program:
                     switching the patches that straddle a word itself
                     (they then stay on, or with --switch-sync the
                     runtime's thread parks the program to switch them)
+  STINT_SAMPLE      sampling method, overriding --sample; a bad value is
+                    reported and --sample holds
+  STINT_SAMPLE_PER  function or site, overriding --sample-per
+  STINT_INTERVAL    sampling interval, overriding --interval
   STINT_LOG         redundancy log file, overriding --log
   STINT_LOG_POLICY  log policy, overriding --log-policy
 
@@ -145,6 +160,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringSliceVar(&opts.NoOpt, "no-opt", nil, "turn instrumentation optimisations off, to measure what each buys: ppi (a compact trace's probes append inline, calling the runtime only on their slow paths)")
 	fs.BoolVar(&opts.Rows, "rows", false, "with --every and --tool branch: write a row per event instead of a compact trace (the older, larger and slower encoding)")
 	fs.BoolVar(&opts.Context, "context", false, "with --tool call: keep a shadow stack per thread and record each distinct calling context once, with its parent (exact call-context trees even under a budget; every call and ret reaches the runtime)")
+	fs.StringVar(&opts.Sample, "sample", "", "sample the events with `METHOD`: all, rate:P%, every:N or reservoir:P% (see Sampling above)")
+	fs.StringVar(&opts.SamplePer, "sample-per", "", "with --sample reservoir:P%: a reservoir per `S`, function (default: a call's callee, other events' site) or site")
+	fs.StringVar(&opts.Interval, "interval", "", "with --sample: the sampling interval `T` (default 1s; 1ms at least)")
 	fs.StringVarP(&out, "output", "o", "", "write the rewritten file to `OUT` (required)")
 	fs.StringVar(&statsJSON, "stats-json", "", "write the rewrite statistics as JSON to `FILE`")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "print nothing on success")

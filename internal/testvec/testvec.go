@@ -67,3 +67,47 @@ func Durations(t testing.TB) []Grammar {
 	}
 	return out
 }
+
+// Sample is a row of testdata/samples.tsv: a sampling method and what
+// it parses to.
+type Sample struct {
+	Line   int
+	Input  string
+	Method int    // 0 all, 1 rate, 2 every, 3 reservoir
+	Param  uint64 // ppm, or N
+	Err    bool   // the input is refused
+}
+
+// Samples reads testdata/samples.tsv; a malformed row fails t.
+func Samples(t testing.TB) []Sample {
+	t.Helper()
+	path := filepath.Join(Root(), "testdata", "samples.tsv")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Sample
+	for n, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		w := strings.Split(line, "\t")
+		if len(w) != 3 {
+			t.Fatalf("%s:%d: want input, method, param: %q", path, n+1, line)
+		}
+		s := Sample{Line: n + 1, Input: w[0], Err: w[1] == "error"}
+		if !s.Err {
+			m, err1 := strconv.Atoi(w[1])
+			p, err2 := strconv.ParseUint(w[2], 10, 64)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("%s:%d: method %q, param %q", path, n+1, w[1], w[2])
+			}
+			s.Method, s.Param = m, p
+		}
+		out = append(out, s)
+	}
+	if len(out) < 10 {
+		t.Fatalf("%s: only %d rows", path, len(out))
+	}
+	return out
+}

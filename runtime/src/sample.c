@@ -438,7 +438,7 @@ static int sample_parse(const char *v, size_t n, uint64_t *param)
 			x = x * 10 + (uint64_t)(v[i] - '0');
 		}
 		*param = x;
-		return x ? STINT_SAMPLE_EVERY : -1;
+		return x && x <= 1000000000000ULL ? STINT_SAMPLE_EVERY : -1;
 	}
 	int m = n > 5 && !s_strncmp(v, "rate:", 5) ? STINT_SAMPLE_RATE : n > 10 && !s_strncmp(v, "reservoir:", 10) ? STINT_SAMPLE_RESERVOIR : -1;
 	size_t at = m == STINT_SAMPLE_RATE ? 5 : 10;

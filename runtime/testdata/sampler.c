@@ -10,6 +10,8 @@
  *                        stream ended up in a reservoir
  *   rate PPM N SEED B    rate sampling: samples per bucket, then the total
  *   every EV N           every-EV sampling: the indices taken
+ *   parse INPUT...       each sampling method's number (255: refused)
+ *                        and parameter
  *   sizes PPM SEED N...  a reservoir stratum over intervals of N events
  *                        each: per interval, its size (0: its first
  *                        interval, each event at PPM) and the samples it
@@ -138,6 +140,18 @@ static int cmd_sizes(int ac, char **av)
 	return 0;
 }
 
+/* Each input's method (255: refused) and parameter. */
+static int cmd_parse(int ac, char **av)
+{
+	for (int i = 0; i < ac; i++) {
+		uint64_t p = 0;
+		int m = sample_parse(av[i], s_strlen(av[i]), &p);
+		put(m < 0 ? 255 : (uint64_t)m);
+		put(m < 0 ? 0 : p);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -149,6 +163,8 @@ int main(int argc, char **argv)
 		return cmd_rate(argv + 2);
 	if (!s_strncmp(c, "every", 6) && argc == 4)
 		return cmd_every(argv + 2);
+	if (!s_strncmp(c, "parse", 6))
+		return cmd_parse(argc - 2, argv + 2);
 	if (!s_strncmp(c, "sizes", 6) && argc >= 4)
 		return cmd_sizes(argc - 2, argv + 2);
 	return 2;
