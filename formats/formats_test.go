@@ -89,17 +89,19 @@ func TestKindString(t *testing.T) {
 		{KindSyscall, "syscall"}, {KindBlock, "block"}, {KindContext, "context"}, {0, "kind(0)"}, {200, "kind(200)"},
 		{KindPeriod, "period"}, {KindPeriodStats, "period-stats"}, {KindPeriodQoS, "period-qos"},
 		{KindRunEnd, "run-end"}, {KindRefusedBase + KindRet, "refused-ret"},
+		{KindSampleRun, "sample-run"}, {KindSampleSet, "sample-set"}, {KindSampleReader, "sample-reader"},
+		{KindSampledBase + KindCall, "sampled-call"}, {KindSampledBase + KindSyscall, "sampled-syscall"},
 	} {
 		if have := tc.k.String(); have != tc.want {
 			t.Errorf("Kind(%d).String() = %q, want %q", tc.k, have, tc.want)
 		}
-		if tc.k.Valid() || tc.k.IsRecord() {
+		if _, sampled := tc.k.Sampled(); tc.k.Valid() || tc.k.IsRecord() || sampled {
 			if have, err := ParseKind(strings.ToUpper(tc.want)); err != nil || have != tc.k {
 				t.Errorf("ParseKind(%q) = %v, %v; want %v", tc.want, have, err, tc.k)
 			}
 		}
 	}
-	for _, bad := range []string{"jump", "refused-period", "refused-", "kind(3)"} {
+	for _, bad := range []string{"jump", "refused-period", "refused-", "kind(3)", "sampled-period", "sampled-", "sampled-sampled-call"} {
 		if _, err := ParseKind(bad); err == nil {
 			t.Errorf("ParseKind(%q): no error", bad)
 		}

@@ -69,7 +69,43 @@ const (
 	// KindPeriod row's used time. Written for each period whose gate
 	// closed.
 	KindPeriodClose Kind = 37
+	// A sampled run (rewrite --sample), once at its start: src = the
+	// method (SampleRate, SampleEvery, SampleReservoir, SampleResSite),
+	// dst = its parameter (ppm of the events, or N), value = the
+	// interval (ns).
+	KindSampleRun Kind = 38
+	// A stratum's interval in a sampled run: src_module and src = the
+	// stratum (a function or site; NoModule and 0: all events, for rate
+	// and every), dst = the events it had in the interval, value = the
+	// samples written for it; time = the interval's end, which its
+	// samples' rows carry too. Each sample stands for dst/value events.
+	KindSampleSet Kind = 39
+	// A sampled run's end: src = ns the reader thread worked, dst = ns it
+	// lived, value = samples lost (no slot free, or no room for the
+	// stratum).
+	KindSampleReader Kind = 40
 )
+
+// Sampling methods: a [KindSampleRun] row's src.
+const (
+	SampleRate      = 1 // each event with probability dst/1e6
+	SampleEvery     = 2 // every dst-th event
+	SampleReservoir = 3 // a reservoir per function (a call's callee, other events' site) and interval
+	SampleResSite   = 4 // a reservoir per site and interval
+)
+
+// KindSampledBase + an event kind marks a sample: an event the sampler
+// took (rewrite --sample), with the event's fields and tid; its time is
+// its interval's end (the [KindSampleSet] row of its stratum).
+const KindSampledBase Kind = 96
+
+// Sampled returns the event kind of a sample row, and whether k is one.
+func (k Kind) Sampled() (Kind, bool) {
+	if k > KindSampledBase && k-KindSampledBase <= MaxKind {
+		return k - KindSampledBase, true
+	}
+	return 0, false
+}
 
 // How a period's gate closed: a [KindPeriodClose] row's src.
 const (
@@ -90,7 +126,7 @@ const RunEndStatusUnknown = 0xFFFFFFFF
 // a period record, the run end, or a refusal.
 func (k Kind) IsRecord() bool {
 	_, refused := k.Refused()
-	return k >= KindPeriod && k <= KindPeriodClose || refused
+	return k >= KindPeriod && k <= KindSampleReader || refused
 }
 
 // KindRefusedBase + an event kind marks a refusal: an event that
@@ -144,9 +180,18 @@ func (k Kind) String() string {
 		return "period-switch"
 	case KindPeriodClose:
 		return "period-close"
+	case KindSampleRun:
+		return "sample-run"
+	case KindSampleSet:
+		return "sample-set"
+	case KindSampleReader:
+		return "sample-reader"
 	}
 	if e, ok := k.Refused(); ok {
 		return "refused-" + kindNames[e]
+	}
+	if e, ok := k.Sampled(); ok {
+		return "sampled-" + kindNames[e]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -161,7 +206,8 @@ func ParseKind(s string) (Kind, error) {
 			return k, nil
 		}
 	}
-	for _, k := range []Kind{KindPeriod, KindPeriodStats, KindPeriodQoS, KindRunEnd, KindPeriodSwitch, KindPeriodClose} {
+	for _, k := range []Kind{KindPeriod, KindPeriodStats, KindPeriodQoS, KindRunEnd, KindPeriodSwitch, KindPeriodClose,
+		KindSampleRun, KindSampleSet, KindSampleReader} {
 		if k.String() == n {
 			return k, nil
 		}
@@ -171,7 +217,12 @@ func ParseKind(s string) (Kind, error) {
 			return KindRefusedBase + k, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown kind %q (want one of %s; period, period-stats, period-qos, period-switch, period-close, run-end; or refused-EVENT)", s, strings.Join(kindNames[1:], ", "))
+	if e, ok := strings.CutPrefix(n, "sampled-"); ok {
+		if k, err := ParseKind(e); err == nil && k.Valid() {
+			return KindSampledBase + k, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown kind %q (want one of %s; period, period-stats, period-qos, period-switch, period-close, run-end, sample-run, sample-set, sample-reader; or refused-EVENT, sampled-EVENT)", s, strings.Join(kindNames[1:], ", "))
 }
 
 // Tool is what a rewritten module traces. The values mirror the

@@ -402,20 +402,24 @@ func (s *state) segment(b *merge.Batch, lo, hi int, f *fileState, rec, count *ru
 	pm := f.pm
 	work, refusals := s.work[:0], s.refusals[:0]
 	for i, k := range kinds {
-		if k-1 >= uint8(formats.MaxKind) { // not an event
+		if k-1 >= uint8(formats.MaxKind) { // not an event, or a sample
 			kind := formats.Kind(k)
-			if _, refused := kind.Refused(); refused {
-				if count != nil {
-					refusals = append(refusals, int32(lo+i))
+			ek, sampled := kind.Sampled()
+			if !sampled {
+				if _, refused := kind.Refused(); refused {
+					if count != nil {
+						refusals = append(refusals, int32(lo+i))
+					}
+				} else if kind.IsRecord() {
+					e := b.Event(lo + i)
+					rec.periods.Add(e)
+					if kind == formats.KindRunEnd {
+						rec.timeNS = e.Value
+					}
 				}
-			} else if kind.IsRecord() {
-				e := b.Event(lo + i)
-				rec.periods.Add(e)
-				if kind == formats.KindRunEnd {
-					rec.timeNS = e.Value
-				}
+				continue
 			}
-			continue
+			k = uint8(ek) // a sample: its event, seen in this run
 		}
 		dst := dsts[i]
 		if k == uint8(formats.KindSyscall) {

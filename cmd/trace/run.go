@@ -38,8 +38,10 @@ Event kinds: jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp, ind-call,
 syscall, block, context (rewrite --context). The runtime's own rows:
 period, period-stats, period-qos, period-switch (what the off-switch did),
 period-close (how a period's gate closed, the reserve it kept and the
-budget used then), run-end, and refused-EVENT (an event a redundancy log
-refused); --kind accepts them all.
+budget used then), run-end, refused-EVENT (an event a redundancy log
+refused), and a sampled run's (rewrite --sample) sample-run, sample-set
+(a stratum's events and samples in an interval), sample-reader and
+sampled-EVENT (a sample); --kind accepts them all.
 
 A file whose process was killed ends in zeros and reads cleanly up to
 its last sealed batch; a file cut inside a batch (copied while being

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/stint-project/stint/analysis/cov"
+	"github.com/stint-project/stint/analysis/sample"
 	"github.com/stint-project/stint/formats"
 )
 
@@ -26,6 +27,15 @@ closed their gate early and how (a probe's charge, the period's start, the
 roll), the budget used (median, max), overshoots, and for the closed ones
 what was used when the gate closed, the reserve the close kept for the
 off-switch, and what of the budget was left unspent at the end.
+
+For a sampled run (rewrite --sample): the method, the intervals, how many
+samples stand for how many events, the reader thread's working time and
+the samples lost, then the largest estimated counts (calls to a
+function, other events at a site) with their 95% intervals, and the
+largest shares of their outcomes (a function's callers, a branch's
+destinations). A reservoir per function counts its function's calls
+exactly; the samples estimate the callers. Functions are named from the
+modules' files where those are still there.
 
 How a file ends:
   cleanly: end-of-stream marker     the process closed its trace
@@ -98,7 +108,9 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 		srcMod: map[uint16]int{}, dstMod: map[uint16]int{}, threads: map[uint32]int{},
 		distinct: map[triple]struct{}{}, first: ^uint64(0),
 	}
+	est := sample.NewEstimator()
 	add := func(e formats.Event) bool {
+		est.Add(e)
 		s.events++
 		s.kinds[e.Kind]++
 		s.srcMod[e.SrcModule]++
@@ -193,6 +205,7 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 		fmt.Fprintf(w, "    tid %-12d %10d %s\n", t.tid, t.n, pct(t.n))
 	}
 	printPeriods(w, s.periods.Periods())
+	printSampling(w, est, nm, r.Modules())
 	return nil
 }
 
