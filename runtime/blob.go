@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "dee6aa3cd179a554213b766d4f87c86426ca8d781af56840a6a3634b55105d8f"
+const BlobSHA256 = "17edf721c0359d93058f1801c25c72744bba4a2a562eddf86824bd02ce084af6"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

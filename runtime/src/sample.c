@@ -269,6 +269,8 @@ static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw)
 /* An event of an every-occurrence module while sampling (record_probe). */
 static void sample_event(struct stint_global *g, const struct row *rw)
 {
+	if (UNLIKELY(__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1))
+		fork_child_reopen(g); /* a forked child: its own trace, intervals and reader first */
 	struct smp_slot *sl = smp_pick(&g->smp, rw);
 	if (!sl)
 		return;

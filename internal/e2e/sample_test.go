@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stint-project/stint/analysis/sample"
+	"github.com/stint-project/stint/analysis/symbols"
+	"github.com/stint-project/stint/formats"
+	"github.com/stint-project/stint/internal/fixtures"
+	"github.com/stint-project/stint/rewrite"
+)
+
+// callsRounds is what the sampling tests run the calls fixture with:
+// per thread, 0.6, 0.3 and 0.1 of it are leaf's calls from from_a,
+// from_b and from_c, a fifth mid's.
+const callsRounds = 100000
+
+// exactCalls are the calls fixture's calls per function (two threads).
+func exactCalls(r int) map[string]float64 {
+	return map[string]float64{
+		"leaf": float64(2 * r), "from_a": 1.2 * float64(r), "from_b": 0.6 * float64(r), "from_c": 0.2 * float64(r),
+		"mid": 0.4 * float64(r), "rare": 2,
+	}
+}
+
+// TestSampledCalls: rewrite --tool call --sample on the calls fixture,
+// whose calls are known exactly. The program behaves as natively; every
+// stratum that ran in an interval has samples in it; functions with at
+// least 1,000 calls are estimated within 5% (a reservoir per function
+// counts them exactly) and within their 95% interval widened to 4 sd;
+// leaf's callers' estimated shares are within a total variation
+// distance of 0.05 of 60/30/10%.
+func TestSampledCalls(t *testing.T) {
+	bin := fixtures.Build(t, "calls", fixtures.Variant{Opt: fixtures.O2, PIE: true})
+	args := []string{fmt.Sprint(callsRounds)}
+	nOut, _, nCode, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := symbols.Load(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ method, per string }{
+		{"reservoir:20%", ""}, {"reservoir:20%", "site"}, {"rate:20%", ""}, {"every:5", ""},
+	} {
+		t.Run(c.method+"/"+c.per, func(t *testing.T) {
+			dir := t.TempDir()
+			out, _ := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Sample: c.method, SamplePer: c.per, Interval: "10ms"})
+			traces := filepath.Join(dir, "traces")
+			env := append(traceEnv(traces), "STINT_TEST_SAMPLE_SEED=calls")
+			rOut, rErr, code, err := fixtures.Run(out, args, env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code != nCode || !bytes.Equal(rOut, nOut) || len(rErr) != 0 {
+				t.Fatalf("exit %d (native %d), stdout %q (native %q), stderr %q", code, nCode, rOut, nOut, rErr)
+			}
+			trs := readTraces(t, traces)
+			if len(trs) != 1 {
+				t.Fatalf("%d traces, want 1", len(trs))
+			}
+			est := sample.NewEstimator()
+			for _, e := range trs[0].Events {
+				est.Add(e)
+				if e.Kind == formats.KindSampleSet && e.Dst > 0 && e.Value == 0 {
+					t.Errorf("stratum %#x had %d events in the interval ending at %d, and no sample", e.Src, e.Dst, e.Time)
+				}
+			}
+			checkEstimates(t, est, syms, c.method == "reservoir:20%" && c.per == "")
+		})
+	}
+}
+
+// checkEstimates compares est's call counts and leaf's callers with the
+// calls fixture's.
+func checkEstimates(t *testing.T, est *sample.Estimator, syms *symbols.Table, exact bool) {
+	t.Helper()
+	run := est.Run()
+	if run.Unmatched != 0 || !run.HasReader || run.Intervals < 2 {
+		t.Errorf("run %+v: want every sample matched, a reader row, 2 intervals or more", run)
+	}
+	want := exactCalls(callsRounds)
+	callers := map[string]float64{}
+	seen := map[string]bool{}
+	for _, e := range est.Estimates() {
+		if e.Kind != formats.KindCall {
+			continue
+		}
+		f := syms.Lookup(e.Loc.Addr)
+		if f == nil || f.Start != e.Loc.Addr {
+			continue
+		}
+		w, ok := want[f.Name]
+		if !ok {
+			continue
+		}
+		seen[f.Name] = true
+		sd := (e.High - e.Low) / 2 / sample.Z95
+		switch {
+		case exact && (!e.Exact || e.Est != w):
+			t.Errorf("calls to %s: %.0f (exact %v), want %.0f exactly", f.Name, e.Est, e.Exact, w)
+		case w >= 1000 && math.Abs(e.Est-w) > 0.05*w:
+			t.Errorf("calls to %s: %.0f, more than 5%% from %.0f", f.Name, e.Est, w)
+		case w >= 1000 && math.Abs(e.Est-w) > 4*sd:
+			t.Errorf("calls to %s: %.0f (%.0f..%.0f), more than 4 sd from %.0f", f.Name, e.Est, e.Low, e.High, w)
+		}
+		if f.Name == "leaf" {
+			for _, o := range e.Outcomes {
+				if c := syms.Lookup(o.Loc.Addr); c != nil {
+					callers[c.Name] += o.Est
+				}
+			}
+		}
+		t.Logf("calls to %-6s %9.0f (%.0f..%.0f) of %.0f, %d samples", f.Name, e.Est, e.Low, e.High, w, e.Samples)
+	}
+	for _, name := range []string{"leaf", "from_a", "from_b", "from_c", "mid"} {
+		if !seen[name] {
+			t.Errorf("no estimate for %s", name)
+		}
+	}
+	if exact && !seen["rare"] {
+		t.Errorf("rare (2 calls) has no sample: every function that ran must appear")
+	}
+	if d := sample.TVD(callers, map[string]float64{"from_a": 6, "from_b": 3, "from_c": 1}); d > 0.05 {
+		t.Errorf("leaf's callers %v: total variation distance %.3f from 60/30/10%%, want at most 0.05", callers, d)
+	} else {
+		t.Logf("leaf's callers: TVD %.4f from 60/30/10%%", d)
+	}
+}
+
+// TestSampledForkAndKill: a sampled run's forked child samples on its own
+// (its trace has its own sample-run, intervals and reader rows), and a
+// run killed with SIGKILL leaves a readable trace with the intervals the
+// reader wrote before the kill (the last one is lost, and the reader's
+// row with it).
+func TestSampledForkAndKill(t *testing.T) {
+	bin := buildSpin(t)
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Sample: "reservoir:20%", Interval: "20ms"})
+	t.Run("fork", func(t *testing.T) {
+		traces := filepath.Join(t.TempDir(), "traces")
+		if _, rErr, code, err := fixtures.Run(out, []string{"300", "fork"}, traceEnv(traces)); err != nil || code != 0 || len(rErr) != 0 {
+			t.Fatalf("exit %d, %v, stderr %q", code, err, rErr)
+		}
+		trs := readTraces(t, traces)
+		if len(trs) != 2 {
+			t.Fatalf("%d traces, want the parent's and the child's", len(trs))
+		}
+		for _, tr := range trs {
+			est := sample.NewEstimator()
+			for _, e := range tr.Events {
+				est.Add(e)
+			}
+			r := est.Run()
+			if r.Method != formats.SampleReservoir || !r.HasReader || r.Sets == 0 || r.Samples == 0 || r.Unmatched != 0 {
+				t.Errorf("pid %d: %+v: want its own sampled run, intervals and reader row", tr.Run.PID, r)
+			}
+		}
+	})
+	t.Run("killed", func(t *testing.T) {
+		traces := filepath.Join(t.TempDir(), "traces")
+		cmd := exec.Command(out, "1000000")
+		cmd.Env = traceEnv(traces)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		trs := readTraces(t, traces)
+		if len(trs) != 1 {
+			t.Fatalf("%d traces, want 1", len(trs))
+		}
+		est := sample.NewEstimator()
+		for _, e := range trs[0].Events {
+			est.Add(e)
+		}
+		r := est.Run()
+		if r.Method != formats.SampleReservoir || r.HasReader || r.Intervals == 0 || r.Samples == 0 {
+			t.Errorf("%+v: want the intervals before the kill, and no reader row", r)
+		}
+		t.Logf("killed: %d intervals, %d samples for %d events", r.Intervals, r.Samples, r.Events)
+	})
+}
