@@ -8,11 +8,16 @@
  * runtime's deepest paths use a few KiB.
  *
  * STACKS_N stacks of STACKS_SIZE bytes in one NORESERVE mapping, a busy
- * bit each. A probe takes a free one with lock bts (no system call, no
- * wait: a signal handler that probes while its thread holds a stack takes
- * another) and gives it back after it has switched back to the program's
- * stack. When every stack is busy, or before the mapping exists, the C
- * code runs on the program's stack as it always could, and is counted.
+ * word each, on a cache line of its own. A probe takes a free one with an
+ * exchange (no system call, no wait: a signal handler that probes while
+ * its thread holds a stack takes another) and gives it back after it has
+ * switched back to the program's stack. It tries first the stack its own
+ * stack's address picks, so that threads keep to stacks of their own:
+ * one busy word for all made two threads' probes fight over its cache
+ * line (two locked operations a probe, 36% of an every-occurrence run's
+ * time on 2 threads). When every stack is busy, or before the mapping
+ * exists, the C code runs on the program's stack as it always could, and
+ * is counted.
  */
 #include "stint.h"
 
@@ -40,16 +45,16 @@ STINT_API uint64_t stint_stack_get(const struct stint_probe *p)
 	uint64_t base = g->stacks.base;
 	if (!base)
 		return 0;
-	for (;;) {
-		uint64_t busy = __atomic_load_n(&g->stacks.busy, __ATOMIC_RELAXED);
-		if (busy == ~(uint64_t)0) {
-			__atomic_fetch_add(&g->stacks.fallbacks, 1, __ATOMIC_RELAXED);
-			return 0;
-		}
-		uint64_t i = (uint64_t)__builtin_ctzll(~busy);
-		if (!(__atomic_fetch_or(&g->stacks.busy, (uint64_t)1 << i, __ATOMIC_ACQUIRE) & ((uint64_t)1 << i)))
+	uint64_t sp = (uint64_t)__builtin_frame_address(0);
+	uint32_t i0 = (uint32_t)((sp >> 16) ^ (sp >> 22)) % STACKS_N;
+	for (uint32_t j = 0; j < STACKS_N; j++) {
+		uint32_t i = (i0 + j) % STACKS_N;
+		if (!__atomic_load_n(&g->stacks.busy[i].w, __ATOMIC_RELAXED) &&
+		    !__atomic_exchange_n(&g->stacks.busy[i].w, 1, __ATOMIC_ACQUIRE))
 			return base + (i + 1) * STACKS_SIZE;
 	}
+	__atomic_fetch_add(&g->stacks.fallbacks, 1, __ATOMIC_RELAXED);
+	return 0;
 }
 
 /* Gives back the stack whose top stint_stack_get returned. */
@@ -57,5 +62,5 @@ STINT_API void stint_stack_put(uint64_t top)
 {
 	struct stint_global *g = G();
 	uint64_t i = (top - g->stacks.base) / STACKS_SIZE - 1;
-	__atomic_fetch_and(&g->stacks.busy, ~((uint64_t)1 << i), __ATOMIC_RELEASE);
+	__atomic_store_n(&g->stacks.busy[i].w, 0, __ATOMIC_RELEASE);
 }

@@ -337,13 +337,17 @@ struct stint_paths {
 /* The (probe, destination) hash set (record.c); its slots are the
  * global state's last member, hash[]. */
 /* The runtime's private stacks (stacks.c). */
-#define STACKS_N    64          /* one busy bit each in a word */
+#define STACKS_N    64          /* each with a busy word on a cache line of its own */
 #define STACKS_SIZE (256u << 10) /* a program's signal handler may run on one too */
 #define STINT_STACKS_HINT (STINT_GLOBAL_ADDR + ((uintptr_t)2 << 40))
 struct stint_stacks {
-	uint64_t busy;      /* bit i: stack i is in use */
 	uint64_t base;      /* the mapping, 0 = none */
 	uint64_t fallbacks; /* probes that ran on the program's stack: every stack busy */
+	/* busy[i].w: stack i is in use, each word on a cache line of its own */
+	struct {
+		uint64_t w;
+		uint64_t pad[7];
+	} busy[STACKS_N] __attribute__((aligned(64)));
 };
 
 /*
