@@ -386,8 +386,17 @@ struct smp_half {
 
 struct smp_fn {
 	uint64_t key;                     /* stratum: (module + 1) << 48 | address; 0 free */
-	uint64_t pad;
+	uint32_t stripe, pad;             /* the threads whose events it samples (smp_stripe) */
 	struct smp_half h[2];
+};
+
+/* What the threads of one stripe (smp_stripe) count and draw from, on a
+ * cache line of its own. */
+#define SMP_STRIPES 64
+struct smp_stripe {
+	uint64_t rng;                     /* the draws' Weyl sequence */
+	uint64_t seen[2];                 /* per half: events (rate, every) */
+	uint64_t pad[5];
 };
 
 struct stint_sample {
@@ -398,17 +407,19 @@ struct stint_sample {
 	uint64_t interval_ns;
 	uint64_t epoch;                   /* the interval's index; its half is epoch & 1 */
 	uint64_t mono0;                   /* when the interval began */
-	uint64_t rng;                     /* the draws' Weyl sequence */
-	uint64_t seen[2], used[2];        /* per half: events (rate, every), arena slots handed out */
+	uint64_t used[2];                 /* per half: arena slots handed out */
 	uint64_t upper[2];                /* per half: slots of fresh strata handed out (from SMP_ARENA / 2 up) */
 	uint64_t dropped;                 /* samples with no slot (arena full, slots not yet set up) */
 	uint64_t unstratified;            /* events of strata the table had no room for */
 	uint64_t fns, arena[2];           /* the mappings: struct smp_fn[SMP_FUNCS], struct smp_slot[SMP_ARENA] each */
+	uint64_t live;                    /* uint32_t[SMP_FUNCS]: the table's used entries, in order of use */
+	uint32_t nlive, pad2;
 	uint64_t busy_ns, start_ns;       /* the reader's working time, and its start */
 	uint32_t thread, pending;         /* reader started; a flipped half not yet drained (1 + half) */
 	uint32_t ended, pad;              /* the run's end wrote the last interval */
 	uint64_t pend_end;                /* when the pending half's interval ended */
 	uint64_t pow2[32];                /* 2^-(2^-(i+1)), Q0.64: smp_exp2's factors */
+	struct smp_stripe stripe[SMP_STRIPES] __attribute__((aligned(64)));
 };
 
 struct stint_hashset {
@@ -832,6 +843,7 @@ static void periods_start(struct stint_global *g, int spawn);
 static void periods_spawn(struct stint_global *g);
 
 /* sample.c */
+static inline uint32_t smp_stripe_of(void);
 static uint64_t smp_rand(struct stint_sample *s);
 static int64_t smp_log2(uint64_t x);
 static uint64_t smp_isqrt(unsigned __int128 v);
@@ -840,7 +852,8 @@ static uint64_t smp_exp2(const struct stint_sample *s, int64_t lw);
 static inline uint64_t mul64(uint64_t a, uint64_t b);
 static uint64_t smp_skip(struct stint_sample *s, int64_t lw);
 static void smp_half_init(struct stint_sample *s, struct smp_half *hf, uint32_t k);
-static struct smp_fn *smp_find(struct stint_sample *s, uint64_t key);
+static struct smp_fn *smp_find(struct stint_sample *s, uint64_t key, uint32_t st);
+static void smp_each(struct stint_sample *s, void (*fn)(struct stint_sample *, struct smp_fn *, uint64_t, uint32_t), uint32_t a);
 static struct smp_slot *smp_slot_of(struct stint_sample *s, uint32_t h, struct smp_half *hf, uint32_t k, uint64_t i);
 static struct smp_slot *smp_fresh(struct stint_sample *s, uint32_t h, struct smp_half *hf, uint64_t i);
 static struct smp_slot *smp_reservoir(struct stint_sample *s, struct smp_fn *f);
@@ -848,13 +861,16 @@ static struct smp_slot *smp_stream(struct stint_sample *s);
 static uint64_t smp_key(const struct stint_sample *s, const struct row *rw);
 static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw);
 static void sample_event(struct stint_global *g, const struct row *rw);
+static void smp_size(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a);
 static void smp_prepare(struct stint_sample *s, uint32_t a);
 static void smp_emit(const struct smp_slot *sl, uint8_t kind, uint64_t end);
 static uint64_t smp_emit_slots(struct smp_slot *sl, uint64_t n, uint64_t end);
 static void smp_set_row(uint64_t key, uint64_t n, uint64_t taken, uint64_t end);
+static void smp_drain_one(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a);
 static void smp_drain(struct stint_sample *s);
 static void smp_flip(struct stint_sample *s, uint64_t end);
 static void sample_main(void);
+static void smp_seed(struct stint_sample *s, uint64_t seed);
 static int sample_parse(const char *v, size_t n, uint64_t *param);
 static int sample_ok(const char *v, size_t n, uint64_t unused);
 static int interval_ok(const char *v, size_t n, uint64_t unused);

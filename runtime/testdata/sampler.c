@@ -43,9 +43,10 @@ static void setup(int method, uint64_t param, const char *seed)
 	S.method = (uint32_t)method;
 	S.param = param;
 	S.thresh = param >= 1000000 ? ~0ULL : mul_div(param, 1ULL << 63, 1000000) << 1;
-	S.rng = fnv64((const uint8_t *)seed, s_strlen(seed));
-	S.fns = (uint64_t)sys_mmap(0, SMP_FUNCS * sizeof(struct smp_fn), S_PROT_READ | S_PROT_WRITE,
+	smp_seed(&S, fnv64((const uint8_t *)seed, s_strlen(seed)));
+	S.fns = (uint64_t)sys_mmap(0, SMP_FUNCS * (sizeof(struct smp_fn) + sizeof(uint32_t)), S_PROT_READ | S_PROT_WRITE,
 				   S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
+	S.live = S.fns + SMP_FUNCS * sizeof(struct smp_fn);
 	long a = sys_mmap(0, 2 * (size_t)SMP_ARENA * sizeof(struct smp_slot), S_PROT_READ | S_PROT_WRITE,
 			  S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 	S.arena[0] = (uint64_t)a;
@@ -122,7 +123,7 @@ static int cmd_sizes(int ac, char **av)
 		uint64_t n = dec(av[j]), held = 0;
 		for (uint64_t i = 0; i < n; i++)
 			take(smp_pick(&S, &rw), i);
-		struct smp_fn *f = smp_find(&S, smp_key(&S, &rw));
+		struct smp_fn *f = smp_find(&S, smp_key(&S, &rw), smp_stripe_of());
 		struct smp_half *hf = &f->h[h];
 		if (hf->fresh) {
 			held = hf->taken;
