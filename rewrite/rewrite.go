@@ -225,6 +225,10 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	}
 	st.Notes = append(st.Notes, plan.Notes...)
 	sites := policy.ToolSites(fx.Code, opts.Tool)
+	if opts.Sample != "" && opts.Tool == ToolCall {
+		// the thesis's samples: calls (their callers); a return says no more
+		sites = policy.WithoutRets(fx.Code, sites)
+	}
 	if opts.Paths() {
 		sites = plan.PathsSites()
 		add, drop := plan.PathsUnpatched(unprobed, avoid)

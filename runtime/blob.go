@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "daced451e5a8abf372318e4e0d05c8b5f9e74a84e04b3f9b012c6a75f9f1d361"
+const BlobSHA256 = "f4ff233bf2a199b7d9190cc8f8479540d8cca34117b8e3d4477aecb1c1d2cfe7"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -37,6 +37,18 @@ func ToolSites(c *facts.Code, t runtime.Tool) []int {
 	return out
 }
 
+// WithoutRets returns sites without its rets (in place).
+func WithoutRets(c *facts.Code, sites []int) []int {
+	w := 0
+	for _, i := range sites {
+		if c.Kinds[i] != facts.Ret {
+			sites[w] = i
+			w++
+		}
+	}
+	return sites[:w]
+}
+
 // Sites returns the candidate sites among the tool's sites (sorted
 // instruction indices): those the --skip-covered log covers or
 // --retire-since retires are left out (counted), an indirect call is

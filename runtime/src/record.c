@@ -139,10 +139,10 @@ static int record_region(struct stint_global *g, struct stint_module *m, struct 
 
 /* An event's row: to the sampler when sampling (every-occurrence
  * modules only), else to the trace. */
-static inline void emit_event(struct stint_global *g, const struct row *rw, int every)
+static inline void emit_event(struct stint_global *g, struct stint_probe *p, const struct row *rw, int every)
 {
 	if (UNLIKELY(every && g->smp.method))
-		sample_event(g, rw);
+		sample_event(g, p, rw);
 	else
 		emit(rw);
 }
@@ -168,7 +168,7 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		}
 		rw.dst_module = (uint16_t)m->module_id;
 		rw.dst = p->dst;
-		emit_event(g, &rw, every);
+		emit_event(g, p, &rw, every);
 		if (!every && (rs & RS_PATCHING)) {
 			retarget(base, p);
 			patch_done(m, base, p->patch, 0);
@@ -211,7 +211,7 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		__atomic_fetch_add(&g->per.refused, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
-	emit_event(g, &rw, every);
+	emit_event(g, p, &rw, every);
 	if (!every)
 		log_note(g, m, p, key, rw.dst_module);
 	return 1;

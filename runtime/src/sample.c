@@ -80,7 +80,11 @@ static uint64_t smp_isqrt(unsigned __int128 v)
 	return r;
 }
 
-/* pow2[i] = 2^-(2^-(i+1)) in Q0.64: each the square root of the one before. */
+static uint64_t smp_exp2(const struct stint_sample *s, int64_t lw);
+
+/* pow2[i] = 2^-(2^-(i+1)) in Q0.64: each the square root of the one
+ * before; then the tables of the fast log2 and exp2, from the exact
+ * ones. */
 static void smp_pow2_init(struct stint_sample *s)
 {
 	uint64_t v = 1ULL << 63; /* 1/2 */
@@ -88,6 +92,37 @@ static void smp_pow2_init(struct stint_sample *s)
 		v = smp_isqrt((unsigned __int128)v << 64);
 		s->pow2[i] = v;
 	}
+	for (uint64_t i = 0; i <= SMP_TAB; i++) {
+		/* log2(1 + i/T) = log2((T + i) / 2T) + 1; log2(2) = 1 */
+		uint64_t x = i < SMP_TAB ? mul_div(SMP_TAB + i, 1ULL << 63, SMP_TAB) : 0;
+		s->log2tab[i] = i < SMP_TAB ? (uint64_t)(smp_log2(x) + (1LL << 32)) : 1ULL << 32;
+		s->exp2tab[i] = smp_exp2(s, -(int64_t)((i << 32) / SMP_TAB));
+	}
+}
+
+/* smp_log2 from the table, interpolated (within 2^-22 of it): the
+ * exact one squares 32 times, and Algorithm L takes two logs a sample. */
+static int64_t smp_log2_fast(const struct stint_sample *s, uint64_t x)
+{
+	int z = __builtin_clzll(x);
+	uint64_t y = x << z;
+	uint32_t i = (uint32_t)(y >> 53) & (SMP_TAB - 1), w = (uint32_t)(y >> 21);
+	uint64_t a = s->log2tab[i], b = s->log2tab[i + 1];
+	return (int64_t)(-1 - z) * (1LL << 32) + (int64_t)(a + (((b - a) * w) >> 32));
+}
+
+/* smp_exp2 from the table, interpolated. */
+static uint64_t smp_exp2_fast(const struct stint_sample *s, int64_t lw)
+{
+	if (lw >= 0)
+		return ~0ULL;
+	uint64_t a = (uint64_t)-lw, ai = a >> 32;
+	if (ai >= 64)
+		return 0;
+	uint32_t af = (uint32_t)a, i = af >> 22, w = af & ((1u << 22) - 1);
+	uint64_t hi = s->exp2tab[i], lo = s->exp2tab[i + 1];
+	uint64_t v = hi - (uint64_t)(((unsigned __int128)(hi - lo) * w) >> 22);
+	return v >> ai;
 }
 
 /* 2^lw in Q0.64 for lw <= 0 (Q32.32); 0 when it is below 2^-64. */
@@ -116,17 +151,17 @@ static inline uint64_t mul64(uint64_t a, uint64_t b) { return (uint64_t)(((unsig
  */
 static uint64_t smp_skip(struct stint_sample *s, int64_t lw)
 {
-	uint64_t w = smp_exp2(s, lw);
+	uint64_t w = smp_exp2_fast(s, lw);
 	if (!w)
 		return SMP_SKIP_MAX;
-	int64_t lu = smp_log2(smp_rand(s)); /* <= 0 */
+	int64_t lu = smp_log2_fast(s, smp_rand(s)); /* <= 0 */
 	uint64_t skip;
 	if (w < (1ULL << 56)) {
 		uint64_t w2 = mul64(w, w), d = w + w2 / 2 + mul64(w2, w) / 3; /* -ln(1 - W), Q0.64 */
 		uint64_t lnu = mul64((uint64_t)-lu, LN2_Q64);                     /* -ln U, Q32.32 */
 		skip = mul_div(lnu, 1ULL << 32, d);
 	} else {
-		int64_t l1 = smp_log2(0 - w); /* log2(1 - W) < 0: W < 1 here */
+		int64_t l1 = smp_log2_fast(s, 0 - w); /* log2(1 - W) < 0: W < 1 here */
 		skip = l1 ? (uint64_t)(lu / l1) : SMP_SKIP_MAX;
 	}
 	return skip < SMP_SKIP_MAX ? skip : SMP_SKIP_MAX;
@@ -141,7 +176,7 @@ static void smp_half_init(struct stint_sample *s, struct smp_half *hf, uint32_t 
 	__atomic_store_n(&hf->taken, 0, __ATOMIC_RELAXED);
 	hf->fresh = 0;
 	hf->k = k;
-	hf->lw = smp_log2(smp_rand(s)) / (int64_t)k;
+	hf->lw = smp_log2_fast(s, smp_rand(s)) / (int64_t)k;
 	__atomic_store_n(&hf->next, k + smp_skip(s, hf->lw), __ATOMIC_RELEASE);
 }
 
@@ -264,7 +299,7 @@ static struct smp_slot *smp_reservoir(struct stint_sample *s, struct smp_fn *f)
 	if (!__atomic_compare_exchange_n(&hf->next, &nx, SMP_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return 0;
 	struct smp_slot *sl = smp_slot_of(s, h, hf, k, smp_rand(s) % k);
-	hf->lw += smp_log2(smp_rand(s)) / (int64_t)k;
+	hf->lw += smp_log2_fast(s, smp_rand(s)) / (int64_t)k;
 	__atomic_store_n(&hf->next, i + 1 + smp_skip(s, hf->lw), __ATOMIC_RELEASE);
 	return sl;
 }
@@ -294,25 +329,41 @@ static uint64_t smp_key(const struct stint_sample *s, const struct row *rw)
 	return (uint64_t)(uint16_t)(mod + 1) << 48 | (a & 0xffffffffffffULL);
 }
 
-/* Where the sampler puts event rw, 0 when it is not taken. */
-static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw)
+/*
+ * Where the sampler puts event rw, 0 when it is not taken. cache (0:
+ * none) is a word of the event's probe that remembers the stratum it
+ * last went to, checked before use: a table lookup per event, a cache
+ * miss each in a program with thousands of functions, cost the
+ * reservoir more than its sampling (MariaDB: 0.071 of native against
+ * rate's 0.181).
+ */
+static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, uint64_t *cache)
 {
 	if (s->method == STINT_SAMPLE_RATE || s->method == STINT_SAMPLE_EVERY)
 		return smp_stream(s);
-	struct smp_fn *f = smp_find(s, smp_key(s, rw), smp_stripe_of());
-	if (!f) {
-		__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
-		return 0;
+	uint64_t key = smp_key(s, rw);
+	uint32_t st = smp_stripe_of();
+	struct smp_fn *f = cache ? (struct smp_fn *)__atomic_load_n(cache, __ATOMIC_RELAXED) : 0;
+	if (!f || __atomic_load_n(&f->key, __ATOMIC_ACQUIRE) != key || f->stripe != st) {
+		f = smp_find(s, key, st);
+		if (!f) {
+			__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+		if (cache)
+			__atomic_store_n(cache, (uint64_t)f, __ATOMIC_RELAXED);
 	}
 	return smp_reservoir(s, f);
 }
 
-/* An event of an every-occurrence module while sampling (record_probe). */
-static void sample_event(struct stint_global *g, const struct row *rw)
+/* An event of probe p of an every-occurrence module while sampling
+ * (record_probe). p's cache words, which every-occurrence probes leave
+ * unused, remember its strata: cache for even stripes, cache2 for odd. */
+static void sample_event(struct stint_global *g, struct stint_probe *p, const struct row *rw)
 {
 	if (UNLIKELY(__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1))
 		fork_child_reopen(g); /* a forked child: its own trace, intervals and reader first */
-	struct smp_slot *sl = smp_pick(&g->smp, rw);
+	struct smp_slot *sl = smp_pick(&g->smp, rw, smp_stripe_of() & 1 ? &p->cache2 : &p->cache);
 	if (!sl)
 		return;
 	sl->src = rw->src;

@@ -365,6 +365,7 @@ struct stint_stacks {
 #define SMP_NOROOM  0xffffffffu       /* smp_half.base: the arena was full */
 #define SMP_GRACE_NS 2000000ULL       /* the reader's wait after a flip for probes still on the old half */
 #define SMP_SKIP_MAX (1ULL << 40)
+#define SMP_TAB      1024             /* entries of the log2 and exp2 tables (interpolated) */
 
 struct smp_slot {
 	uint64_t src, dst;                /* dst: a syscall's number */
@@ -419,6 +420,8 @@ struct stint_sample {
 	uint32_t ended, pad;              /* the run's end wrote the last interval */
 	uint64_t pend_end;                /* when the pending half's interval ended */
 	uint64_t pow2[32];                /* 2^-(2^-(i+1)), Q0.64: smp_exp2's factors */
+	uint64_t log2tab[SMP_TAB + 1];    /* log2(1 + i/SMP_TAB), Q0.32: smp_log2_fast */
+	uint64_t exp2tab[SMP_TAB + 1];    /* 2^(-i/SMP_TAB), Q0.64: smp_exp2_fast */
 	struct smp_stripe stripe[SMP_STRIPES] __attribute__((aligned(64)));
 };
 
@@ -808,7 +811,7 @@ static int hash_add(struct stint_global *g, uint64_t k0, uint64_t k1);
 static int probe_cached(const struct stint_probe *p, uint64_t v);
 static void row_set_dst(struct stint_global *g, struct row *rw, const struct stint_probe *p, uint64_t v);
 static int record_region(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v);
-static inline void emit_event(struct stint_global *g, const struct row *rw, int every);
+static inline void emit_event(struct stint_global *g, struct stint_probe *p, const struct row *rw, int every);
 static int record_probe(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs);
 STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t entry_sp);
 
@@ -848,6 +851,8 @@ static uint64_t smp_rand(struct stint_sample *s);
 static int64_t smp_log2(uint64_t x);
 static uint64_t smp_isqrt(unsigned __int128 v);
 static void smp_pow2_init(struct stint_sample *s);
+static int64_t smp_log2_fast(const struct stint_sample *s, uint64_t x);
+static uint64_t smp_exp2_fast(const struct stint_sample *s, int64_t lw);
 static uint64_t smp_exp2(const struct stint_sample *s, int64_t lw);
 static inline uint64_t mul64(uint64_t a, uint64_t b);
 static uint64_t smp_skip(struct stint_sample *s, int64_t lw);
@@ -859,8 +864,8 @@ static struct smp_slot *smp_fresh(struct stint_sample *s, uint32_t h, struct smp
 static struct smp_slot *smp_reservoir(struct stint_sample *s, struct smp_fn *f);
 static struct smp_slot *smp_stream(struct stint_sample *s);
 static uint64_t smp_key(const struct stint_sample *s, const struct row *rw);
-static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw);
-static void sample_event(struct stint_global *g, const struct row *rw);
+static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, uint64_t *cache);
+static void sample_event(struct stint_global *g, struct stint_probe *p, const struct row *rw);
 static void smp_size(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a);
 static void smp_prepare(struct stint_sample *s, uint32_t a);
 static void smp_emit(const struct smp_slot *sl, uint8_t kind, uint64_t end);

@@ -122,7 +122,7 @@ static int cmd_sizes(int ac, char **av)
 		uint32_t h = (uint32_t)(S.epoch & 1);
 		uint64_t n = dec(av[j]), held = 0;
 		for (uint64_t i = 0; i < n; i++)
-			take(smp_pick(&S, &rw), i);
+			take(smp_pick(&S, &rw, 0), i);
 		struct smp_fn *f = smp_find(&S, smp_key(&S, &rw), smp_stripe_of());
 		struct smp_half *hf = &f->h[h];
 		if (hf->fresh) {
