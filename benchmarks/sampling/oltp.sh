@@ -1,0 +1,87 @@
+#!/bin/sh
+# oltp.sh - the reservoir thesis's experiment here: Debian's MariaDB under
+# sysbench's OLTP read/write workload, native and rewritten with
+# --tool call and each sampling method, in alternating pairs.
+#
+# Usage: oltp.sh [CONFIG...]
+#   CONFIG is a --sample method (all, rate:P%, every:N, reservoir:P%);
+#   default: all rate:20% every:5 reservoir:20%.
+# Environment: REPS (pairs per config, default 3), SECS (sysbench seconds,
+#   default 10), THREADS (sysbench threads, default 2), REWRITE and TRACE
+#   (the commands, default rewrite and trace on PATH), MARIADBD (default
+#   /usr/sbin/mariadbd).
+# Prints a markdown table: per config the median of its pairs' throughput
+# ratio (rewritten/native), the medians of tps, mean and p95 latency, the
+# trace's size, and the reader thread's busy share.
+# Needs mariadb-server and sysbench (apt-get install mariadb-server sysbench).
+set -eu
+reps=${REPS:-3} secs=${SECS:-10} threads=${THREADS:-2}
+mariadbd=${MARIADBD:-/usr/sbin/mariadbd}
+[ $# -gt 0 ] || set -- all rate:20% every:5 reservoir:20%
+work=$(mktemp -d)
+trap 'mariadb-admin -S "$work/sock" -uroot shutdown >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+
+mariadb-install-db --no-defaults --datadir="$work/data" --user="$(id -un)" --auth-root-authentication-method=normal >"$work/install.log" 2>&1
+
+# serve BIN: start BIN on the datadir; returns once it answers
+serve() {
+	STINT_OUT="$work/tr" "$1" --no-defaults --datadir="$work/data" --socket="$work/sock" --skip-networking \
+		--user="$(id -un)" --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=0 >"$work/server.log" 2>&1 &
+	i=0
+	until mariadb -S "$work/sock" -uroot -e "select 1" >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -lt 300 ] || { cat "$work/server.log" >&2; exit 1; }
+		sleep 0.2
+	done
+}
+
+stop() {
+	mariadb-admin -S "$work/sock" -uroot shutdown
+	wait
+}
+
+sb() { sysbench oltp_read_write --mysql-socket="$work/sock" --mysql-user=root --tables=4 --table-size=10000 --threads="$threads" "$@"; }
+
+serve "$mariadbd"
+mariadb -S "$work/sock" -uroot -e "create database sbtest"
+sb prepare >/dev/null
+stop
+
+# run BIN: one sysbench run on BIN; prints "tps avg p95 traceMB readerbusy%"
+run() {
+	rm -rf "$work/tr"
+	serve "$1"
+	sb --time="$secs" run >"$work/sb.log"
+	stop
+	tps=$(sed -n 's/.*transactions:.*(\(.*\) per sec.)/\1/p' "$work/sb.log")
+	avg=$(awk '/avg:/ {print $2}' "$work/sb.log")
+	p95=$(awk '/95th/ {print $3}' "$work/sb.log")
+	mb=0 busy=-
+	if [ -d "$work/tr" ]; then
+		mb=$(du -sm "$work/tr" | cut -f1)
+		busy=$(${TRACE:-trace} stats "$work"/tr/*.arrow 2>/dev/null | sed -n 's/.*reader thread worked .*(\(.*\)%).*/\1/p' | head -1)
+	fi
+	echo "$tps $avg $p95 $mb ${busy:--}"
+}
+
+med() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+
+echo "| config | throughput vs native (median of $reps pairs) | tps | mean latency ms | p95 ms | trace MB | reader busy % |"
+echo "|---|---|---|---|---|---|---|"
+for c in "$@"; do
+	${REWRITE:-rewrite} -q --tool call --sample "$c" -o "$work/mariadbd.stint" "$mariadbd"
+	: >"$work/rows"
+	i=0
+	while [ $i -lt "$reps" ]; do
+		i=$((i + 1))
+		n=$(run "$mariadbd")
+		r=$(run "$work/mariadbd.stint")
+		echo "$n $r" >>"$work/rows"
+	done
+	ratio=$(awk '{print $6 / $1}' "$work/rows" | med)
+	ntps=$(awk '{print $1}' "$work/rows" | med)
+	cols=""
+	for k in 6 7 8 9 10; do cols="$cols | $(awk -v k=$k '{print $k}' "$work/rows" | med)"; done
+	echo "| $c | $(printf '%.3f' "$ratio") (native $ntps tps)$cols |"
+	rm -f "$work/mariadbd.stint"
+done
