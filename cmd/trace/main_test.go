@@ -56,12 +56,23 @@ func files(t *testing.T) map[string]string {
 	unknown := write([]formats.Event{events[0],
 		rec(formats.KindPeriod, 5000000000, 0, 10000000, 9900000),
 		rec(formats.KindPeriodClose, 5000000000, formats.CloseUnknown, 0, 0)})
+	// a sampled run (reservoir per function): 1000 calls of 0x2000 in
+	// one interval, 5 samples (3 from 0x1130, 2 from 0x1150)
+	smp := func(src uint64) formats.Event {
+		return formats.Event{Kind: formats.KindSampledBase + formats.KindCall, TID: 10, Time: 6000000000, Src: src, Dst: 0x2000}
+	}
+	sampled := write([]formats.Event{
+		rec(formats.KindSampleRun, 5000000000, formats.SampleReservoir, 200000, 1000000000),
+		smp(0x1130), smp(0x1130), smp(0x1130), smp(0x1150), smp(0x1150),
+		{Kind: formats.KindSampleSet, Time: 6000000000, SrcModule: 0, Src: 0x2000, DstModule: formats.NoModule, Dst: 1000, Value: 5},
+		rec(formats.KindSampleReader, 6000000000, 2000000, 1000000000, 0)})
 	var other bytes.Buffer
 	ow := ipc.NewWriter(&other, ipc.WithSchema(arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int32}}, nil)))
 	ow.Close()
 	m := map[string][]byte{
 		"good.arrow":    good,
 		"periods.arrow": periods,
+		"sampled.arrow": sampled,
 		"unknown.arrow": unknown,
 		"cut.arrow":     good[:len(good)-20],
 		"zeros.arrow":   append(append([]byte(nil), good[:len(good)-8]...), make([]byte, 100)...),
@@ -165,7 +176,18 @@ func TestRun(t *testing.T) {
 			},
 			notOut: []string{"at the close"},
 		},
-		{name: "stats-no-periods", args: []string{"stats", f["good.arrow"]}, code: 0, notOut: []string{"periods"}},
+		{name: "stats-no-periods", args: []string{"stats", f["good.arrow"]}, code: 0, notOut: []string{"periods", "sampling"}},
+		{
+			// a reservoir per function counts its calls exactly; the
+			// callers' shares come from the 5 samples
+			name: "stats-sampled", args: []string{"stats", f["sampled.arrow"]}, code: 0,
+			out: []string{
+				"  sampling   reservoir per function 20%, interval 1s: 1 intervals, 1 strata-intervals, 5 samples for 1000 events\n",
+				"    reader thread worked 2ms of 1s (0.20%); 0 samples lost\n",
+				"    calls to demo+0x2000", "1000  exact", "5 samples\n",
+				"      from demo+0x1130", "60.00%", "      from demo+0x1150", "40.00%",
+			},
+		},
 		{
 			name: "stats-bad", args: []string{"stats", f["text.arrow"], f["good.arrow"], f["missing.arrow"]}, code: 1,
 			out:     []string{"events     5"},

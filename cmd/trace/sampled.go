@@ -25,11 +25,12 @@ var methodNames = map[int]string{
 // sampled, what the samples stand for, and the largest estimated counts
 // with their largest outcomes (callers of a function, destinations of a
 // branch), each with its 95% interval.
-func printSampling(w io.Writer, est *sample.Estimator, nm *namer, mods []formats.Module) {
+func printSampling(w io.Writer, est *sample.Estimator, nm *namer, mods []formats.Module, budgeted bool) {
 	run := est.Run()
 	if run.Method == 0 {
 		return
 	}
+
 	param := fmt.Sprintf("%g%%", float64(run.Param)/1e4)
 	if run.Method == formats.SampleEvery {
 		param = fmt.Sprintf("N=%d", run.Param)
@@ -44,6 +45,9 @@ func printSampling(w io.Writer, est *sample.Estimator, nm *namer, mods []formats
 		fmt.Fprintf(w, "    reader thread worked %s of %s (%.2f%%); %d samples lost\n", ms(run.ReaderBusyNS), ms(run.ReaderLifeNS), busy, run.Lost)
 	} else {
 		fmt.Fprintf(w, "    no sample-reader row: the process did not exit (killed?); its last interval is missing\n")
+	}
+	if budgeted {
+		fmt.Fprintf(w, "    a budgeted run: the counts are of the events while its gates were open\n")
 	}
 	if run.Unmatched > 0 {
 		fmt.Fprintf(w, "    %d samples without their stratum's sample-set row (not counted)\n", run.Unmatched)

@@ -205,7 +205,7 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 		fmt.Fprintf(w, "    tid %-12d %10d %s\n", t.tid, t.n, pct(t.n))
 	}
 	printPeriods(w, s.periods.Periods())
-	printSampling(w, est, nm, r.Modules())
+	printSampling(w, est, nm, r.Modules(), len(s.periods.Periods()) > 0)
 	return nil
 }
 

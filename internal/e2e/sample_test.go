@@ -190,3 +190,58 @@ func TestSampledForkAndKill(t *testing.T) {
 		t.Logf("killed: %d intervals, %d samples for %d events", r.Intervals, r.Samples, r.Events)
 	})
 }
+
+// TestSampledBudget: a sampled run under a budget behaves as natively,
+// closes its gates as budgeted runs do, and samples what ran while they
+// were open: counts exact for that (a reservoir per function), leaf's
+// callers still in their proportions.
+func TestSampledBudget(t *testing.T) {
+	bin := fixtures.Build(t, "calls", fixtures.Variant{Opt: fixtures.O2, PIE: true})
+	args := []string{fmt.Sprint(callsRounds)}
+	nOut, _, _, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Sample: "reservoir:20%", Budget: "10%", Period: "10ms"})
+	traces := filepath.Join(dir, "traces")
+	rOut, rErr, code, err := fixtures.Run(out, args, traceEnv(traces))
+	if err != nil || code != 0 || !bytes.Equal(rOut, nOut) || len(rErr) != 0 {
+		t.Fatalf("exit %d, %v, stdout %q (native %q), stderr %q", code, err, rOut, nOut, rErr)
+	}
+	trs := readTraces(t, traces)
+	if len(trs) != 1 {
+		t.Fatalf("%d traces", len(trs))
+	}
+	est := sample.NewEstimator()
+	closes := 0
+	for _, e := range trs[0].Events {
+		est.Add(e)
+		if e.Kind == formats.KindPeriodClose {
+			closes++
+		}
+	}
+	r := est.Run()
+	if closes == 0 || r.Samples == 0 || r.Events == 0 || r.Events >= 2*2.2*callsRounds {
+		t.Fatalf("%d gates closed, run %+v: want gates closed and some (not all) calls sampled", closes, r)
+	}
+	syms, err := symbols.Load(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	callers := map[string]float64{}
+	for _, e := range est.Estimates() {
+		if f := syms.Lookup(e.Loc.Addr); f != nil && f.Name == "leaf" && e.Kind == formats.KindCall {
+			for _, o := range e.Outcomes {
+				if c := syms.Lookup(o.Loc.Addr); c != nil {
+					callers[c.Name] += o.Est
+				}
+			}
+		}
+	}
+	// some hundreds of leaf's samples only: TVD 0.1 is over 4 sd
+	if d := sample.TVD(callers, map[string]float64{"from_a": 6, "from_b": 3, "from_c": 1}); d > 0.1 {
+		t.Errorf("leaf's callers %v: TVD %.3f from 60/30/10%%", callers, d)
+	}
+	t.Logf("%d gates closed; %d samples for %d events", closes, r.Samples, r.Events)
+}
