@@ -36,6 +36,21 @@ func TestOptionsCheck(t *testing.T) {
 		{"edges auto", Options{Edges: EdgesAuto}, "", "tool=branch"},
 		{"bad edges", Options{Edges: "some"}, "bad edge mode", ""},
 		{"context and log", Options{Tool: ToolCall, Context: true, Log: "l"}, "cannot be combined with a redundancy log", ""},
+		// sampling (rewrite --sample): what makes no sense is refused
+		{"reservoir", Options{Tool: ToolCall, Sample: "reservoir:20%"}, "", "sample=reservoir:20%"},
+		{"per site", Options{Tool: ToolCall, Sample: "reservoir:20%", SamplePer: "site", Interval: "250ms"}, "", "sample=reservoir:20% sample_per=site interval=250ms"},
+		{"all", Options{Tool: ToolSyscall, Sample: "all"}, "", "tool=syscall"},
+		{"with budget", Options{Tool: ToolBranch, Sample: "rate:10%", Budget: "10%"}, "", "budget=10% period=100ms sample=rate:10%"},
+		{"bad method", Options{Tool: ToolCall, Sample: "often"}, "unknown method", ""},
+		{"block", Options{Tool: ToolBlock, Sample: "every:10"}, "block coverage is not sampled", ""},
+		{"log", Options{Tool: ToolCall, Sample: "rate:20%", Log: "l"}, "redundancy log", ""},
+		{"context", Options{Tool: ToolCall, Context: true, Sample: "rate:20%"}, "--context", ""},
+		{"per without reservoir", Options{Sample: "rate:20%", SamplePer: "site"}, "needs a reservoir", ""},
+		{"bad per", Options{Sample: "reservoir:20%", SamplePer: "thread"}, "want function or site", ""},
+		{"per alone", Options{SamplePer: "site"}, "need --sample", ""},
+		{"interval alone", Options{Interval: "1s"}, "need --sample", ""},
+		{"short interval", Options{Sample: "every:3", Interval: "100us"}, "1ms at least", ""},
+		{"bad interval", Options{Sample: "every:3", Interval: "soon"}, "--interval", ""},
 	}
 	for _, tt := range tests {
 		err := tt.opts.check()

@@ -10,20 +10,28 @@ import (
 	"github.com/stint-project/stint/internal/testvec"
 )
 
+// buildHarness builds testdata/NAME.c, a hosted program that includes
+// the runtime as one unit to drive its parts directly, and returns it.
+func buildHarness(t *testing.T, name string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("compiles a C harness; skipped under -short")
+	}
+	gcc := needGCC(t)
+	bin := filepath.Join(t.TempDir(), name)
+	if out, err := exec.Command(gcc, "-O1", "-Wall", "-Werror", "-Iinclude", "-Isrc", "-o", bin,
+		"testdata/"+name+".c", "src/entry.S").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // TestGrammarVectors checks the runtime's duration and budget parser
 // (src/options.c) against the vectors rewrite.ParseDuration and
 // ParseBudget are checked against: testdata/grammar.c prints what the
 // runtime makes of each, 0 for a refusal.
 func TestGrammarVectors(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles a C harness; skipped under -short")
-	}
-	gcc := needGCC(t)
-	bin := filepath.Join(t.TempDir(), "grammar")
-	if out, err := exec.Command(gcc, "-O1", "-Wall", "-Werror", "-Iinclude", "-Isrc", "-o", bin,
-		"testdata/grammar.c", "src/entry.S").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := buildHarness(t, "grammar")
 	vs := testvec.Durations(t)
 	args := make([]string, len(vs))
 	for i, v := range vs {

@@ -3,7 +3,6 @@ package runtime
 import (
 	"math"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,15 +13,7 @@ import (
 // buildSampler builds testdata/sampler.c, which drives src/sample.c's
 // samplers on synthetic streams, and returns a function that runs it.
 func buildSampler(t *testing.T) func(t *testing.T, args ...string) []uint64 {
-	if testing.Short() {
-		t.Skip("compiles a C harness; skipped under -short")
-	}
-	gcc := needGCC(t)
-	bin := filepath.Join(t.TempDir(), "sampler")
-	if out, err := exec.Command(gcc, "-O1", "-Wall", "-Werror", "-Iinclude", "-Isrc", "-o", bin,
-		"testdata/sampler.c", "src/entry.S").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := buildHarness(t, "sampler")
 	return func(t *testing.T, args ...string) []uint64 {
 		t.Helper()
 		out, err := exec.Command(bin, args...).Output()

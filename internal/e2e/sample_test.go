@@ -63,13 +63,9 @@ func TestSampledCalls(t *testing.T) {
 			if code != nCode || !bytes.Equal(rOut, nOut) || len(rErr) != 0 {
 				t.Fatalf("exit %d (native %d), stdout %q (native %q), stderr %q", code, nCode, rOut, nOut, rErr)
 			}
-			trs := readTraces(t, traces)
-			if len(trs) != 1 {
-				t.Fatalf("%d traces, want 1", len(trs))
-			}
-			est := sample.NewEstimator()
-			for _, e := range trs[0].Events {
-				est.Add(e)
+			tr := oneTrace(t, traces)
+			est := estimate(tr)
+			for _, e := range tr.Events {
 				if e.Kind == formats.KindSampleSet && e.Dst > 0 && e.Value == 0 {
 					t.Errorf("stratum %#x had %d events in the interval ending at %d, and no sample", e.Src, e.Dst, e.Time)
 				}
@@ -77,6 +73,25 @@ func TestSampledCalls(t *testing.T) {
 			checkEstimates(t, est, syms, c.method == "reservoir:20%" && c.per == "")
 		})
 	}
+}
+
+// oneTrace reads the one trace file in dir.
+func oneTrace(t *testing.T, dir string) *formats.Trace {
+	t.Helper()
+	trs := readTraces(t, dir)
+	if len(trs) != 1 {
+		t.Fatalf("%d traces, want 1", len(trs))
+	}
+	return trs[0]
+}
+
+// estimate feeds a trace's rows to a sample.Estimator.
+func estimate(tr *formats.Trace) *sample.Estimator {
+	est := sample.NewEstimator()
+	for _, e := range tr.Events {
+		est.Add(e)
+	}
+	return est
 }
 
 // checkEstimates compares est's call counts and leaf's callers with the
@@ -155,11 +170,7 @@ func TestSampledForkAndKill(t *testing.T) {
 			t.Fatalf("%d traces, want the parent's and the child's", len(trs))
 		}
 		for _, tr := range trs {
-			est := sample.NewEstimator()
-			for _, e := range tr.Events {
-				est.Add(e)
-			}
-			r := est.Run()
+			r := estimate(tr).Run()
 			if r.Method != formats.SampleReservoir || !r.HasReader || r.Sets == 0 || r.Samples == 0 || r.Unmatched != 0 {
 				t.Errorf("pid %d: %+v: want its own sampled run, intervals and reader row", tr.Run.PID, r)
 			}
@@ -175,15 +186,7 @@ func TestSampledForkAndKill(t *testing.T) {
 		time.Sleep(400 * time.Millisecond)
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
-		trs := readTraces(t, traces)
-		if len(trs) != 1 {
-			t.Fatalf("%d traces, want 1", len(trs))
-		}
-		est := sample.NewEstimator()
-		for _, e := range trs[0].Events {
-			est.Add(e)
-		}
-		r := est.Run()
+		r := estimate(oneTrace(t, traces)).Run()
 		if r.Method != formats.SampleReservoir || r.HasReader || r.Intervals == 0 || r.Samples == 0 {
 			t.Errorf("%+v: want the intervals before the kill, and no reader row", r)
 		}
@@ -209,14 +212,10 @@ func TestSampledBudget(t *testing.T) {
 	if err != nil || code != 0 || !bytes.Equal(rOut, nOut) || len(rErr) != 0 {
 		t.Fatalf("exit %d, %v, stdout %q (native %q), stderr %q", code, err, rOut, nOut, rErr)
 	}
-	trs := readTraces(t, traces)
-	if len(trs) != 1 {
-		t.Fatalf("%d traces", len(trs))
-	}
-	est := sample.NewEstimator()
+	tr := oneTrace(t, traces)
+	est := estimate(tr)
 	closes := 0
-	for _, e := range trs[0].Events {
-		est.Add(e)
+	for _, e := range tr.Events {
 		if e.Kind == formats.KindPeriodClose {
 			closes++
 		}
