@@ -184,6 +184,22 @@ func (e *Estimator) addSample(ev formats.Event) {
 	s.pairs[pair{t, o}]++
 }
 
+// Weight returns the number of events a sample stands for: its
+// stratum's events in its interval over the samples written for them;
+// 0 for a row that is no sample or has no sample-set row (yet: feed
+// the whole trace first).
+func (e *Estimator) Weight(ev formats.Event) float64 {
+	k, ok := ev.Kind.Sampled()
+	if !ok || e.run.Method == 0 {
+		return 0
+	}
+	s := e.sets[setKey{ev.Time, e.stratum(k, ev)}]
+	if s == nil || s.k == 0 {
+		return 0
+	}
+	return float64(s.n) / float64(s.k)
+}
+
 // Run returns what the rows said about the run.
 func (e *Estimator) Run() Run {
 	r := e.run

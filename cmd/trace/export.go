@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"github.com/stint-project/stint/analysis/merge"
+	"github.com/stint-project/stint/analysis/sample"
 	"github.com/stint-project/stint/analysis/symbols"
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/formats/export"
@@ -48,7 +49,11 @@ Formats:
              value.
 
 In the runtime's default mode each distinct event is recorded once per
-run, so counts mean "seen"; rewrite with --every for real counts.
+run, so counts mean "seen"; rewrite with --every for real counts. A
+sampled run's samples (rewrite --sample) count as the events they stand
+for (their stratum's events in their interval over its samples), read
+in a first pass; a sampled call trace has no returns, so its stacks are
+caller -> callee.
 An input cut short contributes its complete batches and is reported.
 Memory grows with distinct locations, blocks and call contexts, not with
 events. Progress is shown when standard error is a terminal.
@@ -119,6 +124,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	sym := newExportSymbols(*debugDir)
 	opts := export.Options{MaxDepth: *maxDepth}
+	if src.sampled {
+		if opts.SampleWeight, err = sampleWeights(fs.Args()); err != nil {
+			return err
+		}
+	}
 	if !*noSyms {
 		opts.Symbolize = sym.symbolize
 	}
@@ -168,11 +178,36 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if st.Unmatched > 0 {
 		fmt.Fprintf(report, ", %d unmatched returns", st.Unmatched)
 	}
+	if st.Sampled > 0 {
+		fmt.Fprintf(report, ", %d samples weighed by the events they stand for", st.Sampled)
+	}
 	if st.Truncated > 0 {
 		fmt.Fprintf(report, ", %d calls deeper than %d folded", st.Truncated, *maxDepth)
 	}
 	_, err = fmt.Fprintln(report)
 	return err
+}
+
+// sampleWeights reads the inputs once to learn what each sample of a
+// sampled run stands for (its stratum's sample-set row follows it).
+func sampleWeights(names []string) (func(formats.Event) float64, error) {
+	pre, err := openSources(names)
+	if err != nil {
+		return nil, err
+	}
+	defer pre.close()
+	est := sample.NewEstimator()
+	for pre.Next() {
+		b := pre.Batch()
+		for i := range b.Kind {
+			est.Add(formats.Event{Kind: formats.Kind(b.Kind[i]), TID: b.TID[i], Time: b.Time[i], SrcModule: b.SrcModule[i],
+				Src: b.Src[i], DstModule: b.DstModule[i], Dst: b.Dst[i], Value: b.Value[i]})
+		}
+	}
+	if err := pre.Err(); err != nil {
+		return nil, err
+	}
+	return est.Weight, nil
 }
 
 func sampleWord(f export.Format) string {
@@ -200,6 +235,7 @@ type sources struct {
 	firstRun []int      // per input: the number of its first run
 	runs     int
 	tool     formats.Tool
+	sampled  bool // some run sampled its events (rewrite --sample)
 
 	cur      int // input being read
 	r        *merge.Reader
@@ -226,6 +262,7 @@ func openSources(names []string) (*sources, error) {
 		s.runs += len(r.Runs())
 		for _, ri := range r.Runs() {
 			tools[ri.Info.Tool] = true
+			s.sampled = s.sampled || strings.Contains(" "+ri.Info.Options, " sample=")
 		}
 		var remap []uint16
 		for _, m := range r.Modules() {

@@ -30,7 +30,7 @@ func files(t *testing.T) map[string]string {
 		{Kind: formats.KindIndJmp, TID: 10, Time: 5000004000, SrcModule: 0, Src: 0x1200, DstModule: formats.NoModule, Dst: 0x7fffff000000},
 		{Kind: formats.KindSyscall, TID: 11, Time: 5000005000, SrcModule: 1, Src: 0x28010, DstModule: 0, Value: 60},
 	}
-	write := func(rows []formats.Event, opts ...formats.Option) []byte {
+	writeRun := func(run formats.Run, rows []formats.Event, opts ...formats.Option) []byte {
 		var buf bytes.Buffer
 		w, err := formats.NewWriter(&buf, run, mods, opts...)
 		if err != nil {
@@ -42,6 +42,7 @@ func files(t *testing.T) map[string]string {
 		}
 		return buf.Bytes()
 	}
+	write := func(rows []formats.Event, opts ...formats.Option) []byte { return writeRun(run, rows, opts...) }
 	good := write(events, formats.WithBatchRows(2))
 	rec := func(k formats.Kind, t, src, dst, v uint64) formats.Event {
 		return formats.Event{Kind: k, Time: t, SrcModule: formats.NoModule, DstModule: formats.NoModule, Src: src, Dst: dst, Value: v}
@@ -61,7 +62,9 @@ func files(t *testing.T) map[string]string {
 	smp := func(src uint64) formats.Event {
 		return formats.Event{Kind: formats.KindSampledBase + formats.KindCall, TID: 10, Time: 6000000000, Src: src, Dst: 0x2000}
 	}
-	sampled := write([]formats.Event{
+	srun := run
+	srun.Tool, srun.Options = "call", "tool=call every=1 sample=reservoir:20%"
+	sampled := writeRun(srun, []formats.Event{
 		rec(formats.KindSampleRun, 5000000000, formats.SampleReservoir, 200000, 1000000000),
 		smp(0x1130), smp(0x1130), smp(0x1130), smp(0x1150), smp(0x1150),
 		{Kind: formats.KindSampleSet, Time: 6000000000, SrcModule: 0, Src: 0x2000, DstModule: formats.NoModule, Dst: 1000, Value: 5},
@@ -187,6 +190,11 @@ func TestRun(t *testing.T) {
 				"    calls to demo+0x2000", "1000  exact", "5 samples\n",
 				"      from demo+0x1130", "60.00%", "      from demo+0x1150", "40.00%",
 			},
+		},
+		{
+			// each sample stands for 1000/5 calls: caller -> callee stacks
+			name: "export-sampled", args: []string{"export", "--no-symbols", "-f", "collapsed", "-o", "-", f["sampled.arrow"]}, code: 0,
+			out: []string{"demo+0x1130;demo+0x2000 600\n", "demo+0x1150;demo+0x2000 400\n"},
 		},
 		{
 			name: "stats-bad", args: []string{"stats", f["text.arrow"], f["good.arrow"], f["missing.arrow"]}, code: 1,

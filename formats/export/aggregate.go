@@ -2,6 +2,7 @@ package export
 
 import (
 	"context"
+	"math"
 	"sort"
 
 	"github.com/stint-project/stint/formats"
@@ -59,7 +60,8 @@ type stacks struct {
 	index    map[nodeKey]int32
 	threads  map[threadKey][]frame
 	maxDepth int
-	dropped  int64 // frames dropped from overfull shadow stacks
+	dropped  int64             // frames dropped from overfull shadow stacks
+	weighed  map[int32]float64 // sampled calls' weights by context, rounded into counts at the end
 }
 
 func newStacks(maxDepth int) *stacks {
@@ -105,6 +107,30 @@ func (s *stacks) call(t threadKey, site, fn addr) (truncated bool) {
 	s.nodes[id].count++
 	s.threads[t] = append(st, frame{node: id, site: site})
 	return false
+}
+
+// weigh counts w calls at site into fn in the context below the root:
+// a sampled call, which stands for w calls.
+func (s *stacks) weigh(site, fn addr, w float64) {
+	k := nodeKey{0, site, fn}
+	id, ok := s.index[k]
+	if !ok {
+		id = int32(len(s.nodes))
+		s.nodes = append(s.nodes, node{parent: 0, depth: 1, site: site, fn: fn})
+		s.index[k] = id
+	}
+	if s.weighed == nil {
+		s.weighed = map[int32]float64{}
+	}
+	s.weighed[id] += w
+}
+
+// settle rounds the weighed counts into the contexts' counts.
+func (s *stacks) settle() {
+	for id, w := range s.weighed {
+		s.nodes[id].count += int64(math.Round(w))
+	}
+	s.weighed = nil
 }
 
 // ret pops to the frame whose call the return address to follows: the
@@ -189,8 +215,29 @@ func (e *exporter) aggregate(ctx context.Context, wantStacks, wantFlat, wantBloc
 			bi.single = false
 		}
 	}
+	var flatW map[addr]float64 // sampled events' weights per location
 	err := e.each(ctx, func(b *Batch, i int) {
 		k, ok := eventKind(b.Kind[i])
+		if sk, sampled := formats.Kind(b.Kind[i]).Sampled(); sampled && e.opts.SampleWeight != nil {
+			w := e.opts.SampleWeight(b.event(i))
+			e.stats.Events++
+			e.stats.Sampled++
+			src, dst := addr{b.SrcModule[i], b.Src[i]}, addr{b.DstModule[i], b.Dst[i]}
+			switch {
+			case a.stacks != nil && (sk == formats.KindCall || sk == formats.KindIndCall):
+				a.stacks.weigh(src, dst, w)
+			case a.flat != nil:
+				if flatW == nil {
+					flatW = map[addr]float64{}
+				}
+				flatW[src] += w
+			}
+			if a.blocks != nil {
+				addBlock(dst, false)
+				addBlock(src, true)
+			}
+			return
+		}
 		if !ok {
 			e.stats.Records++
 			return
@@ -235,6 +282,10 @@ func (e *exporter) aggregate(ctx context.Context, wantStacks, wantFlat, wantBloc
 	})
 	if a.stacks != nil {
 		e.stats.Dropped = a.stacks.dropped
+		a.stacks.settle()
+	}
+	for at, w := range flatW {
+		a.flat[at] += int64(math.Round(w))
 	}
 	return a, err
 }

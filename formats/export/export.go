@@ -70,6 +70,12 @@ type Batch struct {
 // Len returns the number of rows.
 func (b *Batch) Len() int { return len(b.Kind) }
 
+// event returns row i as an event.
+func (b *Batch) event(i int) formats.Event {
+	return formats.Event{Kind: formats.Kind(b.Kind[i]), TID: b.TID[i], Time: b.Time[i], SrcModule: b.SrcModule[i], Src: b.Src[i],
+		DstModule: b.DstModule[i], Dst: b.Dst[i], Value: b.Value[i]}
+}
+
 func (b *Batch) check() error {
 	n := len(b.Kind)
 	for _, l := range []int{len(b.TID), len(b.Time), len(b.SrcModule), len(b.Src), len(b.DstModule), len(b.Dst), len(b.Value)} {
@@ -180,6 +186,13 @@ type Options struct {
 	// MaxDepth bounds the call stacks of pprof and collapsed output:
 	// deeper frames are folded into the frame at the bound (0: 1024).
 	MaxDepth int
+	// SampleWeight gives a sampled run's sample (rewrite --sample; its
+	// kind formats.KindSampledBase + the event's) the number of events
+	// it stands for (analysis/sample's Estimator.Weight). Nil: samples
+	// are skipped like records. A call's sample counts in the context
+	// caller -> callee alone (a sampled call trace has no returns to
+	// rebuild deeper stacks from).
+	SampleWeight func(formats.Event) float64
 }
 
 // DefaultMaxDepth is the call stack depth bound when Options.MaxDepth is 0.
@@ -197,6 +210,7 @@ type Stats struct {
 	Samples    int   // distinct samples (pprof), stacks (collapsed), blocks (drcov), files (lcov)
 	NoSymbols  int   // modules with events but no function names
 	Unresolved int64 // locations (pprof) or stack frames (collapsed) that lie in no named function
+	Sampled    int64 // samples counted with their weights (Options.SampleWeight)
 }
 
 // Write exports src to w in format f. The aggregating formats (pprof,
