@@ -92,6 +92,10 @@ const (
 	SampleEvery     = 2 // every dst-th event
 	SampleReservoir = 3 // a reservoir per function (a call's callee, other events' site) and interval
 	SampleResSite   = 4 // a reservoir per site and interval
+	// SampleSites, or'ed into the method: every method's strata are
+	// sites (a sampled call tool's call sites count down to their next
+	// sample: rewrite --sample with --tool call).
+	SampleSites = 0x10
 )
 
 // KindSampledBase + an event kind marks a sample: an event the sampler

@@ -391,6 +391,6 @@ func (o *Options) policy() policy.Options {
 		Tool: o.Tool, Every: o.Every, Context: o.Context, Budget: o.Budget != "", SwitchSync: o.SwitchSync,
 		Covered: o.SkipCovered, Older: o.RetireSince, SkipSeenIndirect: o.SkipSeenIndirect,
 		EmulateIndirectCalls: o.EmulateIndirectCalls, Edges: o.Edges, NoPPI: !o.opt("ppi"),
-		Fallbacks: o.Fallbacks,
+		Fallbacks: o.Fallbacks, Countdown: o.countdown(),
 	}
 }

@@ -332,6 +332,9 @@ func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.I
 	if opts.Context {
 		h.Flags |= runtime.MFContext
 	}
+	if opts.countdown() {
+		h.Flags |= runtime.MFCountdown
+	}
 	if fx.Module.Shared {
 		h.Flags |= runtime.MFShared
 	} else {

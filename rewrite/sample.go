@@ -101,6 +101,10 @@ func (o *Options) sampleCheck() error {
 	return nil
 }
 
+// countdown reports whether the call probes count down before calling
+// the runtime (STINT_MF_COUNTDOWN): a sampled call tool.
+func (o *Options) countdown() bool { return o.Sample != "" && o.Tool == ToolCall }
+
 // sampleOptions is the sampling part of the module's option string.
 func (o *Options) sampleOptions() string {
 	if o.Sample == "" || strings.TrimSpace(o.Sample) == "all" {

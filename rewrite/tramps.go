@@ -62,7 +62,7 @@ func (tt *trampTable) emitSite(a *tramp.Asm, t runtime.Tool, i int, probes []uin
 // sizeSite sizes site i's trampoline with tool t and marks i a site; it
 // fails when the site can have no trampoline.
 func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
-	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Static: tt.static}
+	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Static: tt.static, Countdown: tt.plan.Countdown()}
 	sp := tt.emitSite(a, t, i, nil, 0)
 	if a.Err != nil {
 		return a.Err

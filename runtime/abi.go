@@ -82,6 +82,10 @@ const (
 // SampleMin is STINT_SAMPLE_MIN: the smallest reservoir.
 const SampleMin = 8
 
+// SampleSites is STINT_SAMPLE_SITES: a sample-run row's src flag saying
+// that every method's strata are sites (call sites counting down).
+const SampleSites = 0x10
+
 // RefusedBase is STINT_REFUSED_BASE: a refusal row's kind is RefusedBase
 // plus the refused event's kind.
 const RefusedBase = 64
@@ -147,6 +151,9 @@ const (
 	MFCold    uint32 = 0x80
 	MFLogged  uint32 = 0x100 // ABI 10: LogSum, LogCount and the logged list describe the --skip-covered log
 	MFPaths   uint32 = 0x200 // ABI 13: with MFEvery, a compact complete trace (formats/packets.go)
+	// MFCountdown: a sampled call tool; each call probe's trampoline
+	// counts its probe's Cache2 down and calls the runtime only at 0.
+	MFCountdown uint32 = 0x400
 )
 
 // Probe flags (STINT_PF_*).

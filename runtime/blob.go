@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f4ff233bf2a199b7d9190cc8f8479540d8cca34117b8e3d4477aecb1c1d2cfe7"
+const BlobSHA256 = "e2976166057de21506df3b9802e48cbcaecc9f75c97fed1c1b7ce7bc17f7592a"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

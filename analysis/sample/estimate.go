@@ -68,6 +68,7 @@ type Share struct {
 // what the rows add up to.
 type Run struct {
 	Method       int    // formats.SampleRate etc.; 0: no sample-run row
+	Sites        bool   // every method's strata are sites (formats.SampleSites)
 	Param        uint64 // ppm of the events, or N
 	IntervalNS   uint64
 	Intervals    int    // distinct interval ends
@@ -114,7 +115,8 @@ func NewEstimator() *Estimator {
 func (e *Estimator) Add(ev formats.Event) {
 	switch ev.Kind {
 	case formats.KindSampleRun:
-		e.run.Method, e.run.Param, e.run.IntervalNS = int(ev.Src), ev.Dst, ev.Value
+		e.run.Method, e.run.Sites = int(ev.Src&^formats.SampleSites), ev.Src&formats.SampleSites != 0
+		e.run.Param, e.run.IntervalNS = ev.Dst, ev.Value
 		for _, p := range e.pending {
 			e.addSample(p)
 		}
@@ -154,10 +156,11 @@ func (e *Estimator) set(k setKey) *set {
 // call's callee or another event's site for a reservoir per function;
 // the site for one per site.
 func (e *Estimator) stratum(k formats.Kind, ev formats.Event) Loc {
-	switch e.run.Method {
-	case formats.SampleRate, formats.SampleEvery:
+	switch {
+	case e.run.Sites:
+	case e.run.Method == formats.SampleRate, e.run.Method == formats.SampleEvery:
 		return Loc{formats.NoModule, 0}
-	case formats.SampleReservoir:
+	case e.run.Method == formats.SampleReservoir:
 		if k == formats.KindCall || k == formats.KindIndCall {
 			return Loc{ev.DstModule, ev.Dst}
 		}

@@ -4,8 +4,9 @@
 # --tool call and each sampling method, in alternating pairs.
 #
 # Usage: oltp.sh [CONFIG...]
-#   CONFIG is a --sample method (all, rate:P%, every:N, reservoir:P%);
-#   default: all rate:20% every:5 reservoir:20%.
+#   CONFIG is a --sample method (all, rate:P%, every:N, reservoir:P%),
+#   with ",site" for --sample-per site; default: all rate:20% every:5
+#   reservoir:20% reservoir:20%,site.
 # Environment: REPS (pairs per config, default 3), SECS (sysbench seconds,
 #   default 10), THREADS (sysbench threads, default 2), REWRITE and TRACE
 #   (the commands, default rewrite and trace on PATH), MARIADBD (default
@@ -17,7 +18,7 @@
 set -eu
 reps=${REPS:-3} secs=${SECS:-10} threads=${THREADS:-2}
 mariadbd=${MARIADBD:-/usr/sbin/mariadbd}
-[ $# -gt 0 ] || set -- all rate:20% every:5 reservoir:20%
+[ $# -gt 0 ] || set -- all rate:20% every:5 reservoir:20% reservoir:20%,site
 work=$(mktemp -d)
 trap 'mariadb-admin -S "$work/sock" -uroot shutdown >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
@@ -69,7 +70,9 @@ med() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR 
 echo "| config | throughput vs native (median of $reps pairs) | tps | mean latency ms | p95 ms | trace MB | reader busy % |"
 echo "|---|---|---|---|---|---|---|"
 for c in "$@"; do
-	${REWRITE:-rewrite} -q --tool call --sample "$c" -o "$work/mariadbd.stint" "$mariadbd"
+	per=function
+	case $c in *,site) per=site ;; esac
+	${REWRITE:-rewrite} -q --tool call --sample "${c%,site}" --sample-per $per -o "$work/mariadbd.stint" "$mariadbd"
 	: >"$work/rows"
 	i=0
 	while [ $i -lt "$reps" ]; do

@@ -35,8 +35,12 @@ func printSampling(w io.Writer, est *sample.Estimator, nm *namer, mods []formats
 	if run.Method == formats.SampleEvery {
 		param = fmt.Sprintf("N=%d", run.Param)
 	}
+	name := methodNames[run.Method]
+	if run.Sites && run.Method != formats.SampleResSite {
+		name += " per site" // a sampled call tool's call sites count down
+	}
 	fmt.Fprintf(w, "  sampling   %s %s, interval %s: %d intervals, %d strata-intervals, %d samples for %d events\n",
-		methodNames[run.Method], param, ms(run.IntervalNS), run.Intervals, run.Sets, run.Samples, run.Events)
+		name, param, ms(run.IntervalNS), run.Intervals, run.Sets, run.Samples, run.Events)
 	if run.HasReader {
 		busy := 0.0
 		if run.ReaderLifeNS > 0 {
@@ -52,7 +56,7 @@ func printSampling(w io.Writer, est *sample.Estimator, nm *namer, mods []formats
 	if run.Unmatched > 0 {
 		fmt.Fprintf(w, "    %d samples without their stratum's sample-set row (not counted)\n", run.Unmatched)
 	}
-	name := symbolNamer(nm, mods)
+	locName := symbolNamer(nm, mods)
 	fmt.Fprintf(w, "  estimated  counts with 95%% intervals (exact: a reservoir's own stratum)\n")
 	for i, e := range est.Estimates() {
 		if i == sampledTop {
@@ -66,13 +70,13 @@ func printSampling(w io.Writer, est *sample.Estimator, nm *namer, mods []formats
 		if !e.Exact {
 			ci = fmt.Sprintf("%.0f..%.0f", e.Low, e.High)
 		}
-		fmt.Fprintf(w, "    %-44s %12.0f  %-22s %d samples\n", what+" "+name(e.Loc), e.Est, ci, e.Samples)
+		fmt.Fprintf(w, "    %-44s %12.0f  %-22s %d samples\n", what+" "+locName(e.Loc), e.Est, ci, e.Samples)
 		for j, o := range e.Outcomes {
 			if j == sampledOutcomes {
 				fmt.Fprintf(w, "      ... %d more\n", len(e.Outcomes)-j)
 				break
 			}
-			label := name(o.Loc)
+			label := locName(o.Loc)
 			if e.Kind == formats.KindSyscall {
 				label = fmt.Sprintf("syscall %d", o.Value)
 			} else if e.Kind == formats.KindCall {

@@ -124,7 +124,9 @@ func checkEstimates(t *testing.T, est *sample.Estimator, syms *symbols.Table, ex
 			t.Errorf("calls to %s: %.0f (exact %v), want %.0f exactly", f.Name, e.Est, e.Exact, w)
 		case w >= 1000 && math.Abs(e.Est-w) > 0.05*w:
 			t.Errorf("calls to %s: %.0f, more than 5%% from %.0f", f.Name, e.Est, w)
-		case w >= 1000 && math.Abs(e.Est-w) > 4*sd:
+		case w >= 1000 && math.Abs(e.Est-w) > max(4*sd, 0.001*w):
+			// (a countdown's counts are exact but for calls a thread
+			// counts on the old half while the reader flips: a few)
 			t.Errorf("calls to %s: %.0f (%.0f..%.0f), more than 4 sd from %.0f", f.Name, e.Est, e.Low, e.High, w)
 		}
 		if f.Name == "leaf" {

@@ -77,6 +77,10 @@ func (p *Plan) PathsProbe(i int) (runtime.Kind, bool) {
 // Paths says whether the plan is a compact complete trace's.
 func (p *Plan) Paths() bool { return p.paths != nil }
 
+// Countdown says whether call probes count down before calling the
+// runtime (a sampled call tool: STINT_MF_COUNTDOWN).
+func (p *Plan) Countdown() bool { return p.opts.Countdown }
+
 // Inline says whether the compact trace's probes append inline (unless
 // rewrite --no-opt=ppi).
 func (p *Plan) Inline() bool { return p.paths != nil && !p.opts.NoPPI }

@@ -22,6 +22,7 @@ type Options struct {
 	Edges                string // EdgesAuto ("" too), EdgesCovered, EdgesAll, EdgesNone
 	NoPPI                bool   // a compact trace's probes always call the runtime (rewrite --no-opt=ppi)
 	Fallbacks            bool   // testing: every jcc and ret probed from elsewhere where it can be (rewrite.Options.Fallbacks)
+	Countdown            bool   // a sampled call tool: call probes count down before calling the runtime (STINT_MF_COUNTDOWN)
 }
 
 // Failure is a site left unpatched, and why.

@@ -25,6 +25,10 @@ type Asm struct {
 	// %fs:0 is not a self-pointer). The inline paths then read %fs and
 	// %gs with rdfsbase and rdgsbase (slower) instead of loads.
 	Static bool
+	// Countdown: a sampled call tool's call probes read their probe's
+	// Cache2 and, when it is not 0, decrement it and skip the runtime
+	// (STINT_MF_COUNTDOWN; thunk.go, countdown).
+	Countdown bool
 
 	extraHits []int // rel8 fields of cache compares still to point at the hit path
 }

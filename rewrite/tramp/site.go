@@ -236,6 +236,9 @@ func (a *Asm) indirectThunk(in *place.Inst, k facts.Kind, probe, entry uint64, e
 	a.cacheCompares(probe, sibBaseRSI)
 	hitField := a.extraHits[len(a.extraHits)-1]
 	a.extraHits = a.extraHits[:len(a.extraHits)-1]
+	if skip := a.countdown(probe); skip >= 0 {
+		a.extraHits = append(a.extraHits, skip) // skipped: the hit path, as a cache hit
+	}
 	a.Emit(0x59)             // pop %rcx
 	a.Emit(0x48, 0x8d, 0x3d) // lea probe(%rip),%rdi
 	a.rel32(probe, 0)

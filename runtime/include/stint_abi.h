@@ -78,6 +78,8 @@
 #define STINT_SAMPLE_RESERVOIR 3 /* a reservoir per function (a call's callee; other events' site) and interval */
 #define STINT_SAMPLE_RES_SITE  4 /* a reservoir per probe site and interval */
 #define STINT_SAMPLE_MIN       8 /* the smallest reservoir: every stratum that ran in an interval has samples in it */
+#define STINT_SAMPLE_SITES  0x10 /* sample-run src flag: every method's strata are sites (a countdown per call
+                                  * site, STINT_MF_COUNTDOWN); else rate and every have one stratum */
 
 /* Tools (struct stint_module.tool). */
 #define STINT_TOOL_BRANCH  1
@@ -96,6 +98,9 @@
                                * STINT_PATCH_SYNC sites while the program has several (else only self mode) */
 #define STINT_MF_RETS    0x40 /* rets_vaddr and nrets are set, and direct probes' rets fields with them */
 #define STINT_MF_COLD    0x80 /* some patch has STINT_PATCH_COLD (the runtime looks for them only then) */
+#define STINT_MF_COUNTDOWN 0x400 /* a sampled call tool (rewrite --sample): each call probe's trampoline reads
+                                  * its probe's cache2 and, when it is not 0, decrements it and skips the
+                                  * runtime (a countdown the sampler sets to its next skip) */
 #define STINT_MF_PATHS   0x200 /* (ABI 13) with STINT_MF_EVERY: a compact complete trace. The probes append
                                 * packets (formats/packets.go) to per-thread buffers that the runtime's writer
                                 * thread writes to <trace>.paths; a decoder walks the module's branch map

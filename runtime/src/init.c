@@ -200,7 +200,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		if (!(m->flags & STINT_MF_EVERY))
 			log_setup(g, envp, g->options);
 		else if (!(m->flags & (STINT_MF_PATHS | STINT_MF_CONTEXT)))
-			sample_setup(g, envp, g->options);
+			sample_setup(g, envp, g->options, m->flags);
 		if (m->flags & STINT_MF_EXEC) {
 			g->proc.exe_build_id_len = m->build_id_len > 32 ? 32 : m->build_id_len;
 			s_memcpy(g->proc.exe_build_id, m->build_id, g->proc.exe_build_id_len);

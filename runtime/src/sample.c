@@ -174,6 +174,7 @@ static void smp_half_init(struct stint_sample *s, struct smp_half *hf, uint32_t 
 	__atomic_store_n(&hf->n, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&hf->base, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&hf->taken, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&hf->set, 0, __ATOMIC_RELAXED);
 	hf->fresh = 0;
 	hf->k = k;
 	hf->lw = smp_log2_fast(s, smp_rand(s)) / (int64_t)k;
@@ -266,6 +267,13 @@ static struct smp_slot *smp_fresh(struct stint_sample *s, uint32_t h, struct smp
 {
 	if (i != 0 && s->thresh != ~0ULL && smp_rand(s) >= s->thresh)
 		return 0;
+	return smp_upper(s, h, hf);
+}
+
+/* A slot in the upper half of half h's arena, for a sample of hf
+ * outside its reservoir (counted in hf->taken); 0 when they are gone. */
+static struct smp_slot *smp_upper(struct stint_sample *s, uint32_t h, struct smp_half *hf)
+{
 	uint64_t at = __atomic_fetch_add(&s->upper[h], 1, __ATOMIC_RELAXED);
 	if (at >= SMP_ARENA / 2) {
 		__atomic_fetch_add(&s->dropped, 1, __ATOMIC_RELAXED);
@@ -319,6 +327,68 @@ static struct smp_slot *smp_stream(struct stint_sample *s)
 	return (struct smp_slot *)s->arena[h] + at;
 }
 
+/*
+ * A countdown's call (STINT_MF_COUNTDOWN): its call site's trampoline
+ * decrements the probe's countdown word cd (atomically) and skips the
+ * runtime while it stays at 0 or above; this call took it below 0. The
+ * call that resets cd (a compare-and-swap from the negative value it
+ * read to the next skip) counts every call since the last reset (set,
+ * the skip it was reset to, minus the value now: this call and any
+ * other that went below 0 meanwhile) and takes this one; a call that
+ * finds cd at 0 or above again was counted by another's reset. The next
+ * skip: rate's and a fresh stratum's geometric one (probability P),
+ * every's N - 1, a reservoir's Algorithm L step (0 while it fills).
+ * Strata are sites; one per probe, for all threads.
+ */
+static struct smp_slot *smp_countdown(struct stint_sample *s, struct smp_fn *f, int64_t *cd)
+{
+	uint32_t h = (uint32_t)(__atomic_load_n(&s->epoch, __ATOMIC_ACQUIRE) & 1);
+	struct smp_half *hf = &f->h[h];
+	int64_t old = __atomic_load_n(cd, __ATOMIC_ACQUIRE);
+	for (;;) {
+		if (old >= 0)
+			return 0; /* counted by another call's reset */
+		uint64_t set = __atomic_load_n(&hf->set, __ATOMIC_ACQUIRE), n0 = __atomic_load_n(&hf->n, __ATOMIC_RELAXED);
+		uint64_t i = n0 + set - (uint64_t)(old + 1); /* this call's index: the last counted */
+		int64_t lw = hf->lw;
+		uint64_t skip;
+		if (s->method == STINT_SAMPLE_EVERY)
+			skip = s->param - 1;
+		else if (s->method == STINT_SAMPLE_RATE || hf->fresh)
+			skip = s->thresh == ~0ULL ? 0 : smp_skip(s, s->lw_rate);
+		else if (i + 1 < hf->k)
+			skip = 0;
+		else if (i + 1 == hf->k)
+			skip = __atomic_load_n(&hf->next, __ATOMIC_RELAXED) - hf->k;
+		else
+			skip = smp_skip(s, lw += smp_log2_fast(s, smp_rand(s)) / (int64_t)hf->k);
+		if (!__atomic_compare_exchange_n(cd, &old, (int64_t)skip, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			continue; /* another call reset it, or one more went below 0 */
+		__atomic_store_n(&hf->set, skip, __ATOMIC_RELEASE);
+		__atomic_fetch_add(&hf->n, set - (uint64_t)old, __ATOMIC_RELAXED);
+		if (s->method == STINT_SAMPLE_EVERY || s->method == STINT_SAMPLE_RATE || hf->fresh)
+			return smp_upper(s, h, hf);
+		if (i < hf->k)
+			return smp_slot_of(s, h, hf, hf->k, i);
+		hf->lw = lw;
+		return smp_slot_of(s, h, hf, hf->k, smp_rand(s) % hf->k);
+	}
+}
+
+/* At a flip (reader): the skips of the countdowns still running belong
+ * to the interval on half a; count them there and start the countdowns
+ * over, so that each interval's first call comes to the runtime. */
+static void smp_settle(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a)
+{
+	(void)s, (void)key;
+	if (!f->cd)
+		return;
+	int64_t rem = __atomic_exchange_n((int64_t *)f->cd, 0, __ATOMIC_ACQ_REL);
+	uint64_t set = __atomic_exchange_n(&f->h[a].set, 0, __ATOMIC_ACQ_REL);
+	if ((int64_t)set > rem)
+		__atomic_fetch_add(&f->h[a].n, set - (uint64_t)rem, __ATOMIC_RELAXED);
+}
+
 /* The stratum of an event: the callee of a call when sampling per
  * function, else its site; (module + 1) << 48 | address. */
 static uint64_t smp_key(const struct stint_sample *s, const struct row *rw)
@@ -356,14 +426,38 @@ static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, u
 	return smp_reservoir(s, f);
 }
 
+/* The countdown's stratum: probe p's site, remembered in p->cache. */
+static struct smp_slot *smp_pick_countdown(struct stint_sample *s, struct stint_probe *p, const struct row *rw)
+{
+	uint64_t key = (uint64_t)(uint16_t)(rw->src_module + 1) << 48 | (rw->src & 0xffffffffffffULL);
+	struct smp_fn *f = (struct smp_fn *)__atomic_load_n(&p->cache, __ATOMIC_RELAXED);
+	if (!f || __atomic_load_n(&f->key, __ATOMIC_ACQUIRE) != key) {
+		f = smp_find(s, key, 0);
+		if (!f) {
+			__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+		__atomic_store_n(&f->cd, (uint64_t)&p->cache2, __ATOMIC_RELEASE);
+		__atomic_store_n(&p->cache, (uint64_t)f, __ATOMIC_RELAXED);
+	}
+	return smp_countdown(s, f, (int64_t *)&p->cache2);
+}
+
 /* An event of probe p of an every-occurrence module while sampling
  * (record_probe). p's cache words, which every-occurrence probes leave
- * unused, remember its strata: cache for even stripes, cache2 for odd. */
+ * unused, remember its strata: cache for even stripes, cache2 for odd;
+ * in a module whose call sites count down, cache2 is the countdown. */
 static void sample_event(struct stint_global *g, struct stint_probe *p, const struct row *rw)
 {
 	if (UNLIKELY(__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1))
 		fork_child_reopen(g); /* a forked child: its own trace, intervals and reader first */
-	struct smp_slot *sl = smp_pick(&g->smp, rw, smp_stripe_of() & 1 ? &p->cache2 : &p->cache);
+	const struct stint_module *m = (const struct stint_module *)((const uint8_t *)p - p->module_back);
+	int cd = (m->flags & STINT_MF_COUNTDOWN) != 0;
+	struct smp_slot *sl;
+	if (cd && g->smp.countdown)
+		sl = smp_pick_countdown(&g->smp, p, rw);
+	else
+		sl = smp_pick(&g->smp, rw, !cd && (smp_stripe_of() & 1) ? &p->cache2 : &p->cache);
 	if (!sl)
 		return;
 	sl->src = rw->src;
@@ -394,7 +488,7 @@ static void smp_prepare(struct stint_sample *s, uint32_t a)
 	__atomic_store_n(&s->upper[b], 0, __ATOMIC_RELAXED);
 	for (uint32_t i = 0; i < SMP_STRIPES; i++)
 		__atomic_store_n(&s->stripe[i].seen[b], 0, __ATOMIC_RELAXED);
-	if (s->method == STINT_SAMPLE_RESERVOIR || s->method == STINT_SAMPLE_RES_SITE)
+	if (s->method == STINT_SAMPLE_RESERVOIR || s->method == STINT_SAMPLE_RES_SITE || s->countdown)
 		smp_each(s, smp_size, a);
 }
 
@@ -464,7 +558,7 @@ static void smp_drain(struct stint_sample *s)
 	uint64_t end = s->pend_end;
 	s->pending = 0; /* s->pend_end stays until the next flip: smp_drain_one's time */
 	struct smp_slot *arena = (struct smp_slot *)s->arena[a];
-	if (s->method == STINT_SAMPLE_RATE || s->method == STINT_SAMPLE_EVERY) {
+	if ((s->method == STINT_SAMPLE_RATE || s->method == STINT_SAMPLE_EVERY) && !s->countdown) {
 		uint64_t used = __atomic_load_n(&s->used[a], __ATOMIC_RELAXED), seen = 0;
 		for (uint32_t i = 0; i < SMP_STRIPES; i++)
 			seen += __atomic_load_n(&s->stripe[i].seen[a], __ATOMIC_RELAXED);
@@ -490,6 +584,8 @@ static void smp_flip(struct stint_sample *s, uint64_t end)
 	s->pend_end = end;
 	s->mono0 = end;
 	__atomic_store_n(&s->epoch, s->epoch + 1, __ATOMIC_RELEASE);
+	if (s->countdown)
+		smp_each(s, smp_settle, a);
 }
 
 /* The reader thread: flips at each interval's end, then writes the old
@@ -572,7 +668,7 @@ static int interval_ok(const char *v, size_t n, uint64_t unused)
  * reach it. A bad STINT_SAMPLE, STINT_SAMPLE_PER or STINT_INTERVAL is
  * reported and the rewrite's own value holds.
  */
-static void sample_setup(struct stint_global *g, char **envp, const char *opts)
+static void sample_setup(struct stint_global *g, char **envp, const char *opts, uint32_t mflags)
 {
 	struct stint_sample *s = &g->smp;
 	size_t n = 0, pn = 0, in = 0;
@@ -605,6 +701,8 @@ static void sample_setup(struct stint_global *g, char **envp, const char *opts)
 	const char *seed = env_get(envp, STINT_TEST_SAMPLE_SEED_ENV);
 	smp_seed(s, seed && seed[0] ? fnv64((const uint8_t *)seed, s_strlen(seed)) : rdtsc());
 	smp_pow2_init(s);
+	s->lw_rate = s->thresh == ~0ULL ? 0 : smp_log2(s->thresh);
+	s->countdown = (mflags & STINT_MF_COUNTDOWN) && m != STINT_SAMPLE_RESERVOIR;
 	s->mono0 = now_ns(S_CLOCK_MONOTONIC);
 	__atomic_store_n(&s->method, (uint32_t)m, __ATOMIC_RELEASE);
 }
@@ -618,7 +716,7 @@ static void sample_spawn(struct stint_global *g)
 		return;
 	s->thread = 1;
 	s->start_ns = now_ns(S_CLOCK_MONOTONIC);
-	emit_record(STINT_K_SAMPLE_RUN, s->mono0, s->method, s->param, s->interval_ns);
+	emit_record(STINT_K_SAMPLE_RUN, s->mono0, s->method | (s->countdown ? STINT_SAMPLE_SITES : 0), s->param, s->interval_ns);
 	long st = sys_mmap(0, SMP_STACK, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
 	uint64_t all = ~0ULL, old = 0;
 	long masked = sys_failed(st) ? -1 : sys_call4(SYS_rt_sigprocmask, S_SIG_SETMASK, (long)&all, (long)&old, 8);

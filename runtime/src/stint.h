@@ -381,13 +381,15 @@ struct smp_half {
 	int64_t lw;                       /* Algorithm L: log2 W, Q32.32 */
 	uint32_t k;                       /* the reservoir's size */
 	uint32_t base;                    /* 1 + its first slot in the half's arena; 0: none yet */
-	uint64_t taken;                   /* fresh: samples taken (in the arena's upper half) */
+	uint64_t taken;                   /* fresh, or a countdown's rate and every: samples taken (in the arena's upper half) */
+	uint64_t set;                     /* countdown: the skip it was last set to (events it stands for, not yet counted) */
 	uint32_t fresh, pad;              /* the stratum's first interval: no reservoir, each event at P% */
 };
 
 struct smp_fn {
 	uint64_t key;                     /* stratum: (module + 1) << 48 | address; 0 free */
 	uint32_t stripe, pad;             /* the threads whose events it samples (smp_stripe) */
+	uint64_t cd;                      /* countdown: the address of its probe's countdown word (its cache2), else 0 */
 	struct smp_half h[2];
 };
 
@@ -417,7 +419,9 @@ struct stint_sample {
 	uint32_t nlive, pad2;
 	uint64_t busy_ns, start_ns;       /* the reader's working time, and its start */
 	uint32_t thread, pending;         /* reader started; a flipped half not yet drained (1 + half) */
-	uint32_t ended, pad;              /* the run's end wrote the last interval */
+	uint32_t ended;                   /* the run's end wrote the last interval */
+	uint32_t countdown;               /* call sites count down (STINT_MF_COUNTDOWN and rate, every or per site) */
+	int64_t lw_rate;                  /* log2 of P (Q32.32): rate's and fresh strata's geometric skips */
 	uint64_t pend_end;                /* when the pending half's interval ended */
 	uint64_t pow2[32];                /* 2^-(2^-(i+1)), Q0.64: smp_exp2's factors */
 	uint64_t log2tab[SMP_TAB + 1];    /* log2(1 + i/SMP_TAB), Q0.32: smp_log2_fast */
@@ -861,10 +865,14 @@ static struct smp_fn *smp_find(struct stint_sample *s, uint64_t key, uint32_t st
 static void smp_each(struct stint_sample *s, void (*fn)(struct stint_sample *, struct smp_fn *, uint64_t, uint32_t), uint32_t a);
 static struct smp_slot *smp_slot_of(struct stint_sample *s, uint32_t h, struct smp_half *hf, uint32_t k, uint64_t i);
 static struct smp_slot *smp_fresh(struct stint_sample *s, uint32_t h, struct smp_half *hf, uint64_t i);
+static struct smp_slot *smp_upper(struct stint_sample *s, uint32_t h, struct smp_half *hf);
 static struct smp_slot *smp_reservoir(struct stint_sample *s, struct smp_fn *f);
 static struct smp_slot *smp_stream(struct stint_sample *s);
+static struct smp_slot *smp_countdown(struct stint_sample *s, struct smp_fn *f, int64_t *cd);
+static void smp_settle(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a);
 static uint64_t smp_key(const struct stint_sample *s, const struct row *rw);
 static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, uint64_t *cache);
+static struct smp_slot *smp_pick_countdown(struct stint_sample *s, struct stint_probe *p, const struct row *rw);
 static void sample_event(struct stint_global *g, struct stint_probe *p, const struct row *rw);
 static void smp_size(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a);
 static void smp_prepare(struct stint_sample *s, uint32_t a);
@@ -879,7 +887,7 @@ static void smp_seed(struct stint_sample *s, uint64_t seed);
 static int sample_parse(const char *v, size_t n, uint64_t *param);
 static int sample_ok(const char *v, size_t n, uint64_t unused);
 static int interval_ok(const char *v, size_t n, uint64_t unused);
-static void sample_setup(struct stint_global *g, char **envp, const char *opts);
+static void sample_setup(struct stint_global *g, char **envp, const char *opts, uint32_t mflags);
 static void sample_spawn(struct stint_global *g);
 static void sample_end(struct stint_global *g);
 static void sample_fork(struct stint_global *g);
