@@ -123,7 +123,7 @@ func (a *auto) document() (*Document, error) {
 		d.Sections = append(d.Sections, Section{Title: "Warnings", Blocks: bs})
 	}
 	var nothing []string
-	for _, f := range []func() (Section, error){a.coverage, a.calls, a.syscalls, a.budget, a.qos, a.overshoot, a.slowdown, a.functions} {
+	for _, f := range []func() (Section, error){a.coverage, a.calls, a.sampledCalls, a.syscalls, a.budget, a.qos, a.overshoot, a.slowdown, a.functions} {
 		s, err := f()
 		if err != nil {
 			return nil, err

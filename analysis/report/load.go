@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/stint-project/stint/analysis/merge"
+	"github.com/stint-project/stint/analysis/sample"
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/internal/progress"
 )
@@ -44,6 +45,10 @@ type RunData struct {
 	// them over time.
 	Syscalls    map[uint64]int64
 	SyscallTime TimeHist
+	// Sampled estimates counts from a sampled run's samples (rewrite
+	// --sample), its modules the loader's (Loader.Module); nil for a run
+	// that did not sample.
+	Sampled *sample.Estimator
 }
 
 // Callee is a call's destination: a module (the loader's global index,
@@ -175,6 +180,16 @@ func (l *Loader) Load(ctx context.Context, file string) ([]*RunData, error) {
 	return runs, err
 }
 
+func isSampled(k formats.Kind) bool { _, ok := k.Sampled(); return ok }
+
+// globalModule is a file's module id as the loader's (NoModule stays).
+func globalModule(gm []int32, id uint16) uint16 {
+	if gm[id] < 0 {
+		return formats.NoModule
+	}
+	return uint16(gm[id])
+}
+
 func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData, int64, error) {
 	r, err := merge.Open(file)
 	if err != nil {
@@ -253,6 +268,13 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 				rd.HasEnd, rd.EndStatus, rd.EndNS = true, b.Src[i], b.Value[i]
 			case kind.IsPeriod():
 				builders[run].Add(b.Event(i))
+			case kind == formats.KindSampleRun || kind == formats.KindSampleSet || kind == formats.KindSampleReader || isSampled(kind):
+				if rd.Sampled == nil {
+					rd.Sampled = sample.NewEstimator()
+				}
+				e := b.Event(i)
+				e.SrcModule, e.DstModule = globalModule(gm, e.SrcModule), globalModule(gm, e.DstModule)
+				rd.Sampled.Add(e)
 			default:
 				if _, ok := kind.Refused(); ok {
 					rd.Refused++

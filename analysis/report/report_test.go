@@ -631,3 +631,37 @@ func TestExampleNotebook(t *testing.T) {
 		t.Errorf("page lacks the coverage after 2 runs")
 	}
 }
+
+// TestAutoSampled: a sampled run (rewrite --sample) gets its estimated
+// calls: a reservoir per function counts 1000 calls of 0x2000 exactly,
+// and the top caller's share comes from the samples (3 of 5).
+func TestAutoSampled(t *testing.T) {
+	dir := t.TempDir()
+	run := synthRun(42, false)
+	run.Tool, run.Options = "call", "tool=call every=1 sample=reservoir:20%"
+	smp := func(src uint64) formats.Event {
+		return formats.Event{Kind: formats.KindSampledBase + formats.KindCall, TID: 7, Time: 3e9, Src: src, Dst: 0x2000}
+	}
+	path := filepath.Join(dir, "sampled.arrow")
+	writeSynth(t, path, run, []formats.Event{
+		{Kind: formats.KindSampleRun, Time: 2e9, SrcModule: formats.NoModule, DstModule: formats.NoModule, Src: formats.SampleReservoir, Dst: 200000, Value: 1e9},
+		smp(0x1130), smp(0x1130), smp(0x1130), smp(0x3150), smp(0x3150),
+		{Kind: formats.KindSampleSet, Time: 3e9, SrcModule: 0, Src: 0x2000, DstModule: formats.NoModule, Dst: 1000, Value: 5},
+	})
+	b, _ := writeAuto(t, []string{path}, AutoOptions{})
+	p := parsePage(t, b)
+	for _, s := range []string{"Estimated calls (sampled runs)", "1 sampled run", "1000", "exact", "(60.0%)"} {
+		if !strings.Contains(p.text, s) {
+			t.Errorf("page text lacks %q", s)
+		}
+	}
+	b, _ = writeAuto(t, synthRunsOnly(t), AutoOptions{})
+	if p := parsePage(t, b); !strings.Contains(p.text, "estimated calls (no sampled run)") {
+		t.Errorf("an unsampled report does not say why it has no estimated calls")
+	}
+}
+
+func synthRunsOnly(t *testing.T) []string {
+	runs, _ := synthTraces(t, t.TempDir())
+	return runs
+}
