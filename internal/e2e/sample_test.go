@@ -162,22 +162,29 @@ func TestSampledForkAndKill(t *testing.T) {
 	bin := buildSpin(t)
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Sample: "reservoir:20%", Interval: "20ms"})
-	t.Run("fork", func(t *testing.T) {
-		traces := filepath.Join(t.TempDir(), "traces")
-		if _, rErr, code, err := fixtures.Run(out, []string{"300", "fork"}, traceEnv(traces)); err != nil || code != 0 || len(rErr) != 0 {
-			t.Fatalf("exit %d, %v, stderr %q", code, err, rErr)
-		}
-		trs := readTraces(t, traces)
-		if len(trs) != 2 {
-			t.Fatalf("%d traces, want the parent's and the child's", len(trs))
-		}
-		for _, tr := range trs {
-			r := estimate(tr).Run()
-			if r.Method != formats.SampleReservoir || !r.HasReader || r.Sets == 0 || r.Samples == 0 || r.Unmatched != 0 {
-				t.Errorf("pid %d: %+v: want its own sampled run, intervals and reader row", tr.Run.PID, r)
+	// rate:20% counts down at call sites; a reservoir per function does not
+	cdOut, _ := rewritten(t, bin, t.TempDir(), rewrite.Options{Tool: rewrite.ToolCall, Sample: "rate:20%", Interval: "20ms"})
+	for _, c := range []struct {
+		name, bin string
+		method    int
+	}{{"fork", out, formats.SampleReservoir}, {"fork-countdown", cdOut, formats.SampleRate}} {
+		t.Run(c.name, func(t *testing.T) {
+			traces := filepath.Join(t.TempDir(), "traces")
+			if _, rErr, code, err := fixtures.Run(c.bin, []string{"300", "fork"}, traceEnv(traces)); err != nil || code != 0 || len(rErr) != 0 {
+				t.Fatalf("exit %d, %v, stderr %q", code, err, rErr)
 			}
-		}
-	})
+			trs := readTraces(t, traces)
+			if len(trs) != 2 {
+				t.Fatalf("%d traces, want the parent's and the child's", len(trs))
+			}
+			for _, tr := range trs {
+				r := estimate(tr).Run()
+				if r.Method != c.method || !r.HasReader || r.Sets == 0 || r.Samples == 0 || r.Unmatched != 0 {
+					t.Errorf("pid %d: %+v: want its own sampled run, intervals and reader row", tr.Run.PID, r)
+				}
+			}
+		})
+	}
 	t.Run("killed", func(t *testing.T) {
 		traces := filepath.Join(t.TempDir(), "traces")
 		cmd := exec.Command(out, "1000000")

@@ -761,6 +761,19 @@ static void sample_end(struct stint_global *g)
 		unlock(&s->lock);
 }
 
+/* A stratum as a forked child starts: nothing counted, taken or set,
+ * its countdown (the parent's) at 0. */
+static void smp_forget(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a)
+{
+	(void)s, (void)key, (void)a;
+	for (int h = 0; h < 2; h++) {
+		f->h[h].n = f->h[h].taken = f->h[h].set = 0;
+		f->h[h].base = 0;
+	}
+	if (f->cd)
+		*(int64_t *)f->cd = 0;
+}
+
 /* A forked child (fork_child_reopen): its own intervals from now, and
  * its own reader (sample_spawn); the parent's samples stay the parent's. */
 static void sample_fork(struct stint_global *g)
@@ -768,13 +781,7 @@ static void sample_fork(struct stint_global *g)
 	struct stint_sample *s = &g->smp;
 	if (!s->method)
 		return;
-	struct smp_fn *t = (struct smp_fn *)s->fns;
-	for (uint32_t i = 0; i < SMP_FUNCS; i++)
-		for (int h = 0; h < 2; h++)
-			if (t[i].h[h].n) {
-				t[i].h[h].n = 0;
-				t[i].h[h].base = 0;
-			}
+	smp_each(s, smp_forget, 0);
 	for (uint32_t i = 0; i < SMP_STRIPES; i++)
 		s->stripe[i].seen[0] = s->stripe[i].seen[1] = 0;
 	s->used[0] = s->used[1] = s->upper[0] = s->upper[1] = 0;

@@ -890,6 +890,7 @@ static int interval_ok(const char *v, size_t n, uint64_t unused);
 static void sample_setup(struct stint_global *g, char **envp, const char *opts, uint32_t mflags);
 static void sample_spawn(struct stint_global *g);
 static void sample_end(struct stint_global *g);
+static void smp_forget(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a);
 static void sample_fork(struct stint_global *g);
 
 /* qos.c */
