@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "6fca101ee9e0ed705ec52bfbe9e57a40bc8a4b003be3d3705702650739ec6b31"
+const BlobSHA256 = "fd8ef0caf623840ce37a4585140945bc19ef1a3605af5c7aed27649965fbd892"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

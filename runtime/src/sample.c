@@ -174,7 +174,6 @@ static void smp_half_init(struct stint_sample *s, struct smp_half *hf, uint32_t 
 	__atomic_store_n(&hf->n, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&hf->base, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&hf->taken, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&hf->set, 0, __ATOMIC_RELAXED);
 	hf->fresh = 0;
 	hf->k = k;
 	hf->lw = smp_log2_fast(s, smp_rand(s)) / (int64_t)k;
@@ -237,20 +236,20 @@ static void smp_each(struct stint_sample *s, void (*fn)(struct stint_sample *, s
 }
 
 /* The slot for index i of half h of a stratum, its slots taken from the
- * arena by the event with index 0; 0 when there is none (counted). */
+ * arena by the first event that needs one (whichever its index: a
+ * countdown's first call in an interval may come with a count from the
+ * one before); 0 when there is none (counted). Two threads that take
+ * slots at once keep the first's; the other's are left unused. */
 static struct smp_slot *smp_slot_of(struct stint_sample *s, uint32_t h, struct smp_half *hf, uint32_t k, uint64_t i)
 {
 	uint32_t b = __atomic_load_n(&hf->base, __ATOMIC_ACQUIRE);
-	if (!b && i == 0) {
+	if (!b) {
 		uint64_t at = __atomic_fetch_add(&s->used[h], k, __ATOMIC_RELAXED);
-		b = at + k <= SMP_ARENA / 2 ? (uint32_t)at + 1 : SMP_NOROOM;
-		__atomic_store_n(&hf->base, b, __ATOMIC_RELEASE);
+		uint32_t nb = at + k <= SMP_ARENA / 2 ? (uint32_t)at + 1 : SMP_NOROOM;
+		if (__atomic_compare_exchange_n(&hf->base, &b, nb, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			b = nb;
 	}
-	for (uint32_t spin = 0; !b && spin < 256; spin++) {
-		cpu_pause(); /* index 0's thread is taking them */
-		b = __atomic_load_n(&hf->base, __ATOMIC_ACQUIRE);
-	}
-	if (!b || b == SMP_NOROOM) {
+	if (b == SMP_NOROOM || i >= k) {
 		__atomic_fetch_add(&s->dropped, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
@@ -329,26 +328,30 @@ static struct smp_slot *smp_stream(struct stint_sample *s)
 
 /*
  * A countdown's call (STINT_MF_COUNTDOWN): its call site's trampoline
- * decrements the probe's countdown word cd (atomically) and skips the
- * runtime while it stays at 0 or above; this call took it below 0. The
- * call that resets cd (a compare-and-swap from the negative value it
- * read to the next skip) counts every call since the last reset (set,
- * the skip it was reset to, minus the value now: this call and any
- * other that went below 0 meanwhile) and takes this one; a call that
- * finds cd at 0 or above again was counted by another's reset. The next
+ * decrements the probe's countdown word cd (cw[1], the probe's cache2,
+ * atomically) and skips the runtime while it stays at 0 or above; this
+ * call took it below 0. The call that resets the pair cw (cw[0], the
+ * probe's cache: the skip cd was last reset to) with one 16-byte
+ * compare-and-swap from what it read to (next skip, next skip) counts
+ * every call since the last reset (cw[0] minus cd now: this call and
+ * any other that went below 0 meanwhile) and takes this one; a call
+ * that finds cd at 0 or above again was counted by another's reset.
+ * (A skip kept apart from cd went stale when its writer was preempted,
+ * and calls were counted twice: 0.17% on a loaded machine.) The next
  * skip: rate's and a fresh stratum's geometric one (probability P),
  * every's N - 1, a reservoir's Algorithm L step (0 while it fills).
  * Strata are sites; one per probe, for all threads.
  */
-static struct smp_slot *smp_countdown(struct stint_sample *s, struct smp_fn *f, int64_t *cd)
+static struct smp_slot *smp_countdown(struct stint_sample *s, struct smp_fn *f, uint64_t *cw)
 {
 	uint32_t h = (uint32_t)(__atomic_load_n(&s->epoch, __ATOMIC_ACQUIRE) & 1);
 	struct smp_half *hf = &f->h[h];
-	int64_t old = __atomic_load_n(cd, __ATOMIC_ACQUIRE);
 	for (;;) {
+		uint64_t set = __atomic_load_n(&cw[0], __ATOMIC_ACQUIRE);
+		int64_t old = (int64_t)__atomic_load_n(&cw[1], __ATOMIC_ACQUIRE);
 		if (old >= 0)
 			return 0; /* counted by another call's reset */
-		uint64_t set = __atomic_load_n(&hf->set, __ATOMIC_ACQUIRE), n0 = __atomic_load_n(&hf->n, __ATOMIC_RELAXED);
+		uint64_t n0 = __atomic_load_n(&hf->n, __ATOMIC_RELAXED);
 		uint64_t i = n0 + set - (uint64_t)(old + 1); /* this call's index: the last counted */
 		int64_t lw = hf->lw;
 		uint64_t skip;
@@ -362,9 +365,8 @@ static struct smp_slot *smp_countdown(struct stint_sample *s, struct smp_fn *f, 
 			skip = __atomic_load_n(&hf->next, __ATOMIC_RELAXED) - hf->k;
 		else
 			skip = smp_skip(s, lw += smp_log2_fast(s, smp_rand(s)) / (int64_t)hf->k);
-		if (!__atomic_compare_exchange_n(cd, &old, (int64_t)skip, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		if (!cas16(cw, set, (uint64_t)old, skip, skip))
 			continue; /* another call reset it, or one more went below 0 */
-		__atomic_store_n(&hf->set, skip, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&hf->n, set - (uint64_t)old, __ATOMIC_RELAXED);
 		if (s->method == STINT_SAMPLE_EVERY || s->method == STINT_SAMPLE_RATE || hf->fresh)
 			return smp_upper(s, h, hf);
@@ -375,18 +377,24 @@ static struct smp_slot *smp_countdown(struct stint_sample *s, struct smp_fn *f, 
 	}
 }
 
-/* At a flip (reader): the skips of the countdowns still running belong
- * to the interval on half a; count them there and start the countdowns
- * over, so that each interval's first call comes to the runtime. */
+/* At a flip (reader): the calls the countdowns skipped since their last
+ * reset belong to the interval on half a; count them there and reset
+ * the pairs to (0, 0), so that each interval's first call comes to the
+ * runtime. */
 static void smp_settle(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a)
 {
 	(void)s, (void)key;
-	if (!f->cd)
+	uint64_t *cw = (uint64_t *)f->cd;
+	if (!cw)
 		return;
-	int64_t rem = __atomic_exchange_n((int64_t *)f->cd, 0, __ATOMIC_ACQ_REL);
-	uint64_t set = __atomic_exchange_n(&f->h[a].set, 0, __ATOMIC_ACQ_REL);
-	if ((int64_t)set > rem)
-		__atomic_fetch_add(&f->h[a].n, set - (uint64_t)rem, __ATOMIC_RELAXED);
+	for (;;) {
+		uint64_t set = __atomic_load_n(&cw[0], __ATOMIC_ACQUIRE), cd = __atomic_load_n(&cw[1], __ATOMIC_ACQUIRE);
+		if (!cas16(cw, set, cd, 0, 0))
+			continue;
+		if ((int64_t)set > (int64_t)cd)
+			__atomic_fetch_add(&f->h[a].n, set - cd, __ATOMIC_RELAXED);
+		return;
+	}
 }
 
 /* The stratum of an event: the callee of a call when sampling per
@@ -426,21 +434,19 @@ static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, u
 	return smp_reservoir(s, f);
 }
 
-/* The countdown's stratum: probe p's site, remembered in p->cache. */
+/* The countdown's stratum: probe p's site. p's cache and cache2 are the
+ * countdown pair (16-byte aligned: probes are 64 bytes from a page). */
 static struct smp_slot *smp_pick_countdown(struct stint_sample *s, struct stint_probe *p, const struct row *rw)
 {
 	uint64_t key = (uint64_t)(uint16_t)(rw->src_module + 1) << 48 | (rw->src & 0xffffffffffffULL);
-	struct smp_fn *f = (struct smp_fn *)__atomic_load_n(&p->cache, __ATOMIC_RELAXED);
-	if (!f || __atomic_load_n(&f->key, __ATOMIC_ACQUIRE) != key) {
-		f = smp_find(s, key, 0);
-		if (!f) {
-			__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
-			return 0;
-		}
-		__atomic_store_n(&f->cd, (uint64_t)&p->cache2, __ATOMIC_RELEASE);
-		__atomic_store_n(&p->cache, (uint64_t)f, __ATOMIC_RELAXED);
+	struct smp_fn *f = smp_find(s, key, 0);
+	if (!f) {
+		__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
+		return 0;
 	}
-	return smp_countdown(s, f, (int64_t *)&p->cache2);
+	if (!__atomic_load_n(&f->cd, __ATOMIC_RELAXED))
+		__atomic_store_n(&f->cd, (uint64_t)&p->cache, __ATOMIC_RELEASE);
+	return smp_countdown(s, f, &p->cache);
 }
 
 /* An event of probe p of an every-occurrence module while sampling
@@ -767,11 +773,11 @@ static void smp_forget(struct stint_sample *s, struct smp_fn *f, uint64_t key, u
 {
 	(void)s, (void)key, (void)a;
 	for (int h = 0; h < 2; h++) {
-		f->h[h].n = f->h[h].taken = f->h[h].set = 0;
+		f->h[h].n = f->h[h].taken = 0;
 		f->h[h].base = 0;
 	}
 	if (f->cd)
-		*(int64_t *)f->cd = 0;
+		((uint64_t *)f->cd)[0] = ((uint64_t *)f->cd)[1] = 0;
 }
 
 /* A forked child (fork_child_reopen): its own intervals from now, and

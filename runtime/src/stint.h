@@ -382,14 +382,13 @@ struct smp_half {
 	uint32_t k;                       /* the reservoir's size */
 	uint32_t base;                    /* 1 + its first slot in the half's arena; 0: none yet */
 	uint64_t taken;                   /* fresh, or a countdown's rate and every: samples taken (in the arena's upper half) */
-	uint64_t set;                     /* countdown: the skip it was last set to (events it stands for, not yet counted) */
 	uint32_t fresh, pad;              /* the stratum's first interval: no reservoir, each event at P% */
 };
 
 struct smp_fn {
 	uint64_t key;                     /* stratum: (module + 1) << 48 | address; 0 free */
 	uint32_t stripe, pad;             /* the threads whose events it samples (smp_stripe) */
-	uint64_t cd;                      /* countdown: the address of its probe's countdown word (its cache2), else 0 */
+	uint64_t cd;                      /* countdown: its probe's countdown pair (cache: the skip last set; cache2: the count), else 0 */
 	struct smp_half h[2];
 };
 
@@ -868,7 +867,7 @@ static struct smp_slot *smp_fresh(struct stint_sample *s, uint32_t h, struct smp
 static struct smp_slot *smp_upper(struct stint_sample *s, uint32_t h, struct smp_half *hf);
 static struct smp_slot *smp_reservoir(struct stint_sample *s, struct smp_fn *f);
 static struct smp_slot *smp_stream(struct stint_sample *s);
-static struct smp_slot *smp_countdown(struct stint_sample *s, struct smp_fn *f, int64_t *cd);
+static struct smp_slot *smp_countdown(struct stint_sample *s, struct smp_fn *f, uint64_t *cw);
 static void smp_settle(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a);
 static uint64_t smp_key(const struct stint_sample *s, const struct row *rw);
 static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, uint64_t *cache);
