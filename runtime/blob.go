@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "fd8ef0caf623840ce37a4585140945bc19ef1a3605af5c7aed27649965fbd892"
+const BlobSHA256 = "7c0c8db8acea614d161303d7e7fca57ef128480f78f52d972dd1747364f66d23"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -397,14 +397,18 @@ static void smp_settle(struct stint_sample *s, struct smp_fn *f, uint64_t key, u
 	}
 }
 
+/* A stratum's key: (module + 1) << 48 | address (no module: 0 << 48). */
+static inline uint64_t smp_loc_key(uint16_t mod, uint64_t a)
+{
+	return (uint64_t)(uint16_t)(mod + 1) << 48 | (a & 0xffffffffffffULL);
+}
+
 /* The stratum of an event: the callee of a call when sampling per
  * function, else its site; (module + 1) << 48 | address. */
 static uint64_t smp_key(const struct stint_sample *s, const struct row *rw)
 {
 	int callee = s->method == STINT_SAMPLE_RESERVOIR && (rw->kind == STINT_K_CALL || rw->kind == STINT_K_IND_CALL);
-	uint16_t mod = callee ? rw->dst_module : rw->src_module;
-	uint64_t a = callee ? rw->dst : rw->src;
-	return (uint64_t)(uint16_t)(mod + 1) << 48 | (a & 0xffffffffffffULL);
+	return callee ? smp_loc_key(rw->dst_module, rw->dst) : smp_loc_key(rw->src_module, rw->src);
 }
 
 /*
@@ -438,8 +442,7 @@ static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, u
  * countdown pair (16-byte aligned: probes are 64 bytes from a page). */
 static struct smp_slot *smp_pick_countdown(struct stint_sample *s, struct stint_probe *p, const struct row *rw)
 {
-	uint64_t key = (uint64_t)(uint16_t)(rw->src_module + 1) << 48 | (rw->src & 0xffffffffffffULL);
-	struct smp_fn *f = smp_find(s, key, 0);
+	struct smp_fn *f = smp_find(s, smp_loc_key(rw->src_module, rw->src), 0);
 	if (!f) {
 		__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
 		return 0;
@@ -569,7 +572,7 @@ static void smp_drain(struct stint_sample *s)
 		for (uint32_t i = 0; i < SMP_STRIPES; i++)
 			seen += __atomic_load_n(&s->stripe[i].seen[a], __ATOMIC_RELAXED);
 		uint64_t w = smp_emit_slots(arena, used < SMP_ARENA ? used : SMP_ARENA, end);
-		smp_set_row((uint64_t)(uint16_t)(DST_MODULE_NONE + 1) << 48, seen, w, end);
+		smp_set_row(smp_loc_key(DST_MODULE_NONE, 0), seen, w, end);
 		return;
 	}
 	uint64_t upper = __atomic_load_n(&s->upper[a], __ATOMIC_RELAXED);
