@@ -41,6 +41,10 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 		if e.ps.switchable(i) {
 			a.Gate = e.l.GateAt + runtime.GateWord1
 		}
+		a.Cold = a.ColdAt(e.tt.coldBase + t.cold)
+		if t.addr+uint64(t.size) > e.tt.coldBase {
+			return nil, fmt.Errorf("trampoline for %#x: allocated after the cold region was placed", in.Addr)
+		}
 		switch {
 		case t.site && t.probe0 >= 0:
 			if err := e.site(a, i, t); err != nil {
@@ -66,6 +70,12 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 			return nil, fmt.Errorf("trampoline for %#x: %d bytes, sized %d", in.Addr, len(a.B), t.size)
 		}
 		out = append(out, elfout.Tramp{Addr: t.addr, Code: a.B})
+		if t.site && t.probe0 >= 0 && len(a.Cold.B) != e.tt.cold[i] {
+			return nil, fmt.Errorf("trampoline for %#x: %d bytes of cold code, sized %d", in.Addr, len(a.Cold.B), e.tt.cold[i])
+		}
+		if len(a.Cold.B) > 0 {
+			out = append(out, elfout.Tramp{Addr: a.Cold.Base, Code: a.Cold.B})
+		}
 	}
 	return out, nil
 }

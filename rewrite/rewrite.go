@@ -275,7 +275,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	}
 	note := markerNote(opts.Tool)
 	traceEnds := fx.TraceEnds()
-	sizes := elfout.Sizes{TrampEnd: tt.cursor, BlobLen: uint64(len(blob.Data)), Progs: len(fx.File.Progs),
+	sizes := elfout.Sizes{TrampEnd: tt.seal(), BlobLen: uint64(len(blob.Data)), Progs: len(fx.File.Progs),
 		Note: len(note), Stubs: len(stubs), Deps: ndeps, TraceEnds: len(traceEnds), Reads: len(ps.pairs),
 		Rets: len(retTable), LoggedCap: plan.LogEntries(), Probes: nprobe, Patches: len(ps.order),
 		Chunks: len(chunks), Preinit: dp.Preinit, Dynamic: -1}

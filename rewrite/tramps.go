@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"github.com/stint-project/stint/rewrite/elfout"
 	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/policy"
 	"github.com/stint-project/stint/rewrite/tramp"
@@ -12,6 +13,7 @@ import (
 type trampoline struct {
 	addr   uint64
 	size   int
+	cold   uint64 // offset of its cold code in the cold region
 	site   bool
 	probe0 int // first probe index, -1 until numbered
 }
@@ -27,16 +29,21 @@ type trampTable struct {
 	static bool          // !Module.FS0IsThreadPointer (tramp.Asm.Static)
 	isSite []bool        // by instruction index
 	size   []int         // by instruction index: bytes of the site's trampoline
+	cold   []int         // by instruction index: bytes of its cold code (tramp/cold.go)
 	arms   [][]int       // by instruction index: offsets of the site trampoline's arm rel32 fields
 	at     []*trampoline // by instruction index: near trampoline, nil until allocated
 	order  []int         // instruction indices in allocation order
 	cursor uint64        // where the next trampoline goes
+	// The cold region follows every trampoline (and the .fini hook's):
+	// coldBase is fixed by seal, once nothing more is allocated.
+	coldLen  uint64
+	coldBase uint64
 }
 
 func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable {
 	n := len(fx.Code.Insts)
 	return &trampTable{code: fx.Code, plan: plan, pic: fx.Module.PIC, static: !fx.Module.FS0IsThreadPointer(), cursor: start,
-		isSite: make([]bool, n), size: make([]int, n), arms: make([][]int, n), at: make([]*trampoline, n)}
+		isSite: make([]bool, n), size: make([]int, n), cold: make([]int, n), arms: make([][]int, n), at: make([]*trampoline, n)}
 }
 
 // emitSite emits (or sizes) the trampoline of site i with tool t: a
@@ -44,6 +51,12 @@ func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable
 // instruction before an indirect call, a jcc or a ret, probing it) or an
 // ordinary one.
 func (tt *trampTable) emitSite(a *tramp.Asm, t runtime.Tool, i int, probes []uint64, entry uint64) []tramp.Probe {
+	sp := tt.emitProbes(a, t, i, probes, entry)
+	a.FlushCold()
+	return sp
+}
+
+func (tt *trampTable) emitProbes(a *tramp.Asm, t runtime.Tool, i int, probes []uint64, entry uint64) []tramp.Probe {
 	c := tt.code
 	if k, ok := tt.plan.PathsProbe(i); ok {
 		if j, pre := tt.plan.PreSiteOf(i); pre {
@@ -63,6 +76,7 @@ func (tt *trampTable) emitSite(a *tramp.Asm, t runtime.Tool, i int, probes []uin
 // fails when the site can have no trampoline.
 func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
 	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Static: tt.static, Countdown: tt.plan.Countdown()}
+	a.Cold = a.ColdAt(0)
 	sp := tt.emitSite(a, t, i, nil, 0)
 	if a.Err != nil {
 		return a.Err
@@ -75,6 +89,7 @@ func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
 	}
 	tt.isSite[i] = true
 	tt.size[i] = len(a.B)
+	tt.cold[i] = len(a.Cold.B)
 	return nil
 }
 
@@ -109,6 +124,8 @@ func (tt *trampTable) near(i int) uint64 {
 	t := &trampoline{addr: tt.cursor, site: tt.isSite[i], probe0: -1}
 	if t.site {
 		t.size = tt.size[i]
+		t.cold = tt.coldLen
+		tt.coldLen += uint64(tt.cold[i])
 		// The runtime retargets an arm with one 4-byte store, which it
 		// only does when the rel32 stays inside a 64-byte line (else the
 		// probe keeps calling in): move the trampoline until every arm
@@ -138,4 +155,11 @@ func armsCrossLine(addr uint64, arms []int) bool {
 		}
 	}
 	return false
+}
+
+// seal places the cold region after the last trampoline, on a 64-byte
+// line, and returns its end: the end of the module's trampolines.
+func (tt *trampTable) seal() uint64 {
+	tt.coldBase = elfout.AlignUp(tt.cursor, 64)
+	return tt.coldBase + tt.coldLen
 }

@@ -30,7 +30,12 @@ type Asm struct {
 	// (STINT_MF_COUNTDOWN; thunk.go, countdown).
 	Countdown bool
 
-	extraHits []int // rel8 fields of cache compares still to point at the hit path
+	// Cold, when set, takes the trampoline's cold code (cold.go); its
+	// Base is where that code goes.
+	Cold *Asm
+
+	extraHits []int          // rel8 fields of cache compares still to point at the hit path
+	colds     []func(c *Asm) // cold code still to emit (FlushCold)
 }
 
 func (a *Asm) pc() uint64     { return a.Base + uint64(len(a.B)) }

@@ -24,8 +24,9 @@ func (a *Asm) noValue() { a.Emit(0xbe); a.u32(0) }
 // the thread's pending word without a call, when the thread block
 // behind %gs is this thread's and may take it (its key is this thread's
 // %fs base, runtime/include/stint_abi.h); else, or when the word fills
-// up, the probe call. No flag changes on any path (rdfsbase, mov, not,
-// lea, movzbl and jrcxz leave them alone).
+// up, the probe call, in the trampoline's cold code (cold.go). No flag
+// changes on any path (rdfsbase, mov, not, lea, movzbl and jrcxz leave
+// them alone).
 //
 //	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx
 //	rdfsbase %rcx ; mov %gs:KEY,%rdx ; not %rdx ; lea 1(%rcx,%rdx),%rcx
@@ -34,24 +35,30 @@ func (a *Asm) noValue() { a.Emit(0xbe); a.u32(0) }
 //	mov %rcx,(%rdx)                              (the runtime's paths.c
 //	                                              knows these four)
 //	movzbl FULL/8(%rdx),%ecx ; jrcxz +5 ; jmp full
-//	pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; jmp out
-//	full: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <call, %rsi = FLUSH> ; jmp out
-//	slow: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <thunk, %rsi = 0> ; jmp out
+//	pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp
 //	out:
+//	cold: full: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <call, %rsi = FLUSH> ; jmp out
+//	      slow: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <thunk, %rsi = 0> ; jmp out
 func (a *Asm) pathsBit(probe, entry uint64, taken bool) {
 	slow := a.keyCheck()
 	a.tntAppend(taken)
-	a.bitEnd(slow, probe, entry, a.noValue)
+	a.bitEnd(slow, probe, entry, (*Asm).noValue)
 }
 
-// bitEnd ends a path that appended a bit: on when the pending word has
-// room, the flush call when it is full, and the slow end for slow.
-func (a *Asm) bitEnd(slow slowFields, probe, entry uint64, setRSI func()) {
+// bitEnd ends a path that appended a bit: on to what follows when the
+// pending word has room; the flush call when it is full and the slow
+// end for slow, both cold.
+func (a *Asm) bitEnd(slow slowFields, probe, entry uint64, setRSI func(*Asm)) {
 	full := a.fullCheck()
-	out1 := a.fastOut()
-	a.PatchRel(full, a.pc())
-	out2 := a.flushCall(probe, entry)
-	a.slowEnd(slow, probe, entry, setRSI, out1, out2)
+	a.undo()
+	out := a.pc()
+	a.later(func(c *Asm) {
+		a.PatchRel(full, c.pc())
+		c.undo()
+		c.callOnly(probe, entry, func() { c.Emit(0xbe); c.u32(runtime.PathsFlush) }) // mov $FLUSH,%esi
+		c.Jmp(out)
+	})
+	a.slowEnd(slow, probe, entry, setRSI, out)
 }
 
 // undo pops what keyCheck pushed and steps back over the red zone.
@@ -107,10 +114,10 @@ func (a *Asm) jmp32() int {
 	return f
 }
 
-// to points them at the current offset.
-func (a *Asm) to(fs slowFields) {
+// to points them at target.
+func (a *Asm) to(fs slowFields, target uint64) {
 	for _, f := range fs {
-		a.PatchRel(f, a.pc())
+		a.PatchRel(f, target)
 	}
 }
 
@@ -141,15 +148,6 @@ func (a *Asm) fullCheck() (full int) {
 	full = a.off()
 	a.u32(0)
 	return full
-}
-
-// flushCall is the end of a full pending word: undo, the probe call with
-// %rsi = FLUSH (no gate check: the bit is in), a jump to the end (its
-// rel32 returned).
-func (a *Asm) flushCall(probe, entry uint64) (out int) {
-	a.undo()
-	a.callOnly(probe, entry, func() { a.Emit(0xbe); a.u32(runtime.PathsFlush) }) // mov $FLUSH,%esi
-	return a.jmp32()                                                             // jmp out
 }
 
 // topCompare, after keyCheck, compares the program's return address at
@@ -183,29 +181,20 @@ func (a *Asm) topMove(d int8) {
 	a.Emit(0x0f, 0xb6, 0xc9) // movzbl %cl,%ecx
 }
 
-// slowCall is a path's slow end: undo, the probe call (the thunk, behind
-// the gate check), and a jump to the end (its rel32 returned).
-func (a *Asm) slowCall(probe, entry uint64, setRSI func()) (out int) {
-	a.undo()
-	a.thunk(probe, entry, setRSI)
-	return a.jmp32() // jmp out
-}
-
-// fastOut ends a fast path: undo, and a jump to the end (its rel32
-// returned).
-func (a *Asm) fastOut() (out int) {
-	a.undo()
-	return a.jmp32() // jmp out
-}
-
-// slowEnd emits the slow end the jumps in slow lead to (slowCall with
-// setRSI) and points it and the jumps outs at the end, which follows.
-func (a *Asm) slowEnd(slow slowFields, probe, entry uint64, setRSI func(), outs ...int) {
-	a.to(slow)
-	outs = append(outs, a.slowCall(probe, entry, setRSI))
-	for _, o := range outs {
-		a.PatchRel(o, a.pc())
-	}
+// slowEnd queues the cold slow end the jumps in slow lead to: undo, the
+// probe call (the thunk, behind the gate check; setRSI, when not nil,
+// loads %rsi), a jump back to out.
+func (a *Asm) slowEnd(slow slowFields, probe, entry uint64, setRSI func(*Asm), out uint64) {
+	a.later(func(c *Asm) {
+		a.to(slow, c.pc())
+		c.undo()
+		var rsi func()
+		if setRSI != nil {
+			rsi = func() { setRSI(c) }
+		}
+		c.thunk(probe, entry, rsi)
+		c.Jmp(out)
+	})
 }
 
 // loadRet loads the program's return address into %rsi for a probe call.
@@ -217,7 +206,7 @@ func (a *Asm) loadRet() { a.Emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) } 
 //	<keyCheck> ; <topMove +1> ; lea ret(%rip),%rdx ; mov %rdx,%gs:STACK(,%rcx,8)
 //	mov %gs:TAIL,%rcx ; lea src(%rip),%rdx ; mov %rdx,(%rcx)
 //	mov %gs:TNT,%rdx ; mov (%rdx),%rdx ; mov %rdx,8(%rcx)
-//	<undo> ; jmp out ; slow: <slowCall> ; out:
+//	<undo> ; out: ... ; cold: slow: <undo> ; <thunk> ; jmp out
 func (a *Asm) pathsPush(probe, entry, src, ret uint64) {
 	slow := a.keyCheck()
 	a.topMove(1)
@@ -235,7 +224,8 @@ func (a *Asm) pathsPush(probe, entry, src, ret uint64) {
 	a.u32(runtime.PathsTNTOff)
 	a.Emit(0x48, 0x8b, 0x12)       // mov (%rdx),%rdx
 	a.Emit(0x48, 0x89, 0x51, 0x08) // mov %rdx,8(%rcx)
-	a.slowEnd(slow, probe, entry, nil, a.fastOut())
+	a.undo()
+	a.slowEnd(slow, probe, entry, nil, a.pc())
 }
 
 // pathsEntry emits a compact trace's function entry probe: nothing when
@@ -246,7 +236,8 @@ func (a *Asm) pathsEntry(probe, entry uint64) {
 	match := a.topCompare()
 	slow2 := a.jmp32() // jmp slow
 	a.patchRel8(match, a.off())
-	a.slowEnd(append(slow, slow2), probe, entry, a.loadRet, a.fastOut())
+	a.undo()
+	a.slowEnd(append(slow, slow2), probe, entry, (*Asm).loadRet, a.pc())
 }
 
 // pathsResume emits a compact trace's resume probe: nothing while the
@@ -254,7 +245,8 @@ func (a *Asm) pathsEntry(probe, entry uint64) {
 // the call.
 func (a *Asm) pathsResume(probe, entry uint64) {
 	slow := a.keyCheck()
-	a.slowEnd(slow, probe, entry, nil, a.fastOut())
+	a.undo()
+	a.slowEnd(slow, probe, entry, nil, a.pc())
 }
 
 // pathsRet emits a compact trace's ret probe (the ret follows it): when
@@ -267,5 +259,5 @@ func (a *Asm) pathsRet(probe, entry uint64) {
 	a.patchRel8(match, a.off())
 	a.topMove(-1)
 	a.tntAppend(true)
-	a.bitEnd(append(slow, slow2), probe, entry, a.loadRet)
+	a.bitEnd(append(slow, slow2), probe, entry, (*Asm).loadRet)
 }
