@@ -36,6 +36,7 @@ type Asm struct {
 
 	extraHits []int          // rel8 fields of cache compares still to point at the hit path
 	colds     []func(c *Asm) // cold code still to emit (FlushCold)
+	exits     []*exit        // exits whose stubs flushNear may have to emit
 }
 
 func (a *Asm) pc() uint64     { return a.Base + uint64(len(a.B)) }

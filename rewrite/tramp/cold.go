@@ -19,10 +19,11 @@ func (a *Asm) ColdAt(base uint64) *Asm {
 	return &Asm{Base: base, Sizing: a.Sizing, Gate: a.Gate, Inline: a.Inline, Paths: a.Paths, Static: a.Static, Countdown: a.Countdown}
 }
 
-// FlushCold emits the queued cold code into a.Cold, or, without one,
-// after a's own code; an error of a.Cold's becomes a's. Every
-// trampoline's emission ends with it.
+// FlushCold emits the stubs still to emit (flushNear), then the queued
+// cold code into a.Cold, or, without one, after a's own code; an error
+// of a.Cold's becomes a's. Every trampoline's emission ends with it.
 func (a *Asm) FlushCold() {
+	a.flushNear()
 	c := a.Cold
 	if c == nil {
 		c = a
@@ -33,5 +34,79 @@ func (a *Asm) FlushCold() {
 	a.colds = a.colds[:0]
 	if c != a && c.Err != nil {
 		a.setErr(c.Err)
+	}
+}
+
+// An exit is a fast path's way out to its cold code, taken only on the
+// slow path. Its short jumps (loop or jrcxz: taken when the fast path's
+// test fails, so that the fast path falls through and leaves no taken
+// branch behind) reach a stub, a jmp rel32 to the cold code, emitted
+// ahead of them (stubAhead) or at the trampoline's next point nothing
+// falls through (flushNear); the cold code points the stub's rel32
+// field and any other long ones at itself.
+type exit struct {
+	short []int // rel8 fields of short jumps still to point at the stub
+	stub  int   // offset of the stub, -1 until emitted
+	long  []int // rel32 fields that go to the cold code
+}
+
+// newExit starts an exit whose stub flushNear emits.
+func (a *Asm) newExit() *exit {
+	e := &exit{stub: -1}
+	a.exits = append(a.exits, e)
+	return e
+}
+
+// stubAhead emits e's stub here, ahead of the short jumps to it, in code
+// nothing falls through to.
+func (a *Asm) stubAhead(e *exit) {
+	e.stub = a.off()
+	e.long = append(e.long, a.jmp32())
+}
+
+// shortTo emits a short jump (opcode op: 0xe2 loop, 0xe3 jrcxz) to e's
+// stub.
+func (a *Asm) shortTo(op byte, e *exit) {
+	a.Emit(op, 0)
+	f := a.off() - 1
+	if e.stub >= 0 {
+		a.patchRel8(f, e.stub)
+		return
+	}
+	e.short = append(e.short, f)
+}
+
+// flushNear emits the stubs of the exits that have short jumps to them
+// and none yet, here, where nothing falls through; a short jump it
+// cannot reach is an error.
+func (a *Asm) flushNear() {
+	for _, e := range a.exits {
+		if e.stub >= 0 || len(e.short) == 0 {
+			continue
+		}
+		e.stub = a.off()
+		for _, f := range e.short {
+			a.patchRel8(f, e.stub)
+		}
+		e.short = nil
+		e.long = append(e.long, a.jmp32())
+	}
+	a.exits = a.exits[:0]
+}
+
+// nearPending reports whether flushNear has stubs to emit.
+func (a *Asm) nearPending() bool {
+	for _, e := range a.exits {
+		if e.stub < 0 && len(e.short) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// toCold points e's long jumps at the cold code c is at.
+func (a *Asm) toCold(e *exit, c *Asm) {
+	for _, f := range e.long {
+		a.PatchRel(f, c.pc())
 	}
 }

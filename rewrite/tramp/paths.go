@@ -25,20 +25,21 @@ func (a *Asm) noValue() { a.Emit(0xbe); a.u32(0) }
 // behind %gs is this thread's and may take it (its key is this thread's
 // %fs base, runtime/include/stint_abi.h); else, or when the word fills
 // up, the probe call, in the trampoline's cold code (cold.go). No flag
-// changes on any path (rdfsbase, mov, not, lea, movzbl and jrcxz leave
-// them alone).
+// changes on any path (rdfsbase, mov, not, lea, movzbl, loop and jrcxz
+// leave them alone), and no branch taken on the fast path: a loop
+// instruction (rcx - 1, taken unless 0) is the test.
 //
 //	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx
-//	rdfsbase %rcx ; mov %gs:KEY,%rdx ; not %rdx ; lea 1(%rcx,%rdx),%rcx
-//	jrcxz fast ; jmp slow
-//	fast: mov %gs:TNT,%rdx ; mov (%rdx),%rcx ; lea [1](%rcx,%rcx),%rcx
+//	mov %fs:0,%rcx ; mov %gs:KEY,%rdx ; not %rdx ; lea 2(%rcx,%rdx),%rcx
+//	loop slow
+//	mov %gs:TNT,%rdx ; mov (%rdx),%rcx ; lea [1](%rcx,%rcx),%rcx
 //	mov %rcx,(%rdx)                              (the runtime's paths.c
 //	                                              knows these four)
-//	movzbl FULL/8(%rdx),%ecx ; jrcxz +5 ; jmp full
+//	movzbl FULL/8(%rdx),%ecx ; lea 1(%rcx),%ecx ; loop full
 //	pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp
-//	out:
-//	cold: full: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <call, %rsi = FLUSH> ; jmp out
-//	      slow: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <thunk, %rsi = 0> ; jmp out
+//	out: ... (a jmp: then the stubs slow: jmp cold1 ; full: jmp cold2)
+//	cold1: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <thunk, %rsi = 0> ; jmp out
+//	cold2: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <call, %rsi = FLUSH> ; jmp out
 func (a *Asm) pathsBit(probe, entry uint64, taken bool) {
 	slow := a.keyCheck()
 	a.tntAppend(taken)
@@ -48,17 +49,17 @@ func (a *Asm) pathsBit(probe, entry uint64, taken bool) {
 // bitEnd ends a path that appended a bit: on to what follows when the
 // pending word has room; the flush call when it is full and the slow
 // end for slow, both cold.
-func (a *Asm) bitEnd(slow slowFields, probe, entry uint64, setRSI func(*Asm)) {
+func (a *Asm) bitEnd(slow *exit, probe, entry uint64, setRSI func(*Asm)) {
 	full := a.fullCheck()
 	a.undo()
 	out := a.pc()
+	a.slowEnd(slow, probe, entry, setRSI, out)
 	a.later(func(c *Asm) {
-		a.PatchRel(full, c.pc())
+		a.toCold(full, c)
 		c.undo()
 		c.callOnly(probe, entry, func() { c.Emit(0xbe); c.u32(runtime.PathsFlush) }) // mov $FLUSH,%esi
 		c.Jmp(out)
 	})
-	a.slowEnd(slow, probe, entry, setRSI, out)
 }
 
 // undo pops what keyCheck pushed and steps back over the red zone.
@@ -68,21 +69,25 @@ func (a *Asm) undo() {
 }
 
 // keyCheck steps over the red zone, saves %rcx and %rdx, and compares
-// the thread's %fs base with its block's key: equal, it goes on (the
-// fast path); it returns the rel8 field of the jump to the slow path.
+// the thread's %fs base with its block's key: equal, it falls through
+// (the fast path); else it leaves by the exit it returns.
 //
 //	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx
 //	mov %fs:0,%rcx (static: rdgsbase %rcx ; jrcxz slow ; rdfsbase %rcx)
-//	mov %gs:KEY,%rdx ; not %rdx ; lea 1(%rcx,%rdx),%rcx
-//	jrcxz fast ; jmp slow (rel32) ; fast:
-func (a *Asm) keyCheck() (slow slowFields) {
+//	mov %gs:KEY,%rdx ; not %rdx ; lea 2(%rcx,%rdx),%rcx ; loop slow
+func (a *Asm) keyCheck() *exit {
+	slow := a.newExit()
+	a.keyCheckTo(slow)
+	return slow
+}
+
+// keyCheckTo is keyCheck with exit slow.
+func (a *Asm) keyCheckTo(slow *exit) {
 	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
 	a.Emit(0x51, 0x52)                   // push %rcx; push %rdx
-	noBlock := -1
 	if a.Static {
 		a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc9) // rdgsbase %rcx
-		a.Emit(0xe3, 0x00)                   // jrcxz slow: no block yet (a thread the runtime has not seen)
-		noBlock = a.off() - 1
+		a.shortTo(0xe3, slow)                // jrcxz slow: no block yet (a thread the runtime has not seen)
 		a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc1) // rdfsbase %rcx
 	} else {
 		// %gs is never 0 here (the runtime gives every thread a block
@@ -95,16 +100,9 @@ func (a *Asm) keyCheck() (slow slowFields) {
 	a.Emit(0x65, 0x48, 0x8b, 0x14, 0x25) // mov %gs:KEY,%rdx
 	a.u32(runtime.PathsKeyOff)
 	a.Emit(0x48, 0xf7, 0xd2)             // not %rdx
-	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01) // lea 1(%rcx,%rdx),%rcx
-	a.Emit(0xe3, 0x05)                   // jrcxz fast
-	if noBlock >= 0 {
-		a.patchRel8(noBlock, a.off())
-	}
-	return slowFields{a.jmp32()} // jmp slow
+	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x02) // lea 2(%rcx,%rdx),%rcx: %fs - key + 1
+	a.shortTo(0xe2, slow)                // loop slow: taken unless %fs = key
 }
-
-// slowFields are rel32 fields of jumps to a path's slow end.
-type slowFields []int
 
 // jmp32 emits a jmp whose rel32 is patched later, and returns the field.
 func (a *Asm) jmp32() int {
@@ -112,13 +110,6 @@ func (a *Asm) jmp32() int {
 	f := a.off()
 	a.u32(0)
 	return f
-}
-
-// to points them at target.
-func (a *Asm) to(fs slowFields, target uint64) {
-	for _, f := range fs {
-		a.PatchRel(f, target)
-	}
 }
 
 // tntAppend shifts an outcome bit into the pending word (the four
@@ -137,35 +128,33 @@ func (a *Asm) tntAppend(taken bool) {
 	a.Emit(0x48, 0x89, 0x0a) // mov %rcx,(%rdx)
 }
 
-// fullCheck, after tntAppend, goes on when the pending word is not full
-// and jumps away when it is; it returns the rel32 field of that jump.
+// fullCheck, after tntAppend, falls through when the pending word is
+// not full and leaves by the exit it returns when it is.
 //
-//	movzbl FULL/8(%rdx),%ecx ; jrcxz +5 ; jmp full
-func (a *Asm) fullCheck() (full int) {
+//	movzbl FULL/8(%rdx),%ecx ; lea 1(%rcx),%ecx ; loop full
+func (a *Asm) fullCheck() *exit {
+	full := a.newExit()
 	a.Emit(0x0f, 0xb6, 0x4a, byte(runtime.PathsTNTFull/8)) // movzbl FULL/8(%rdx),%ecx
-	a.Emit(0xe3, 0x05)                                     // jrcxz +5
-	a.Emit(0xe9)                                           // jmp full
-	full = a.off()
-	a.u32(0)
+	a.Emit(0x8d, 0x49, 0x01)                               // lea 1(%rcx),%ecx
+	a.shortTo(0xe2, full)                                  // loop full
 	return full
 }
 
 // topCompare, after keyCheck, compares the program's return address at
-// its (%rsp) with the call stack's top entry and falls through when they
-// differ; it returns the rel8 field of the jump taken when they match.
+// its (%rsp) with the call stack's top entry: equal, it falls through;
+// else it leaves by exit slow.
 //
 //	movzbl %gs:TOP,%ecx ; mov %gs:STACK(,%rcx,8),%rdx ; not %rdx
-//	mov 0x90(%rsp),%rcx ; lea 1(%rcx,%rdx),%rcx ; jrcxz match
-func (a *Asm) topCompare() (match int) {
+//	mov 0x90(%rsp),%rcx ; lea 2(%rcx,%rdx),%rcx ; loop slow
+func (a *Asm) topCompare(slow *exit) {
 	a.Emit(0x65, 0x0f, 0xb6, 0x0c, 0x25) // movzbl %gs:TOP,%ecx
 	a.u32(runtime.PathsTopOff)
 	a.Emit(0x65, 0x48, 0x8b, 0x14, 0xcd) // mov %gs:STACK(,%rcx,8),%rdx
 	a.u32(runtime.PathsStackOff)
 	a.Emit(0x48, 0xf7, 0xd2)                               // not %rdx
 	a.Emit(0x48, 0x8b, 0x8c, 0x24, 0x90, 0x00, 0x00, 0x00) // mov 0x90(%rsp),%rcx
-	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01)                   // lea 1(%rcx,%rdx),%rcx
-	a.Emit(0xe3, 0x00)                                     // jrcxz match
-	return a.off() - 1
+	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x02)                   // lea 2(%rcx,%rdx),%rcx
+	a.shortTo(0xe2, slow)                                  // loop slow
 }
 
 // topMove moves the call stack's top by d (1: a push's slot, -1: a pop),
@@ -181,12 +170,12 @@ func (a *Asm) topMove(d int8) {
 	a.Emit(0x0f, 0xb6, 0xc9) // movzbl %cl,%ecx
 }
 
-// slowEnd queues the cold slow end the jumps in slow lead to: undo, the
-// probe call (the thunk, behind the gate check; setRSI, when not nil,
-// loads %rsi), a jump back to out.
-func (a *Asm) slowEnd(slow slowFields, probe, entry uint64, setRSI func(*Asm), out uint64) {
+// slowEnd queues the cold slow end exit slow leads to: undo, the probe
+// call (the thunk, behind the gate check; setRSI, when not nil, loads
+// %rsi), a jump back to out.
+func (a *Asm) slowEnd(slow *exit, probe, entry uint64, setRSI func(*Asm), out uint64) {
 	a.later(func(c *Asm) {
-		a.to(slow, c.pc())
+		a.toCold(slow, c)
 		c.undo()
 		var rsi func()
 		if setRSI != nil {
@@ -202,13 +191,14 @@ func (a *Asm) loadRet() { a.Emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) } 
 
 // pathsPush emits a compact trace's direct call probe: its return
 // address ret pushed on the thread's call stack inline, else the call.
+// Its exit's stub comes ahead of it (the call's trampoline jumps over it).
 //
-//	<keyCheck> ; <topMove +1> ; lea ret(%rip),%rdx ; mov %rdx,%gs:STACK(,%rcx,8)
+//	slow: jmp cold ; <keyCheck> ; <topMove +1> ; lea ret(%rip),%rdx ; mov %rdx,%gs:STACK(,%rcx,8)
 //	mov %gs:TAIL,%rcx ; lea src(%rip),%rdx ; mov %rdx,(%rcx)
 //	mov %gs:TNT,%rdx ; mov (%rdx),%rdx ; mov %rdx,8(%rcx)
-//	<undo> ; out: ... ; cold: slow: <undo> ; <thunk> ; jmp out
-func (a *Asm) pathsPush(probe, entry, src, ret uint64) {
-	slow := a.keyCheck()
+//	<undo> ; out: ... ; cold: <undo> ; <thunk> ; jmp out
+func (a *Asm) pathsPush(probe, entry, src, ret uint64, slow *exit) {
+	a.keyCheckTo(slow)
 	a.topMove(1)
 	a.Emit(0x48, 0x8d, 0x15) // lea ret(%rip),%rdx
 	a.rel32(ret, 0)
@@ -233,11 +223,9 @@ func (a *Asm) pathsPush(probe, entry, src, ret uint64) {
 // call the stack saw), else the call with it in %rsi.
 func (a *Asm) pathsEntry(probe, entry uint64) {
 	slow := a.keyCheck()
-	match := a.topCompare()
-	slow2 := a.jmp32() // jmp slow
-	a.patchRel8(match, a.off())
+	a.topCompare(slow)
 	a.undo()
-	a.slowEnd(append(slow, slow2), probe, entry, (*Asm).loadRet, a.pc())
+	a.slowEnd(slow, probe, entry, (*Asm).loadRet, a.pc())
 }
 
 // pathsResume emits a compact trace's resume probe: nothing while the
@@ -254,10 +242,8 @@ func (a *Asm) pathsResume(probe, entry uint64) {
 // inline; else the call with the return address in %rsi.
 func (a *Asm) pathsRet(probe, entry uint64) {
 	slow := a.keyCheck()
-	match := a.topCompare()
-	slow2 := a.jmp32() // jmp slow
-	a.patchRel8(match, a.off())
+	a.topCompare(slow)
 	a.topMove(-1)
 	a.tntAppend(true)
-	a.bitEnd(append(slow, slow2), probe, entry, (*Asm).loadRet)
+	a.bitEnd(slow, probe, entry, (*Asm).loadRet)
 }

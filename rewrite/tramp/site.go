@@ -43,10 +43,15 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 	case facts.Jmp, facts.Call:
 		a.Emit(0xe9)
 		arm := a.off()
-		a.rel32(a.pc()+4, 0)
 		if a.Inline && k == facts.Call {
-			a.pathsPush(p(0), entry, in.Addr, next)
+			// the arm jumps over the inline push's exit stub
+			a.u32(0)
+			slow := &exit{stub: -1}
+			a.stubAhead(slow)
+			a.PatchRel(arm, a.pc())
+			a.pathsPush(p(0), entry, in.Addr, next, slow)
 		} else {
+			a.rel32(a.pc()+4, 0)
 			a.thunk(p(0), entry, nil)
 		}
 		body := a.pc()
@@ -81,6 +86,7 @@ func (a *Asm) retSite(in *place.Inst, probe, entry uint64) []Probe {
 	if a.Inline {
 		a.pathsRet(probe, entry)
 		a.Emit(in.Bytes...)
+		a.flushNear()
 		return []Probe{{Kind: runtime.KRet, Arm: -1}}
 	}
 	gateField := a.retCacheCheck(probe)
@@ -117,9 +123,11 @@ func (a *Asm) jccArms(in *place.Inst, k facts.Kind, tgt, probeT, probeNT, entry 
 	thunkT := a.pc()
 	a.arm(probeT, entry, true)
 	a.Jmp(tgt)
+	a.flushNear()
 	thunkNT := a.pc()
 	a.arm(probeNT, entry, false)
 	a.Jmp(next)
+	a.flushNear()
 	a.PatchRel(tArm, thunkT)
 	a.PatchRel(ntArm, thunkNT)
 	return []Probe{
@@ -172,6 +180,7 @@ func (a *Asm) PathsProbe(k runtime.Kind, in *place.Inst, fk facts.Kind, tgt uint
 	}
 	flags := a.pathsCall(k, probe, entry)
 	a.Relocate(in, fk, tgt, pic)
+	a.flushNear()
 	return []Probe{{Kind: k, Flags: flags, Arm: -1}}
 }
 
@@ -185,6 +194,14 @@ func (a *Asm) PathsPreBranch(k runtime.Kind, run []place.Inst, kinds []facts.Kin
 		probe, probes = probes[0], probes[1:]
 	}
 	flags := a.pathsCall(k, probe, entry)
+	if a.nearPending() {
+		// the probe's stubs go here, jumped over: the run and the
+		// branch may be too long for a short jump past them
+		a.Emit(0xeb, 0)
+		over := a.off() - 1
+		a.flushNear()
+		a.patchRel8(over, a.off())
+	}
 	a.relocateRun(run, kinds)
 	return append([]Probe{{Kind: k, Flags: flags, Arm: -1}}, a.branchAfter(j, jk, tgt, probes, entry)...)
 }
