@@ -108,6 +108,9 @@ func (a *Asm) retSite(in *place.Inst, probe, entry uint64) []Probe {
 // outcome's probe (probeT, probeNT), then a jump to its destination.
 func (a *Asm) jccArms(in *place.Inst, k facts.Kind, tgt, probeT, probeNT, entry uint64) []Probe {
 	next := in.Addr + uint64(in.Len())
+	if a.Inline && k == facts.Jcc {
+		return a.jccFallThrough(in, tgt, probeT, probeNT, entry)
+	}
 	var tArm, ntArm int
 	// Placeholders for the thunk addresses; patched below.
 	if k == facts.Jcc {
@@ -133,6 +136,27 @@ func (a *Asm) jccArms(in *place.Inst, k facts.Kind, tgt, probeT, probeNT, entry 
 	return []Probe{
 		{Kind: runtime.KJccTaken, Flags: runtime.PFDirect, Dst: tgt, Arm: tArm, ArmTo: tgt},
 		{Kind: runtime.KJccNotTaken, Flags: runtime.PFDirect, Dst: next, Arm: ntArm, ArmTo: next},
+	}
+}
+
+// jccFallThrough is jccArms for a compact trace's inline arms, whose
+// probes never retire (--every): the not-taken arm follows the jcc, so
+// that neither outcome takes a branch the original did not.
+func (a *Asm) jccFallThrough(in *place.Inst, tgt, probeT, probeNT, entry uint64) []Probe {
+	next := in.Addr + uint64(in.Len())
+	a.Emit(0x0f, 0x80|jccCond(in.Bytes))
+	tArm := a.off()
+	a.u32(0)
+	a.arm(probeNT, entry, false)
+	a.Jmp(next)
+	a.flushNear()
+	a.PatchRel(tArm, a.pc())
+	a.arm(probeT, entry, true)
+	a.Jmp(tgt)
+	a.flushNear()
+	return []Probe{
+		{Kind: runtime.KJccTaken, Flags: runtime.PFDirect, Dst: tgt, Arm: tArm, ArmTo: tgt},
+		{Kind: runtime.KJccNotTaken, Flags: runtime.PFDirect, Dst: next, Arm: -1},
 	}
 }
 
