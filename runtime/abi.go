@@ -28,6 +28,13 @@ const (
 	PathsTopOff   = 16
 	PathsStackOff = 24
 	PathsTailOff  = 2072
+	PathsKeyTIP   = 3
+	PathsCurOff   = 2080
+	PathsEndOff   = 2088
+	PathsPSBAtOff = 2096
+	PathsLastOff  = 2104
+	PathsPSBOff   = 2112
+	PathsPSBEvery = 16384
 	PathsTNTFull  = 56
 	PathsFlush    = 1
 )

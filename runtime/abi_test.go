@@ -77,7 +77,7 @@ var abiConsts = map[string]uint64{
 	"STINT_K_IND_JMP": uint64(KIndJmp), "STINT_K_IND_CALL": uint64(KIndCall),
 	"STINT_K_SYSCALL": uint64(KSyscall), "STINT_K_BLOCK": uint64(KBlock), "STINT_K_CONTEXT": uint64(KContext),
 	"STINT_K_ENTRY": uint64(KEntry), "STINT_K_RESUME": uint64(KResume), "STINT_MF_PATHS": uint64(MFPaths),
-	"STINT_PATHS_KEY_OFF": PathsKeyOff, "STINT_PATHS_TNT_OFF": PathsTNTOff, "STINT_PATHS_TOP_OFF": PathsTopOff, "STINT_PATHS_STACK_OFF": PathsStackOff, "STINT_PATHS_TAIL_OFF": PathsTailOff, "STINT_PATHS_TNT_FULL": PathsTNTFull, "STINT_PATHS_FLUSH": PathsFlush,
+	"STINT_PATHS_KEY_OFF": PathsKeyOff, "STINT_PATHS_TNT_OFF": PathsTNTOff, "STINT_PATHS_TOP_OFF": PathsTopOff, "STINT_PATHS_STACK_OFF": PathsStackOff, "STINT_PATHS_TAIL_OFF": PathsTailOff, "STINT_PATHS_KEY_TIP": PathsKeyTIP, "STINT_PATHS_CUR_OFF": PathsCurOff, "STINT_PATHS_END_OFF": PathsEndOff, "STINT_PATHS_PSB_AT_OFF": PathsPSBAtOff, "STINT_PATHS_LAST_OFF": PathsLastOff, "STINT_PATHS_PSB_OFF": PathsPSBOff, "STINT_PATHS_PSB_EVERY": PathsPSBEvery, "STINT_PATHS_TNT_FULL": PathsTNTFull, "STINT_PATHS_FLUSH": PathsFlush,
 	"STINT_TOOL_BRANCH": uint64(ToolBranch), "STINT_TOOL_CALL": uint64(ToolCall),
 	"STINT_TOOL_SYSCALL": uint64(ToolSyscall), "STINT_TOOL_BLOCK": uint64(ToolBlock),
 	"STINT_MF_EVERY": uint64(MFEvery), "STINT_MF_SHARED": uint64(MFShared), "STINT_MF_EXEC": uint64(MFExec),

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "7c0c8db8acea614d161303d7e7fca57ef128480f78f52d972dd1747364f66d23"
+const BlobSHA256 = "1ddb83f1e3acbf746f532f46e5d1da49669f79085ee4d99ef01d416fc56f0eff"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -30,6 +30,9 @@ type Asm struct {
 	// (STINT_MF_COUNTDOWN; thunk.go, countdown).
 	Countdown bool
 
+	// TextLo and TextHi bound the module's code (facts.Module): an
+	// inline TIP to a destination outside goes to the runtime.
+	TextLo, TextHi uint64
 	// Cold, when set, takes the trampoline's cold code (cold.go); its
 	// Base is where that code goes.
 	Cold *Asm

@@ -65,6 +65,13 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 	case facts.Ret:
 		return a.retSite(in, p(0), entry)
 	case facts.IndJmp, facts.IndCall:
+		if a.Inline && k == facts.IndJmp {
+			sp, ok := a.pathsIndJmp(in, p(0), entry, pic)
+			if !ok {
+				return nil
+			}
+			return []Probe{sp}
+		}
 		sp, ok := a.indirectThunk(in, k, p(0), entry, func() { a.Relocate(in, k, tgt, pic) })
 		if !ok {
 			return nil

@@ -121,6 +121,14 @@
 #define STINT_PATHS_STACK_OFF 24 /* u64[256]: the ring of return addresses (0 where none) */
 #define STINT_PATHS_TAIL_OFF 2072 /* u64: address of the chunk's tail and tail_bits fields (a direct call
                                    * writes its address and the pending word there: a crashed thread's end) */
+#define STINT_PATHS_KEY_TIP  3  /* the key while an indirect jmp's trampoline appends its TIP inline: the
+                                 * thread's probes in a signal handler meanwhile are counted lost */
+#define STINT_PATHS_CUR_OFF  2080 /* u8 *: where the next packet goes (an indirect branch's inline TIP) */
+#define STINT_PATHS_END_OFF  2088 /* u8 *: the end of the chunk's data */
+#define STINT_PATHS_PSB_AT_OFF 2096 /* u8 *: where the last PSB (or the chunk's data) began */
+#define STINT_PATHS_LAST_OFF 2104 /* u64: the last TIP, SYNC or ASYNC address (a TIP is XOR this) */
+#define STINT_PATHS_PSB_OFF  2112 /* u32: a chunk began since the last PSB: the runtime writes one next */
+#define STINT_PATHS_PSB_EVERY 16384 /* bytes of packets after a PSB past which the next is due */
 #define STINT_PATHS_TNT_FULL 56 /* a pending word whose leading 1 is at this bit or above is flushed */
 #define STINT_PATHS_FLUSH    1  /* %rsi of a jcc probe's call that only flushes (the bit is in) */
 

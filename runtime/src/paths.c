@@ -32,6 +32,12 @@ _Static_assert(__builtin_offsetof(struct paths_thread, tnt) == STINT_PATHS_TNT_O
 _Static_assert(__builtin_offsetof(struct paths_thread, top) == STINT_PATHS_TOP_OFF, "top");
 _Static_assert(__builtin_offsetof(struct paths_thread, stack) == STINT_PATHS_STACK_OFF, "stack");
 _Static_assert(__builtin_offsetof(struct paths_thread, tail) == STINT_PATHS_TAIL_OFF, "tail");
+_Static_assert(__builtin_offsetof(struct paths_thread, cur) == STINT_PATHS_CUR_OFF, "cur");
+_Static_assert(__builtin_offsetof(struct paths_thread, end) == STINT_PATHS_END_OFF, "end");
+_Static_assert(__builtin_offsetof(struct paths_thread, psb_at) == STINT_PATHS_PSB_AT_OFF, "psb_at");
+_Static_assert(__builtin_offsetof(struct paths_thread, last_ip) == STINT_PATHS_LAST_OFF, "last_ip");
+_Static_assert(__builtin_offsetof(struct paths_thread, psb) == STINT_PATHS_PSB_OFF, "psb");
+_Static_assert(PATHS_PSB_EVERY == STINT_PATHS_PSB_EVERY, "psb every");
 
 static inline uint64_t gs_get(struct stint_global *g)
 {
@@ -510,9 +516,10 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 	struct paths_thread *t = paths_self(g, src);
 	if (!t || !t->chunk)
 		return;
-	if (UNLIKELY(t->busy)) {
-		/* a signal handler's probe while this thread appends: its path
-		 * is lost; the interrupted probe says so and resynchronises */
+	if (UNLIKELY(t->busy || t->key == STINT_PATHS_KEY_TIP)) {
+		/* a signal handler's probe while this thread appends (here, or
+		 * an indirect jmp's TIP inline): its path is lost; the next
+		 * probe to get here says so and resynchronises */
 		t->nested++;
 		return;
 	}

@@ -272,7 +272,7 @@ struct stint_tests {
 
 /* A compact complete trace (paths.c, pathsfile.c, STINT_MF_PATHS). */
 #define PATHS_CHUNK_DATA ((uint64_t)256 << 10) /* bytes of packets per chunk */
-#define PATHS_PSB_EVERY  ((long)16 << 10)      /* bytes of packets between PSBs, at most about */
+#define PATHS_PSB_EVERY  ((long)16 << 10)      /* bytes of packets between PSBs, at most about (STINT_PATHS_PSB_EVERY) */
 #define PATHS_THREADS    4096                  /* thread blocks, never reused */
 #define PATHS_STACK      256                   /* call stack entries per thread (a ring: an 8-bit top) */
 #define PATHS_SEARCH     16                    /* entries an unexpected return looks down */
@@ -298,6 +298,11 @@ struct paths_thread {
 	uint64_t stack[PATHS_STACK]; /* STINT_PATHS_STACK_OFF: the ring of return addresses, zero where none */
 	uint64_t *tail;              /* STINT_PATHS_TAIL_OFF: the chunk's tail field: the last silent probe */
 	                             /* since a packet, followed by tail_bits: the pending word then */
+	uint8_t *cur, *end;          /* STINT_PATHS_CUR_OFF, _END_OFF: where the next packet goes, the end of the data */
+	uint8_t *psb_at;             /* STINT_PATHS_PSB_AT_OFF: where the last PSB (or the chunk's data) began */
+	uint64_t last_ip;            /* STINT_PATHS_LAST_OFF: the last TIP, SYNC or ASYNC address */
+	uint32_t psb;                /* STINT_PATHS_PSB_OFF: a chunk began since the last PSB (paths_psb) */
+	uint32_t pad0;
 	uint64_t fs;                 /* the owner's %fs base (0: unknown: no inline appends) */
 	uint32_t tid, pid;           /* owner */
 	uint32_t seq;                /* the current chunk's number */
@@ -306,16 +311,12 @@ struct paths_thread {
 	uint32_t nested;             /* probes of a signal handler that came while busy */
 	uint32_t async;              /* signal handlers entered (ASYNC) and not left */
 	uint32_t gen;                /* the budget period of this thread's last probe (a new one resynchronises) */
-	uint32_t psb;                /* a chunk began since the last PSB (paths_psb) */
-	uint8_t *psb_at;             /* where the last PSB (or the chunk's data) began */
 	uint32_t saved_outside[PATHS_ASYNC];
 	uint64_t saved_rip[PATHS_ASYNC]; /* where each signal interrupted the thread (its ucontext's rip then) */
 	uint64_t saved_sp[PATHS_ASYNC];  /* each handler's %rsp at its entry: its signal frame */
 	uint64_t sync_sp;                /* %rsp at the last SYNC_CALL's entry */
 	uint64_t appended;           /* packets and bits appended (a probe that adds none sets tail) */
-	uint64_t last_ip;            /* the last TIP, SYNC or ASYNC address */
 	uint64_t chunk;              /* file offset of the chunk being filled, 0 = none */
-	uint8_t *cur, *end;          /* where the next packet goes, the end of the data */
 };
 
 struct stint_paths {

@@ -1,0 +1,214 @@
+package tramp
+
+import (
+	"github.com/stint-project/stint/rewrite/facts"
+	"github.com/stint-project/stint/rewrite/place"
+	"github.com/stint-project/stint/runtime"
+)
+
+// tipFrame is how far below the program's %rsp an inline TIP runs: the
+// red zone and %rax, %rcx, %rdx, %rsi, %rdi.
+const tipFrame = 128 + 40
+
+// pathsIndJmp emits a compact trace's indirect jmp (in, facts.Kind
+// IndJmp) with its TIP appended inline (INS-OP's partial payload
+// inlining for the packet the runtime wrote on every indirect jmp): the
+// pending bits flushed as a TNT packet, then the destination XOR the
+// last address in as few bytes as it needs, as pk_tip does. The flags
+// are saved with lahf and seto (DynamoRIO's way: popf is slow) and
+// restored with add and sahf. It goes to the runtime, in the cold code,
+// when the block is not this thread's, the destination leaves the
+// module's code (the thread goes outside), a PSB is due, or the chunk
+// has under 32 bytes left.
+func (a *Asm) pathsIndJmp(in *place.Inst, probe, entry uint64, pic bool) (Probe, bool) {
+	op, _, err := facts.ParseRM(in)
+	if err != nil {
+		a.setErr(err)
+		return Probe{}, false
+	}
+	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80)    // lea -0x80(%rsp),%rsp
+	a.Emit(0x50, 0x51, 0x52, 0x56, 0x57)    // push %rax, %rcx, %rdx, %rsi, %rdi
+	a.encodeRM(op, true, 0x8b, 6, tipFrame) // mov OP,%rsi
+	a.Emit(0x9f, 0x0f, 0x90, 0xc0)          // lahf ; seto %al
+	var slow []int                          // before the key is taken
+	a.tipThreadBase()
+	if a.Static {
+		slow = append(slow, a.tipNoBlock())
+	}
+	a.gsOp(0x3b, 0x0c, runtime.PathsKeyOff) // cmp %gs:KEY,%rcx
+	slow = append(slow, a.jcc32(0x85))      // jne slow
+	// the key says an inline TIP appends (%fs is never STINT_PATHS_KEY_TIP):
+	// the thread's own probes in a signal handler meanwhile call the
+	// runtime, which counts them lost, as while it appends itself
+	a.Emit(0x65, 0x48, 0xc7, 0x04, 0x25) // movq $TIP,%gs:KEY
+	a.u32(runtime.PathsKeyOff)
+	a.u32(runtime.PathsKeyTIP)
+	taken := a.tipChecks(a.TextLo, a.TextHi)
+	a.tipFlush()
+	a.tipAppend()
+	a.tipThreadBase()
+	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: given back
+	a.tipRestore()
+	a.Relocate(in, facts.IndJmp, 0, pic)
+	a.later(func(c *Asm) {
+		a.patchAll(taken, c.pc())
+		c.tipThreadBase()
+		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY
+		a.patchAll(slow, c.pc())
+		c.tipRestore()
+		c.thunk(probe, entry, func() { c.encodeRM(op, true, 0x8b, 6, thunkFrame) }) // mov OP,%rsi
+		c.Relocate(in, facts.IndJmp, 0, pic)
+	})
+	return Probe{Kind: runtime.KIndJmp, Arm: -1}, true
+}
+
+// tipThreadBase loads the thread's %fs base into %rcx (flags saved).
+func (a *Asm) tipThreadBase() {
+	if a.Static {
+		a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc1) // rdfsbase %rcx
+		return
+	}
+	a.Emit(0x64, 0x48, 0x8b, 0x0c, 0x25) // mov %fs:0,%rcx
+	a.u32(0)
+}
+
+// tipNoBlock, in a static executable, goes to the slow path when the
+// thread has no block yet (%gs is 0), then reloads %fs's base; it
+// returns the rel32 field of that jump.
+func (a *Asm) tipNoBlock() int {
+	a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc9) // rdgsbase %rcx
+	a.Emit(0x48, 0x85, 0xc9)             // test %rcx,%rcx
+	f := a.jcc32(0x84)                   // jz slow
+	a.tipThreadBase()
+	return f
+}
+
+// tipChecks, with the key taken, goes to the returned jumps when the
+// destination in %rsi lies outside [textLo, textHi), a PSB is due, or
+// the chunk has under 32 bytes left; it leaves the chunk's cursor in
+// %rdx.
+//
+//	lea textLo(%rip),%rcx ; mov %rsi,%rdx ; sub %rcx,%rdx ; cmp $SIZE,%rdx ; jae
+//	cmpl $0,%gs:PSB ; jne
+//	mov %gs:CUR,%rdx ; mov %rdx,%rcx ; sub %gs:PSB_AT,%rcx ; cmp $EVERY,%rcx ; jae
+//	mov %gs:END,%rcx ; sub %rdx,%rcx ; cmp $32,%rcx ; jb
+func (a *Asm) tipChecks(textLo, textHi uint64) []int {
+	var out []int
+	a.Emit(0x48, 0x8d, 0x0d) // lea textLo(%rip),%rcx
+	a.rel32(textLo, 0)
+	a.Emit(0x48, 0x89, 0xf2, 0x48, 0x29, 0xca) // mov %rsi,%rdx ; sub %rcx,%rdx
+	a.Emit(0x48, 0x81, 0xfa)                   // cmp $SIZE,%rdx
+	a.u32(uint32(textHi - textLo))
+	out = append(out, a.jcc32(0x83)) // jae
+	a.Emit(0x65, 0x83, 0x3c, 0x25)   // cmpl $0,%gs:PSB
+	a.u32(runtime.PathsPSBOff)
+	a.Emit(0)
+	out = append(out, a.jcc32(0x85))        // jne
+	a.gsOp(0x8b, 0x14, runtime.PathsCurOff) // mov %gs:CUR,%rdx
+	a.Emit(0x48, 0x89, 0xd1)                // mov %rdx,%rcx
+	a.gsOp(0x2b, 0x0c, runtime.PathsPSBAtOff)
+	a.Emit(0x48, 0x81, 0xf9) // cmp $EVERY,%rcx
+	a.u32(runtime.PathsPSBEvery)
+	out = append(out, a.jcc32(0x83))        // jae
+	a.gsOp(0x8b, 0x0c, runtime.PathsEndOff) // mov %gs:END,%rcx
+	a.Emit(0x48, 0x29, 0xd1)                // sub %rdx,%rcx
+	a.Emit(0x48, 0x83, 0xf9, 0x20)          // cmp $32,%rcx
+	return append(out, a.jcc32(0x82))       // jb
+}
+
+// tipFlush writes the pending bits (their word's address in %rdi) at
+// the cursor %rdx as a short TNT (up to 6 bits) or a long one, and
+// empties the word, as pk_flush does.
+//
+//	mov %gs:TNT,%rdi ; mov (%rdi),%rcx ; cmp $1,%rcx ; jbe done
+//	cmp $0x7f,%rcx ; ja long
+//	lea 1(%rcx,%rcx),%ecx ; mov %cl,(%rdx) ; lea 1(%rdx),%rdx ; jmp reset
+//	long: movb $2,(%rdx) ; mov %rcx,1(%rdx) ; lea 9(%rdx),%rdx
+//	reset: movq $1,(%rdi)
+//	done:
+func (a *Asm) tipFlush() {
+	a.gsOp(0x8b, 0x3c, runtime.PathsTNTOff) // mov %gs:TNT,%rdi
+	a.Emit(0x48, 0x8b, 0x0f)                // mov (%rdi),%rcx
+	a.Emit(0x48, 0x83, 0xf9, 0x01, 0x76, 0) // cmp $1,%rcx ; jbe done
+	done := a.off() - 1
+	a.Emit(0x48, 0x83, 0xf9, 0x7f, 0x77, 0) // cmp $0x7f,%rcx ; ja long
+	long := a.off() - 1
+	a.Emit(0x8d, 0x4c, 0x09, 0x01, 0x88, 0x0a) // lea 1(%rcx,%rcx),%ecx ; mov %cl,(%rdx)
+	a.Emit(0x48, 0x8d, 0x52, 0x01, 0xeb, 0)    // lea 1(%rdx),%rdx ; jmp reset
+	reset := a.off() - 1
+	a.patchRel8(long, a.off())
+	a.Emit(0xc6, 0x02, byte(pktLongTNT)) // movb $2,(%rdx)
+	a.Emit(0x48, 0x89, 0x4a, 0x01)       // mov %rcx,1(%rdx)
+	a.Emit(0x48, 0x8d, 0x52, 0x09)       // lea 9(%rdx),%rdx
+	a.patchRel8(reset, a.off())
+	a.Emit(0x48, 0xc7, 0x07, 1, 0, 0, 0) // movq $1,(%rdi)
+	a.patchRel8(done, a.off())
+}
+
+// Packet opcodes (formats/packets.go).
+const (
+	pktLongTNT = 0x02
+	pktTIP     = 0x20
+)
+
+// tipAppend writes the TIP of the destination %rsi at the cursor %rdx:
+// the destination XOR the last address, k = its significant bytes, as
+// 0x20+2k and those k bytes (8 are stored: the ones past k are 0, the
+// PAD the chunk holds there); then the cursor, the last address, and
+// the chunk's tail (no silent probe since this packet, no pending bits).
+//
+//	mov %gs:LAST,%rcx ; xor %rsi,%rcx ; mov %rsi,%gs:LAST
+//	xor %edi,%edi ; test %rcx,%rcx ; jz k0 ; bsr %rcx,%rdi ; shr $3,%edi ; lea 1(%rdi),%edi
+//	k0: mov %rcx,1(%rdx) ; lea 0x20(%rdi,%rdi),%ecx ; mov %cl,(%rdx)
+//	lea 1(%rdx,%rdi),%rdx ; mov %rdx,%gs:CUR
+//	mov %gs:TAIL,%rcx ; movq $0,(%rcx) ; movq $1,8(%rcx)
+func (a *Asm) tipAppend() {
+	a.gsOp(0x8b, 0x0c, runtime.PathsLastOff) // mov %gs:LAST,%rcx
+	a.Emit(0x48, 0x31, 0xf1)                 // xor %rsi,%rcx
+	a.gsOp(0x89, 0x34, runtime.PathsLastOff) // mov %rsi,%gs:LAST
+	a.Emit(0x31, 0xff, 0x48, 0x85, 0xc9)     // xor %edi,%edi ; test %rcx,%rcx
+	a.Emit(0x74, 0)                          // jz k0
+	k0 := a.off() - 1
+	a.Emit(0x48, 0x0f, 0xbd, 0xf9, 0xc1, 0xef, 0x03, 0x8d, 0x7f, 0x01) // bsr %rcx,%rdi ; shr $3,%edi ; lea 1(%rdi),%edi
+	a.patchRel8(k0, a.off())
+	a.Emit(0x48, 0x89, 0x4a, 0x01)               // mov %rcx,1(%rdx)
+	a.Emit(0x8d, 0x4c, 0x3f, pktTIP, 0x88, 0x0a) // lea 0x20(%rdi,%rdi),%ecx ; mov %cl,(%rdx)
+	a.Emit(0x48, 0x8d, 0x54, 0x3a, 0x01)         // lea 1(%rdx,%rdi),%rdx
+	a.gsOp(0x89, 0x14, runtime.PathsCurOff)      // mov %rdx,%gs:CUR
+	a.gsOp(0x8b, 0x0c, runtime.PathsTailOff)     // mov %gs:TAIL,%rcx
+	a.Emit(0x48, 0xc7, 0x01, 0, 0, 0, 0)         // movq $0,(%rcx)
+	a.Emit(0x48, 0xc7, 0x41, 0x08, 1, 0, 0, 0)   // movq $1,8(%rcx)
+}
+
+// tipRestore gives the flags and the registers back and steps back over
+// the red zone.
+//
+//	add $0x7f,%al ; sahf ; pop %rdi, %rsi, %rdx, %rcx, %rax ; lea 0x80(%rsp),%rsp
+func (a *Asm) tipRestore() {
+	a.Emit(0x04, 0x7f, 0x9e)
+	a.Emit(0x5f, 0x5e, 0x5a, 0x59, 0x58)
+	a.Emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00)
+}
+
+// gsOp emits a REX.W op with a %gs:disp32 operand and ModRM byte modrm
+// (its reg field set, r/m = SIB, no base, no index).
+func (a *Asm) gsOp(op, modrm byte, disp uint32) {
+	a.Emit(0x65, 0x48, op, modrm, 0x25)
+	a.u32(disp)
+}
+
+// jcc32 emits a jcc rel32 (0x0f, op) whose field is patched later, and
+// returns the field.
+func (a *Asm) jcc32(op byte) int {
+	a.Emit(0x0f, op)
+	f := a.off()
+	a.u32(0)
+	return f
+}
+
+// patchAll points the rel32 fields fs at target.
+func (a *Asm) patchAll(fs []int, target uint64) {
+	for _, f := range fs {
+		a.PatchRel(f, target)
+	}
+}
