@@ -65,8 +65,8 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 	case facts.Ret:
 		return a.retSite(in, p(0), entry)
 	case facts.IndJmp, facts.IndCall:
-		if a.Inline && k == facts.IndJmp {
-			sp, ok := a.pathsIndJmp(in, p(0), entry, pic)
+		if a.Inline {
+			sp, ok := a.pathsIndirect(in, k, p(0), entry, next, func(c *Asm) { c.Relocate(in, k, tgt, pic) })
 			if !ok {
 				return nil
 			}
@@ -329,6 +329,13 @@ func (a *Asm) PreCall(in *place.Inst, k facts.Kind, call *place.Inst, probes []u
 		return nil
 	}
 	a.RelocateBody(in)
+	if a.Inline {
+		sp, ok := a.pathsIndirect(call, facts.IndCall, probe, entry, call.Addr+uint64(call.Len()), func(c *Asm) { c.Jmp(call.Addr) })
+		if !ok {
+			return nil
+		}
+		return []Probe{sp}
+	}
 	sp, ok := a.indirectThunk(call, facts.IndCall, probe, entry, func() { a.Jmp(call.Addr) })
 	if !ok {
 		return nil

@@ -10,17 +10,19 @@ import (
 // red zone and %rax, %rcx, %rdx, %rsi, %rdi.
 const tipFrame = 128 + 40
 
-// pathsIndJmp emits a compact trace's indirect jmp (in, facts.Kind
-// IndJmp) with its TIP appended inline (INS-OP's partial payload
-// inlining for the packet the runtime wrote on every indirect jmp): the
-// pending bits flushed as a TNT packet, then the destination XOR the
-// last address in as few bytes as it needs, as pk_tip does. The flags
-// are saved with lahf and seto (DynamoRIO's way: popf is slow) and
+// pathsIndirect emits a compact trace's indirect jmp or call (in,
+// facts.Kind k) with its TIP appended inline (INS-OP's partial payload
+// inlining for the packet the runtime wrote on every indirect branch):
+// for a call its return address ret pushed on the thread's call stack,
+// the pending bits flushed as a TNT packet, then the destination XOR the
+// last address in as few bytes as it needs, as pk_tip does; exit emits
+// the branch (relocated, or a jump back to it for a pre-call site). The
+// flags are saved with lahf and seto (DynamoRIO's way: popf is slow) and
 // restored with add and sahf. It goes to the runtime, in the cold code,
 // when the block is not this thread's, the destination leaves the
 // module's code (the thread goes outside), a PSB is due, or the chunk
 // has under 32 bytes left.
-func (a *Asm) pathsIndJmp(in *place.Inst, probe, entry uint64, pic bool) (Probe, bool) {
+func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint64, exit func(c *Asm)) (Probe, bool) {
 	op, _, err := facts.ParseRM(in)
 	if err != nil {
 		a.setErr(err)
@@ -44,12 +46,19 @@ func (a *Asm) pathsIndJmp(in *place.Inst, probe, entry uint64, pic bool) (Probe,
 	a.u32(runtime.PathsKeyOff)
 	a.u32(runtime.PathsKeyTIP)
 	taken := a.tipChecks(a.TextLo, a.TextHi)
+	if k == facts.IndCall {
+		a.topMove(1)
+		a.Emit(0x48, 0x8d, 0x3d) // lea ret(%rip),%rdi
+		a.rel32(ret, 0)
+		a.Emit(0x65, 0x48, 0x89, 0x3c, 0xcd) // mov %rdi,%gs:STACK(,%rcx,8)
+		a.u32(runtime.PathsStackOff)
+	}
 	a.tipFlush()
 	a.tipAppend()
 	a.tipThreadBase()
 	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: given back
 	a.tipRestore()
-	a.Relocate(in, facts.IndJmp, 0, pic)
+	exit(a)
 	a.later(func(c *Asm) {
 		a.patchAll(taken, c.pc())
 		c.tipThreadBase()
@@ -57,9 +66,13 @@ func (a *Asm) pathsIndJmp(in *place.Inst, probe, entry uint64, pic bool) (Probe,
 		a.patchAll(slow, c.pc())
 		c.tipRestore()
 		c.thunk(probe, entry, func() { c.encodeRM(op, true, 0x8b, 6, thunkFrame) }) // mov OP,%rsi
-		c.Relocate(in, facts.IndJmp, 0, pic)
+		exit(c)
 	})
-	return Probe{Kind: runtime.KIndJmp, Arm: -1}, true
+	sp := Probe{Kind: runtime.KIndJmp, Arm: -1}
+	if k == facts.IndCall {
+		sp.Kind = runtime.KIndCall
+	}
+	return sp, true
 }
 
 // tipThreadBase loads the thread's %fs base into %rcx (flags saved).
