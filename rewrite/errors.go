@@ -19,5 +19,13 @@ var (
 	ErrNoBlob           = errors.New("bad runtime blob")
 )
 
+// OptionError is an option the rewriter refuses: a bad value, or one
+// that needs or excludes another. It is the caller's mistake, not the
+// input's (a command exits with its usage status).
+type OptionError struct{ Err error }
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
 // FormatError reports malformed input at a file offset.
 type FormatError = elfin.FormatError

@@ -67,10 +67,10 @@ func RewriteBytes(data []byte, opts Options) (out []byte, st *Stats, err error) 
 		opts.Tool = ToolBranch
 	}
 	if opts.Tool < ToolBranch || opts.Tool > ToolBlock {
-		return nil, nil, fmt.Errorf("unknown tool %d", opts.Tool)
+		return nil, nil, &OptionError{fmt.Errorf("unknown tool %d", opts.Tool)}
 	}
 	if err := opts.check(); err != nil {
-		return nil, nil, err
+		return nil, nil, &OptionError{err}
 	}
 	if opts.Sample != "" {
 		opts.Every = true // the sampler sees every occurrence

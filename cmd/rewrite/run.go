@@ -205,6 +205,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	in := fs.Arg(0)
 	st, err := rewrite.RewriteFile(in, out, opts)
+	if oe := (*rewrite.OptionError)(nil); errors.As(err, &oe) {
+		return cli.Usagef("%w (run 'rewrite --help')", err) // a bad option value: bad usage, like a bad flag
+	}
 	if err != nil {
 		return err
 	}
