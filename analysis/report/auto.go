@@ -67,7 +67,7 @@ func newAuto(ctx context.Context, traces []string, opts AutoOptions) (*auto, err
 	if err != nil {
 		return nil, err
 	}
-	a := &auto{opts: opts, runs: runs, loader: l}
+	a := &auto{opts: opts, runs: runs, loader: l, ctx: ctx, traces: traces}
 	if opts.Full != "" {
 		fl := NewLoader()
 		fl.Progress = bar
@@ -87,6 +87,8 @@ func newAuto(ctx context.Context, traces []string, opts AutoOptions) (*auto, err
 }
 
 type auto struct {
+	ctx              context.Context // the report's (sections that read the traces again)
+	traces           []string
 	opts             AutoOptions
 	runs             []*RunData
 	full             []*RunData
@@ -123,7 +125,7 @@ func (a *auto) document() (*Document, error) {
 		d.Sections = append(d.Sections, Section{Title: "Warnings", Blocks: bs})
 	}
 	var nothing []string
-	for _, f := range []func() (Section, error){a.coverage, a.calls, a.sampledCalls, a.syscalls, a.budget, a.qos, a.overshoot, a.slowdown, a.functions} {
+	for _, f := range []func() (Section, error){a.coverage, a.calls, a.flame, a.sampledCalls, a.syscalls, a.budget, a.qos, a.overshoot, a.slowdown, a.functions} {
 		s, err := f()
 		if err != nil {
 			return nil, err

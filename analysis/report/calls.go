@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+
+	"github.com/stint-project/stint/analysis/cct"
 )
 
 // calledFunc is a function and how many call rows reached it.
@@ -76,4 +78,34 @@ func (a *auto) calledFuncs() (funcs []calledFunc, total int64, every bool) {
 		return funcs[i].name < funcs[j].name
 	})
 	return funcs, total, every
+}
+
+// flame is the section of a call trace's flame graph: the call-context
+// tree of every run (analysis/cct, its shadow stacks repaired from the
+// functions' symbols), drawn as an icicle.
+func (a *auto) flame() (Section, error) {
+	s := Section{ID: "flame", Title: "Where calls go"}
+	if _, total, _ := a.calledFuncs(); total == 0 {
+		s.Blocks = []Block{&Note{Text: "No call events in these traces."}}
+		s.nothing = "flame graph (no call events)"
+		return s, nil
+	}
+	f, err := cct.Build(a.ctx, a.traces, cct.Options{Resolver: a.opts.Resolver})
+	if err != nil {
+		return s, fmt.Errorf("flame graph: %w", err)
+	}
+	root := FlameFromTree(f.Merged)
+	if root == nil || root.Total == 0 {
+		s.Blocks = []Block{&Note{Text: "No calling context could be built from these traces."}}
+		s.nothing = "flame graph (no calling contexts)"
+		return s, nil
+	}
+	if f.Every() {
+		s.Intro = fmt.Sprintf("Every call of these runs (%d) in the context it was made in: each function under its caller, as wide as the calls made in it and beneath it.", root.Total)
+	} else {
+		s.Intro = fmt.Sprintf("These traces record each distinct call once per run (not --every), so a context's width counts the distinct calls seen in it and beneath it (%d in all), not how often they ran.", root.Total)
+	}
+	s.Blocks = []Block{&Flame{ID: "flame-calls", Title: "Calling contexts", Root: root,
+		Caption: "Click a context to zoom into it, reset zoom to go back; the search box highlights the functions whose name holds its text and says what share of the calls they make up. Contexts under 0.05% of the calls are left out."}}
+	return s, nil
 }

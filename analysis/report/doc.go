@@ -1,6 +1,8 @@
 // Package report turns stint traces into one self-contained HTML page:
-// inline CSS, figures drawn with gonum/plot as inline SVG, no script and
-// nothing fetched, so the file can be mailed, archived or opened offline.
+// inline CSS, figures drawn with gonum/plot as inline SVG, nothing
+// fetched, so the file can be mailed, archived or opened offline. The
+// only script is a flame graph's own (zoom and search), inline; a
+// notebook's markdown never brings one in.
 //
 // [Auto] builds a report of budgeted runs (optionally against a full,
 // unbudgeted run): headline numbers, coverage over runs (cumulative, as

@@ -41,8 +41,8 @@ type Section struct {
 	nothing string
 }
 
-// Block is a part of a section: *[Figure], *[Table], *[Note], *[Stats]
-// or *[Pre].
+// Block is a part of a section: *[Figure], *[Flame], *[Table], *[Note],
+// *[Stats] or *[Pre].
 type Block interface{ blockHTML() (template.HTML, error) }
 
 // Note is a paragraph of text set apart: "info" (default), "warn" or
@@ -108,6 +108,7 @@ var blockTemplates = template.Must(template.New("blocks").Funcs(template.FuncMap
 <thead><tr>{{range .Columns}}<th{{if .Numeric}} class="num"{{end}} scope="col">{{.Name}}</th>{{end}}</tr></thead>
 <tbody>{{$cols := .Columns}}{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if (index $cols $i).Numeric}} class="num"{{end}}>{{if $c.HasBar}}<span class="bar"><span class="bar-fill" style="{{barStyle $c.Frac}}"></span></span>{{end}}{{$c.Text}}</td>{{end}}</tr>
 {{end}}</tbody></table></div>{{if .Caption}}<figcaption>{{.Caption}}</figcaption>{{end}}</figure>{{end}}
+{{define "flame"}}<figure class="figure flame" id="{{.ID}}">{{if .Title}}<div class="fig-title">{{.Title}}</div>{{end}}<div class="flame-tools"><input type="search" placeholder="search functions" aria-label="search functions"><button type="button">reset zoom</button><span class="flame-match"></span></div>{{.SVG}}{{if .Caption}}<figcaption>{{.Caption}}</figcaption>{{end}}<script>{{.Script}}</script></figure>{{end}}
 {{define "figure"}}<figure class="figure" id="{{.ID}}" data-series="{{.SeriesAttr}}">{{if .Title}}<div class="fig-title">{{.Title}}</div>{{end}}{{.SVG}}{{if .Caption}}<figcaption>{{.Caption}}</figcaption>{{end}}</figure>{{end}}
 `))
 
@@ -166,7 +167,8 @@ type pageData struct {
 }
 
 // WriteHTML writes the document as one HTML file with inline CSS and
-// inline SVG figures; it fetches nothing and runs no script.
+// inline SVG figures; it fetches nothing, and runs no script but a flame
+// graph's inline one.
 func (d *Document) WriteHTML(w io.Writer) error {
 	pd := pageData{Title: d.Title, Subtitle: d.Subtitle, Footer: d.Footer, Body: d.Body, CSS: template.CSS(pageCSS)}
 	if len(d.Summary) > 0 {
@@ -292,6 +294,13 @@ tbody tr:hover{background:var(--tint)}
 .cell-command{font-size:.8rem;color:var(--muted);margin-bottom:.25rem}
 .cell-command code{background:none}
 footer{margin-top:4rem;padding-top:1rem;border-top:1px solid var(--rule);color:var(--muted);font-size:.85rem}
+.flame-tools{display:flex;gap:.5rem;align-items:center;margin:.25rem 0 .5rem;font-size:.85rem}
+.flame-tools input{font:inherit;padding:.15rem .4rem;width:14rem}
+.flame-match{color:var(--muted)}
+.flame-svg g.fr{cursor:pointer}
+.flame-svg rect{stroke:#fff;stroke-width:.3}
+.flame-svg text{font:11px sans-serif;fill:#222;pointer-events:none}
+.flame-svg g.flame-hit rect{fill:#c45cf0}
 @media print{main{max-width:none}h2{break-before:auto}figure{break-inside:avoid}}
 `
 
