@@ -219,6 +219,16 @@ func (a *auto) coverage() (Section, error) {
 		return s, nil
 	}
 	cum, union := a.loader.Cumulative()
+	if n == 1 {
+		// one run against itself is 100%: a curve of one point says nothing
+		s.Title = "Runs"
+		s.Intro = "One run and no full run (--full): what it recorded, with nothing to measure its coverage against."
+		t := &Table{Title: "Runs", Columns: []Column{{Name: "run", Numeric: true}, {Name: "file"}, {Name: "events", Numeric: true}, {Name: "distinct", Numeric: true}, {Name: "refused", Numeric: true}}}
+		r := a.runs[0]
+		t.Rows = append(t.Rows, []Cell{Textf("%d", 1), Text(r.Label()), Textf("%d", r.Events), Textf("%d", r.Distinct), Textf("%d", r.Refused)})
+		s.Blocks = []Block{t}
+		return s, nil
+	}
 	s.Intro = "No full run was given (--full), so coverage is measured against the union of these runs' distinct events: the curve shows how fast the runs together reach everything any of them saw, not how much of the program they saw."
 	fc := make([]float64, n)
 	each := make([]float64, n)

@@ -307,8 +307,12 @@ func TestAutoNoBudget(t *testing.T) {
 			t.Errorf("page text has %q: a section without data", s)
 		}
 	}
-	if figs := p.figures(t); len(figs) != 1 {
-		t.Errorf("%d figures, want the coverage figure only", len(figs))
+	// one run and no full run: no coverage curve of one point either
+	if figs := p.figures(t); len(figs) != 0 {
+		t.Errorf("%d figures, want none", len(figs))
+	}
+	if !strings.Contains(p.text, "One run and no full run") {
+		t.Errorf("page text lacks the one-run note")
 	}
 }
 
