@@ -43,7 +43,10 @@ Formats:
              symbols but no DWARF lines gets one record in which line i
              is its i-th function (genhtml --no-source).
   parquet    every row with the trace's columns, run, kind name and the
-             functions at src and dst.
+             functions at src and dst; beside OUT, OUT's name with
+             .modules.parquet and .runs.parquet instead of .parquet:
+             the module table (id as in src_module and dst_module) and
+             the run table (run as in the run column).
   csv        a header and one row per event: run, kind, tid, time,
              src/dst as module+0xoffset with function and file:line,
              value.
@@ -157,6 +160,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
+	if format.f == export.Parquet && *out != "-" {
+		if err := writeSideTables(*out, src); err != nil {
+			return err
+		}
+	}
 
 	// The summary goes where it does not mix with the output.
 	report := stdout
@@ -234,6 +242,7 @@ type sources struct {
 	remap    [][]uint16 // per input: its module id -> unified id
 	firstRun []int      // per input: the number of its first run
 	runs     int
+	runRows  []export.RunRow // every run, numbered as the run column has it
 	tool     formats.Tool
 	sampled  bool // some run sampled its events (rewrite --sample)
 
@@ -259,6 +268,13 @@ func openSources(names []string) (*sources, error) {
 		}
 		s.total += r.Size()
 		s.firstRun = append(s.firstRun, s.runs)
+		for _, ri := range r.Runs() {
+			file := ri.File
+			if file == "" {
+				file = name
+			}
+			s.runRows = append(s.runRows, export.RunRow{Run: uint16(s.runs + ri.Run), File: file, Info: ri.Info})
+		}
 		s.runs += len(r.Runs())
 		for _, ri := range r.Runs() {
 			tools[ri.Info.Tool] = true
@@ -440,4 +456,37 @@ func progressTo(w io.Writer, what string) func(done, total int64) {
 			fmt.Fprintf(w, "\r%s: %3d%%", what, p)
 		}
 	}
+}
+
+// sideTables names the module and run tables beside a Parquet export.
+func sideTables(out string) (modules, runs string) {
+	base := strings.TrimSuffix(out, ".parquet")
+	return base + ".modules.parquet", base + ".runs.parquet"
+}
+
+// writeSideTables writes the module and run tables of src beside the
+// Parquet export out, each through a temporary file and a rename.
+func writeSideTables(out string, src *sources) error {
+	mods, runs := sideTables(out)
+	if err := writeAtomic(mods, func(w io.Writer) error { return export.WriteModules(w, src.modules) }); err != nil {
+		return err
+	}
+	return writeAtomic(runs, func(w io.Writer) error { return export.WriteRuns(w, src.runRows) })
+}
+
+// writeAtomic writes path through a temporary file beside it.
+func writeAtomic(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	err = write(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
 }
