@@ -32,6 +32,8 @@ Usage:
                                                row keeping its run
   trace export -f FORMAT -o OUT TRACE...       write pprof, collapsed stacks,
                                                drcov, lcov, parquet or csv
+  trace sql QUERY TRACE...                     run SQL over traces (DuckDB:
+                                               the trace-sql command)
   trace help [COMMAND]                         show help
 
 Event kinds: jcc-taken, jcc-not-taken, jmp, call, ret, ind-jmp, ind-call,
@@ -71,6 +73,7 @@ func commands() []command {
 		{"merge", mergeHelp, runMerge},
 		{"log", logHelp, runLog},
 		{"export", exportHelp, runExportCmd},
+		{"sql", sqlHelp, runSQLCmd},
 	}
 }
 
@@ -79,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		io.WriteString(stderr, mainHelp)
 		return usagef("no command given")
 	}
-	cli.Subcommands(args, "cat", "stats", "merge", "log", "export", "help")
+	cli.Subcommands(args, "cat", "stats", "merge", "log", "export", "sql", "help")
 	name := args[0]
 	switch name {
 	case "-h", "--help", "help":

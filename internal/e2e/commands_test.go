@@ -21,6 +21,8 @@ func TestCommandsConventions(t *testing.T) {
 		{"trace", []string{"c"}, "cat"},
 		{"trace", []string{"export", "--fo"}, "--format"},
 		{"trace", []string{"log", "m"}, "merge"},
+		{"trace", []string{"s"}, "sql"},
+		{"trace-sql", []string{"--fo"}, "--format"},
 		{"cov", []string{""}, "compare"},
 		{"cov", []string{"compare", "--fu"}, "--functions"},
 		{"cct", []string{"b"}, "build"},
@@ -46,7 +48,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 	bin := buildCommands(t)
 	for _, c := range [][]string{
 		{"rewrite"},
-		{"trace", "cat"}, {"trace", "stats"}, {"trace", "merge"}, {"trace", "export"},
+		{"trace", "cat"}, {"trace", "stats"}, {"trace", "merge"}, {"trace", "export"}, {"trace", "sql"}, {"trace-sql"},
 		{"trace", "log", "show"}, {"trace", "log", "check"}, {"trace", "log", "add"}, {"trace", "log", "merge"},
 		{"cov", "compare"}, {"cct", "build"}, {"cct", "compare"},
 		{"qos", "run"}, {"qos", "watch"}, {"qos", "show"},

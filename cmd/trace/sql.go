@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+)
+
+const sqlHelp = `Usage: trace sql [--format table|csv|json] [--no-symbols] QUERY TRACE...
+
+Run an SQL query over traces (trace files or merged traces) with an
+embedded DuckDB. The traces are exported as 'trace export -f parquet'
+does, into a temporary directory, and read as these views:
+
+  events   one row per event: run, kind (jcc-taken, call, syscall, ...),
+           tid, time (CLOCK_MONOTONIC ns), src_module, src, src_func,
+           dst_module, dst, dst_func, value (a syscall's number)
+  rows     every row, the runtime's own too (period, run-end, ...):
+           the trace's columns with kind a number, and kind_name
+  periods  a budgeted run's periods: run, period, time, granted_ns,
+           used_ns
+  modules  id (as in src_module, dst_module), path, name, build_id,
+           size, rewritten
+  runs     run (as in the events' run), file, binary, build_id, tool,
+           options, pid, ppid, start_ns, mono_start_ns, budget_ns,
+           period_ns, log_policy
+
+Addresses are module-relative (link addresses), functions named from
+the modules' symbols (sub_<hex> from .eh_frame in stripped files).
+
+DuckDB is C++ and needs cgo, so the query runs in a command of its own,
+trace-sql (go install github.com/stint-project/stint/cmd/trace-sql with
+a C compiler), looked for at $STINT_TRACE_SQL, beside this trace, then
+on PATH; the other commands stay free of cgo. trace-sql also runs the
+same queries over a Parquet export made earlier:
+  trace export -f parquet -o run.parquet run.arrow
+  trace-sql run.parquet "SELECT ..."
+
+Flags:
+      --format F     table (default), csv or json (one object a line)
+      --no-symbols   addresses only: read no module files
+
+Examples:
+  trace sql "SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY n DESC" run.arrow
+  trace sql "SELECT dst_func, count(*) AS calls FROM events WHERE kind = 'call'
+             GROUP BY dst_func ORDER BY calls DESC LIMIT 10" $STINT_OUT/*.arrow
+  trace sql "SELECT m.name, count(*) AS n FROM events e JOIN modules m ON e.src_module = m.id
+             GROUP BY m.name ORDER BY n DESC" $STINT_OUT/*.arrow
+
+Exit status: 0 ok, 1 error (the query's too), 2 usage error.
+`
+
+// sqlEngineEnv names the trace-sql command to run, when set.
+const sqlEngineEnv = "STINT_TRACE_SQL"
+
+func runSQLCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	return runSQL(ctx, args, stdout, os.Stderr)
+}
+
+func runSQL(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := pflag.NewFlagSet("sql", pflag.ContinueOnError)
+	format := fs.String("format", "table", "")
+	noSyms := fs.Bool("no-symbols", false, "")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() < 2:
+		return usagef("sql: want a query and at least one trace (run 'trace sql --help')")
+	case *format != "table" && *format != "csv" && *format != "json":
+		return usagef("sql: --format %q: want table, csv or json (run 'trace sql --help')", *format)
+	}
+	engine, err := sqlEngine()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "stint-sql-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	events := filepath.Join(dir, "events.parquet")
+	eargs := []string{"-f", "parquet", "-o", events}
+	if *noSyms {
+		eargs = append(eargs, "--no-symbols")
+	}
+	if err := runExport(ctx, append(eargs, fs.Args()[1:]...), io.Discard, stderr); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, engine, "--format", *format, events, fs.Arg(0))
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("sql: the query failed (%s exited %d)", filepath.Base(engine), ee.ExitCode())
+		}
+		return fmt.Errorf("sql: %w", err)
+	}
+	return nil
+}
+
+// sqlEngine finds the trace-sql command: $STINT_TRACE_SQL, beside this
+// executable, or on PATH.
+func sqlEngine() (string, error) {
+	if p := os.Getenv(sqlEngineEnv); p != "" {
+		return p, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "trace-sql")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("trace-sql"); err == nil {
+		return p, nil
+	}
+	return "", errors.New("sql: no trace-sql command (DuckDB, which needs cgo): install it with a C compiler, " +
+		"go install github.com/stint-project/stint/cmd/trace-sql@latest, or name it in $" + sqlEngineEnv)
+}
