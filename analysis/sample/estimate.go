@@ -269,12 +269,15 @@ func (e *Estimator) Estimates() []Estimate {
 		idx[t] = len(out)
 		out = append(out, Estimate{Target: t, Count: a.count(), Exact: !a.mixed})
 	}
+	shareVar := e.shareVariances(ts, ps)
 	for p, a := range ps {
 		es := &out[idx[p.t]]
 		c := a.count()
 		sh := Share{Outcome: p.o, Count: c}
 		if es.Est > 0 {
-			sh.Share, sh.ShareLow, sh.ShareHigh = c.Est/es.Est, c.Low/es.Est, min(1, c.High/es.Est)
+			h := Z95 * math.Sqrt(shareVar[p])
+			sh.Share = c.Est / es.Est
+			sh.ShareLow, sh.ShareHigh = max(0, sh.Share-h), min(1, sh.Share+h)
 		}
 		es.Outcomes = append(es.Outcomes, sh)
 	}
@@ -287,6 +290,43 @@ func (e *Estimator) Estimates() []Estimate {
 		return cmp.Or(cmp.Compare(b.Est, a.Est), cmp.Compare(a.Kind, b.Kind), cmpLoc(a.Loc, b.Loc))
 	})
 	return out
+}
+
+// shareVariances returns each outcome's share's variance: the share is
+// a ratio of two estimates, the outcome's count over its target's, both
+// from the same samples, so its variance is the combined ratio
+// estimator's (Cochran, Sampling Techniques, 6.11): over the strata,
+// N² (1 - k/N) s² / k, s² the variance of d = y - R x over a stratum's
+// k samples (y: the sample is the outcome's, x: the target's), over the
+// target's estimate squared. With a reservoir per function (x = 1) it is
+// a proportion's.
+func (e *Estimator) shareVariances(ts map[Target]*acc, ps map[pair]*acc) map[pair]float64 {
+	byTarget := map[Target][]pair{}
+	for p := range ps {
+		byTarget[p.t] = append(byTarget[p.t], p)
+	}
+	vr := map[pair]float64{}
+	for _, s := range e.sets {
+		if s.n == 0 || s.k < 2 || s.k >= s.n {
+			continue
+		}
+		n, k := float64(s.n), float64(s.k)
+		for t, cx := range s.targets {
+			x := ts[t].est
+			if x <= 0 {
+				continue
+			}
+			for _, p := range byTarget[t] {
+				r := ps[p].est / x
+				cy := float64(s.pairs[p])
+				sum := cy*(1-r)*(1-r) + (float64(cx)-cy)*r*r // sum of d² (d = 0 elsewhere)
+				mean := (cy - r*float64(cx)) / k
+				sd := (sum - k*mean*mean) / (k - 1)
+				vr[p] += n * n * (1 - k/n) * sd / k / (x * x)
+			}
+		}
+	}
+	return vr
 }
 
 func cmpLoc(a, b Loc) int {

@@ -2,6 +2,7 @@ package sample
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stint-project/stint/formats"
@@ -80,5 +81,50 @@ func TestTVD(t *testing.T) {
 	}
 	if d := TVD(p, p); d != 0 {
 		t.Errorf("TVD of p with itself %v", d)
+	}
+}
+
+// TestShareCoverage: a caller's share estimated from a rate-like sample
+// (one stratum holding every function's calls, 100 of 1,000 taken each
+// interval, without replacement) has a 95% interval that holds the
+// true share (30%) in about 95% of 2,000 seeded replications (treating the function's count as known, as before: 97.2%, too wide): the share
+// is a ratio of two estimates from the same samples.
+func TestShareCoverage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pop := make([][2]uint64, 0, 1000) // (caller, callee)
+	for i := 0; i < 1000; i++ {
+		switch {
+		case i < 180:
+			pop = append(pop, [2]uint64{0x1, 0xf})
+		case i < 600:
+			pop = append(pop, [2]uint64{0x2, 0xf})
+		default:
+			pop = append(pop, [2]uint64{0x3, 0xe})
+		}
+	}
+	const reps, intervals, k = 2000, 5, 100
+	hit := 0
+	for r := 0; r < reps; r++ {
+		e := NewEstimator()
+		e.Add(formats.Event{Kind: formats.KindSampleRun, Src: formats.SampleRate, Dst: 100000, Value: 1e9})
+		for iv := uint64(1); iv <= intervals; iv++ {
+			for _, j := range rng.Perm(len(pop))[:k] {
+				e.Add(call(iv, pop[j][0], pop[j][1]))
+			}
+			e.Add(setRow(iv, formats.NoModule, 0, uint64(len(pop)), k))
+		}
+		for _, es := range e.Estimates() {
+			if es.Loc.Addr != 0xf {
+				continue
+			}
+			for _, o := range es.Outcomes {
+				if o.Loc.Addr == 0x1 && o.ShareLow <= 0.3 && 0.3 <= o.ShareHigh {
+					hit++
+				}
+			}
+		}
+	}
+	if c := float64(hit) / reps; c < 0.93 || c > 0.97 {
+		t.Errorf("the 95%% interval of the share held the true one in %.1f%% of %d replications", 100*c, reps)
 	}
 }
