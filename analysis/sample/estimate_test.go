@@ -87,8 +87,9 @@ func TestTVD(t *testing.T) {
 // TestShareCoverage: a caller's share estimated from a rate-like sample
 // (one stratum holding every function's calls, 100 of 1,000 taken each
 // interval, without replacement) has a 95% interval that holds the
-// true share (30%) in about 95% of 2,000 seeded replications (treating the function's count as known, as before: 97.2%, too wide): the share
-// is a ratio of two estimates from the same samples.
+// true share (30%) in about 95% of 2,000 seeded replications: the share
+// is a ratio of two estimates from the same samples (taking the
+// function's count as known gave 97.2%, too wide).
 func TestShareCoverage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	pop := make([][2]uint64, 0, 1000) // (caller, callee)
