@@ -136,29 +136,18 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		opts.Symbolize = sym.symbolize
 	}
 
-	var w io.Writer = stdout
-	var tmp *os.File
-	if *out != "-" {
-		tmp, err = os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".*")
-		if err != nil {
-			return err
-		}
-		defer os.Remove(tmp.Name()) // after a successful rename, nothing to remove
-		w = tmp
+	var st export.Stats
+	write := func(w io.Writer) (err error) {
+		st, err = export.Write(ctx, w, format.f, src, opts)
+		return err
 	}
-	st, err := export.Write(ctx, w, format.f, src, opts)
-	if tmp != nil {
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
+	if *out == "-" {
+		err = write(stdout)
+	} else {
+		err = writeAtomic(*out, write)
 	}
 	if err != nil {
 		return err
-	}
-	if tmp != nil {
-		if err := os.Rename(tmp.Name(), *out); err != nil {
-			return err
-		}
 	}
 	if format.f == export.Parquet && *out != "-" {
 		if err := writeSideTables(*out, src); err != nil {
@@ -274,12 +263,10 @@ func openSources(names []string) (*sources, error) {
 				file = name
 			}
 			s.runRows = append(s.runRows, export.RunRow{Run: uint16(s.runs + ri.Run), File: file, Info: ri.Info})
-		}
-		s.runs += len(r.Runs())
-		for _, ri := range r.Runs() {
 			tools[ri.Info.Tool] = true
 			s.sampled = s.sampled || strings.Contains(" "+ri.Info.Options, " sample=")
 		}
+		s.runs += len(r.Runs())
 		var remap []uint16
 		for _, m := range r.Modules() {
 			for int(m.ID) >= len(remap) {
@@ -469,24 +456,28 @@ func sideTables(out string) (modules, runs string) {
 func writeSideTables(out string, src *sources) error {
 	mods, runs := sideTables(out)
 	if err := writeAtomic(mods, func(w io.Writer) error { return export.WriteModules(w, src.modules) }); err != nil {
-		return err
+		return fmt.Errorf("%s: %w", mods, err)
 	}
-	return writeAtomic(runs, func(w io.Writer) error { return export.WriteRuns(w, src.runRows) })
+	if err := writeAtomic(runs, func(w io.Writer) error { return export.WriteRuns(w, src.runRows) }); err != nil {
+		return fmt.Errorf("%s: %w", runs, err)
+	}
+	return nil
 }
 
-// writeAtomic writes path through a temporary file beside it.
+// writeAtomic writes path through a temporary file beside it, renamed
+// to path once write and the close succeeded (else removed).
 func writeAtomic(path string, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer os.Remove(tmp.Name()) // after a successful rename, nothing to remove
 	err = write(tmp)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return err
 	}
 	return os.Rename(tmp.Name(), path)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/pflag"
 	"github.com/stint-project/stint/analysis/merge"
@@ -43,26 +42,19 @@ func runMerge(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() == 0 {
 		return usagef("merge: no input files given (run 'trace merge --help')")
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, nothing to remove
 	var opts []merge.Option
 	if f, ok := stdout.(*os.File); ok && isTerminal(f) {
 		opts = append(opts, merge.WithProgress(progress(f)))
 	}
-	st, err := merge.Merge(ctx, tmp, fs.Args(), opts...)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
+	var st merge.Stats
+	err := writeAtomic(*out, func(w io.Writer) (err error) {
+		st, err = merge.Merge(ctx, w, fs.Args(), opts...)
+		return err
+	})
 	if len(opts) > 0 {
 		fmt.Fprint(stdout, "\r\033[K")
 	}
 	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), *out); err != nil {
 		return err
 	}
 	for _, in := range st.Inputs {
