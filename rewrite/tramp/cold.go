@@ -106,8 +106,11 @@ func (a *Asm) nearPending() bool {
 }
 
 // toCold points e's long jumps at the cold code c is at.
-func (a *Asm) toCold(e *exit, c *Asm) {
-	for _, f := range e.long {
-		a.PatchRel(f, c.pc())
+func (a *Asm) toCold(e *exit, c *Asm) { a.patchAll(e.long, c.pc()) }
+
+// patchAll points the rel32 fields fs at target.
+func (a *Asm) patchAll(fs []int, target uint64) {
+	for _, f := range fs {
+		a.PatchRel(f, target)
 	}
 }

@@ -15,14 +15,14 @@ const tipFrame = 128 + 40
 // inlining for the packet the runtime wrote on every indirect branch):
 // for a call its return address ret pushed on the thread's call stack,
 // the pending bits flushed as a TNT packet, then the destination XOR the
-// last address in as few bytes as it needs, as pk_tip does; exit emits
-// the branch (relocated, or a jump back to it for a pre-call site). The
+// last address in as few bytes as it needs, as pk_tip does; branch
+// emits the branch (relocated, or a jump back to it for a pre-call site). The
 // flags are saved with lahf and seto (DynamoRIO's way: popf is slow) and
 // restored with add and sahf. It goes to the runtime, in the cold code,
 // when the block is not this thread's, the destination leaves the
 // module's code (the thread goes outside), a PSB is due, or the chunk
 // has under 32 bytes left.
-func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint64, exit func(c *Asm)) (Probe, bool) {
+func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint64, branch func(c *Asm)) (Probe, bool) {
 	op, _, err := facts.ParseRM(in)
 	if err != nil {
 		a.setErr(err)
@@ -58,7 +58,7 @@ func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint
 	a.tipThreadBase()
 	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: given back
 	a.tipRestore()
-	exit(a)
+	branch(a)
 	a.later(func(c *Asm) {
 		a.patchAll(taken, c.pc())
 		c.tipThreadBase()
@@ -66,7 +66,7 @@ func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint
 		a.patchAll(slow, c.pc())
 		c.tipRestore()
 		c.thunk(probe, entry, func() { c.encodeRM(op, true, 0x8b, 6, thunkFrame) }) // mov OP,%rsi
-		exit(c)
+		branch(c)
 	})
 	sp := Probe{Kind: runtime.KIndJmp, Arm: -1}
 	if k == facts.IndCall {
@@ -217,11 +217,4 @@ func (a *Asm) jcc32(op byte) int {
 	f := a.off()
 	a.u32(0)
 	return f
-}
-
-// patchAll points the rel32 fields fs at target.
-func (a *Asm) patchAll(fs []int, target uint64) {
-	for _, f := range fs {
-		a.PatchRel(f, target)
-	}
 }
