@@ -85,7 +85,7 @@ func (a *auto) calledFuncs() (funcs []calledFunc, total int64, every bool) {
 // functions' symbols), drawn as an icicle.
 func (a *auto) flame() (Section, error) {
 	s := Section{ID: "flame", Title: "Where calls go"}
-	if _, total, _ := a.calledFuncs(); total == 0 {
+	if !a.anyCalls() {
 		s.Blocks = []Block{&Note{Text: "No call events in these traces."}}
 		s.nothing = "flame graph (no call events)"
 		return s, nil
@@ -108,4 +108,17 @@ func (a *auto) flame() (Section, error) {
 	s.Blocks = []Block{&Flame{ID: "flame-calls", Title: "Calling contexts", Root: root,
 		Caption: "Click a context to zoom into it, reset zoom to go back; the search box highlights the functions whose name holds its text and says what share of the calls they make up. Contexts under 0.05% of the calls are left out."}}
 	return s, nil
+}
+
+// anyCalls reports whether a run has call rows (calledFuncs' total is
+// not 0), without naming their callees.
+func (a *auto) anyCalls() bool {
+	for _, r := range a.runs {
+		for _, n := range r.Calls {
+			if n > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

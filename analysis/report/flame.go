@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"html/template"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -70,16 +71,9 @@ func flameName(t *cct.Tree, n *cct.Node) string {
 		return n.Name
 	}
 	if n.Module >= 0 && n.Module < len(t.Modules) {
-		return fmt.Sprintf("%s+%#x", baseName(t.Modules[n.Module].Path), n.Entry)
+		return fmt.Sprintf("%s+%#x", filepath.Base(t.Modules[n.Module].Path), n.Entry)
 	}
 	return fmt.Sprintf("%#x", n.Entry)
-}
-
-func baseName(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[i+1:]
-	}
-	return p
 }
 
 // flameRect is one drawn context: its place in the unzoomed chart.
