@@ -2,6 +2,7 @@ package export
 
 import (
 	"io"
+	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -60,7 +61,7 @@ func WriteModules(w io.Writer, mods []formats.Module) error {
 		for _, m := range mods {
 			f[0].(*array.Uint16Builder).Append(m.ID)
 			f[1].(*array.StringBuilder).Append(m.Path)
-			f[2].(*array.StringBuilder).Append(baseName(m.Path))
+			f[2].(*array.StringBuilder).Append(filepath.Base(m.Path))
 			f[3].(*array.StringBuilder).Append(m.BuildID)
 			f[4].(*array.Uint64Builder).Append(m.Size)
 			f[5].(*array.BooleanBuilder).Append(m.Rewritten)
@@ -106,13 +107,4 @@ func writeTable(w io.Writer, s *arrow.Schema, fill func(f []array.Builder)) erro
 		err = cerr
 	}
 	return err
-}
-
-func baseName(p string) string {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			return p[i+1:]
-		}
-	}
-	return p
 }
