@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1ddb83f1e3acbf746f532f46e5d1da49669f79085ee4d99ef01d416fc56f0eff"
+const BlobSHA256 = "fee9d143aa2023daf91ba7873e876b93810c15ec75d7d03fd73236cc22f0a5bc"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

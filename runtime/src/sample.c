@@ -419,6 +419,16 @@ static uint64_t smp_key(const struct stint_sample *s, const struct row *rw)
  * reservoir more than its sampling (MariaDB: 0.071 of native against
  * rate's 0.181).
  */
+/* smp_find; an event whose stratum the full table has no room for is
+ * counted unstratified (0). */
+static struct smp_fn *smp_find_counted(struct stint_sample *s, uint64_t key, uint32_t st)
+{
+	struct smp_fn *f = smp_find(s, key, st);
+	if (!f)
+		__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
+	return f;
+}
+
 static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, uint64_t *cache)
 {
 	if (s->method == STINT_SAMPLE_RATE || s->method == STINT_SAMPLE_EVERY)
@@ -427,11 +437,9 @@ static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, u
 	uint32_t st = smp_stripe_of();
 	struct smp_fn *f = cache ? (struct smp_fn *)__atomic_load_n(cache, __ATOMIC_RELAXED) : 0;
 	if (!f || __atomic_load_n(&f->key, __ATOMIC_ACQUIRE) != key || f->stripe != st) {
-		f = smp_find(s, key, st);
-		if (!f) {
-			__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
+		f = smp_find_counted(s, key, st);
+		if (!f)
 			return 0;
-		}
 		if (cache)
 			__atomic_store_n(cache, (uint64_t)f, __ATOMIC_RELAXED);
 	}
@@ -442,11 +450,9 @@ static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, u
  * countdown pair (16-byte aligned: probes are 64 bytes from a page). */
 static struct smp_slot *smp_pick_countdown(struct stint_sample *s, struct stint_probe *p, const struct row *rw)
 {
-	struct smp_fn *f = smp_find(s, smp_loc_key(rw->src_module, rw->src), 0);
-	if (!f) {
-		__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
+	struct smp_fn *f = smp_find_counted(s, smp_loc_key(rw->src_module, rw->src), 0);
+	if (!f)
 		return 0;
-	}
 	if (!__atomic_load_n(&f->cd, __ATOMIC_RELAXED))
 		__atomic_store_n(&f->cd, (uint64_t)&p->cache, __ATOMIC_RELEASE);
 	return smp_countdown(s, f, &p->cache);

@@ -872,6 +872,7 @@ static struct smp_slot *smp_countdown(struct stint_sample *s, struct smp_fn *f, 
 static void smp_settle(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a);
 static inline uint64_t smp_loc_key(uint16_t mod, uint64_t a);
 static uint64_t smp_key(const struct stint_sample *s, const struct row *rw);
+static struct smp_fn *smp_find_counted(struct stint_sample *s, uint64_t key, uint32_t st);
 static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, uint64_t *cache);
 static struct smp_slot *smp_pick_countdown(struct stint_sample *s, struct stint_probe *p, const struct row *rw);
 static void sample_event(struct stint_global *g, struct stint_probe *p, const struct row *rw);
