@@ -53,7 +53,7 @@ func TestABIMirror(t *testing.T) {
 	if seen["CLOSE"] != len(closes) {
 		t.Errorf("found %d STINT_CLOSE_* values in stint_abi.h, want %d", seen["CLOSE"], len(closes))
 	}
-	if seen["K"] != int(MaxKind)+int(KindSampleReader-KindPeriod+1) || seen["TOOL"] != int(ToolBlock) {
+	if seen["K"] != int(MaxKind)+int(KindBlockCount-KindPeriod+1) || seen["TOOL"] != int(ToolBlock) {
 		t.Errorf("found %d kinds and %d tools in stint_abi.h, want %d and %d", seen["K"], seen["TOOL"], MaxKind, ToolBlock)
 	}
 }

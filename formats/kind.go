@@ -84,6 +84,12 @@ const (
 	// lived, value = samples lost (no slot free, or no room for the
 	// stratum).
 	KindSampleReader Kind = 40
+	// A block's exact count (rewrite --tool block --counts): src_module
+	// and src = the block's first instruction, dst = its executions
+	// since its previous row, value = since the process began; time =
+	// when the runtime read the counters (each period's end, the run's
+	// end). A block has a row only when its count moved.
+	KindBlockCount Kind = 41
 )
 
 // Sampling methods: a [KindSampleRun] row's src.
@@ -130,7 +136,7 @@ const RunEndStatusUnknown = 0xFFFFFFFF
 // a period record, the run end, or a refusal.
 func (k Kind) IsRecord() bool {
 	_, refused := k.Refused()
-	return k >= KindPeriod && k <= KindSampleReader || refused
+	return k >= KindPeriod && k <= KindBlockCount || refused
 }
 
 // KindRefusedBase + an event kind marks a refusal: an event that
@@ -190,6 +196,8 @@ func (k Kind) String() string {
 		return "sample-set"
 	case KindSampleReader:
 		return "sample-reader"
+	case KindBlockCount:
+		return "block-count"
 	}
 	if e, ok := k.Refused(); ok {
 		return "refused-" + kindNames[e]
@@ -211,7 +219,7 @@ func ParseKind(s string) (Kind, error) {
 		}
 	}
 	for _, k := range []Kind{KindPeriod, KindPeriodStats, KindPeriodQoS, KindRunEnd, KindPeriodSwitch, KindPeriodClose,
-		KindSampleRun, KindSampleSet, KindSampleReader} {
+		KindSampleRun, KindSampleSet, KindSampleReader, KindBlockCount} {
 		if k.String() == n {
 			return k, nil
 		}
@@ -226,7 +234,7 @@ func ParseKind(s string) (Kind, error) {
 			return KindSampledBase + k, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown kind %q (want one of %s; period, period-stats, period-qos, period-switch, period-close, run-end, sample-run, sample-set, sample-reader; or refused-EVENT, sampled-EVENT)", s, strings.Join(kindNames[1:], ", "))
+	return 0, fmt.Errorf("unknown kind %q (want one of %s; period, period-stats, period-qos, period-switch, period-close, run-end, sample-run, sample-set, sample-reader, block-count; or refused-EVENT, sampled-EVENT)", s, strings.Join(kindNames[1:], ", "))
 }
 
 // Tool is what a rewritten module traces. The values mirror the

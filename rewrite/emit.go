@@ -42,6 +42,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 			a.Gate = e.l.GateAt + runtime.GateWord1
 		}
 		a.Cold = a.ColdAt(e.tt.coldBase + t.cold)
+		a.Counts = e.tt.countsAt(i, e.l.CountsAt, e.l.ProbesAt)
 		if t.addr+uint64(t.size) > e.tt.coldBase {
 			return nil, fmt.Errorf("trampoline for %#x: allocated after the cold region was placed", in.Addr)
 		}

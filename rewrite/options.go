@@ -16,6 +16,15 @@ import (
 type Options struct {
 	Tool  Tool // probe sites; 0 means ToolBranch
 	Every bool // STINT_MF_EVERY: record every occurrence
+	// Counts (tool block only): STINT_MF_COUNTS, exact block execution
+	// counts. Each block probe adds 1 to its counter inline and never
+	// calls the runtime, which writes the counts that moved as
+	// KindBlockCount rows each period (1 s) and at the run's end.
+	Counts bool
+	// CountsAtomic: the counts' increments take a lock prefix, so that
+	// threads running one block at once lose none (slower: a locked add,
+	// and pushf/popf where the flags are live).
+	CountsAtomic bool
 	// Rows: with Every and tool branch, record a row per event (the
 	// previous encoding, kept to compare with) instead of a compact
 	// complete trace (STINT_MF_PATHS; see Paths).
@@ -268,13 +277,13 @@ func (o *Options) check() error {
 	if o.RetireSince != nil && o.SkipCovered == nil {
 		return errors.New("--retire-since needs --skip-covered (it names an older copy of that log)")
 	}
-	if o.Period != "" && o.Budget == "" {
-		return errors.New("a period needs a budget")
+	if o.Period != "" && o.Budget == "" && !o.Counts {
+		return errors.New("a period needs a budget (or --counts)")
 	}
 	if o.Window != "" && o.Budget == "" {
 		return errors.New("a window needs a budget")
 	}
-	if o.Budget != "" {
+	if o.Budget != "" || o.Period != "" {
 		period := o.Period
 		if period == "" {
 			period = DefaultPeriod
@@ -283,7 +292,7 @@ func (o *Options) check() error {
 		if err != nil {
 			return fmt.Errorf("period: %w", err)
 		}
-		if _, _, err := ParseBudget(o.Budget, p); err != nil {
+		if _, _, err := ParseBudget(o.Budget, p); o.Budget != "" && err != nil {
 			return err
 		}
 		if w := strings.TrimSpace(o.Window); w != "" && w != "none" {
@@ -306,6 +315,9 @@ func (o *Options) check() error {
 		if !ok {
 			return fmt.Errorf("log policy %q: want one of %s", o.LogPolicy, strings.Join(LogPolicies, ", "))
 		}
+	}
+	if err := o.countsCheck(); err != nil {
+		return err
 	}
 	if o.Context && o.Tool != ToolCall {
 		return errors.New("the context-preserving mode needs --tool call")
@@ -339,6 +351,12 @@ func (o *Options) optionString() string {
 	s := fmt.Sprintf("tool=%s every=%d", tool, every)
 	if o.Paths() {
 		s += " paths=1"
+	}
+	if o.Counts {
+		s += " counts=1"
+		if o.Period != "" {
+			s += " period=" + strings.TrimSpace(o.Period)
+		}
 	}
 	if o.Context {
 		s += " context=1"
@@ -393,4 +411,26 @@ func (o *Options) policy() policy.Options {
 		EmulateIndirectCalls: o.EmulateIndirectCalls, Edges: o.Edges, NoPPI: !o.opt("ppi"),
 		Fallbacks: o.Fallbacks, Countdown: o.countdown(),
 	}
+}
+
+// countsCheck validates Counts: block counts count every execution
+// of every block, so they go with no other recording mode.
+func (o *Options) countsCheck() error {
+	if !o.Counts {
+		if o.CountsAtomic {
+			return errors.New("--counts-atomic needs --counts")
+		}
+		return nil
+	}
+	switch {
+	case o.Tool != ToolBlock:
+		return errors.New("--counts needs --tool block")
+	case o.Every || o.Sample != "":
+		return errors.New("--counts counts every execution itself; it cannot be combined with --every or --sample")
+	case o.Budget != "":
+		return errors.New("--counts counts every execution; it cannot be combined with a budget")
+	case o.Log != "" || o.SkipCovered != nil:
+		return errors.New("--counts counts every execution; it cannot be combined with a redundancy log")
+	}
+	return nil
 }

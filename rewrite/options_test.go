@@ -36,6 +36,15 @@ func TestOptionsCheck(t *testing.T) {
 		{"edges auto", Options{Edges: EdgesAuto}, "", "tool=branch"},
 		{"bad edges", Options{Edges: "some"}, "bad edge mode", ""},
 		{"context and log", Options{Tool: ToolCall, Context: true, Log: "l"}, "cannot be combined with a redundancy log", ""},
+		// block counts (rewrite --counts)
+		{"counts", Options{Tool: ToolBlock, Counts: true}, "", "tool=block every=0 counts=1"},
+		{"counts period", Options{Tool: ToolBlock, Counts: true, Period: "250ms"}, "", "counts=1 period=250ms"},
+		{"counts bad period", Options{Tool: ToolBlock, Counts: true, Period: "soon"}, "period", ""},
+		{"counts need block", Options{Tool: ToolBranch, Counts: true}, "needs --tool block", ""},
+		{"counts every", Options{Tool: ToolBlock, Counts: true, Every: true}, "--every", ""},
+		{"counts budget", Options{Tool: ToolBlock, Counts: true, Budget: "10%"}, "budget", ""},
+		{"counts log", Options{Tool: ToolBlock, Counts: true, Log: "l"}, "redundancy log", ""},
+		{"atomic alone", Options{Tool: ToolBlock, CountsAtomic: true}, "needs --counts", ""},
 		// sampling (rewrite --sample): what makes no sense is refused
 		{"reservoir", Options{Tool: ToolCall, Sample: "reservoir:20%"}, "", "sample=reservoir:20%"},
 		{"per site", Options{Tool: ToolCall, Sample: "reservoir:20%", SamplePer: "site", Interval: "250ms"}, "", "sample=reservoir:20% sample_per=site interval=250ms"},

@@ -239,6 +239,7 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	}
 	st.Sites = len(sites)
 	tt := newTrampTable(fx, plan, fr.TrampStart)
+	tt.counts, tt.atomic = opts.Counts, opts.CountsAtomic
 	ok := tt.sizeSites(opts.Tool, plan.Sites(sites))
 	ok = plan.AddEdges(ok)
 	tt.sizeEdges(ok)
@@ -279,6 +280,9 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 		Note: len(note), Stubs: len(stubs), Deps: ndeps, TraceEnds: len(traceEnds), Reads: len(ps.pairs),
 		Rets: len(retTable), LoggedCap: plan.LogEntries(), Probes: nprobe, Patches: len(ps.order),
 		Chunks: len(chunks), Preinit: dp.Preinit, Dynamic: -1}
+	if opts.Counts {
+		sizes.Counts = nprobe
+	}
 	if dp.Rela != nil {
 		sizes.Rela = len(dp.Rela) + 24
 	}
@@ -328,6 +332,9 @@ func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.I
 	}
 	if opts.Paths() {
 		h.Flags |= runtime.MFPaths
+	}
+	if opts.Counts {
+		h.Flags |= runtime.MFCounts
 	}
 	if opts.Context {
 		h.Flags |= runtime.MFContext

@@ -27,6 +27,8 @@ type trampTable struct {
 	plan   *policy.Plan
 	pic    bool
 	static bool          // !Module.FS0IsThreadPointer (tramp.Asm.Static)
+	counts bool          // block sites count inline (rewrite --counts)
+	atomic bool          // with counts: locked increments (rewrite --counts-atomic)
 	isSite []bool        // by instruction index
 	size   []int         // by instruction index: bytes of the site's trampoline
 	cold   []int         // by instruction index: bytes of its cold code (tramp/cold.go)
@@ -77,6 +79,7 @@ func (tt *trampTable) emitProbes(a *tramp.Asm, t runtime.Tool, i int, probes []u
 func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
 	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Static: tt.static, Countdown: tt.plan.Countdown()}
 	a.Cold = a.ColdAt(0)
+	a.Counts = tt.countsAt(i, 0, 0)
 	sp := tt.emitSite(a, t, i, nil, 0)
 	if a.Err != nil {
 		return a.Err
@@ -162,4 +165,14 @@ func armsCrossLine(addr uint64, arms []int) bool {
 func (tt *trampTable) seal() uint64 {
 	tt.coldBase = elfout.AlignUp(tt.cursor, 64)
 	return tt.coldBase + tt.coldLen
+}
+
+// countsAt returns what site i's trampoline needs to count its block
+// (nil: it does not count) with the counters at countsAt for the probe
+// records at probesAt (placeholders when sizing).
+func (tt *trampTable) countsAt(i int, countsAt, probesAt uint64) *tramp.Counts {
+	if !tt.counts {
+		return nil
+	}
+	return &tramp.Counts{CountsAt: countsAt, ProbesAt: probesAt, FlagsDead: tt.code.FlagsDead(i), Atomic: tt.atomic}
 }

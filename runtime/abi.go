@@ -11,7 +11,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 13
+const ABIVersion = 14
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -72,6 +72,7 @@ const (
 	KSampleRun    Kind = 38 // src = method (Sample*), dst = parameter (ppm or N), value = interval ns
 	KSampleSet    Kind = 39 // src = stratum, dst = its events in the interval, value = samples written
 	KSampleReader Kind = 40 // src = reader busy ns, dst = reader lifetime ns, value = samples dropped
+	KBlockCount   Kind = 41 // ABI 14 (MFCounts): src = block, dst = executions since its previous row, value = since the start
 )
 
 // SampledBase is STINT_SAMPLED_BASE: a sampled event's kind is
@@ -158,6 +159,7 @@ const (
 	MFCold    uint32 = 0x80
 	MFLogged  uint32 = 0x100 // ABI 10: LogSum, LogCount and the logged list describe the --skip-covered log
 	MFPaths   uint32 = 0x200 // ABI 13: with MFEvery, a compact complete trace (formats/packets.go)
+	MFCounts  uint32 = 0x800 // ABI 14: tool block's trampolines count into CountsVaddr; the runtime writes KBlockCount rows
 	// MFCountdown: a sampled call tool; each call probe's trampoline
 	// counts its probe's Cache2 down and calls the runtime only at 0.
 	MFCountdown uint32 = 0x400
@@ -292,7 +294,7 @@ const (
 	BlobOffProbe       = 28
 	BlobOffModuleRel   = 32
 	BlobHeaderSize     = 40
-	ModuleStructSize   = 440
+	ModuleStructSize   = 448
 	ProbeStructSize    = 64
 	PatchStructSize    = 32
 	ChunkStructSize    = 40
@@ -360,6 +362,7 @@ type Module struct {
 	LogCount       uint32 // how many distinct entries of the module that log has
 	NLogged        uint32
 	LoggedVaddr    uint64 // uint32[NLogged]: the direct probes (not PFDeleg) whose outcome is in that log
+	CountsVaddr    uint64 // ABI 14 (MFCounts): uint64[NProbes], zero in the file: each block probe's executions
 }
 
 // StubFile is struct stint_stub_file (ABI 7): the header page of the

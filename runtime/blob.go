@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "fee9d143aa2023daf91ba7873e876b93810c15ec75d7d03fd73236cc22f0a5bc"
+const BlobSHA256 = "063ed5ad54a82fa07807b6aec9722bb984d406957a6c50ea9ca0d8a06c396b18"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

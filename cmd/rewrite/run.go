@@ -94,6 +94,15 @@ ran appears in each interval's samples. A thread of the runtime's own
 writes the samples at each interval's end; the last interval at exit.
   $ rewrite --tool call --sample reservoir:20% --interval 1s -o prog.stint prog
 
+Block counts (INS-OP's block profiler): with --tool block --counts, each
+block's trampoline adds 1 to its counter and goes on, never calling the
+runtime; each second and at exit the trace gets the counts that moved
+(block_count rows), which the exports turn into hit counts (lcov lines,
+pprof samples). The increment takes no lock, as gcov's default: threads
+running one block at the same instant may lose a count; --counts-atomic
+takes a lock prefix instead. --period sets how often rows are written.
+  $ rewrite --tool block --counts -o prog.stint prog
+
 Environment read by the rewritten program:
   STINT_OUT         directory for trace files (default ./traces)
   STINT_DISABLE     set to 1 to restore the original code at start-up and
@@ -158,6 +167,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.VarP(toolValue{&opts.Tool}, "tool", "t", "probe sites: branch, call, syscall or block")
 	fs.BoolVar(&opts.Every, "every", false, "record every occurrence of an event, not just the first (never undoes patches); with --tool branch a compact complete trace: each thread's path as packets in <trace>.paths, which trace cat and the other commands decode")
 	fs.StringSliceVar(&opts.NoOpt, "no-opt", nil, "turn instrumentation optimisations off, to measure what each buys: ppi (a compact trace's probes append inline, calling the runtime only on their slow paths)")
+	fs.BoolVar(&opts.Counts, "counts", false, "with --tool block: count every execution of every block (no runtime call: each trampoline adds 1 inline); the trace gets the counts that moved each second and at exit, which the exports carry as hit counts")
+	fs.BoolVar(&opts.CountsAtomic, "counts-atomic", false, "with --counts: increment with a lock prefix, so that threads running one block at the same instant lose no count (slower)")
 	fs.BoolVar(&opts.Rows, "rows", false, "with --every and --tool branch: write a row per event instead of a compact trace (the older, larger and slower encoding)")
 	fs.BoolVar(&opts.Context, "context", false, "with --tool call: keep a shadow stack per thread and record each distinct calling context once, with its parent (exact call-context trees even under a budget; every call and ret reaches the runtime)")
 	fs.StringVar(&opts.Sample, "sample", "", "sample the events with `METHOD`: all, rate:P%, every:N or reservoir:P% (see Sampling above)")
@@ -167,7 +178,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&statsJSON, "stats-json", "", "write the rewrite statistics as JSON to `FILE`")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "print nothing on success")
 	fs.StringVar(&opts.Budget, "budget", "", "instrumentation budget per period: `B` = a percentage of the period (10%) or a duration (5ms)")
-	fs.StringVar(&opts.Period, "period", "", "budget period `T`, e.g. 100ms or 1s (default 100ms with --budget)")
+	fs.StringVar(&opts.Period, "period", "", "budget period `T`, e.g. 100ms or 1s (default 100ms with --budget); with --counts how often the counts are written (default 1s)")
 	fs.BoolVar(&opts.SwitchSync, "switch-sync", false, "with --budget: let the off-switch undo patches that straddle a word in programs with several threads too, by parking their threads on a jmp-to-self while the runtime writes them (experimental: a descheduled runtime thread then stalls the program); without it only a program with one thread has them switched, by that thread")
 	fs.StringVar(&opts.Window, "window", "", "with --budget: leave sites the off-switch re-applies on for at most `W` per period (a percentage or a duration; default: as long as the budget; none: until the budget is spent)")
 	fs.StringVar(&opts.Log, "log", "", "redundancy log `FILE`: skip outcomes recorded by earlier runs, append new ones")

@@ -178,6 +178,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if st.Sampled > 0 {
 		fmt.Fprintf(report, ", %d samples weighed by the events they stand for", st.Sampled)
 	}
+	if st.Counted > 0 {
+		fmt.Fprintf(report, ", %d block executions counted", st.Counted)
+	}
 	if st.Truncated > 0 {
 		fmt.Fprintf(report, ", %d calls deeper than %d folded", st.Truncated, *maxDepth)
 	}

@@ -59,6 +59,7 @@ type fileStats struct {
 	dstMod   map[uint16]int
 	threads  map[uint32]int
 	distinct map[triple]struct{}
+	counted  map[triple]uint64 // block-count rows: each block's executions (rewrite --counts)
 	first    uint64
 	last     uint64
 	periods  formats.PeriodBuilder
@@ -106,7 +107,7 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 	defer r.Release()
 	s := fileStats{
 		srcMod: map[uint16]int{}, dstMod: map[uint16]int{}, threads: map[uint32]int{},
-		distinct: map[triple]struct{}{}, first: ^uint64(0),
+		distinct: map[triple]struct{}{}, counted: map[triple]uint64{}, first: ^uint64(0),
 	}
 	est := sample.NewEstimator()
 	add := func(e formats.Event) bool {
@@ -117,6 +118,9 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 		s.dstMod[e.DstModule]++
 		s.threads[e.TID]++
 		s.distinct[triple{e.SrcModule, e.DstModule, e.Kind, e.Src, e.Dst}] = struct{}{}
+		if e.Kind == formats.KindBlockCount {
+			s.counted[triple{srcMod: e.SrcModule, src: e.Src}] += e.Dst
+		}
 		s.first = min(s.first, e.Time)
 		s.last = max(s.last, e.Time)
 		s.periods.Add(e)
@@ -158,6 +162,7 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 	fmt.Fprintf(w, "  batches    %d\n", s.batches)
 	printPathStats(w, pst, s.events)
 	fmt.Fprintf(w, "  events     %d (distinct (src,dst,kind): %d)\n", s.events, len(s.distinct))
+	printCounted(w, s.counted)
 	if s.events == 0 {
 		return nil
 	}
@@ -293,3 +298,16 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 }
 
 func secs(ns uint64) string { return fmt.Sprintf("%d.%09ds", ns/1e9, ns%1e9) }
+
+// printCounted sums up a block-count trace (rewrite --counts): how many
+// blocks ran, and how many times in all.
+func printCounted(w io.Writer, counted map[triple]uint64) {
+	if len(counted) == 0 {
+		return
+	}
+	var total uint64
+	for _, n := range counted {
+		total += n
+	}
+	fmt.Fprintf(w, "  counts     %d blocks ran, %d block executions in all\n", len(counted), total)
+}

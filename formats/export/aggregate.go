@@ -201,7 +201,7 @@ func (e *exporter) aggregate(ctx context.Context, wantStacks, wantFlat, wantBloc
 	if wantBlocks {
 		a.blocks = map[addr]*blockInfo{}
 	}
-	addBlock := func(at addr, single bool) {
+	addBlock := func(at addr, single bool, n int64) {
 		if at.mod == formats.NoModule || e.module(at.mod) == nil {
 			return
 		}
@@ -210,7 +210,7 @@ func (e *exporter) aggregate(ctx context.Context, wantStacks, wantFlat, wantBloc
 			bi = &blockInfo{single: single}
 			a.blocks[at] = bi
 		}
-		bi.count++
+		bi.count += n
 		if !single {
 			bi.single = false
 		}
@@ -233,8 +233,20 @@ func (e *exporter) aggregate(ctx context.Context, wantStacks, wantFlat, wantBloc
 				flatW[src] += w
 			}
 			if a.blocks != nil {
-				addBlock(dst, false)
-				addBlock(src, true)
+				addBlock(dst, false, 1)
+				addBlock(src, true, 1)
+			}
+			return
+		}
+		if formats.Kind(b.Kind[i]) == formats.KindBlockCount {
+			// a block's exact count since its previous row (rewrite --counts)
+			n, at := int64(b.Dst[i]), addr{b.SrcModule[i], b.Src[i]}
+			e.stats.Counted += n
+			if a.flat != nil {
+				a.flat[at] += n
+			}
+			if a.blocks != nil {
+				addBlock(at, false, n)
 			}
 			return
 		}
@@ -271,12 +283,12 @@ func (e *exporter) aggregate(ctx context.Context, wantStacks, wantFlat, wantBloc
 		if a.blocks != nil {
 			switch k {
 			case formats.KindSyscall:
-				addBlock(src, true)
+				addBlock(src, true, 1)
 			case formats.KindBlock:
-				addBlock(dst, false)
+				addBlock(dst, false, 1)
 			default:
-				addBlock(dst, false)
-				addBlock(src, true)
+				addBlock(dst, false, 1)
+				addBlock(src, true, 1)
 			}
 		}
 	})

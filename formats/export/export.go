@@ -211,6 +211,7 @@ type Stats struct {
 	NoSymbols  int   // modules with events but no function names
 	Unresolved int64 // locations (pprof) or stack frames (collapsed) that lie in no named function
 	Sampled    int64 // samples counted with their weights (Options.SampleWeight)
+	Counted    int64 // block executions the block-count rows carry (rewrite --counts)
 }
 
 // Write exports src to w in format f. The aggregating formats (pprof,

@@ -21,6 +21,7 @@ type Sizes struct {
 	Rets      int // words of the rets table
 	LoggedCap int // room for the logged-probe list, in words
 	Probes    int
+	Counts    int // block counters (rewrite --counts), one per probe
 	Patches   int
 	Chunks    int
 	Preinit   bool // a DT_PREINIT_ARRAY slot
@@ -41,6 +42,7 @@ type Layout struct {
 	ProbesAt, PatchesAt     uint64 // link vaddrs in the RW segment
 	ChunksAt, PreinitAt     uint64
 	DynAt, DynSize, GateAt  uint64
+	CountsAt                uint64 // the block counters after the gate page (0 = none)
 	FileEnd                 uint64 // the end of the RW segment in the file
 }
 
@@ -48,8 +50,8 @@ type Layout struct {
 // headers, marker note, relocations, stub list, chunk dependencies, trace
 // ends, reads, rets, logged probes) | RW (the module header in the page
 // right below a 2 MiB boundary, the tables from that boundary on, the
-// DT_PREINIT_ARRAY slot, .dynamic, the gate page), then the reserve. It
-// fails when the new segments reach the stub space.
+// DT_PREINIT_ARRAY slot, .dynamic, the gate page, the block counters),
+// then the reserve. It fails when the new segments reach the stub space.
 func NewLayout(fr *Frame, s Sizes) (*Layout, error) {
 	l := &Layout{RXVaddr: fr.RXVaddr, RXOff: fr.RXOff}
 	l.RXSize = s.TrampEnd - fr.RXVaddr
@@ -98,6 +100,10 @@ func NewLayout(fr *Frame, s Sizes) (*Layout, error) {
 	}
 	l.GateAt = AlignUp(l.DynAt+l.DynSize, PageSize)
 	l.RWSize = l.GateAt + GateSize - l.RWVaddr
+	if s.Counts > 0 {
+		l.CountsAt = l.GateAt + GateSize
+		l.RWSize += AlignUp(uint64(s.Counts)*8, PageSize)
+	}
 	if newEnd := l.RWVaddr + AlignUp(l.RWSize, PageSize); newEnd > fr.StubLo {
 		return nil, fmt.Errorf("new segments (%d MiB) do not fit below the stub area", (newEnd-fr.RXVaddr)>>20)
 	}

@@ -192,6 +192,7 @@ func fillHeader(h *runtime.Module, im *Image, origEntry, origFini uint64) {
 	if h.Flags&runtime.MFLogged != 0 {
 		h.LoggedVaddr = l.RVaddr + l.LoggedOff
 	}
+	h.CountsVaddr = l.CountsAt
 }
 
 // writeEntries points the entry points at the blob: e_entry (an

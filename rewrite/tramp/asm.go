@@ -30,6 +30,10 @@ type Asm struct {
 	// (STINT_MF_COUNTDOWN; thunk.go, countdown).
 	Countdown bool
 
+	// Counts, when set, makes a block site's trampoline count its
+	// executions inline instead of calling the runtime (count.go).
+	Counts *Counts
+
 	// TextLo and TextHi bound the module's code (facts.Module): an
 	// inline TIP to a destination outside goes to the runtime.
 	TextLo, TextHi uint64

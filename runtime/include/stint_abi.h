@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 13
+#define STINT_ABI_VERSION 14
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -72,6 +72,9 @@
 #define STINT_K_SAMPLE_SET    39 /* a stratum's interval: src_module/src = the stratum (no module, 0: all events), dst = events
                                   * it had in the interval, value = samples written for it; time = the interval's end */
 #define STINT_K_SAMPLE_READER 40 /* at run end: src = ns the reader thread worked, dst = ns it lived, value = samples dropped */
+#define STINT_K_BLOCK_COUNT   41 /* (ABI 14, STINT_MF_COUNTS) a block's count: src_module/src = the block's first instruction,
+                                  * dst = executions since its previous row, value = executions since the process began;
+                                  * time = when the counters were read (each period's end, the run's end) */
 #define STINT_SAMPLED_BASE    96 /* + event kind: an event the sampler took; time = its interval's end */
 #define STINT_SAMPLE_RATE      1 /* each event with probability ppm / 1e6 */
 #define STINT_SAMPLE_EVERY     2 /* every Nth event */
@@ -106,6 +109,9 @@
                                 * thread writes to <trace>.paths; a decoder walks the module's branch map
                                 * (section .stint.paths) for the rest. A direct call probe's rets field holds
                                 * the call's length in bits 28-31 (no list) */
+#define STINT_MF_COUNTS  0x800 /* (ABI 14) tool block with exact counts: each block probe's trampoline adds 1 to
+                                * its uint64_t at counts_vaddr (indexed like the probes) and never calls the
+                                * runtime, which writes STINT_K_BLOCK_COUNT rows each period and at the end */
 #define STINT_MF_LOGGED  0x100 /* (ABI 10) rewritten with --skip-covered: log_count, log_sum and the logged
                                 * list describe the log the rewriter read (struct stint_module) */
 
@@ -311,7 +317,9 @@ struct stint_module {
 	uint64_t logged_vaddr;   /* 432: uint32_t[nlogged]: the direct probes (not STINT_PF_DELEG) whose outcome is
 	                          *      in that log. When the log read at start has the same entries for the
 	                          *      module, the runtime retires these instead of looking up every probe */
-};                           /* 440 */
+	uint64_t counts_vaddr;   /* 440: ABI 14 (STINT_MF_COUNTS): uint64_t[nprobes], zero in the file: probe i's
+	                          *      executions (block probes; others stay 0) */
+};                           /* 448 */
 
 /* ABI 7: the header of the stub area stored in the module's file, a page
  * of its own at stub_file_off (page aligned); the area follows it. */

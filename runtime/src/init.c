@@ -197,6 +197,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		s_memcpy(g->options, m->options, sizeof m->options < sizeof g->options ? sizeof m->options : sizeof g->options);
 		g->options[sizeof g->options - 1] = 0;
 		budget_setup(g, envp, g->options);
+		g->per.counts_on = (m->flags & STINT_MF_COUNTS) != 0;
 		if (!(m->flags & STINT_MF_EVERY))
 			log_setup(g, envp, g->options);
 		else if (!(m->flags & (STINT_MF_PATHS | STINT_MF_CONTEXT)))

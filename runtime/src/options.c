@@ -173,6 +173,8 @@ static void budget_setup(struct stint_global *g, char **envp, const char *opts)
 	const char *q = env_get(envp, STINT_QOS_ENV);
 	int qos = q && q[0];
 	int none = !b || bn == 0 || is_none(b, bn);
+	if (p && pn && period)
+		g->per.period_ns = period; /* block counts' period, without a budget too (counts.c) */
 	if (none && !qos)
 		return;
 	if (!period) {

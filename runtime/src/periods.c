@@ -576,6 +576,8 @@ static void period_main(void)
 			period_roll(g, nt, nm, 0);
 		else
 			g->per.period_mono0 = nm;
+		if (g->per.counts_on)
+			counts_dump(g, nm);
 		unlock(&g->per.period_lock);
 		if (g->log.on && nm - last_save >= 1000000000ULL) {
 			log_save(g, 0);
@@ -606,6 +608,8 @@ static void run_end(struct stint_global *g)
 	if (locked && g->per.budget_on && g->per.period_thread)
 		period_roll(g, nt, nm, 1);
 	sample_end(g);
+	if (g->per.counts_on)
+		counts_dump(g, nm);
 	emit_record(STINT_K_RUN_END, nm, STINT_RUN_END_UNKNOWN, 0, nm > g->proc.mono_start_ns ? nm - g->proc.mono_start_ns : 0);
 	__atomic_store_n(&g->per.run_ended, 1, __ATOMIC_RELEASE);
 	if (locked)
@@ -618,7 +622,7 @@ static void run_end(struct stint_global *g)
  */
 static void periods_start(struct stint_global *g, int spawn)
 {
-	if (!g->per.budget_on && !g->log.on)
+	if (!g->per.budget_on && !g->log.on && !g->per.counts_on)
 		return;
 	g->per.period_idx = 0;
 	g->per.period_tsc0 = rdtsc();
@@ -664,7 +668,7 @@ static void periods_start(struct stint_global *g, int spawn)
  */
 static void periods_spawn(struct stint_global *g)
 {
-	if (!g->per.budget_on && !g->log.on)
+	if (!g->per.budget_on && !g->log.on && !g->per.counts_on)
 		return;
 	long st = sys_mmap(0, TIMER_STACK, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS, -1, 0);
 	if (sys_failed(st)) {

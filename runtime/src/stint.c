@@ -67,6 +67,7 @@
 #include "contexts.c"
 #include "pathsfile.c"
 #include "paths.c"
+#include "counts.c"
 #include "chunks.c"
 #include "testhooks.c"
 #include "init.c"

@@ -70,6 +70,7 @@ struct gmodule {
 	uint64_t bidhash;    /* FNV-1a 64 of the build-id, 0 = none */
 	uint64_t smod;       /* its struct stint_module, 0 = not rewritten */
 	uint64_t sw;         /* its off-switch list (the off-switch), 0 = none */
+	uint64_t counts_prev; /* STINT_MF_COUNTS: uint64_t[nprobes], the counts its last rows gave; 0 = none yet */
 	char path[512];
 };
 
@@ -164,7 +165,7 @@ struct stint_period {
 	uint32_t period_lock;        /* period_roll runs under it (period thread, exit) */
 	uint32_t run_ended;          /* the run-end row is written */
 	uint32_t period_thread;      /* this process's period thread runs */
-	uint32_t pad;
+	uint32_t counts_on;          /* a module counts blocks (STINT_MF_COUNTS): the period thread reads them */
 	uint64_t charge_cap_tsc;     /* most a call that did not grow the file is charged (call_charge) */
 	uint64_t capped;             /* calls charged the cap instead of their measured time */
 	uint64_t late_tsc;           /* recording by sites that called after the gate closed (sw_closed_call) */
@@ -1062,6 +1063,9 @@ static uint64_t *paths_chunk_field(struct stint_global *g, uint64_t pos, uint32_
 static uint8_t *paths_chunk_data(struct stint_global *g, uint64_t pos);
 static void paths_close(struct stint_global *g);
 static void paths_fork(struct stint_global *g);
+
+/* counts.c */
+static void counts_dump(struct stint_global *g, uint64_t mono_ns);
 
 /* paths.c */
 static inline uint64_t gs_get(struct stint_global *g);

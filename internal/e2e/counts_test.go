@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/hex"
+	"path/filepath"
+	"testing"
+
+	"github.com/stint-project/stint/formats"
+	"github.com/stint-project/stint/internal/fixtures"
+	"github.com/stint-project/stint/rewrite"
+	"github.com/stint-project/stint/runtime"
+)
+
+// countsLeftOut are the fixtures whose block counts cannot equal a
+// complete trace's by design, and why.
+var countsLeftOut = map[string]string{
+	"forkexec": "a forked child inherits its parent's counters",
+	"spin":     "forks; and its work depends on timing",
+	"signals":  "a timer's signals land at different places in each run",
+	"uexit":    "_exit runs no finaliser: counts since the last period are lost",
+	"abort":    "a fatal signal runs no finaliser",
+	"fatal":    "a fatal signal runs no finaliser",
+	"loop3":    "no libc: no finaliser to write the counts at exit",
+}
+
+// TestBlockCounts rewrites each fixture with --tool block --counts (and
+// --counts-atomic when it has threads) and with --tool block --every,
+// runs both, and requires the same output as native and each block's
+// total count to equal its block events in the complete trace: the
+// counts of a deterministic run are its trace's counts. Blocks probed in
+// only one of the two rewrites, and those of the executable's .fini
+// (which runs after the last counts are written), are left out; each
+// row's running total must be the sum of the block's differences.
+func TestBlockCounts(t *testing.T) {
+	v := fixtures.Variant{Opt: fixtures.O2, PIE: true}
+	for _, f := range fixtures.All() {
+		if why, ok := countsLeftOut[f.Name]; ok {
+			t.Logf("%s: left out: %s", f.Name, why)
+			continue
+		}
+		if !f.Supports(v) {
+			continue
+		}
+		f := f
+		t.Run(f.Name, func(t *testing.T) {
+			t.Parallel()
+			bin := fixtures.Build(t, f.Name, v)
+			nOut, _, nCode, err := fixtures.Run(bin, f.Args, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counted, cProbes := blockRun(t, bin, f, rewrite.Options{Tool: rewrite.ToolBlock, Counts: true, CountsAtomic: f.Threads}, nOut, nCode)
+			traced, eProbes := blockRun(t, bin, f, rewrite.Options{Tool: rewrite.ToolBlock, Every: true}, nOut, nCode)
+			fini := finiRange(t, bin)
+			compared := 0
+			for src := range eProbes {
+				if !cProbes[src] || fini(src) {
+					continue
+				}
+				compared++
+				if counted[src] != traced[src] {
+					t.Errorf("block %#x: counted %d, complete trace has %d", src, counted[src], traced[src])
+				}
+			}
+			for src, n := range counted {
+				if !eProbes[src] && n > 0 {
+					t.Logf("block %#x: counted %d, not probed in the complete trace's rewrite", src, n)
+				}
+			}
+			if compared == 0 || len(counted) == 0 {
+				t.Fatalf("nothing compared (%d probed blocks, %d counted)", len(eProbes), len(counted))
+			}
+		})
+	}
+}
+
+// blockRun rewrites bin with opts, runs it, checks its output against
+// native's, and returns per block (module-relative address) its count:
+// the sum of its KindBlockCount rows' differences (Counts) or its
+// KindBlock events (Every); and the set of blocks the rewrite probed.
+func blockRun(t *testing.T, bin string, f fixtures.Fixture, opts rewrite.Options, nOut []byte, nCode int) (map[uint64]uint64, map[uint64]bool) {
+	t.Helper()
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, opts)
+	traces := filepath.Join(dir, "traces")
+	rOut, rErr, rCode, err := fixtures.Run(out, f.Args, traceEnv(traces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(nOut, rOut) || nCode != rCode {
+		t.Fatalf("counts=%v: output or exit code differs from native (%d, %d): %s", opts.Counts, nCode, rCode, clip(rErr))
+	}
+	m, probes, err := Probed(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probed := map[uint64]bool{}
+	for _, p := range probes {
+		if p.Kind == uint8(runtime.KBlock) {
+			probed[p.Src] = true
+		}
+	}
+	counts := map[uint64]uint64{}
+	for _, tr := range readTraces(t, traces) {
+		self := selfModule(tr, m)
+		for _, ev := range tr.Events {
+			if int(ev.SrcModule) != self {
+				continue
+			}
+			switch {
+			case opts.Counts && ev.Kind == formats.KindBlockCount:
+				counts[ev.Src] += ev.Dst
+				if ev.Value != counts[ev.Src] {
+					t.Errorf("block %#x: row total %d, differences add up to %d", ev.Src, ev.Value, counts[ev.Src])
+				}
+			case !opts.Counts && ev.Kind == formats.KindBlock:
+				counts[ev.Src]++
+			}
+		}
+	}
+	return counts, probed
+}
+
+// selfModule returns the id of the trace's module with m's build-id, or -1.
+func selfModule(tr *formats.Trace, m *runtime.Module) int {
+	bid := hex.EncodeToString(m.BuildID[:m.BuildIDLen])
+	for _, mod := range tr.Modules {
+		if mod.Rewritten && mod.BuildID == bid {
+			return int(mod.ID)
+		}
+	}
+	return -1
+}
+
+// finiRange returns whether an address lies in bin's .fini section.
+func finiRange(t *testing.T, bin string) func(uint64) bool {
+	t.Helper()
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	s := ef.Section(".fini")
+	if s == nil {
+		return func(uint64) bool { return false }
+	}
+	return func(a uint64) bool { return a >= s.Addr && a < s.Addr+s.Size }
+}
