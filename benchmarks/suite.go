@@ -93,6 +93,12 @@ func (s *Suite) Run(ctx context.Context, stdout io.Writer) error {
 			return fmt.Errorf("compact: %w", err)
 		}
 	}
+	// Only when named: exact block counts, with a row trace to compare.
+	if slices.Contains(s.Only, "counts") {
+		if err := s.counts(ctx, rep); err != nil {
+			return fmt.Errorf("counts: %w", err)
+		}
+	}
 	// Only when named: it measures the machine, not stint.
 	if slices.Contains(s.Only, "pages") {
 		if err := s.pages(ctx, rep); err != nil {
