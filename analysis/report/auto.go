@@ -125,7 +125,7 @@ func (a *auto) document() (*Document, error) {
 		d.Sections = append(d.Sections, Section{Title: "Warnings", Blocks: bs})
 	}
 	var nothing []string
-	for _, f := range []func() (Section, error){a.coverage, a.calls, a.flame, a.sampledCalls, a.syscalls, a.budget, a.qos, a.overshoot, a.slowdown, a.functions} {
+	for _, f := range []func() (Section, error){a.coverage, a.counts, a.calls, a.flame, a.sampledCalls, a.syscalls, a.budget, a.qos, a.overshoot, a.slowdown, a.functions} {
 		s, err := f()
 		if err != nil {
 			return nil, err
@@ -542,6 +542,8 @@ func (a *auto) summary() {
 		if len(a.cov.Runs) > 0 {
 			d.Summary = append(d.Summary, Stat{Label: "first run alone", Value: pct(a.cov.Runs[0].Coverage)})
 		}
+	} else if _, blocks, total := a.countedFuncs(); total > 0 {
+		d.Summary = append(d.Summary, Stat{Label: "block executions counted", Value: fmt.Sprintf("%d", total), Note: fmt.Sprintf("%d blocks ran", len(blocks))})
 	} else {
 		_, union := a.loader.Cumulative()
 		d.Summary = append(d.Summary, Stat{Label: fmt.Sprintf("distinct events in %d run%s", n, plural(n)), Value: fmt.Sprintf("%d", union), Note: "no full run given"})

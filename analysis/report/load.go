@@ -41,6 +41,9 @@ type RunData struct {
 	// Calls counts the call rows (direct and indirect) per callee: every
 	// call in an --every trace, each distinct call site once otherwise.
 	Calls map[Callee]int64
+	// Counts holds a block-count trace's executions per block (rewrite
+	// --tool block --counts): the sum of its rows' differences.
+	Counts map[Callee]int64
 	// Syscalls counts the syscall rows per number; SyscallTime counts
 	// them over time.
 	Syscalls    map[uint64]int64
@@ -200,7 +203,7 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 	runs := make([]*RunData, len(infos))
 	builders := make([]formats.PeriodBuilder, len(infos))
 	for i, ri := range infos {
-		runs[i] = &RunData{File: file, Run: i, Info: ri.Info, EndStatus: formats.RunEndStatusUnknown, Calls: map[Callee]int64{}, Syscalls: map[uint64]int64{}}
+		runs[i] = &RunData{File: file, Run: i, Info: ri.Info, EndStatus: formats.RunEndStatusUnknown, Calls: map[Callee]int64{}, Counts: map[Callee]int64{}, Syscalls: map[uint64]int64{}}
 	}
 	gm := make([]int32, 1<<16)
 	for i := range gm {
@@ -264,6 +267,8 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 					m.last = g
 					rd.Distinct++
 				}
+			case kind == formats.KindBlockCount:
+				rd.Counts[Callee{gm[b.SrcModule[i]], b.Src[i]}] += int64(b.Dst[i])
 			case kind == formats.KindRunEnd:
 				rd.HasEnd, rd.EndStatus, rd.EndNS = true, b.Src[i], b.Value[i]
 			case kind.IsPeriod():

@@ -600,7 +600,7 @@ func TestCCTCells(t *testing.T) {
 		"Largest missing subtrees",
 	} {
 		if !strings.Contains(p.text, s) {
-			t.Errorf("page text lacks %q:\n%s", s, p.text)
+			t.Errorf("page text lacks %q", s)
 		}
 	}
 }
@@ -668,4 +668,32 @@ func TestAutoSampled(t *testing.T) {
 func synthRunsOnly(t *testing.T) []string {
 	runs, _ := synthTraces(t, t.TempDir())
 	return runs
+}
+
+// TestAutoCounts reports a block-count trace (rewrite --tool block
+// --counts): functions and blocks by executions, the rows' differences
+// summed, and no coverage claims.
+func TestAutoCounts(t *testing.T) {
+	dir := t.TempDir()
+	run := synthRun(42, false)
+	run.Tool, run.Options = "block", "tool=block every=0 counts=1"
+	var rows []formats.Event
+	for p := uint64(0); p < 3; p++ { // three periods' rows: counts that moved
+		for b := uint64(0); b < 4; b++ {
+			rows = append(rows, formats.Event{Kind: formats.KindBlockCount, Time: monoStart + p*1e9, Src: 0x1000 + b*0x1000, DstModule: formats.NoModule,
+				Dst: (b + 1) * 100, Value: (p + 1) * (b + 1) * 100})
+		}
+	}
+	path := filepath.Join(dir, "counts.arrow")
+	writeSynth(t, path, run, rows)
+	b, _ := writeAuto(t, []string{path}, AutoOptions{})
+	p := parsePage(t, b)
+	for _, s := range []string{"Where execution goes", "3000 in all, 4 blocks ran", "3000 block executions counted 4 blocks ran", "0x4000 demo 1 1200 40.0%"} {
+		if !strings.Contains(p.text, s) {
+			t.Errorf("page text lacks %q", s)
+		}
+	}
+	if strings.Contains(p.text, "block executions (no block counts") {
+		t.Errorf("counts listed as not shown")
+	}
 }

@@ -1,0 +1,109 @@
+package report
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+)
+
+// countedFunc is a function and the block executions counted in it.
+type countedFunc struct {
+	name, module string
+	blocks       int   // blocks of it that ran
+	execs        int64 // their executions
+}
+
+// counts is the section of a block-count trace (rewrite --tool block
+// --counts): where the executions went, by function and by block.
+func (a *auto) counts() (Section, error) {
+	s := Section{ID: "counts", Title: "Where execution goes"}
+	funcs, blocks, total := a.countedFuncs()
+	if total == 0 {
+		s.nothing = "block executions (no block counts: rewrite --tool block --counts)"
+		return s, nil
+	}
+	s.Intro = fmt.Sprintf("Exact counts: every execution of every probed block (%d in all, %d blocks ran), summed by the function each block lies in. A function's share is a share of blocks executed, a proxy for where the time goes.", total, len(blocks))
+	n := a.opts.Functions
+	if n < 0 || n > len(funcs) {
+		n = len(funcs)
+	}
+	t := &Table{Title: "Functions", Columns: []Column{{Name: "function"}, {Name: "module"}, {Name: "blocks ran", Numeric: true},
+		{Name: "block executions", Numeric: true}, {Name: "share", Numeric: true}}}
+	for _, f := range funcs[:n] {
+		t.Rows = append(t.Rows, []Cell{Text(f.name), Text(f.module), Textf("%d", f.blocks), Textf("%d", f.execs), Bar(float64(f.execs) / float64(total))})
+	}
+	if n < len(funcs) {
+		t.Caption = fmt.Sprintf("The %d functions with the most block executions, of %d.", n, len(funcs))
+	}
+	bt := &Table{Title: "Hottest blocks", Columns: []Column{{Name: "block"}, {Name: "module"}, {Name: "executions", Numeric: true}, {Name: "share", Numeric: true}}}
+	for _, b := range blocks[:min(len(blocks), 10)] {
+		bt.Rows = append(bt.Rows, []Cell{Text(b.name), Text(b.module), Textf("%d", b.execs), Bar(float64(b.execs) / float64(total))})
+	}
+	s.Blocks = []Block{t, bt}
+	return s, nil
+}
+
+// countedFuncs sums the runs' block counts by function and by block,
+// most executed first (ties by name); total is every execution counted.
+func (a *auto) countedFuncs() (funcs, blocks []countedFunc, total int64) {
+	byFunc, byBlock := map[funcKey]*countedFunc{}, map[Callee]*countedFunc{}
+	for _, r := range a.runs {
+		for at, n := range r.Counts {
+			total += n
+			fk, bk := a.countedNames(at)
+			f := byFunc[fk]
+			if f == nil {
+				f = &countedFunc{name: fk.name, module: fk.module}
+				byFunc[fk] = f
+			}
+			b := byBlock[at]
+			if b == nil {
+				b = &countedFunc{name: bk, module: fk.module, blocks: 1}
+				byBlock[at] = b
+				f.blocks++
+			}
+			f.execs += n
+			b.execs += n
+		}
+	}
+	for _, f := range byFunc {
+		funcs = append(funcs, *f)
+	}
+	for _, b := range byBlock {
+		blocks = append(blocks, *b)
+	}
+	return sortCounted(funcs), sortCounted(blocks), total
+}
+
+// funcKey names a function of a module (both by their base names).
+type funcKey struct{ module, name string }
+
+// countedNames names the function of block at (key) and the block
+// itself (function+offset, or its address when no symbol covers it).
+func (a *auto) countedNames(at Callee) (fk funcKey, block string) {
+	fk.module, fk.name = "?", "?"
+	block = fmt.Sprintf("%#x", at.Addr)
+	m, ok := a.loader.Module(at.Module)
+	if !ok {
+		return fk, block
+	}
+	fk.module = filepath.Base(m.Path)
+	fk.name = fmt.Sprintf("%#x", at.Addr)
+	if tab, err := a.opts.Resolver.Table(m.BuildID, m.Path); err == nil {
+		if f := tab.Lookup(at.Addr); f != nil {
+			fk.name = f.Name
+			block = fmt.Sprintf("%s+%#x", f.Name, at.Addr-f.Start)
+		}
+	}
+	return fk, block
+}
+
+func sortCounted(fs []countedFunc) []countedFunc {
+	sort.Slice(fs, func(i, j int) bool {
+		if fs[i].execs != fs[j].execs {
+			return fs[i].execs > fs[j].execs
+		}
+		return fs[i].name < fs[j].name
+	})
+	return fs
+}
