@@ -9,10 +9,14 @@ import (
 )
 
 // countsVariants are the rewrites the block-count benchmark times: exact
-// counts (plain and locked increments) and, for comparison, the same
-// counts taken from a complete block trace (a row per block executed).
+// counts (plain and locked increments), each of INS-OP's passes off
+// (pcs: the flags saved at every block; ppi: every block calls the
+// runtime, which counts) and, for comparison, the same counts taken from
+// a complete block trace (a row per block executed).
 var countsVariants = []struct{ name, label, flags string }{
 	{"counts", "stint --tool block --counts", "--tool block --counts"},
+	{"nopcs", "stint --tool block --counts --no-opt pcs", "--tool block --counts --no-opt pcs"},
+	{"noppi", "stint --tool block --counts --no-opt ppi", "--tool block --counts --no-opt ppi"},
 	{"atomic", "stint --tool block --counts --counts-atomic", "--tool block --counts --counts-atomic"},
 	{"rows", "stint --tool block --every (a row per block)", "--tool block --every"},
 }
@@ -38,7 +42,7 @@ func (s *Suite) counts(ctx context.Context, rep *Report) error {
 	}
 	cg := []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "/usr/bin/gzip", "-c"}
 	vs = append(vs, variant{"callgrind", Cmd{Argv: cg, Stdin: small, Out: out, Pin: true}, s.CallgrindRuns})
-	fmt.Fprintf(cfg.Log, "gzip 4 MiB, block counts: native, counts, atomic, rows, callgrind\n")
+	fmt.Fprintf(cfg.Log, "gzip 4 MiB, block counts: native, counts, no pcs, no ppi, atomic, rows, callgrind\n")
 	t, err := s.timeVariants(ctx, vs)
 	if err != nil {
 		return err
@@ -72,7 +76,7 @@ func (s *Suite) countsSqlite(ctx context.Context, rep *Report) error {
 	}
 	cg := []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", "sqlite3", ":memory:"}
 	vs = append(vs, variant{"callgrind", Cmd{Argv: cg, Stdin: small, Pin: true}, s.CallgrindRuns})
-	fmt.Fprintf(cfg.Log, "sqlite3 on 5,000 rows, block counts: native, counts, atomic, rows, callgrind\n")
+	fmt.Fprintf(cfg.Log, "sqlite3 on 5,000 rows, block counts: native, counts, no pcs, no ppi, atomic, rows, callgrind\n")
 	t, err := s.timeVariants(ctx, vs)
 	if err != nil {
 		return err

@@ -38,7 +38,10 @@ type Options struct {
 	Fallbacks bool
 	// NoOpt turns instrumentation optimisations off (INS-OP's names):
 	// "ppi", partial payload inlining (a compact trace's probes append
-	// inline and call the runtime only on their slow paths).
+	// inline and call the runtime only on their slow paths; a block
+	// count adds inline instead of calling the runtime); "pcs", partial
+	// context switch (a block count leaves the flags unsaved where they
+	// are dead).
 	NoOpt []string
 	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
 	// mode. Every call and return reaches the runtime, which keeps a
@@ -401,7 +404,7 @@ func (o *Options) opt(name string) bool {
 }
 
 // Opts are the instrumentation optimisations NoOpt can turn off.
-var Opts = []string{"ppi"}
+var Opts = []string{"ppi", "pcs"}
 
 // policy returns the options the policy stage reads.
 func (o *Options) policy() policy.Options {

@@ -240,6 +240,7 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	st.Sites = len(sites)
 	tt := newTrampTable(fx, plan, fr.TrampStart)
 	tt.counts, tt.atomic = opts.Counts, opts.CountsAtomic
+	tt.noPPI, tt.noPCS = !opts.opt("ppi"), !opts.opt("pcs")
 	ok := tt.sizeSites(opts.Tool, plan.Sites(sites))
 	ok = plan.AddEdges(ok)
 	tt.sizeEdges(ok)

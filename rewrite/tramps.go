@@ -29,6 +29,8 @@ type trampTable struct {
 	static bool          // !Module.FS0IsThreadPointer (tramp.Asm.Static)
 	counts bool          // block sites count inline (rewrite --counts)
 	atomic bool          // with counts: locked increments (rewrite --counts-atomic)
+	noPPI  bool          // with counts: the runtime counts (rewrite --no-opt ppi)
+	noPCS  bool          // with counts: the flags are saved everywhere (rewrite --no-opt pcs)
 	isSite []bool        // by instruction index
 	size   []int         // by instruction index: bytes of the site's trampoline
 	cold   []int         // by instruction index: bytes of its cold code (tramp/cold.go)
@@ -174,5 +176,8 @@ func (tt *trampTable) countsAt(i int, countsAt, probesAt uint64) *tramp.Counts {
 	if !tt.counts {
 		return nil
 	}
-	return &tramp.Counts{CountsAt: countsAt, ProbesAt: probesAt, FlagsDead: tt.code.FlagsDead(i), Atomic: tt.atomic}
+	if tt.noPPI {
+		return nil // the runtime counts (record.c)
+	}
+	return &tramp.Counts{CountsAt: countsAt, ProbesAt: probesAt, FlagsDead: !tt.noPCS && tt.code.FlagsDead(i), Atomic: tt.atomic}
 }

@@ -166,7 +166,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var quiet bool
 	fs.VarP(toolValue{&opts.Tool}, "tool", "t", "probe sites: branch, call, syscall or block")
 	fs.BoolVar(&opts.Every, "every", false, "record every occurrence of an event, not just the first (never undoes patches); with --tool branch a compact complete trace: each thread's path as packets in <trace>.paths, which trace cat and the other commands decode")
-	fs.StringSliceVar(&opts.NoOpt, "no-opt", nil, "turn instrumentation optimisations off, to measure what each buys: ppi (a compact trace's probes append inline, calling the runtime only on their slow paths)")
+	fs.StringSliceVar(&opts.NoOpt, "no-opt", nil, "turn instrumentation optimisations off, to measure what each buys: ppi (a compact trace's probes append inline, calling the runtime only on their slow paths; --counts adds inline instead of calling the runtime), pcs (--counts saves the flags only where they are live)")
 	fs.BoolVar(&opts.Counts, "counts", false, "with --tool block: count every execution of every block (no runtime call: each trampoline adds 1 inline); the trace gets the counts that moved each second and at exit, which the exports carry as hit counts")
 	fs.BoolVar(&opts.CountsAtomic, "counts-atomic", false, "with --counts: increment with a lock prefix, so that threads running one block at the same instant lose no count (slower)")
 	fs.BoolVar(&opts.Rows, "rows", false, "with --every and --tool branch: write a row per event instead of a compact trace (the older, larger and slower encoding)")

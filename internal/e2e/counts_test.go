@@ -26,7 +26,8 @@ var countsLeftOut = map[string]string{
 }
 
 // TestBlockCounts rewrites each fixture with --tool block --counts (and
-// --counts-atomic when it has threads) and with --tool block --every,
+// --counts-atomic when it has threads; also with --no-opt pcs and
+// --no-opt ppi, the runtime counting) and with --tool block --every,
 // runs both, and requires the same output as native and each block's
 // total count to equal its block events in the complete trace: the
 // counts of a deterministic run are its trace's counts. Blocks probed in
@@ -51,26 +52,24 @@ func TestBlockCounts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			counted, cProbes := blockRun(t, bin, f, rewrite.Options{Tool: rewrite.ToolBlock, Counts: true, CountsAtomic: f.Threads}, nOut, nCode)
 			traced, eProbes := blockRun(t, bin, f, rewrite.Options{Tool: rewrite.ToolBlock, Every: true}, nOut, nCode)
 			fini := finiRange(t, bin)
-			compared := 0
-			for src := range eProbes {
-				if !cProbes[src] || fini(src) {
-					continue
+			for _, noOpt := range [][]string{nil, {"pcs"}, {"ppi"}} {
+				opts := rewrite.Options{Tool: rewrite.ToolBlock, Counts: true, CountsAtomic: f.Threads, NoOpt: noOpt}
+				counted, cProbes := blockRun(t, bin, f, opts, nOut, nCode)
+				compared := 0
+				for src := range eProbes {
+					if !cProbes[src] || fini(src) {
+						continue
+					}
+					compared++
+					if counted[src] != traced[src] {
+						t.Errorf("no-opt %v: block %#x: counted %d, complete trace has %d", noOpt, src, counted[src], traced[src])
+					}
 				}
-				compared++
-				if counted[src] != traced[src] {
-					t.Errorf("block %#x: counted %d, complete trace has %d", src, counted[src], traced[src])
+				if compared == 0 || len(counted) == 0 {
+					t.Fatalf("no-opt %v: nothing compared (%d probed blocks, %d counted)", noOpt, len(eProbes), len(counted))
 				}
-			}
-			for src, n := range counted {
-				if !eProbes[src] && n > 0 {
-					t.Logf("block %#x: counted %d, not probed in the complete trace's rewrite", src, n)
-				}
-			}
-			if compared == 0 || len(counted) == 0 {
-				t.Fatalf("nothing compared (%d probed blocks, %d counted)", len(eProbes), len(counted))
 			}
 		})
 	}

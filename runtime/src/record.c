@@ -229,6 +229,13 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 	uint64_t rs = __atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE);
 	if (UNLIKELY(!(rs & RS_ACTIVE)))
 		return;
+	if (m->flags & STINT_MF_COUNTS) {
+		/* a block count without inlining (rewrite --no-opt ppi): the
+		 * probe's counter, as the inline add would */
+		const struct stint_probe *p0 = (const struct stint_probe *)(m->base + m->probes_vaddr);
+		__atomic_fetch_add((uint64_t *)(m->base + m->counts_vaddr) + (p - p0), 1, __ATOMIC_RELAXED);
+		return;
+	}
 	struct stint_global *g = G();
 	int ctx = (m->flags & STINT_MF_CONTEXT) != 0;
 	if (UNLIKELY(p->flags & STINT_PF_DELEG) && (!g->per.budget_on || !g->sw.on || !(rs & RS_PATCHING) || g->reg.mode || !sw_of(g, m, p->patch))) {
