@@ -82,6 +82,39 @@ func (s *Suite) countsSqlite(ctx context.Context, rep *Report) error {
 		return err
 	}
 	rep.Slowdown["sqlite3 workload on 5,000 rows, exact block counts (libsqlite3 rewritten)"] = t
+	return s.countsRedis(ctx, rep)
+}
+
+// countsRedis measures redis-server's throughput under redis-benchmark
+// natively and with exact block counts, in pairs (native, then counted),
+// and notes the median of the pairs' ratios.
+func (s *Suite) countsRedis(ctx context.Context, rep *Report) error {
+	cfg := s.Config
+	w := &RedisWorkload{Requests: 20000, Tests: "set,get,incr,lpush,lpop,sadd,hset,lrange_100"}
+	if err := w.Prepare(ctx, cfg.WorkDir); err != nil {
+		rep.Notes["redis-server, exact block counts"] = "not measured: " + err.Error()
+		return nil
+	}
+	bin := w.OutPath(cfg.WorkDir) + ".counts"
+	if err := s.rewrite(ctx, w.Target(), bin, "--tool", "block", "--counts"); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Log, "%s, block counts: native and counts in pairs\n", w.Title())
+	var ratios, natives, counted []float64
+	for i := 0; i < max(cfg.Runs, 1); i++ {
+		n, err := w.Run(ctx, "", nil)
+		if err != nil {
+			return err
+		}
+		c, err := w.Run(ctx, bin, s.traceEnv("redis-counts"))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cfg.Log, "  pair %d: native %.0f req/s, counts %.0f req/s\n", i+1, n, c)
+		natives, counted, ratios = append(natives, n), append(counted, c), append(ratios, c/n)
+	}
+	rep.Notes[w.Title()+", exact block counts"] = fmt.Sprintf("native %.0f req/s, --tool block --counts %.0f req/s (medians); %.3f of native throughput (median of %d paired ratios)",
+		Median(natives), Median(counted), Median(ratios), len(ratios))
 	return nil
 }
 
