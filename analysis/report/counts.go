@@ -2,15 +2,20 @@ package report
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 )
 
-// countedFunc is a function and the block executions counted in it.
+// countedFunc is a function, or a block, and the block executions
+// counted in it.
 type countedFunc struct {
 	name, module string
-	blocks       int   // blocks of it that ran
-	execs        int64 // their executions
+	blocks       int    // blocks of it that ran
+	execs        int64  // their executions
+	source       string // a block's file:line (DWARF), or ""
 }
 
 // counts is the section of a block-count trace (rewrite --tool block
@@ -35,9 +40,15 @@ func (a *auto) counts() (Section, error) {
 	if n < len(funcs) {
 		t.Caption = fmt.Sprintf("The %d functions with the most block executions, of %d.", n, len(funcs))
 	}
-	bt := &Table{Title: "Hottest blocks", Columns: []Column{{Name: "block"}, {Name: "module"}, {Name: "executions", Numeric: true}, {Name: "share", Numeric: true}}}
+	bt := &Table{Title: "Hottest blocks", Columns: []Column{{Name: "block"}, {Name: "module"}, {Name: "source"}, {Name: "executions", Numeric: true}, {Name: "share", Numeric: true}},
+		Caption: "Source lines come from the modules' DWARF line tables (their own or a build-id debug file's), with the line's text when its file is readable here."}
+	src := sourceLines{}
 	for _, b := range blocks[:min(len(blocks), 10)] {
-		bt.Rows = append(bt.Rows, []Cell{Text(b.name), Text(b.module), Textf("%d", b.execs), Bar(float64(b.execs) / float64(total))})
+		where := b.source
+		if line := src.text(b.source); line != "" {
+			where += ": " + line
+		}
+		bt.Rows = append(bt.Rows, []Cell{Text(b.name), Text(b.module), Text(where), Textf("%d", b.execs), Bar(float64(b.execs) / float64(total))})
 	}
 	s.Blocks = []Block{t, bt}
 	return s, nil
@@ -50,7 +61,7 @@ func (a *auto) countedFuncs() (funcs, blocks []countedFunc, total int64) {
 	for _, r := range a.runs {
 		for at, n := range r.Counts {
 			total += n
-			fk, bk := a.countedNames(at)
+			fk, bk, src := a.countedNames(at)
 			f := byFunc[fk]
 			if f == nil {
 				f = &countedFunc{name: fk.name, module: fk.module}
@@ -58,7 +69,7 @@ func (a *auto) countedFuncs() (funcs, blocks []countedFunc, total int64) {
 			}
 			b := byBlock[at]
 			if b == nil {
-				b = &countedFunc{name: bk, module: fk.module, blocks: 1}
+				b = &countedFunc{name: bk, module: fk.module, blocks: 1, source: src}
 				byBlock[at] = b
 				f.blocks++
 			}
@@ -78,14 +89,15 @@ func (a *auto) countedFuncs() (funcs, blocks []countedFunc, total int64) {
 // funcKey names a function of a module (both by their base names).
 type funcKey struct{ module, name string }
 
-// countedNames names the function of block at (key) and the block
-// itself (function+offset, or its address when no symbol covers it).
-func (a *auto) countedNames(at Callee) (fk funcKey, block string) {
+// countedNames names the function of block at (key), the block itself
+// (function+offset, or its address when no symbol covers it) and its
+// source line ("file:line", "" without DWARF).
+func (a *auto) countedNames(at Callee) (fk funcKey, block, source string) {
 	fk.module, fk.name = "?", "?"
 	block = fmt.Sprintf("%#x", at.Addr)
 	m, ok := a.loader.Module(at.Module)
 	if !ok {
-		return fk, block
+		return fk, block, ""
 	}
 	fk.module = filepath.Base(m.Path)
 	fk.name = fmt.Sprintf("%#x", at.Addr)
@@ -94,8 +106,42 @@ func (a *auto) countedNames(at Callee) (fk funcKey, block string) {
 			fk.name = f.Name
 			block = fmt.Sprintf("%s+%#x", f.Name, at.Addr-f.Start)
 		}
+		if file, line, ok := tab.LineAt(at.Addr); ok {
+			source = fmt.Sprintf("%s:%d", file, line)
+		}
 	}
-	return fk, block
+	return fk, block, source
+}
+
+// sourceLines reads the text of source lines named "file:line", each
+// file once; a file that cannot be read gives "".
+type sourceLines map[string][]string
+
+func (s sourceLines) text(fileLine string) string {
+	i := strings.LastIndexByte(fileLine, ':')
+	if i < 0 {
+		return ""
+	}
+	n, err := strconv.Atoi(fileLine[i+1:])
+	file := fileLine[:i]
+	if err != nil || n < 1 {
+		return ""
+	}
+	lines, ok := s[file]
+	if !ok {
+		if b, err := os.ReadFile(file); err == nil && len(b) < 16<<20 {
+			lines = strings.Split(string(b), "\n")
+		}
+		s[file] = lines
+	}
+	if n > len(lines) {
+		return ""
+	}
+	t := []rune(strings.TrimSpace(lines[n-1]))
+	if len(t) > 80 {
+		t = append(t[:77], []rune("...")...)
+	}
+	return string(t)
 }
 
 func sortCounted(fs []countedFunc) []countedFunc {

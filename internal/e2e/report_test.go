@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stint-project/stint/analysis/report"
@@ -92,4 +93,35 @@ func autoReport(t *testing.T, v fixtures.Variant, opts rewrite.Options) *report.
 		t.Fatal(err)
 	}
 	return doc
+}
+
+// TestReportCounts: report auto on a block-count trace (--tool block
+// --counts) of the recurse fixture names down's blocks with their exact
+// counts (5,001 calls) and their source lines, with the lines' text.
+func TestReportCounts(t *testing.T) {
+	doc := autoReport(t, fixtures.Variant{Opt: fixtures.O0}, rewrite.Options{Tool: rewrite.ToolBlock, Counts: true})
+	var sec *report.Section
+	for i := range doc.Sections {
+		if doc.Sections[i].ID == "counts" {
+			sec = &doc.Sections[i]
+		}
+	}
+	if sec == nil || len(sec.Blocks) != 2 {
+		t.Fatalf("counts section: %+v", sec)
+	}
+	entry := false
+	for _, row := range sec.Blocks[1].(*report.Table).Rows {
+		if row[0].Text == "down+0x0" {
+			entry = true
+			if row[3].Text != "5001" {
+				t.Errorf("down's entry block ran %s times, want 5001", row[3].Text)
+			}
+			if !strings.Contains(row[2].Text, "recurse.c:11: {") {
+				t.Errorf("down's entry block: source %q, want recurse.c:11 and its text", row[2].Text)
+			}
+		}
+	}
+	if !entry {
+		t.Errorf("down's entry block is not among the hottest: %v", sec.Blocks[1].(*report.Table).Rows)
+	}
 }
