@@ -33,7 +33,11 @@ func appendStubFile(out []byte, modOff, area uint64, stubs []runtime.Stub) []byt
 	}
 	tag := h.Sum64() | 1 // never 0
 	at := AlignUp(uint64(len(out)), PageSize)
-	out = append(out, make([]byte, at+PageSize+area-uint64(len(out)))...)
+	if end := at + PageSize + area; end <= uint64(cap(out)) {
+		out = out[:end] // zero: capacity Write reserved and left unwritten
+	} else {
+		out = append(out, make([]byte, end-uint64(len(out)))...)
+	}
 	hdr := runtime.StubFile{Magic: runtime.StubFileMagic, Tag: tag, AreaSize: area, NStubs: uint64(len(stubs))}
 	hdr.Put(out[at:])
 	a := out[at+PageSize:]

@@ -76,7 +76,14 @@ type Section struct {
 // on what it could not do.
 func Write(im *Image) (out []byte, notes []string, err error) {
 	f, l := im.File, im.Layout
-	out = make([]byte, l.FileEnd, l.FileEnd+uint64(len(f.Sects)+4)*elfin.ShdrSize+4096)
+	// Room for all of it up front: the stub area can be a gigabyte of
+	// mostly zeros (a big executable's), which growing the slice would
+	// copy and clear again; capacity never written is never resident.
+	room := l.FileEnd + uint64(len(f.Sects)+4)*elfin.ShdrSize + 1<<20 + 2*PageSize + im.Module.StubAreaSize
+	for _, x := range im.Extra {
+		room += uint64(len(x.Data)) + 8
+	}
+	out = make([]byte, l.FileEnd, room)
 	copy(out, f.Data)
 	for _, w := range im.Writes {
 		off, ok := f.OffsetOf(w.Addr, uint64(len(w.Bytes)))
