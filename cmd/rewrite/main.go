@@ -19,3 +19,18 @@ func main() {
 	}
 	cli.Main("rewrite", run)
 }
+
+// limitMemory sets a soft memory limit for rewriting the file at path,
+// unless GOMEMLIMIT is set: 64 times its size, 512 MiB at least. With
+// GOGC at 400 alone a big input's heap grows to five times what is live
+// (cc1plus, 35 MB: 3.96 GB peak, 2.11 GB with this limit, in the same
+// time); a limit below what is live would only make the collector run
+// more, never fail.
+func limitMemory(path string) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	if fi, err := os.Stat(path); err == nil {
+		debug.SetMemoryLimit(max(512<<20, 64*fi.Size()))
+	}
+}

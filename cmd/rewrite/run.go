@@ -215,6 +215,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	in := fs.Arg(0)
+	limitMemory(in)
 	st, err := rewrite.RewriteFile(in, out, opts)
 	if oe := (*rewrite.OptionError)(nil); errors.As(err, &oe) {
 		return cli.Usagef("%w (run 'rewrite --help')", err) // a bad option value: bad usage, like a bad flag
