@@ -60,7 +60,7 @@ func (s *Suite) compact(ctx context.Context, rep *Report) error {
 			return err
 		}
 	}
-	return nil
+	return s.redisPairs(ctx, rep, "complete branch trace", []benchVariant{{"compact", "stint --every (compact)", "--every"}})
 }
 
 func (s *Suite) compactSqlite(ctx context.Context, rep *Report) error {

@@ -93,10 +93,16 @@ func (s *Suite) Run(ctx context.Context, stdout io.Writer) error {
 			return fmt.Errorf("compact: %w", err)
 		}
 	}
-	// Only when named: exact block counts, with a row trace to compare.
+	// Only when named: exact block counts, with a row trace to compare,
+	// and every call and return.
 	if slices.Contains(s.Only, "counts") {
 		if err := s.counts(ctx, rep); err != nil {
 			return fmt.Errorf("counts: %w", err)
+		}
+	}
+	if slices.Contains(s.Only, "calls") {
+		if err := s.calls(ctx, rep); err != nil {
+			return fmt.Errorf("calls: %w", err)
 		}
 	}
 	// Only when named: it measures the machine, not stint.

@@ -7,7 +7,8 @@
 //	go run ./benchmarks/cmd/bench --only qdime     # issue 4: QDIME's Table I (about 25 minutes)
 //	go run ./benchmarks/cmd/bench --only pages     # what scattered first page touches cost here (about 1 minute)
 //	go run ./benchmarks/cmd/bench --only compact   # complete branch traces: compact, rows, callgrind (about 10 minutes)
-//	go run ./benchmarks/cmd/bench --only counts    # exact block counts: counts, atomic, rows, callgrind
+//	go run ./benchmarks/cmd/bench --only counts    # exact block counts: counts, passes off, atomic, rows, callgrind, redis
+//	go run ./benchmarks/cmd/bench --only calls     # every call and return: rows, callgrind, redis
 //	go run ./benchmarks/cmd/bench --only retire    # run 3 with --skip-covered against --retire-since too, and the retiring series' run 4 (about 3 minutes)
 //	go run ./benchmarks/cmd/bench --only gzip,sqlite,retire --vs /tmp/old/rewrite  # this build against another, in the same rounds
 //
@@ -51,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Config.WorkDir, "work", "/tmp/stint-bench", "scratch directory")
 	fs.IntVar(&benchmarks.PinCPU, "cpu", 0, "run every measured program (native and traced, all its threads) on this CPU, its load generator on another; -1 = wherever the scheduler puts them (vCPUs of a shared VM can differ in speed for minutes)")
 	fs.IntVar(&o.Config.Runs, "runs", 5, "timed runs per fast variant (median reported)")
-	fs.StringSliceVar(&o.Only, "only", nil, "run only these parts: rewrite, gzip, sqlite, context, dime, qdime, pages, compact, counts (dime, qdime, pages, compact, counts and retire run only when named; compact times complete branch traces, compact and rows, against callgrind; counts times exact block counts against callgrind; retire times run 3 of an exact series rewritten with --skip-covered against --retire-since too, and run 4 of the retiring series, on --workloads; pages times sqlite3 after first touches of scattered pages, what stub pages cost on this machine)")
+	fs.StringSliceVar(&o.Only, "only", nil, "run only these parts: rewrite, gzip, sqlite, context, dime, qdime, pages, compact, counts, calls (dime, qdime, pages, compact, counts, calls and retire run only when named; compact times complete branch traces, compact and rows, against callgrind; counts times exact block counts and calls every call and return, against callgrind; retire times run 3 of an exact series rewritten with --skip-covered against --retire-since too, and run 4 of the retiring series, on --workloads; pages times sqlite3 after first touches of scattered pages, what stub pages cost on this machine)")
 	fs.StringVar(&o.Results, "results", "benchmarks/results", "directory for the results")
 	fs.Int64Var(&o.GzipMB, "gzip-mb", 64, "gzip input size in MiB")
 	fs.IntVar(&o.EveryRuns, "every-runs", 3, "timed runs of the --every variants (0 = leave them out)")
