@@ -86,7 +86,9 @@ func runCat(ctx context.Context, args []string, stdout io.Writer) error {
 			return false
 		}
 		dst := n.addr(e.DstModule, e.Dst)
-		if e.Kind == formats.KindSyscall {
+		if _, refused := e.Kind.Refused(); e.Kind.IsRecord() && !refused {
+			dst = fmt.Sprint(e.Dst) // a record's dst is a number (a count, ns), not an address
+		} else if e.Kind == formats.KindSyscall {
 			dst = "-"
 		}
 		val := ""
