@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/hex"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/internal/fixtures"
@@ -146,4 +149,42 @@ func finiRange(t *testing.T, bin string) func(uint64) bool {
 		return func(uint64) bool { return false }
 	}
 	return func(a uint64) bool { return a >= s.Addr && a < s.Addr+s.Size }
+}
+
+// TestBlockCountsKilled: a counting program killed with SIGKILL keeps
+// the counts of every period that ended before the kill (--period
+// 100ms): its trace has block-count rows, and their times are periods'
+// ends, not the run's (which never came).
+func TestBlockCountsKilled(t *testing.T) {
+	bin := buildSpin(t)
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolBlock, Counts: true, Period: "100ms"})
+	traces := filepath.Join(dir, "traces")
+	cmd := exec.Command(out, "100000")
+	cmd.Env = traceEnv(traces)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	trs := readTraces(t, traces)
+	if len(trs) == 0 {
+		t.Fatal("no trace")
+	}
+	times := map[uint64]bool{}
+	var total uint64
+	for _, ev := range trs[0].Events {
+		switch ev.Kind {
+		case formats.KindBlockCount:
+			times[ev.Time] = true
+			total += ev.Dst
+		case formats.KindRunEnd:
+			t.Errorf("a run-end row in a killed run's trace")
+		}
+	}
+	if total == 0 || len(times) < 2 {
+		t.Errorf("%d block executions in %d periods' rows after SIGKILL at 700 ms, want the periods so far", total, len(times))
+	}
+	t.Logf("%d block executions in %d periods' rows", total, len(times))
 }
