@@ -309,6 +309,15 @@ func (e *exporter) symbols(id uint16) *Symbols {
 // each calls f for every row of the source, batch by batch, checking
 // ctx between batches.
 func (e *exporter) each(ctx context.Context, f func(b *Batch, i int)) error {
+	return e.eachBatch(ctx, func(b *Batch) {
+		for i := range b.Kind {
+			f(b, i)
+		}
+	})
+}
+
+// eachBatch calls f with every batch of the source, checked.
+func (e *exporter) eachBatch(ctx context.Context, f func(b *Batch)) error {
 	for e.src.Next() {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -317,9 +326,7 @@ func (e *exporter) each(ctx context.Context, f func(b *Batch, i int)) error {
 		if err := b.check(); err != nil {
 			return err
 		}
-		for i := range b.Kind {
-			f(b, i)
-		}
+		f(b)
 		e.stats.Rows += int64(b.Len())
 	}
 	return e.src.Err()

@@ -116,7 +116,14 @@ func (n nopCloser) Write(p []byte) (int, error) { return n.w.Write(p) }
 // strings), one row group per million rows.
 func (e *exporter) writeParquet(ctx context.Context, w io.Writer) error {
 	schema := ParquetSchema()
-	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDictionaryDefault(true))
+	// No dictionary for the columns of millions of values (time,
+	// addresses, values): it costs a hash lookup per row and is dropped
+	// for plain encoding once it grows. No statistics for the names:
+	// two string compares per row that prune nothing.
+	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDictionaryDefault(true),
+		parquet.WithDictionaryFor("time", false), parquet.WithDictionaryFor("src", false), parquet.WithDictionaryFor("dst", false),
+		parquet.WithDictionaryFor("value", false),
+		parquet.WithStatsFor("kind_name", false), parquet.WithStatsFor("src_func", false), parquet.WithStatsFor("dst_func", false))
 	fw, err := pqarrow.NewFileWriter(schema, nopCloser{w}, props, pqarrow.DefaultWriterProps())
 	if err != nil {
 		return err
@@ -134,30 +141,38 @@ func (e *exporter) writeParquet(ctx context.Context, w io.Writer) error {
 		rec.Release()
 	}
 	const groupRows = 1 << 20
-	err = e.each(ctx, func(b *Batch, i int) {
-		k := formats.Kind(b.Kind[i])
-		f[formats.ColKind].(*array.Uint8Builder).Append(b.Kind[i])
-		f[formats.ColTID].(*array.Uint32Builder).Append(b.TID[i])
-		f[formats.ColTime].(*array.Uint64Builder).Append(b.Time[i])
-		f[formats.ColSrcModule].(*array.Uint16Builder).Append(b.SrcModule[i])
-		f[formats.ColSrc].(*array.Uint64Builder).Append(b.Src[i])
-		f[formats.ColDstModule].(*array.Uint16Builder).Append(b.DstModule[i])
-		f[formats.ColDst].(*array.Uint64Builder).Append(b.Dst[i])
-		f[formats.ColValue].(*array.Uint64Builder).Append(b.Value[i])
-		f[formats.NumCols].(*array.Uint16Builder).Append(b.run(i))
-		f[formats.NumCols+1].(*array.StringBuilder).Append(k.String())
-		sf, df := "", ""
-		if ek, ok := eventKind(b.Kind[i]); ok {
-			e.stats.Events++
-			sf = e.funcName(b.SrcModule[i], b.Src[i])
-			if ek != formats.KindSyscall {
-				df = e.funcName(b.DstModule[i], b.Dst[i])
-			}
+	err = e.eachBatch(ctx, func(b *Batch) {
+		// the trace's columns in bulk; the names row by row
+		f[formats.ColKind].(*array.Uint8Builder).AppendValues(b.Kind, nil)
+		f[formats.ColTID].(*array.Uint32Builder).AppendValues(b.TID, nil)
+		f[formats.ColTime].(*array.Uint64Builder).AppendValues(b.Time, nil)
+		f[formats.ColSrcModule].(*array.Uint16Builder).AppendValues(b.SrcModule, nil)
+		f[formats.ColSrc].(*array.Uint64Builder).AppendValues(b.Src, nil)
+		f[formats.ColDstModule].(*array.Uint16Builder).AppendValues(b.DstModule, nil)
+		f[formats.ColDst].(*array.Uint64Builder).AppendValues(b.Dst, nil)
+		f[formats.ColValue].(*array.Uint64Builder).AppendValues(b.Value, nil)
+		runs := f[formats.NumCols].(*array.Uint16Builder)
+		if b.Run != nil {
+			runs.AppendValues(b.Run, nil)
 		} else {
-			e.stats.Records++
+			runs.AppendValues(make([]uint16, b.Len()), nil)
 		}
-		f[formats.NumCols+2].(*array.StringBuilder).Append(sf)
-		f[formats.NumCols+3].(*array.StringBuilder).Append(df)
+		kinds, srcs, dsts := f[formats.NumCols+1].(*array.StringBuilder), f[formats.NumCols+2].(*array.StringBuilder), f[formats.NumCols+3].(*array.StringBuilder)
+		for i, k := range b.Kind {
+			kinds.Append(formats.Kind(k).String())
+			sf, df := "", ""
+			if ek, ok := eventKind(k); ok {
+				e.stats.Events++
+				sf = e.funcName(b.SrcModule[i], b.Src[i])
+				if ek != formats.KindSyscall {
+					df = e.funcName(b.DstModule[i], b.Dst[i])
+				}
+			} else {
+				e.stats.Records++
+			}
+			srcs.Append(sf)
+			dsts.Append(df)
+		}
 		if f[0].Len() >= groupRows {
 			flush()
 		}
