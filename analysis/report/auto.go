@@ -487,6 +487,9 @@ func median(v []float64) float64 {
 func (a *auto) functions() (Section, error) {
 	s := Section{ID: "functions", Title: "Least covered functions"}
 	if a.cov == nil {
+		if ps, ok := a.probedSection(); ok {
+			return ps, nil
+		}
 		s.Blocks = []Block{&Note{Text: "Give the full run (--full FULL.arrow) to see which functions the runs covered least."}}
 		s.nothing = "least covered functions (give the full run: --full FULL.arrow)"
 		return s, nil

@@ -4,11 +4,7 @@
 package e2e
 
 import (
-	"bytes"
 	"debug/elf"
-	"encoding/binary"
-	"fmt"
-	"unsafe"
 
 	"github.com/stint-project/stint/runtime"
 )
@@ -38,54 +34,12 @@ func Patched(path string) (*runtime.Module, []runtime.Patch, error) {
 	return moduleTable[runtime.Patch](path, func(m *runtime.Module) (uint64, uint32) { return m.PatchesVaddr, m.NPatches })
 }
 
-// readVaddr reads n bytes at link vaddr from the file's loaded segments.
+// readVaddr reads n bytes at link vaddr (runtime.ReadVaddr).
 func readVaddr(f *elf.File, vaddr uint64, n int) ([]byte, error) {
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && vaddr >= p.Vaddr && vaddr+uint64(n) <= p.Vaddr+p.Filesz {
-			b := make([]byte, n)
-			_, err := p.ReadAt(b, int64(vaddr-p.Vaddr))
-			return b, err
-		}
-	}
-	return nil, fmt.Errorf("%#x+%d is not in a loaded segment", vaddr, n)
+	return runtime.ReadVaddr(f, vaddr, n)
 }
 
-// moduleTable finds the module descriptor of a rewritten file and decodes
-// the table of Ts that at(m) locates (link vaddr, entries).
+// moduleTable reads a table of a rewritten file (runtime.ReadTable).
 func moduleTable[T any](path string, at func(m *runtime.Module) (uint64, uint32)) (*runtime.Module, []T, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	magic := binary.LittleEndian.AppendUint64(nil, 0x444f4d544e495453) // STINTMOD
-	for _, p := range f.Progs {
-		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_W == 0 {
-			continue
-		}
-		data := make([]byte, p.Filesz)
-		if _, err := p.ReadAt(data, 0); err != nil {
-			return nil, nil, err
-		}
-		i := bytes.Index(data, magic)
-		if i < 0 {
-			continue
-		}
-		var m runtime.Module
-		if err := binary.Read(bytes.NewReader(data[i:]), binary.LittleEndian, &m); err != nil {
-			return nil, nil, err
-		}
-		vaddr, count := at(&m)
-		table := make([]T, count)
-		var zero T
-		raw, err := readVaddr(f, vaddr, int(count)*int(unsafe.Sizeof(zero)))
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if err := binary.Read(bytes.NewReader(raw), binary.LittleEndian, table); err != nil {
-			return nil, nil, err
-		}
-		return &m, table, nil
-	}
-	return nil, nil, fmt.Errorf("%s: no stint module descriptor", path)
+	return runtime.ReadTable[T](path, at)
 }

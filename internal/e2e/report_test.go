@@ -22,7 +22,7 @@ func TestReportMostCalled(t *testing.T) {
 		switch s.ID {
 		case "calls":
 			calls = &doc.Sections[i]
-		case "budget", "qos", "overshoot", "functions":
+		case "budget", "qos", "overshoot":
 			t.Errorf("section %q shown without data", s.ID)
 		}
 	}
@@ -123,5 +123,39 @@ func TestReportCounts(t *testing.T) {
 	}
 	if !entry {
 		t.Errorf("down's entry block is not among the hottest: %v", sec.Blocks[1].(*report.Table).Rows)
+	}
+}
+
+// TestReportProbedCoverage: without a full run, report auto measures a
+// branch trace's coverage against the rewritten file's probe table: the
+// recurse fixture's down and ack run every outcome they have, so each
+// covers all its probes, and main is among the functions listed.
+func TestReportProbedCoverage(t *testing.T) {
+	doc := autoReport(t, fixtures.Variant{Opt: fixtures.O0}, rewrite.Options{})
+	var sec *report.Section
+	for i := range doc.Sections {
+		if doc.Sections[i].ID == "functions" {
+			sec = &doc.Sections[i]
+		}
+	}
+	if sec == nil || sec.Title != "Coverage by function" {
+		t.Fatalf("no coverage-by-function section: %+v", sec)
+	}
+	rows := map[string][]report.Cell{}
+	for _, row := range sec.Blocks[0].(*report.Table).Rows {
+		rows[row[0].Text] = row
+	}
+	for _, fn := range []string{"down", "ack"} {
+		row, ok := rows[fn]
+		if !ok {
+			t.Errorf("%s not listed: %v", fn, rows)
+			continue
+		}
+		if row[2].Text != row[3].Text || row[3].Text == "0" {
+			t.Errorf("%s: %s of %s probed outcomes covered, want all", fn, row[2].Text, row[3].Text)
+		}
+	}
+	if _, ok := rows["main"]; !ok {
+		t.Errorf("main not listed")
 	}
 }
