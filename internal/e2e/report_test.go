@@ -52,12 +52,7 @@ func TestReportMostCalled(t *testing.T) {
 // and exit_group, with the timeline figure.
 func TestReportSyscalls(t *testing.T) {
 	doc := autoReport(t, fixtures.Variant{Opt: fixtures.O2, Static: true}, rewrite.Options{Tool: rewrite.ToolSyscall, Every: true})
-	var sys *report.Section
-	for i := range doc.Sections {
-		if doc.Sections[i].ID == "syscalls" {
-			sys = &doc.Sections[i]
-		}
-	}
+	sys := sectionOf(doc, "syscalls")
 	if sys == nil || len(sys.Blocks) != 2 {
 		t.Fatalf("syscalls section: %+v", sys)
 	}
@@ -100,12 +95,7 @@ func autoReport(t *testing.T, v fixtures.Variant, opts rewrite.Options) *report.
 // counts (5,001 calls) and their source lines, with the lines' text.
 func TestReportCounts(t *testing.T) {
 	doc := autoReport(t, fixtures.Variant{Opt: fixtures.O0}, rewrite.Options{Tool: rewrite.ToolBlock, Counts: true})
-	var sec *report.Section
-	for i := range doc.Sections {
-		if doc.Sections[i].ID == "counts" {
-			sec = &doc.Sections[i]
-		}
-	}
+	sec := sectionOf(doc, "counts")
 	if sec == nil || len(sec.Blocks) != 2 {
 		t.Fatalf("counts section: %+v", sec)
 	}
@@ -132,12 +122,7 @@ func TestReportCounts(t *testing.T) {
 // covers all its probes, and main is among the functions listed.
 func TestReportProbedCoverage(t *testing.T) {
 	doc := autoReport(t, fixtures.Variant{Opt: fixtures.O0}, rewrite.Options{})
-	var sec *report.Section
-	for i := range doc.Sections {
-		if doc.Sections[i].ID == "functions" {
-			sec = &doc.Sections[i]
-		}
-	}
+	sec := sectionOf(doc, "functions")
 	if sec == nil || sec.Title != "Coverage by function" {
 		t.Fatalf("no coverage-by-function section: %+v", sec)
 	}
@@ -158,4 +143,14 @@ func TestReportProbedCoverage(t *testing.T) {
 	if _, ok := rows["main"]; !ok {
 		t.Errorf("main not listed")
 	}
+}
+
+// sectionOf returns the section of doc with the given id, or nil.
+func sectionOf(doc *report.Document, id string) *report.Section {
+	for i := range doc.Sections {
+		if doc.Sections[i].ID == id {
+			return &doc.Sections[i]
+		}
+	}
+	return nil
 }
