@@ -50,6 +50,8 @@ Formats:
   csv        a header and one row per event: run, kind, tid, time,
              src/dst as module+0xoffset with function and file:line,
              value.
+  arrow      parquet's table as an Arrow IPC stream (pyarrow, polars,
+             DuckDB's Arrow readers), without the side tables.
 
 In the runtime's default mode each distinct event is recorded once per
 run, so counts mean "seen"; rewrite with --every for real counts. A
@@ -62,7 +64,7 @@ Memory grows with distinct locations, blocks and call contexts, not with
 events. Progress is shown when standard error is a terminal.
 
 Flags:
-  -f, --format FORMAT    pprof, collapsed, drcov, lcov, parquet or csv (required)
+  -f, --format FORMAT    pprof, collapsed, drcov, lcov, parquet, csv or arrow (required)
   -o, --output FILE      the file to write ("-": standard output) (required)
       --debug-dir DIR    separate debug files by build-id
                          (default /usr/lib/debug/.build-id)

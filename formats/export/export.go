@@ -23,23 +23,24 @@ const (
 	LCOV                        // lcov tracefile (genhtml)
 	Parquet                     // the trace table as Parquet, with symbol columns
 	CSV                         // one row per event, with names
+	Arrow                       // the Parquet export's table as an Arrow IPC stream (trace sql's input)
 )
 
-var formatNames = [...]string{PProf: "pprof", Collapsed: "collapsed", DrCov: "drcov", LCOV: "lcov", Parquet: "parquet", CSV: "csv"}
+var formatNames = [...]string{PProf: "pprof", Collapsed: "collapsed", DrCov: "drcov", LCOV: "lcov", Parquet: "parquet", CSV: "csv", Arrow: "arrow"}
 
 // Formats returns every format, in a fixed order.
-func Formats() []Format { return []Format{PProf, Collapsed, DrCov, LCOV, Parquet, CSV} }
+func Formats() []Format { return []Format{PProf, Collapsed, DrCov, LCOV, Parquet, CSV, Arrow} }
 
 // String returns the format's name as [ParseFormat] takes it.
 func (f Format) String() string {
-	if f >= PProf && f <= CSV {
+	if f >= PProf && f <= Arrow {
 		return formatNames[f]
 	}
 	return fmt.Sprintf("Format(%d)", uint8(f))
 }
 
 // ParseFormat returns the format named s ("pprof", "collapsed", "drcov",
-// "lcov", "parquet", "csv"; case does not matter).
+// "lcov", "parquet", "csv", "arrow"; case does not matter).
 func ParseFormat(s string) (Format, error) {
 	n := strings.ToLower(strings.TrimSpace(s))
 	for _, f := range Formats() {
@@ -237,6 +238,8 @@ func Write(ctx context.Context, w io.Writer, f Format, src Source, opts Options)
 		err = e.writeCSV(ctx, w)
 	case Parquet:
 		err = e.writeParquet(ctx, w)
+	case Arrow:
+		err = e.writeArrow(ctx, w)
 	default:
 		err = fmt.Errorf("unknown export format %v", f)
 	}

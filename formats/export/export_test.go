@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -594,6 +595,38 @@ func TestParquet(t *testing.T) {
 	}
 	if srcs[1] != 0x1120 {
 		t.Errorf("src[1] = %#x, want 0x1120", srcs[1])
+	}
+}
+
+// TestArrow: the Arrow IPC export holds the Parquet export's table: same
+// schema, the same rows and names.
+func TestArrow(t *testing.T) {
+	src := &sliceSource{mods: testMods, tool: formats.ToolCall, rows: callRows()}
+	out, _ := export(t, Arrow, src, Options{})
+	rd, err := ipc.NewReader(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Release()
+	if !rd.Schema().Equal(ParquetSchema()) {
+		t.Fatalf("schema %v, want %v", rd.Schema(), ParquetSchema())
+	}
+	var kinds, dstFuncs []string
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		for i := 0; i < int(rec.NumRows()); i++ {
+			kinds = append(kinds, rec.Column(formats.NumCols+1).(*array.String).Value(i))
+			dstFuncs = append(dstFuncs, rec.Column(formats.NumCols+3).(*array.String).Value(i))
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"call", "call", "ind-call", "ret", "ret", "call", "ret", "run-end"}; !reflect.DeepEqual(kinds, want) {
+		t.Errorf("kinds %q, want %q", kinds, want)
+	}
+	if want := []string{"f", "g", "g", "f", "main", "f", "", ""}; !reflect.DeepEqual(dstFuncs, want) {
+		t.Errorf("dst_func %q, want %q", dstFuncs, want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -113,9 +114,8 @@ type nopCloser struct{ w io.Writer }
 func (n nopCloser) Write(p []byte) (int, error) { return n.w.Write(p) }
 
 // writeParquet writes the rows as Parquet (snappy, dictionary-encoded
-// strings), one row group per million rows.
+// names and small columns), one row group per million rows.
 func (e *exporter) writeParquet(ctx context.Context, w io.Writer) error {
-	schema := ParquetSchema()
 	// No dictionary for the columns of millions of values (time,
 	// addresses, values): it costs a hash lookup per row and is dropped
 	// for plain encoding once it grows. No statistics for the names:
@@ -124,11 +124,32 @@ func (e *exporter) writeParquet(ctx context.Context, w io.Writer) error {
 		parquet.WithDictionaryFor("time", false), parquet.WithDictionaryFor("src", false), parquet.WithDictionaryFor("dst", false),
 		parquet.WithDictionaryFor("value", false),
 		parquet.WithStatsFor("kind_name", false), parquet.WithStatsFor("src_func", false), parquet.WithStatsFor("dst_func", false))
-	fw, err := pqarrow.NewFileWriter(schema, nopCloser{w}, props, pqarrow.DefaultWriterProps())
+	fw, err := pqarrow.NewFileWriter(ParquetSchema(), nopCloser{w}, props, pqarrow.DefaultWriterProps())
 	if err != nil {
 		return err
 	}
-	bld := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	err = e.records(ctx, 1<<20, fw.Write)
+	if cerr := fw.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// writeArrow writes the rows as an Arrow IPC stream of the Parquet
+// export's table (ParquetSchema), a record batch per 64 Ki rows.
+func (e *exporter) writeArrow(ctx context.Context, w io.Writer) error {
+	iw := ipc.NewWriter(w, ipc.WithSchema(ParquetSchema()))
+	err := e.records(ctx, 1<<16, iw.Write)
+	if cerr := iw.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// records builds the rows into records of ParquetSchema of about n rows
+// each and hands each to write, which must not keep it.
+func (e *exporter) records(ctx context.Context, n int, write func(arrow.RecordBatch) error) error {
+	bld := array.NewRecordBuilder(memory.DefaultAllocator, ParquetSchema())
 	defer bld.Release()
 	f := bld.Fields()
 	var werr error
@@ -136,12 +157,11 @@ func (e *exporter) writeParquet(ctx context.Context, w io.Writer) error {
 		if werr != nil || f[0].Len() == 0 {
 			return
 		}
-		rec := bld.NewRecord()
-		werr = fw.Write(rec)
+		rec := bld.NewRecordBatch()
+		werr = write(rec)
 		rec.Release()
 	}
-	const groupRows = 1 << 20
-	err = e.eachBatch(ctx, func(b *Batch) {
+	err := e.eachBatch(ctx, func(b *Batch) {
 		// the trace's columns in bulk; the names row by row
 		f[formats.ColKind].(*array.Uint8Builder).AppendValues(b.Kind, nil)
 		f[formats.ColTID].(*array.Uint32Builder).AppendValues(b.TID, nil)
@@ -173,16 +193,13 @@ func (e *exporter) writeParquet(ctx context.Context, w io.Writer) error {
 			srcs.Append(sf)
 			dsts.Append(df)
 		}
-		if f[0].Len() >= groupRows {
+		if f[0].Len() >= n {
 			flush()
 		}
 	})
 	flush()
 	if err == nil {
 		err = werr
-	}
-	if cerr := fw.Close(); err == nil {
-		err = cerr
 	}
 	return err
 }
