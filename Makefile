@@ -6,7 +6,7 @@ GO ?= go
 
 build:
 	@mkdir -p bin
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -tags duckdb_arrow -o bin/ ./cmd/...
 
 test:
 	./scripts/test.sh

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-mkdir -p bin && go build -o bin/ ./cmd/...
+mkdir -p bin && go build -tags duckdb_arrow -o bin/ ./cmd/...
 work=${STINT_DEMO_DIR:-/tmp/stint-demo}
 rm -rf "$work" && mkdir -p "$work"
 # About 30 MB of text: this repository's sources, repeated.

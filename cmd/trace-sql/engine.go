@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	_ "github.com/duckdb/duckdb-go/v2"
@@ -17,9 +18,14 @@ import (
 	"github.com/stint-project/stint/internal/cli"
 )
 
+// exitNoArrow is the exit status of --arrow in a build without DuckDB's
+// Arrow interface: trace sql then exports Parquet instead.
+const exitNoArrow = 3
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("trace-sql", pflag.ContinueOnError)
 	format := fs.String("format", "table", "")
+	arrowIn := fs.Bool("arrow", false, "")
 	if err := cli.ParseFlags(fs, "trace-sql", args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			_, err = io.WriteString(stdout, help)
@@ -33,37 +39,57 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return cli.Usagef("--format %q: want table, csv or json (run 'trace-sql --help')", *format)
 	}
+	if *arrowIn && !arrowSupported {
+		return &cli.ExitStatus{Code: exitNoArrow, Msg: "--arrow: built without DuckDB's Arrow interface (build tag duckdb_arrow)"}
+	}
 	events, query := fs.Arg(0), fs.Arg(1)
 	db, err := sql.Open("duckdb", "")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	for _, v := range views(events) {
-		if _, err := db.ExecContext(ctx, v); err != nil {
-			return fmt.Errorf("%s: %w", events, err)
-		}
-	}
-	rows, err := db.QueryContext(ctx, query)
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	return w(stdout, rows)
+	defer conn.Close()
+	rows := "CREATE VIEW rows AS SELECT * FROM read_parquet(" + lit(events) + ")"
+	if *arrowIn {
+		if err := loadArrow(ctx, conn, os.Stdin); err != nil {
+			return fmt.Errorf("--arrow: %w", err)
+		}
+		rows = ""
+	}
+	for _, v := range views(rows, strings.TrimSuffix(events, ".parquet")) {
+		if _, err := conn.ExecContext(ctx, v); err != nil {
+			return fmt.Errorf("%s: %w", events, err)
+		}
+	}
+	res, err := conn.QueryContext(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	return w(stdout, res)
 }
 
-// views are the statements that make the tables of an export: events
-// (event rows, kinds by name), rows (every row), periods, modules, runs.
-func views(events string) []string {
-	base := strings.TrimSuffix(events, ".parquet")
-	lit := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-	return []string{
-		"CREATE VIEW rows AS SELECT * FROM read_parquet(" + lit(events) + ")",
+func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// views are the statements that make the tables of an export: rows
+// (every row: rowsView, or a table loadArrow made), events (event rows,
+// kinds by name), periods, and modules and runs from the side tables
+// beside base.
+func views(rowsView, base string) []string {
+	var out []string
+	if rowsView != "" {
+		out = append(out, rowsView)
+	}
+	return append(out,
 		fmt.Sprintf(`CREATE VIEW events AS SELECT run, kind_name AS kind, tid, "time", src_module, src, src_func,
 			dst_module, dst, dst_func, value FROM rows WHERE kind BETWEEN 1 AND %d`, formats.MaxKind),
 		fmt.Sprintf(`CREATE VIEW periods AS SELECT run, src AS period, "time", dst AS granted_ns, value AS used_ns
 			FROM rows WHERE kind = %d`, formats.KindPeriod),
-		"CREATE VIEW modules AS SELECT * FROM read_parquet(" + lit(base+".modules.parquet") + ")",
-		"CREATE VIEW runs AS SELECT * FROM read_parquet(" + lit(base+".runs.parquet") + ")",
-	}
+		"CREATE VIEW modules AS SELECT * FROM read_parquet("+lit(base+".modules.parquet")+")",
+		"CREATE VIEW runs AS SELECT * FROM read_parquet("+lit(base+".runs.parquet")+")",
+	)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,8 +16,10 @@ import (
 const sqlHelp = `Usage: trace sql [--format table|csv|json] [--no-symbols] QUERY TRACE...
 
 Run an SQL query over traces (trace files or merged traces) with an
-embedded DuckDB. The traces are exported as 'trace export -f parquet'
-does, into a temporary directory, and read as these views:
+embedded DuckDB. The traces stream to it as 'trace export -f arrow'
+writes them (a trace-sql built without DuckDB's Arrow interface, build
+tag duckdb_arrow, gets a Parquet export in a temporary directory
+instead), seen as these tables:
 
   events   one row per event: run, kind (jcc-taken, call, syscall, ...),
            tid, time (CLOCK_MONOTONIC ns), src_module, src, src_func,
@@ -86,14 +89,76 @@ func runSQL(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer os.RemoveAll(dir)
 	events := filepath.Join(dir, "events.parquet")
+	traces := fs.Args()[1:]
+	ok, err := sqlArrow(ctx, engine, *format, events, fs.Arg(0), traces, *noSyms, stdout, stderr)
+	if ok || err != nil {
+		return err
+	}
+	// a trace-sql without DuckDB's Arrow interface: over a Parquet export
 	eargs := []string{"-f", "parquet", "-o", events}
 	if *noSyms {
 		eargs = append(eargs, "--no-symbols")
 	}
-	if err := runExport(ctx, append(eargs, fs.Args()[1:]...), io.Discard, stderr); err != nil {
+	if err := runExport(ctx, append(eargs, traces...), io.Discard, stderr); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, engine, "--format", *format, events, fs.Arg(0))
+	return sqlQuery(exec.CommandContext(ctx, engine, "--format", *format, events, fs.Arg(0)), engine, stdout, stderr)
+}
+
+// sqlArrow runs query with the engine over the traces streamed to it as
+// Arrow IPC (trace export -f arrow), the module and run tables written
+// beside events; ok is false when the engine has no Arrow interface
+// (it exits at once with status 3).
+func sqlArrow(ctx context.Context, engine, format, events, query string, traces []string, noSyms bool, stdout, stderr io.Writer) (ok bool, err error) {
+	src, err := openSources(traces)
+	if err != nil {
+		return false, err
+	}
+	err = writeSideTables(events, src)
+	src.close()
+	if err != nil {
+		return false, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return false, err
+	}
+	cmd := exec.CommandContext(ctx, engine, "--arrow", "--format", format, events, query)
+	var engErr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, stdout, &engErr
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return false, fmt.Errorf("sql: %w", err)
+	}
+	pr.Close()
+	eargs := []string{"-f", "arrow", "-o", "-"}
+	if noSyms {
+		eargs = append(eargs, "--no-symbols")
+	}
+	var exportErr bytes.Buffer
+	xerr := runExport(ctx, append(eargs, traces...), pw, &exportErr)
+	pw.Close()
+	werr := cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(werr, &ee) && ee.ExitCode() == 3 {
+		return false, nil
+	}
+	if xerr != nil && werr == nil {
+		return true, xerr
+	}
+	stderr.Write(engErr.Bytes())
+	if werr != nil {
+		if errors.As(werr, &ee) {
+			return true, fmt.Errorf("sql: the query failed (%s exited %d)", filepath.Base(engine), ee.ExitCode())
+		}
+		return true, fmt.Errorf("sql: %w", werr)
+	}
+	return true, nil
+}
+
+// sqlQuery runs the engine's command, its output to stdout and stderr.
+func sqlQuery(cmd *exec.Cmd, engine string, stdout, stderr io.Writer) error {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Run(); err != nil {
 		var ee *exec.ExitError

@@ -16,8 +16,9 @@ import (
 	"github.com/stint-project/stint/rewrite"
 )
 
-// sqlEngineBuilt builds cmd/trace-sql (DuckDB, cgo) into the test's
-// directory; the test is skipped where cgo is off.
+// sqlEngineBuilt builds cmd/trace-sql (DuckDB, cgo, with its Arrow
+// interface) into the test's directory; the test is skipped where cgo is
+// off.
 func sqlEngineBuilt(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
@@ -27,7 +28,7 @@ func sqlEngineBuilt(t *testing.T) string {
 		t.Skip("cgo is off: trace-sql cannot be built")
 	}
 	p := filepath.Join(t.TempDir(), "trace-sql")
-	if out, err := exec.Command("go", "build", "-o", p, "../trace-sql").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-tags", "duckdb_arrow", "-o", p, "../trace-sql").CombinedOutput(); err != nil {
 		t.Fatalf("build trace-sql: %v\n%s", err, out)
 	}
 	return p
@@ -104,6 +105,18 @@ func TestSQL(t *testing.T) {
 	if len(again) != len(top) || strings.Join(again[1], ",") != strings.Join(top[1], ",") {
 		t.Errorf("the export gives %q, trace sql %q", again, top)
 	}
+
+	// an engine without the Arrow interface (exit 3 on --arrow): the
+	// same answer over a Parquet export
+	script := filepath.Join(t.TempDir(), "trace-sql")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n[ \"$1\" = --arrow ] && exit 3\nexec "+engine+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(sqlEngineEnv, script)
+	if pqTop := sqlCSV(t, sqlTop, r.traces...); strings.Join(pqTop[1], ",") != strings.Join(top[1], ",") {
+		t.Errorf("over Parquet: %q, over Arrow %q", pqTop, top)
+	}
+	t.Setenv(sqlEngineEnv, engine)
 
 	var stderr bytes.Buffer
 	err = runSQL(context.Background(), []string{"SELECT nope FROM events", r.traces[0]}, &bytes.Buffer{}, &stderr)
