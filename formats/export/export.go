@@ -264,6 +264,14 @@ type exporter struct {
 	used    []bool
 	stats   Stats
 	wheres  map[addr][3]string // csv: place, function and line per distinct address
+	names   [1024]nameSlot     // funcName's cache, by a hash of the address
+}
+
+// nameSlot is a funcName cache entry: the function's name at (mod, addr).
+type nameSlot struct {
+	addr addr
+	set  bool
+	name string
 }
 
 func newExporter(src Source, opts Options) *exporter {
@@ -374,11 +382,19 @@ func (e *exporter) place(id uint16, addr uint64) string {
 
 // funcName returns the name of the function containing addr, or "" when
 // unknown.
-func (e *exporter) funcName(id uint16, addr uint64) string {
-	if f := e.symbols(id).Func(addr); f != nil {
-		return f.Name
+func (e *exporter) funcName(id uint16, a uint64) string {
+	// a direct-mapped cache: a trace's rows repeat a few thousand
+	// addresses, and a symbol table lookup is a binary search
+	s := &e.names[(a*0x9e3779b97f4a7c15+uint64(id))>>54]
+	if s.set && s.addr == (addr{id, a}) {
+		return s.name
 	}
-	return ""
+	name := ""
+	if f := e.symbols(id).Func(a); f != nil {
+		name = f.Name
+	}
+	*s = nameSlot{addr: addr{id, a}, set: true, name: name}
+	return name
 }
 
 // frameName is a function's name for stacks: its name, or
