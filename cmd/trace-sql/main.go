@@ -19,10 +19,16 @@ sql QUERY TRACE...' exports the traces and runs this command.
 
 Flags:
       --format F   table (default), csv or json (one object a line)
+      --arrow      read the rows as an Arrow IPC stream on standard input
+                   ('trace export -f arrow'; 'trace sql' does this), the
+                   module and run tables beside EVENTS.parquet as usual;
+                   a build without DuckDB's Arrow interface (build tag
+                   duckdb_arrow) exits 3
 
 Example:
   trace export -f parquet -o run.parquet run.arrow
   trace-sql run.parquet "SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY n DESC"
 
-Exit status: 0 ok, 1 error (the query's too), 2 usage error.
+Exit status: 0 ok, 1 error (the query's too), 2 usage error, 3 --arrow
+not built in.
 `
