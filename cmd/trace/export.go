@@ -51,7 +51,8 @@ Formats:
              src/dst as module+0xoffset with function and file:line,
              value.
   arrow      parquet's table as an Arrow IPC stream (pyarrow, polars,
-             DuckDB's Arrow readers), without the side tables.
+             DuckDB's Arrow readers), the names dictionary-encoded,
+             without the side tables.
 
 In the runtime's default mode each distinct event is recorded once per
 run, so counts mean "seen"; rewrite with --every for real counts. A

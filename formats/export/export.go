@@ -265,13 +265,45 @@ type exporter struct {
 	stats   Stats
 	wheres  map[addr][3]string // csv: place, function and line per distinct address
 	names   [1024]nameSlot     // funcName's cache, by a hash of the address
+	dict    nameDict           // the Arrow export's names (writeArrow)
 }
 
-// nameSlot is a funcName cache entry: the function's name at (mod, addr).
+// nameSlot is a funcName cache entry: the function's name at (mod, addr)
+// and its index in the exporter's dict (-1: not added yet).
 type nameSlot struct {
 	addr addr
 	set  bool
 	name string
+	idx  int32
+}
+
+// nameDict numbers distinct names: the dictionary of the Arrow export's
+// name columns, one for all three, growing as names appear.
+type nameDict struct {
+	idx    map[string]int32
+	values []string
+	kinds  [256]int32 // a kind's name's index + 1 (0: not added yet)
+}
+
+func (d *nameDict) index(s string) int32 {
+	if i, ok := d.idx[s]; ok {
+		return i
+	}
+	if d.idx == nil {
+		d.idx = map[string]int32{}
+	}
+	i := int32(len(d.values))
+	d.idx[s] = i
+	d.values = append(d.values, s)
+	return i
+}
+
+// kindIndex is the index of kind k's name.
+func (d *nameDict) kindIndex(k uint8) int32 {
+	if d.kinds[k] == 0 {
+		d.kinds[k] = d.index(formats.Kind(k).String()) + 1
+	}
+	return d.kinds[k] - 1
 }
 
 func newExporter(src Source, opts Options) *exporter {
@@ -385,16 +417,31 @@ func (e *exporter) place(id uint16, addr uint64) string {
 func (e *exporter) funcName(id uint16, a uint64) string {
 	// a direct-mapped cache: a trace's rows repeat a few thousand
 	// addresses, and a symbol table lookup is a binary search
+	return e.nameSlot(id, a).name
+}
+
+// nameSlot returns the cache entry of (id, a), filled.
+func (e *exporter) nameSlot(id uint16, a uint64) *nameSlot {
 	s := &e.names[(a*0x9e3779b97f4a7c15+uint64(id))>>54]
 	if s.set && s.addr == (addr{id, a}) {
-		return s.name
+		return s
 	}
 	name := ""
 	if f := e.symbols(id).Func(a); f != nil {
 		name = f.Name
 	}
-	*s = nameSlot{addr: addr{id, a}, set: true, name: name}
-	return name
+	*s = nameSlot{addr: addr{id, a}, set: true, name: name, idx: -1}
+	return s
+}
+
+// funcIndex is the index in e.dict of the name of the function at
+// (id, a) ("" when unknown).
+func (e *exporter) funcIndex(id uint16, a uint64) int32 {
+	s := e.nameSlot(id, a)
+	if s.idx < 0 {
+		s.idx = e.dict.index(s.name)
+	}
+	return s.idx
 }
 
 // frameName is a function's name for stacks: its name, or

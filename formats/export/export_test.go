@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -598,8 +599,14 @@ func TestParquet(t *testing.T) {
 	}
 }
 
-// TestArrow: the Arrow IPC export holds the Parquet export's table: same
-// schema, the same rows and names.
+// dictValue is row i of a dictionary-encoded string column.
+func dictValue(a arrow.Array, i int) string {
+	d := a.(*array.Dictionary)
+	return d.Dictionary().(*array.String).Value(d.GetValueIndex(i))
+}
+
+// TestArrow: the Arrow IPC export holds the Parquet export's table, its
+// names dictionary-encoded: the same rows and names.
 func TestArrow(t *testing.T) {
 	src := &sliceSource{mods: testMods, tool: formats.ToolCall, rows: callRows()}
 	out, _ := export(t, Arrow, src, Options{})
@@ -608,15 +615,15 @@ func TestArrow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rd.Release()
-	if !rd.Schema().Equal(ParquetSchema()) {
-		t.Fatalf("schema %v, want %v", rd.Schema(), ParquetSchema())
+	if !rd.Schema().Equal(ArrowSchema()) {
+		t.Fatalf("schema %v, want %v", rd.Schema(), ArrowSchema())
 	}
 	var kinds, dstFuncs []string
 	for rd.Next() {
 		rec := rd.RecordBatch()
 		for i := 0; i < int(rec.NumRows()); i++ {
-			kinds = append(kinds, rec.Column(formats.NumCols+1).(*array.String).Value(i))
-			dstFuncs = append(dstFuncs, rec.Column(formats.NumCols+3).(*array.String).Value(i))
+			kinds = append(kinds, dictValue(rec.Column(formats.NumCols+1), i))
+			dstFuncs = append(dstFuncs, dictValue(rec.Column(formats.NumCols+3), i))
 		}
 	}
 	if err := rd.Err(); err != nil {
@@ -627,6 +634,42 @@ func TestArrow(t *testing.T) {
 	}
 	if want := []string{"f", "g", "g", "f", "main", "f", "", ""}; !reflect.DeepEqual(dstFuncs, want) {
 		t.Errorf("dst_func %q, want %q", dstFuncs, want)
+	}
+}
+
+// TestArrowDeltas: names that first appear after the first record batch
+// reach the reader (the dictionary grows by deltas), and every row reads
+// back as the Parquet export has it.
+func TestArrowDeltas(t *testing.T) {
+	var rows []row
+	for range 70000 { // more than a record batch of calls main -> f
+		rows = append(rows, row{Event: ev(formats.KindCall, 1, 0, 0x1010, 0, 0x1100)})
+	}
+	rows = append(rows, callRows()...) // then g and a ret, new names
+	src := &sliceSource{mods: testMods, tool: formats.ToolCall, rows: rows}
+	out, _ := export(t, Arrow, src, Options{})
+	rd, err := ipc.NewReader(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Release()
+	var got []string
+	batches := 0
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		batches++
+		for i := 0; i < int(rec.NumRows()); i++ {
+			got = append(got, dictValue(rec.Column(formats.NumCols+1), i)+" "+dictValue(rec.Column(formats.NumCols+2), i)+" "+dictValue(rec.Column(formats.NumCols+3), i))
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if batches < 2 || len(got) != len(rows) {
+		t.Fatalf("%d batches, %d rows; want 2 or more, %d", batches, len(got), len(rows))
+	}
+	if got[0] != "call main f" || got[70000] != "call main f" || got[70001] != "call f g" || got[70003] != "ret g f" || got[len(got)-1] != "run-end  " {
+		t.Errorf("rows read back: %q %q %q %q %q", got[0], got[70000], got[70001], got[70003], got[len(got)-1])
 	}
 }
 

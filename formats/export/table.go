@@ -128,36 +128,70 @@ func (e *exporter) writeParquet(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	err = e.records(ctx, 1<<20, fw.Write)
+	err = e.records(ctx, 1<<20, false, fw.Write)
 	if cerr := fw.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-// writeArrow writes the rows as an Arrow IPC stream of the Parquet
-// export's table (ParquetSchema), a record batch per 64 Ki rows.
+// writeArrow writes the rows as an Arrow IPC stream of ArrowSchema, a
+// record batch per 64 Ki rows: the Parquet export's table with the names
+// dictionary-encoded (one dictionary, growing, sent as deltas).
 func (e *exporter) writeArrow(ctx context.Context, w io.Writer) error {
-	iw := ipc.NewWriter(w, ipc.WithSchema(ParquetSchema()))
-	err := e.records(ctx, 1<<16, iw.Write)
+	iw := ipc.NewWriter(w, ipc.WithSchema(ArrowSchema()), ipc.WithDictionaryDeltas(true))
+	err := e.records(ctx, 1<<16, true, iw.Write)
 	if cerr := iw.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-// records builds the rows into records of ParquetSchema of about n rows
-// each and hands each to write, which must not keep it.
-func (e *exporter) records(ctx context.Context, n int, write func(arrow.RecordBatch) error) error {
-	bld := array.NewRecordBuilder(memory.DefaultAllocator, ParquetSchema())
+// ArrowSchema is ParquetSchema with kind_name, src_func and dst_func
+// dictionary-encoded (int32 indices into strings).
+func ArrowSchema() *arrow.Schema {
+	ps := ParquetSchema()
+	fs := ps.Fields()
+	dict := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
+	for i := formats.NumCols + 1; i < len(fs); i++ {
+		fs[i].Type = dict
+	}
+	md := ps.Metadata()
+	return arrow.NewSchema(fs, &md)
+}
+
+// numSchema is ParquetSchema's columns up to run: what records builds
+// with a record builder (the names it builds itself).
+func numSchema() *arrow.Schema {
+	return arrow.NewSchema(ParquetSchema().Fields()[:formats.NumCols+1], nil)
+}
+
+// records builds the rows into records of about n rows each, of
+// ArrowSchema when dict is set, else of ParquetSchema, and hands each to
+// write, which must not keep it.
+func (e *exporter) records(ctx context.Context, n int, dict bool, write func(arrow.RecordBatch) error) error {
+	mem := memory.DefaultAllocator
+	bld := array.NewRecordBuilder(mem, numSchema())
 	defer bld.Release()
 	f := bld.Fields()
+	names := newNameBuilders(mem, dict)
+	defer names.release()
+	schema := ParquetSchema()
+	if dict {
+		schema = ArrowSchema()
+	}
 	var werr error
 	flush := func() {
 		if werr != nil || f[0].Len() == 0 {
 			return
 		}
-		rec := bld.NewRecordBatch()
+		num := bld.NewRecordBatch()
+		defer num.Release()
+		cols := append(num.Columns(), names.arrays(e.dict.values)...)
+		rec := array.NewRecordBatch(schema, cols, num.NumRows())
+		for _, c := range cols[formats.NumCols+1:] {
+			c.Release()
+		}
 		werr = write(rec)
 		rec.Release()
 	}
@@ -177,21 +211,8 @@ func (e *exporter) records(ctx context.Context, n int, write func(arrow.RecordBa
 		} else {
 			runs.AppendValues(make([]uint16, b.Len()), nil)
 		}
-		kinds, srcs, dsts := f[formats.NumCols+1].(*array.StringBuilder), f[formats.NumCols+2].(*array.StringBuilder), f[formats.NumCols+3].(*array.StringBuilder)
 		for i, k := range b.Kind {
-			kinds.Append(formats.Kind(k).String())
-			sf, df := "", ""
-			if ek, ok := eventKind(k); ok {
-				e.stats.Events++
-				sf = e.funcName(b.SrcModule[i], b.Src[i])
-				if ek != formats.KindSyscall {
-					df = e.funcName(b.DstModule[i], b.Dst[i])
-				}
-			} else {
-				e.stats.Records++
-			}
-			srcs.Append(sf)
-			dsts.Append(df)
+			names.row(e, k, b.SrcModule[i], b.Src[i], b.DstModule[i], b.Dst[i])
 		}
 		if f[0].Len() >= n {
 			flush()
