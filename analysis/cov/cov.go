@@ -402,7 +402,11 @@ func (s *state) segment(b *merge.Batch, lo, hi int, f *fileState, rec, count *ru
 	pm := f.pm
 	work, refusals := s.work[:0], s.refusals[:0]
 	for i, k := range kinds {
-		if k-1 >= uint8(formats.MaxKind) { // not an event, or a sample
+		dm := dms[i]
+		if k == uint8(formats.KindBlockCount) {
+			// a block that ran (rewrite --counts): its block event
+			k, dm = uint8(formats.KindBlock), sms[i]
+		} else if k-1 >= uint8(formats.MaxKind) { // not an event, or a sample
 			kind := formats.Kind(k)
 			ek, sampled := kind.Sampled()
 			if !sampled {
@@ -422,10 +426,13 @@ func (s *state) segment(b *merge.Batch, lo, hi int, f *fileState, rec, count *ru
 			k = uint8(ek) // a sample: its event, seen in this run
 		}
 		dst := dsts[i]
-		if k == uint8(formats.KindSyscall) {
+		switch {
+		case k == uint8(formats.KindSyscall):
 			dst = vals[i]
+		case dm != dms[i]: // a block count: src = dst = the block
+			dst = srcs[i]
 		}
-		w0, w1, ok := pack(k, srcs[i], dst, pm[sms[i]], pm[dms[i]])
+		w0, w1, ok := pack(k, srcs[i], dst, pm[sms[i]], pm[dm])
 		if !ok {
 			s.applyWide(wideKey(b, lo+i, formats.Kind(k), f.gm), done, count)
 			continue
@@ -528,7 +535,11 @@ func (s *state) flags(b *merge.Batch, i int, kind formats.Kind, f *fileState) ui
 // wideKey returns the key of event row i of kind kind (for a refusal
 // row, the refused event's kind) as a key that does not pack.
 func wideKey(b *merge.Batch, i int, kind formats.Kind, gm []uint32) key {
-	return key{b.Src[i], eventDst(b, i, kind), uint64(kind)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[b.DstModule[i]])}
+	dst, dm := eventDst(b, i, kind), b.DstModule[i]
+	if formats.Kind(b.Kind[i]) == formats.KindBlockCount { // as its block event
+		dst, dm = b.Src[i], b.SrcModule[i]
+	}
+	return key{b.Src[i], dst, uint64(kind)<<48 | uint64(gm[b.SrcModule[i]])<<24 | uint64(gm[dm])}
 }
 
 // eventDst returns the destination part of the key of event row i of

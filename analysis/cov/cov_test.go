@@ -244,3 +244,25 @@ func seqf(n int) []float64 {
 	}
 	return xs
 }
+
+// TestCompareBlockCounts: a block-count run (rewrite --tool block
+// --counts) covers the blocks whose count moved, as a block trace's
+// block events would, against a full run of block events.
+func TestCompareBlockCounts(t *testing.T) {
+	dir := t.TempDir()
+	block := func(a uint64) formats.Event {
+		return formats.Event{Kind: formats.KindBlock, TID: 1, SrcModule: 0, Src: a, DstModule: 0, Dst: a}
+	}
+	count := func(a, n uint64) formats.Event {
+		return formats.Event{Kind: formats.KindBlockCount, SrcModule: 0, Src: a, DstModule: formats.NoModule, Dst: n, Value: n}
+	}
+	full := write(t, dir, "full.arrow", "d00d", block(0x100), block(0x140), block(0x180), block(0x1c0))
+	run := write(t, dir, "counts.arrow", "d00d", count(0x100, 5), count(0x180, 1), count(0x200, 3))
+	rep, err := Compare(context.Background(), []string{run}, full, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.FullEvents != 4 || rep.Covered != 2 || rep.Extra != 1 {
+		t.Errorf("full %d, covered %d, extra %d; want 4, 2 and 1 (0x200)", rep.FullEvents, rep.Covered, rep.Extra)
+	}
+}
