@@ -381,7 +381,7 @@ func (a *auto) overshoot() (Section, error) {
 		return s, nil
 	}
 	f, err := HistogramFigure("fig-overshoot", "Overshoot per period", fmt.Sprintf("How far the %d periods that overshot went past their grant (used − granted, µs). Periods within their budget are not counted.", len(us)),
-		"overshoot (µs)", "periods over budget", us)
+		"overshoot (µs)", "periods", "periods over budget", us)
 	if err != nil {
 		return s, err
 	}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -51,6 +52,16 @@ func (a *auto) counts() (Section, error) {
 		bt.Rows = append(bt.Rows, []Cell{Text(b.name), Text(b.module), Text(where), Textf("%d", b.execs), Bar(float64(b.execs) / float64(total))})
 	}
 	s.Blocks = []Block{t, bt}
+	logs := make([]float64, len(blocks))
+	for i, b := range blocks {
+		logs[i] = math.Log10(float64(b.execs))
+	}
+	f, err := HistogramFigure("fig-counts", "Blocks by executions", "How many blocks ran how often: each bar counts the blocks whose executions fall in its range, on a log scale (1 = 10 executions, 6 = a million).",
+		"log10 of a block's executions", "blocks", "blocks that ran", logs)
+	if err != nil {
+		return s, err
+	}
+	s.Blocks = append(s.Blocks, f)
 	return s, nil
 }
 

@@ -200,8 +200,9 @@ func (integerTicks) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
-// HistogramFigure draws a histogram of values (e.g. overshoots in µs).
-func HistogramFigure(id, title, caption, xLabel, name string, values []float64) (*Figure, error) {
+// HistogramFigure draws a histogram of values (e.g. overshoots in µs),
+// counting yLabel (e.g. periods) per bin.
+func HistogramFigure(id, title, caption, xLabel, yLabel, name string, values []float64) (*Figure, error) {
 	if len(values) == 0 {
 		return nil, errors.New("histogram: no values")
 	}
@@ -214,7 +215,7 @@ func HistogramFigure(id, title, caption, xLabel, name string, values []float64) 
 	h.FillColor = colour(3)
 	h.LineStyle.Color = color.White
 	h.LineStyle.Width = vg.Points(0.75)
-	p := newPlot(xLabel, "periods")
+	p := newPlot(xLabel, yLabel)
 	p.Add(h)
 	p.Legend.Add(name, h)
 	p.Legend.Left = false

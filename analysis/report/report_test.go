@@ -696,4 +696,12 @@ func TestAutoCounts(t *testing.T) {
 	if strings.Contains(p.text, "block executions (no block counts") {
 		t.Errorf("counts listed as not shown")
 	}
+	if _, ok := p.figures(t)["fig-counts"]; !ok {
+		t.Errorf("no figure of blocks by executions")
+	}
+	out := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Check(t, out, 1100, 3000, 0, nil)
 }

@@ -96,8 +96,11 @@ func autoReport(t *testing.T, v fixtures.Variant, opts rewrite.Options) *report.
 func TestReportCounts(t *testing.T) {
 	doc := autoReport(t, fixtures.Variant{Opt: fixtures.O0}, rewrite.Options{Tool: rewrite.ToolBlock, Counts: true})
 	sec := sectionOf(doc, "counts")
-	if sec == nil || len(sec.Blocks) != 2 {
+	if sec == nil || len(sec.Blocks) != 3 {
 		t.Fatalf("counts section: %+v", sec)
+	}
+	if _, ok := sec.Blocks[2].(*report.Figure); !ok {
+		t.Errorf("third block %T, want the figure of blocks by executions", sec.Blocks[2])
 	}
 	entry := false
 	for _, row := range sec.Blocks[1].(*report.Table).Rows {
