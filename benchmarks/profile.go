@@ -12,16 +12,26 @@ import (
 // label for its row, and the rewrite's flags.
 type benchVariant struct{ name, label, flags string }
 
+// peer is a tool a profile runs the same workloads under, for
+// comparison: its row's label and the command line before the program.
+type peer struct {
+	label string
+	argv  []string
+}
+
 // callgrindDefault is callgrind's default tool, which counts every basic
-// block and records every call.
-var callgrindDefault = []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"}
+// block and records every call; callgrindJumps also records every jump.
+var (
+	callgrindDefault = peer{"callgrind", []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"}}
+	callgrindJumps   = peer{"callgrind --collect-jumps=yes", []string{"valgrind", "--tool=callgrind", "--collect-jumps=yes", "--callgrind-out-file=/dev/null"}}
+)
 
 // profile times what (a profiler: block counts, calls) on gzip -c of 4
 // MiB and on the sqlite3 workload on 5,000 rows: natively, rewritten with
 // each variant (gzip itself, libsqlite3) and under peer, in one
 // invocation each. A variant named "rows" gets RowsRuns (its traces are
 // gigabytes), the others EveryRuns.
-func (s *Suite) profile(ctx context.Context, rep *Report, what string, vs []benchVariant, peer []string) error {
+func (s *Suite) profile(ctx context.Context, rep *Report, what string, vs []benchVariant, pr peer) error {
 	cfg := s.Config
 	small := filepath.Join(cfg.WorkDir, "input-4M.txt")
 	if err := TextInput(small, 4<<20); err != nil {
@@ -36,7 +46,7 @@ func (s *Suite) profile(ctx context.Context, rep *Report, what string, vs []benc
 		}
 		gz = append(gz, variant{v.label, Cmd{Argv: []string{bin, "-c"}, Stdin: small, Out: out, Env: s.traceEnv("gzip-" + v.name), Pin: true}, s.variantRuns(v.name)})
 	}
-	gz = append(gz, variant{"callgrind", Cmd{Argv: append(append([]string{}, peer...), "/usr/bin/gzip", "-c"), Stdin: small, Out: out, Pin: true}, s.CallgrindRuns})
+	gz = append(gz, variant{pr.label, Cmd{Argv: append(append([]string{}, pr.argv...), "/usr/bin/gzip", "-c"), Stdin: small, Out: out, Pin: true}, s.CallgrindRuns})
 	fmt.Fprintf(cfg.Log, "gzip 4 MiB, %s\n", what)
 	t, err := s.timeVariants(ctx, gz)
 	if err != nil {
@@ -63,7 +73,7 @@ func (s *Suite) profile(ctx context.Context, rep *Report, what string, vs []benc
 		env := append(s.traceEnv("sqlite-"+v.name), "LD_LIBRARY_PATH="+d)
 		sq = append(sq, variant{v.label, Cmd{Argv: []string{"sqlite3", ":memory:"}, Stdin: input, Env: env, Pin: true}, s.variantRuns(v.name)})
 	}
-	sq = append(sq, variant{"callgrind", Cmd{Argv: append(append([]string{}, peer...), "sqlite3", ":memory:"), Stdin: input, Pin: true}, s.CallgrindRuns})
+	sq = append(sq, variant{pr.label, Cmd{Argv: append(append([]string{}, pr.argv...), "sqlite3", ":memory:"), Stdin: input, Pin: true}, s.CallgrindRuns})
 	fmt.Fprintf(cfg.Log, "sqlite3 on 5,000 rows, %s\n", what)
 	if t, err = s.timeVariants(ctx, sq); err != nil {
 		return err
