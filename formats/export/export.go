@@ -278,7 +278,8 @@ type nameSlot struct {
 }
 
 // nameDict numbers distinct names: the dictionary of the Arrow export's
-// name columns, one for all three, growing as names appear.
+// name columns, one for all three, growing as names appear. Index 0 is
+// the empty name (no function known, or none asked for).
 type nameDict struct {
 	idx    map[string]int32
 	values []string
@@ -290,7 +291,11 @@ func (d *nameDict) index(s string) int32 {
 		return i
 	}
 	if d.idx == nil {
-		d.idx = map[string]int32{}
+		d.idx = map[string]int32{"": 0}
+		d.values = []string{""}
+		if s == "" {
+			return 0
+		}
 	}
 	i := int32(len(d.values))
 	d.idx[s] = i

@@ -50,8 +50,7 @@ func (nb *nameBuilders) row(e *exporter, k uint8, sm uint16, src uint64, dm uint
 		e.stats.Records++
 	}
 	if nb.dict {
-		empty := e.dict.index("")
-		sf, df := empty, empty
+		var sf, df int32 // the empty name
 		if ev {
 			sf = e.funcIndex(sm, src)
 			if ek != formats.KindSyscall {
