@@ -545,8 +545,8 @@ func (a *auto) summary() {
 		if len(a.cov.Runs) > 0 {
 			d.Summary = append(d.Summary, Stat{Label: "first run alone", Value: pct(a.cov.Runs[0].Coverage)})
 		}
-	} else if _, blocks, total := a.countedFuncs(); total > 0 {
-		d.Summary = append(d.Summary, Stat{Label: "block executions counted", Value: fmt.Sprintf("%d", total), Note: fmt.Sprintf("%d blocks ran", len(blocks))})
+	} else if blocks, total := a.countTotals(); total > 0 {
+		d.Summary = append(d.Summary, Stat{Label: "block executions counted", Value: fmt.Sprintf("%d", total), Note: fmt.Sprintf("%d blocks ran", blocks)})
 	} else {
 		_, union := a.loader.Cumulative()
 		d.Summary = append(d.Summary, Stat{Label: fmt.Sprintf("distinct events in %d run%s", n, plural(n)), Value: fmt.Sprintf("%d", union), Note: "no full run given"})

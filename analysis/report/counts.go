@@ -65,6 +65,19 @@ func (a *auto) counts() (Section, error) {
 	return s, nil
 }
 
+// countTotals returns how many blocks the runs' block counts have and
+// their executions, without naming them (the summary's figures).
+func (a *auto) countTotals() (blocks int, total int64) {
+	seen := map[Callee]bool{}
+	for _, r := range a.runs {
+		for at, n := range r.Counts {
+			seen[at] = true
+			total += n
+		}
+	}
+	return len(seen), total
+}
+
 // countedFuncs sums the runs' block counts by function and by block,
 // most executed first (ties by name); total is every execution counted.
 func (a *auto) countedFuncs() (funcs, blocks []countedFunc, total int64) {
