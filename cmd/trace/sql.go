@@ -136,8 +136,8 @@ func sqlArrow(ctx context.Context, engine, format, events, query string, traces 
 	if noSyms {
 		eargs = append(eargs, "--no-symbols")
 	}
-	var exportErr bytes.Buffer
-	xerr := runExport(ctx, append(eargs, traces...), pw, &exportErr)
+	// its summary and notes go where the Parquet path's go: nowhere
+	xerr := runExport(ctx, append(eargs, traces...), pw, io.Discard)
 	pw.Close()
 	werr := cmd.Wait()
 	var ee *exec.ExitError
@@ -148,26 +148,25 @@ func sqlArrow(ctx context.Context, engine, format, events, query string, traces 
 		return true, xerr
 	}
 	stderr.Write(engErr.Bytes())
-	if werr != nil {
-		if errors.As(werr, &ee) {
-			return true, fmt.Errorf("sql: the query failed (%s exited %d)", filepath.Base(engine), ee.ExitCode())
-		}
-		return true, fmt.Errorf("sql: %w", werr)
-	}
-	return true, nil
+	return true, engineErr(engine, werr)
 }
 
 // sqlQuery runs the engine's command, its output to stdout and stderr.
 func sqlQuery(cmd *exec.Cmd, engine string, stdout, stderr io.Writer) error {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Run(); err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("sql: the query failed (%s exited %d)", filepath.Base(engine), ee.ExitCode())
-		}
-		return fmt.Errorf("sql: %w", err)
+	return engineErr(engine, cmd.Run())
+}
+
+// engineErr is the error of a trace-sql run that ended with err.
+func engineErr(engine string, err error) error {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee):
+		return fmt.Errorf("sql: the query failed (%s exited %d)", filepath.Base(engine), ee.ExitCode())
 	}
-	return nil
+	return fmt.Errorf("sql: %w", err)
 }
 
 // sqlEngine finds the trace-sql command: $STINT_TRACE_SQL, beside this
