@@ -295,8 +295,10 @@ func (o *Options) check() error {
 		if err != nil {
 			return fmt.Errorf("period: %w", err)
 		}
-		if _, _, err := ParseBudget(o.Budget, p); o.Budget != "" && err != nil {
-			return err
+		if o.Budget != "" {
+			if _, _, err := ParseBudget(o.Budget, p); err != nil {
+				return err
+			}
 		}
 		if w := strings.TrimSpace(o.Window); w != "" && w != "none" {
 			if _, _, err := ParseBudget(w, p); err != nil {
