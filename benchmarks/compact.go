@@ -30,7 +30,7 @@ func (s *Suite) compact(ctx context.Context, rep *Report) error {
 		return err
 	}
 	for _, name := range []string{"gzip", "sqlite"} {
-		if err := s.compactSizes(rep, name); err != nil {
+		if err := s.compactSizes(rep, name, "compact", "branch"); err != nil {
 			return err
 		}
 	}
@@ -38,11 +38,12 @@ func (s *Suite) compact(ctx context.Context, rep *Report) error {
 }
 
 // compactSizes notes, for workload name, the bytes per event on disk of
-// its compact and row traces (all timed runs), and how fast the compact
-// ones decode (events per second of one thread's decoding).
-func (s *Suite) compactSizes(rep *Report, name string) error {
+// its compact (variant compact) and row (variant rows) traces (all
+// timed runs), and how fast the compact ones decode (events per second
+// of one thread's decoding); what names the traces in the notes.
+func (s *Suite) compactSizes(rep *Report, name, compact, what string) error {
 	dir := filepath.Join(s.Config.WorkDir, "traces")
-	traces, _ := filepath.Glob(filepath.Join(dir, name+"-compact", "*.arrow"))
+	traces, _ := filepath.Glob(filepath.Join(dir, name+"-"+compact, "*.arrow"))
 	var bytes, events int64
 	var decode time.Duration
 	for _, tr := range traces {
@@ -64,7 +65,7 @@ func (s *Suite) compactSizes(rep *Report, name string) error {
 		events += n
 	}
 	if events > 0 {
-		rep.Notes[name+" compact trace"] = fmt.Sprintf("%.3f bytes per event (%d events, %d bytes of paths files in %d runs); decoded at %.1f M events/s",
+		rep.Notes[name+" compact "+what+" trace"] = fmt.Sprintf("%.3f bytes per event (%d events, %d bytes of paths files in %d runs); decoded at %.1f M events/s",
 			float64(bytes)/float64(events), events, bytes, len(traces), float64(events)/decode.Seconds()/1e6)
 	}
 	rows, _ := filepath.Glob(filepath.Join(dir, name+"-rows", "*.arrow"))
@@ -83,7 +84,7 @@ func (s *Suite) compactSizes(rep *Report, name string) error {
 		}
 	}
 	if revents > 0 {
-		rep.Notes[name+" row trace"] = fmt.Sprintf("%.1f bytes per row (%d rows, %d bytes in %d runs)",
+		rep.Notes[name+" "+what+" row trace"] = fmt.Sprintf("%.1f bytes per row (%d rows, %d bytes in %d runs)",
 			float64(rbytes)/float64(revents), revents, rbytes, len(rows))
 	}
 	return nil

@@ -27,16 +27,26 @@ func (s *Suite) counts(ctx context.Context, rep *Report) error {
 	return s.redisPairs(ctx, rep, "exact block counts", countsVariants[:1])
 }
 
-// callsVariants: every call and return (INS-OP's call-chain profiler),
-// a row per event.
+// callsVariants: every call and return (INS-OP's call-chain profiler):
+// the compact trace (the branch path, decoded to its calls and returns),
+// the same with every probe calling the runtime, and a row per event
+// (the previous engine).
 var callsVariants = []benchVariant{
-	{"calls", "stint --tool call --every", "--tool call --every"},
+	{"calls", "stint --tool call --every (compact)", "--tool call --every"},
+	{"noppi", "stint --tool call --every --no-opt=ppi", "--tool call --every --no-opt ppi"},
+	{"rows", "stint --tool call --every --rows (previous engine)", "--tool call --every --rows"},
 }
 
-// calls measures every call and return the same way as counts.
+// calls measures every call and return the same way as counts, then
+// the traces' bytes per event and decoding speed (compactSizes).
 func (s *Suite) calls(ctx context.Context, rep *Report) error {
 	if err := s.profile(ctx, rep, "every call and return", callsVariants, callgrindDefault); err != nil {
 		return err
 	}
-	return s.redisPairs(ctx, rep, "every call and return", callsVariants)
+	for _, name := range []string{"gzip", "sqlite"} {
+		if err := s.compactSizes(rep, name, "calls", "call chain"); err != nil {
+			return err
+		}
+	}
+	return s.redisPairs(ctx, rep, "every call and return", callsVariants[:1])
 }

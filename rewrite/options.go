@@ -25,8 +25,8 @@ type Options struct {
 	// threads running one block at once lose none (slower: a locked add,
 	// and pushf/popf where the flags are live).
 	CountsAtomic bool
-	// Rows: with Every and tool branch, record a row per event (the
-	// previous encoding, kept to compare with) instead of a compact
+	// Rows: with Every and tool branch or call, record a row per event
+	// (the previous encoding, kept to compare with) instead of a compact
 	// complete trace (STINT_MF_PATHS; see Paths).
 	Rows bool
 	// Fallbacks (testing; compact traces): probe every jcc and ret from
@@ -388,11 +388,23 @@ func (o *Options) optionString() string {
 }
 
 // Paths reports whether the rewrite makes a compact complete trace: every
-// occurrence with tool branch, without Rows or Context. The probes then
-// append packets to per-thread buffers (STINT_MF_PATHS) and the output
-// carries the module's branch map (section .stint.paths).
+// occurrence with tool branch or call, without Rows or Context. The
+// probes then append packets to per-thread buffers (STINT_MF_PATHS) and
+// the output carries the module's branch map (section .stint.paths).
+// Tool call probes as tool branch does (the decoder walks the same
+// path) and its module says call: the decoder keeps the calls and
+// returns.
 func (o *Options) Paths() bool {
-	return o.Every && (o.Tool == 0 || o.Tool == ToolBranch) && !o.Rows && !o.Context && o.Sample == ""
+	return o.Every && (o.Tool == 0 || o.Tool == ToolBranch || o.Tool == ToolCall) && !o.Rows && !o.Context && o.Sample == ""
+}
+
+// probing returns the options the sites are planned and placed with:
+// a compact trace's tool call probes the path as tool branch does.
+func (o Options) probing() Options {
+	if o.Paths() {
+		o.Tool = ToolBranch
+	}
+	return o
 }
 
 // opt reports whether optimisation name is on.

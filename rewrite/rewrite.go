@@ -119,7 +119,7 @@ func parseBlob(b []byte) (blobInfo, error) {
 // rewrite runs the stages after the facts: policy, placement, patches,
 // then the output.
 func rewrite(opts Options, fx *facts.Facts, blob blobInfo, st *Stats) ([]byte, error) {
-	a, err := placeWithFallbacks(opts, fx, blob, st)
+	a, err := placeWithFallbacks(opts.probing(), fx, blob, st)
 	if err != nil {
 		return nil, err
 	}

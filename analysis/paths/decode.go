@@ -32,6 +32,7 @@ type Decoder struct {
 	Notes   []string // modules whose branch map could not be read
 	mods    *modules
 	threads []*chunks // in the order of their first chunk
+	only    uint64    // a mask of the kinds the tool records (1 << kind); 0 = all
 
 	lost, unprobed, inferred, resynced, skipped int
 }
@@ -59,6 +60,27 @@ func HasPaths(trace string) bool {
 	return err == nil
 }
 
+// ReadFile reads trace whole, as formats.ReadFile does, and appends the
+// events of its compact complete trace, if it has one, to its rows.
+func ReadFile(trace string) (*formats.Trace, Stats, error) {
+	tr, err := formats.ReadFile(trace)
+	if err != nil || !HasPaths(trace) {
+		return tr, Stats{}, err
+	}
+	d, err := Open(trace, Options{})
+	if err != nil {
+		return nil, Stats{}, fmt.Errorf("compact trace: %w", err)
+	}
+	st, err := d.Events(func(e formats.Event) error {
+		tr.Events = append(tr.Events, e)
+		return nil
+	})
+	if err != nil {
+		return nil, st, fmt.Errorf("compact trace %s%s: %w", trace, formats.PathsSuffix, err)
+	}
+	return tr, st, nil
+}
+
 // Open reads trace's metadata and its paths file, and loads the branch
 // maps of the rewritten modules.
 func Open(trace string, opts Options) (*Decoder, error) {
@@ -68,6 +90,11 @@ func Open(trace string, opts Options) (*Decoder, error) {
 	}
 	d := &Decoder{Trace: trace, Run: r.Run(), Modules: r.Modules()}
 	r.Release()
+	if d.Run.Tool == "call" {
+		// a call chain is walked as the branch path; it keeps the calls
+		// and returns (the sites tool call probes)
+		d.only = 1<<formats.KindCall | 1<<formats.KindIndCall | 1<<formats.KindRet
+	}
 	d.mods, d.Notes = loadModules(d.Modules, opts)
 	if err := d.readChunks(trace + formats.PathsSuffix); err != nil {
 		return nil, err

@@ -254,6 +254,9 @@ func (t *thread) run(max int) error {
 func (t *thread) out(k formats.Kind, src, dst uint64) error {
 	t.emitted++
 	s := t.s
+	if s.d.only != 0 && s.d.only&(1<<k) == 0 {
+		return nil
+	}
 	if pos := t.pr.Pos(); pos != t.lastPos {
 		t.lastPos, t.lastT = pos, s.d.timeAt(&s.c, pos)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/pprof/profile"
+	"github.com/stint-project/stint/analysis/paths"
 	"github.com/stint-project/stint/analysis/symbols"
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/formats/export"
@@ -98,7 +99,7 @@ func countKinds(t *testing.T, names []string, kinds ...formats.Kind) int {
 	t.Helper()
 	n := 0
 	for _, name := range names {
-		tr, err := formats.ReadFile(name)
+		tr, _, err := paths.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +356,7 @@ func checkGenhtml(t *testing.T, info string) {
 
 func TestExportTables(t *testing.T) {
 	r := traced(t, rewrite.ToolCall, true)
-	tr, err := formats.ReadFile(r.traces[0])
+	tr, _, err := paths.ReadFile(r.traces[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stint-project/stint/analysis/paths"
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/internal/cli"
 	"github.com/stint-project/stint/rewrite"
@@ -64,7 +65,7 @@ func TestSQL(t *testing.T) {
 	engine := sqlEngineBuilt(t)
 	t.Setenv(sqlEngineEnv, engine)
 	r := traced(t, rewrite.ToolCall, true)
-	tr, err := formats.ReadFile(r.traces[0])
+	tr, _, err := paths.ReadFile(r.traces[0])
 	if err != nil {
 		t.Fatal(err)
 	}

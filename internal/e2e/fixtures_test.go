@@ -59,25 +59,11 @@ func readTraces(t testing.TB, dir string) []*formats.Trace {
 	sort.Strings(names)
 	var out []*formats.Trace
 	for _, n := range names {
-		tr, err := formats.ReadFile(n)
+		// a compact complete trace's decoded events follow the rows
+		tr, st, err := paths.ReadFile(n)
 		if err != nil {
-			t.Errorf("read %s: %v", filepath.Base(n), err)
+			t.Errorf("read %s: %v (%+v)", filepath.Base(n), err, st)
 			continue
-		}
-		if paths.HasPaths(n) {
-			// a compact complete trace: its decoded events follow the rows
-			d, err := paths.Open(n, paths.Options{})
-			if err != nil {
-				t.Errorf("open compact trace %s: %v", filepath.Base(n), err)
-				continue
-			}
-			st, err := d.Events(func(e formats.Event) error {
-				tr.Events = append(tr.Events, e)
-				return nil
-			})
-			if err != nil {
-				t.Errorf("decode %s: %v (%+v)", filepath.Base(n), err, st)
-			}
 		}
 		out = append(out, tr)
 	}

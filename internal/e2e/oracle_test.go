@@ -116,12 +116,15 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 				// (edge probes, rewrite/edges.go), --every with a row
 				// per event, and --every as a compact trace, decoded.
 				// Compact traces are checked where they are supported
-				// (compactSupported).
-				sets := []rewrite.Options{{}, {Edges: rewrite.EdgesAll}, {Every: true, Rows: true}}
+				// (compactSupported). The call chain (--tool call
+				// --every) likewise, as rows and compact: its calls
+				// and returns.
+				call := rewrite.Options{Tool: rewrite.ToolCall, Every: true}
+				sets := []rewrite.Options{{}, {Edges: rewrite.EdgesAll}, {Every: true, Rows: true}, {Tool: rewrite.ToolCall, Every: true, Rows: true}}
 				if compactSupported(v) {
 					// and with every jcc and ret probed from elsewhere
 					// where it can be (pre-sites, marks: policy/marks.go)
-					sets = append(sets, rewrite.Options{Every: true}, rewrite.Options{Every: true, Fallbacks: true})
+					sets = append(sets, rewrite.Options{Every: true}, rewrite.Options{Every: true, Fallbacks: true}, call)
 				}
 				for _, opts := range sets {
 					every := opts.Every
@@ -145,6 +148,15 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 						// a compact trace: every branch the decoder can walk
 						keep = walkable(t, out, false)
 					}
+					if opts.Tool == rewrite.ToolCall {
+						keep = callsOnly(keep)
+						for e := range have {
+							if !callsOnly(func(edge) bool { return true })(e) && e.Kind < uint8(formats.KindPeriod) {
+								t.Errorf("a call chain holds %s", formats.Kind(e.Kind))
+								break
+							}
+						}
+					}
 					if !every {
 						compareSets(t, filterSet(want, keep), normalizeSet(have))
 						continue
@@ -158,6 +170,14 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// callsOnly keeps what keep keeps of the calls and returns.
+func callsOnly(keep func(edge) bool) func(edge) bool {
+	return func(e edge) bool {
+		k := formats.Kind(e.Kind)
+		return (k == formats.KindCall || k == formats.KindIndCall || k == formats.KindRet) && keep(e)
 	}
 }
 
