@@ -74,3 +74,27 @@ func TestDeps(t *testing.T) {
 		}
 	}
 }
+
+// TestPacketOpcodes checks that the runtime's PK_* packet opcodes in
+// runtime/src/stint.h are formats' Pkt* values.
+func TestPacketOpcodes(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "runtime", "src", "stint.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"SYNC": PktSync, "ASYNC": PktAsync, "ASYNC_END": PktAsyncEnd, "LOST": PktLost,
+		"SYNC_CALL": PktSyncCall, "PSB": PktPSB, "ASYNC_TO": PktAsyncTo, "TIP": PktTIP, "TNT": PktTNT}
+	re := regexp.MustCompile(`(?m)^#define\s+PK_(\w+)\s+(0x[0-9a-f]+)`)
+	seen := 0
+	for _, m := range re.FindAllStringSubmatch(string(data), -1) {
+		v, _ := strconv.ParseInt(m[2], 0, 32)
+		w, ok := want[m[1]]
+		if !ok || int(v) != w {
+			t.Errorf("PK_%s = %s, formats has %#x (known %v)", m[1], m[2], w, ok)
+		}
+		seen++
+	}
+	if seen != len(want) {
+		t.Errorf("found %d PK_* opcodes in stint.h, want %d", seen, len(want))
+	}
+}

@@ -15,6 +15,10 @@ import (
 //	0x00            PAD: nothing (the zero tail of a buffer)
 //	b & 1 == 1      short TNT: 1-6 outcome bits in b>>1 under a leading 1
 //	0x02 + u64      long TNT: 1-63 outcome bits under a leading 1
+//	0x40+2k + k B   sized TNT (k = 1..8): 7-63 outcome bits under a
+//	                leading 1 in k little-endian bytes (the runtime's
+//	                form for more than 6 bits: most flushes, before a
+//	                TIP, hold a dozen)
 //	0x20+2k + k B   TIP: a destination, the low k bytes (k = 0..8) of its
 //	                XOR with the last address (little-endian)
 //	0x04 + u64      SYNC: execution (re-)enters instrumented code at this
@@ -61,6 +65,7 @@ const (
 	PktPSB      = 0x0e
 	PktAsyncTo  = 0x10
 	PktTIP      = 0x20 // + 2k, k = 0..8
+	PktTNT      = 0x40 // + 2k, k = 1..8
 )
 
 // PacketKind is what a decoded packet is.
@@ -171,6 +176,20 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 		}
 		r.pos += 9
 		return Packet{Kind: PacketTNT, Bits: v &^ (1 << n), N: n}, true, nil
+	case b > PktTNT && b <= PktTNT+16 && b%2 == 0:
+		k := int(b-PktTNT) / 2
+		if !need(1 + k) {
+			return p, false, fmt.Errorf("packet at %d: TNT of %d bytes cut short", at, k)
+		}
+		var x [8]byte
+		copy(x[:], r.data[r.pos+1:r.pos+1+k])
+		v := binary.LittleEndian.Uint64(x[:])
+		n := bits.Len64(v) - 1
+		if n < 1 {
+			return p, false, fmt.Errorf("packet at %d: TNT %#x without bits", at, v)
+		}
+		r.pos += 1 + k
+		return Packet{Kind: PacketTNT, Bits: v &^ (1 << n), N: n}, true, nil
 	case b >= PktTIP && b <= PktTIP+16 && b%2 == 0:
 		k := int(b-PktTIP) / 2
 		if !need(1 + k) {
@@ -253,8 +272,9 @@ func (w *PacketWriter) flushTNT() {
 	if w.tnt < 1<<7 {
 		w.Data = append(w.Data, byte(w.tnt<<1|1))
 	} else {
-		w.Data = append(w.Data, PktLongTNT)
-		w.Data = binary.LittleEndian.AppendUint64(w.Data, w.tnt)
+		k := (bits.Len64(w.tnt) + 7) / 8
+		w.Data = append(w.Data, byte(PktTNT+2*k))
+		w.Data = binary.LittleEndian.AppendUint64(w.Data, w.tnt)[:len(w.Data)+k]
 	}
 	w.tnt = 1
 }

@@ -113,6 +113,15 @@ func TestPacketsRoundTrip(t *testing.T) {
 	if len(w.Data) != 100*9 {
 		t.Errorf("6,300 bits took %d bytes, want 900 (63 per long TNT)", len(w.Data))
 	}
+	// A dozen bits, as before most TIPs, take 3 bytes: 2 and a header.
+	w = PacketWriter{}
+	for i := 0; i < 12; i++ {
+		w.Bit(i%5 == 0)
+	}
+	w.Flush()
+	if len(w.Data) != 3 || w.Data[0] != PktTNT+4 {
+		t.Errorf("12 bits took % x, want a TNT of 2 bytes", w.Data)
+	}
 }
 
 func TestPacketsMalformed(t *testing.T) {
@@ -126,7 +135,11 @@ func TestPacketsMalformed(t *testing.T) {
 		{[]byte{PktTIP + 6, 1}, "cut short"},
 		{[]byte{PktSync, 1}, "cut short"},
 		{[]byte{PktAsync, 1, 2, 3, 4, 5, 6, 7, 8, 9}, "cut short"},
-		{[]byte{0x42}, "unknown packet"},
+		{[]byte{PktTNT + 4, 1}, "TNT of 2 bytes cut short"},
+		{[]byte{PktTNT + 2, 1}, "without bits"},
+		{[]byte{PktTNT}, "unknown packet"},
+		{[]byte{PktTNT + 18}, "unknown packet"},
+		{[]byte{0x12}, "unknown packet"},
 		{[]byte{PktTIP + 18}, "unknown packet"},
 	} {
 		var r PacketReader

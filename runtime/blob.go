@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "5f55aecacc8a4e61b90e942307f3163ac94f0240f8b0a5c77461cd7abbe3f6ec"
+const BlobSHA256 = "296b758dfea2074a5b30acbfaf9ec44577c3cfeb220930de4c5f91ebf9313528"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

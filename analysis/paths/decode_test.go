@@ -151,7 +151,7 @@ func TestDecodeErrors(t *testing.T) {
 		want   string
 	}{
 		{"wrong packet", []formats.Chunk{{TID: 1, Data: w.Data}}, "needs an outcome bit"},
-		{"bad packet", []formats.Chunk{{TID: 1, Data: []byte{0x42}}}, "chunk 0: packet at 0: unknown packet byte"},
+		{"bad packet", []formats.Chunk{{TID: 1, Data: []byte{0x12}}}, "chunk 0: packet at 0: unknown packet byte"},
 		{"missing chunk", []formats.Chunk{{TID: 1, Seq: 1}}, "chunk 1 where chunk 0 should be"},
 		{"no place", []formats.Chunk{{TID: 1, Data: []byte{0x05}}}, "where the thread's place is unknown"},
 	} {

@@ -130,38 +130,40 @@ func (a *Asm) tipChecks(textLo, textHi uint64) []int {
 }
 
 // tipFlush writes the pending bits (their word's address in %rdi) at
-// the cursor %rdx as a short TNT (up to 6 bits) or a long one, and
-// empties the word, as pk_flush does.
+// the cursor %rdx as a short TNT (up to 6 bits) or a TNT of as many
+// bytes as they and their leading 1 take (8 stored, the ones past those
+// 0), and empties the word, as pk_flush does.
 //
 //	mov %gs:TNT,%rdi ; mov (%rdi),%rcx ; cmp $1,%rcx ; jbe done
-//	cmp $0x7f,%rcx ; ja long
-//	lea 1(%rcx,%rcx),%ecx ; mov %cl,(%rdx) ; lea 1(%rdx),%rdx ; jmp reset
-//	long: movb $2,(%rdx) ; mov %rcx,1(%rdx) ; lea 9(%rdx),%rdx
-//	reset: movq $1,(%rdi)
+//	movq $1,(%rdi) ; cmp $0x7f,%rcx ; ja long
+//	lea 1(%rcx,%rcx),%ecx ; mov %cl,(%rdx) ; lea 1(%rdx),%rdx ; jmp done
+//	long: mov %rcx,1(%rdx) ; bsr %rcx,%rcx ; shr $3,%ecx
+//	lea 0x42(%rcx,%rcx),%edi ; mov %dil,(%rdx) ; lea 2(%rdx,%rcx),%rdx
 //	done:
 func (a *Asm) tipFlush() {
 	a.gsOp(0x8b, 0x3c, runtime.PathsTNTOff) // mov %gs:TNT,%rdi
 	a.Emit(0x48, 0x8b, 0x0f)                // mov (%rdi),%rcx
 	a.Emit(0x48, 0x83, 0xf9, 0x01, 0x76, 0) // cmp $1,%rcx ; jbe done
 	done := a.off() - 1
+	a.Emit(0x48, 0xc7, 0x07, 1, 0, 0, 0)    // movq $1,(%rdi)
 	a.Emit(0x48, 0x83, 0xf9, 0x7f, 0x77, 0) // cmp $0x7f,%rcx ; ja long
 	long := a.off() - 1
 	a.Emit(0x8d, 0x4c, 0x09, 0x01, 0x88, 0x0a) // lea 1(%rcx,%rcx),%ecx ; mov %cl,(%rdx)
-	a.Emit(0x48, 0x8d, 0x52, 0x01, 0xeb, 0)    // lea 1(%rdx),%rdx ; jmp reset
-	reset := a.off() - 1
+	a.Emit(0x48, 0x8d, 0x52, 0x01, 0xeb, 0)    // lea 1(%rdx),%rdx ; jmp done
+	short := a.off() - 1
 	a.patchRel8(long, a.off())
-	a.Emit(0xc6, 0x02, byte(pktLongTNT)) // movb $2,(%rdx)
-	a.Emit(0x48, 0x89, 0x4a, 0x01)       // mov %rcx,1(%rdx)
-	a.Emit(0x48, 0x8d, 0x52, 0x09)       // lea 9(%rdx),%rdx
-	a.patchRel8(reset, a.off())
-	a.Emit(0x48, 0xc7, 0x07, 1, 0, 0, 0) // movq $1,(%rdi)
+	a.Emit(0x48, 0x89, 0x4a, 0x01)                       // mov %rcx,1(%rdx)
+	a.Emit(0x48, 0x0f, 0xbd, 0xc9, 0xc1, 0xe9, 0x03)     // bsr %rcx,%rcx ; shr $3,%ecx
+	a.Emit(0x8d, 0x7c, 0x09, pktTNT+2, 0x40, 0x88, 0x3a) // lea 0x42(%rcx,%rcx),%edi ; mov %dil,(%rdx)
+	a.Emit(0x48, 0x8d, 0x54, 0x0a, 0x02)                 // lea 2(%rdx,%rcx),%rdx
 	a.patchRel8(done, a.off())
+	a.patchRel8(short, a.off())
 }
 
 // Packet opcodes (formats/packets.go).
 const (
-	pktLongTNT = 0x02
-	pktTIP     = 0x20
+	pktTNT = 0x40
+	pktTIP = 0x20
 )
 
 // tipAppend writes the TIP of the destination %rsi at the cursor %rdx:

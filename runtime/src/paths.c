@@ -192,7 +192,9 @@ static inline void pk_u64(struct paths_thread *t, uint64_t v)
 	t->cur += 8;
 }
 
-/* Write the pending outcome bits: a short TNT for up to 6, else long. */
+/* Write the pending outcome bits: a short TNT for up to 6, else a TNT
+ * of as many bytes as they and their leading 1 take (8 are stored: the
+ * ones past those are 0, the PAD the chunk holds there). */
 static void pk_flush(struct stint_global *g, struct paths_thread *t)
 {
 	if (*t->tnt <= 1 || !pk_room(g, t))
@@ -201,8 +203,10 @@ static void pk_flush(struct stint_global *g, struct paths_thread *t)
 	if (v < (1u << 7)) {
 		*t->cur++ = (uint8_t)(v << 1 | 1);
 	} else {
-		*t->cur++ = PK_LONG_TNT;
-		pk_u64(t, v);
+		int k = (64 - __builtin_clzll(v) + 7) / 8;
+		*t->cur++ = (uint8_t)(PK_TNT + 2 * k);
+		s_memcpy(t->cur, &v, 8);
+		t->cur += k;
 	}
 	*t->tnt = 1;
 }

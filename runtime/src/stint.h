@@ -281,8 +281,7 @@ struct stint_tests {
 #define PATHS_RESTORERS  4                     /* signal restorer addresses remembered */
 #define PATHS_GS_INSN    1                     /* gs_mode: rdgsbase/wrgsbase (FSGSBASE) */
 #define PATHS_GS_PRCTL   2                     /* gs_mode: arch_prctl */
-#define PK_LONG_TNT 0x02                       /* the packets: formats/packets.go */
-#define PK_SYNC     0x04
+#define PK_SYNC     0x04                       /* the packets: formats/packets.go */
 #define PK_ASYNC    0x06
 #define PK_ASYNC_END 0x08
 #define PK_LOST     0x0a
@@ -290,6 +289,7 @@ struct stint_tests {
 #define PK_PSB      0x0e
 #define PK_ASYNC_TO 0x10
 #define PK_TIP      0x20
+#define PK_TNT      0x40 /* + 2k: k bytes of bits */
 
 /* One thread's state: found through %gs (paths_self). */
 struct paths_thread {
