@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "296b758dfea2074a5b30acbfaf9ec44577c3cfeb220930de4c5f91ebf9313528"
+const BlobSHA256 = "0e7ef8ed83e7aedc4d3bf540a44ee00b80476c93f29e858659d3e92151732c4c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -462,9 +462,12 @@ static void flush(struct stint_global *g)
 			__atomic_store_n(&ring->tagcount, ((uint64_t)(s + RING) << 32) | ROWS_PER_BATCH, __ATOMIC_RELEASE);
 		break;
 	}
-	/* End-of-stream marker, then cut the file after it. */
+	/* End-of-stream marker, then cut the file after it (grown first when
+	 * the last batch ends it exactly). */
 	uint64_t end = g->trace.next_pos;
 	uint8_t *e = (uint8_t *)g->trace.map + end;
+	if (end + 8 > g->trace.file_len)
+		ensure_len(g, end + 8);
 	if (end + 8 <= g->trace.file_len) {
 		put64(e, 0xffffffffULL);
 		if (fd_is_ours(g))
