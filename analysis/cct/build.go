@@ -69,6 +69,19 @@ func (f *Forest) Every() bool {
 	return len(f.Runs) > 0
 }
 
+// Timed reports whether the contexts' times (Node.NS) measure time:
+// every run recorded every call and return with its own time (--every
+// rows). A compact trace's events are timed by their place in their
+// chunk, which follows the branches recorded, not the clock.
+func (f *Forest) Timed() bool {
+	for _, r := range f.Runs {
+		if r.Compact {
+			return false
+		}
+	}
+	return f.Every()
+}
+
 // ContextMode reports whether every run was traced in the
 // context-preserving mode (rewrite --context), whose KindContext rows
 // the runtime wrote from its own exact shadow stacks: each context once,
@@ -105,6 +118,7 @@ type inode struct {
 	fid      uint32
 	calls    uint64
 	inferred uint64
+	ns       uint64 // time in the context: the frames' lives summed
 }
 
 type iedge struct {
@@ -131,6 +145,7 @@ type frame struct {
 	retMod  uint32
 	retSite uint64 // the call site; 0 with synthetic
 	synth   bool
+	t0      uint64 // the time of the event that pushed it
 }
 
 type thread struct {
@@ -139,6 +154,18 @@ type thread struct {
 	root  int32
 	stack []frame
 	st    Stats
+	now   uint64 // the time of its latest event
+}
+
+// popTo pops the frames above the first n, each adding its life (to the
+// thread's latest event) to its context's time.
+func (b *Builder) popTo(th *thread, n int) {
+	for _, f := range th.stack[n:] {
+		if th.now > f.t0 {
+			b.nodes[f.node].ns += th.now - f.t0
+		}
+	}
+	th.stack = th.stack[:n]
 }
 
 const noMod = 1<<32 - 1
@@ -227,7 +254,7 @@ func (b *Builder) AddFile(ctx context.Context, name string) error {
 	b.runOff = len(b.runs)
 	for _, ri := range r.Runs() {
 		b.runs = append(b.runs, RunInfo{File: name, Run: ri.Run, PID: ri.Info.PID, Tool: ri.Info.Tool,
-			Every: ri.Info.Flag("every"), Context: ri.Info.Flag("context")})
+			Every: ri.Info.Flag("every"), Context: ri.Info.Flag("context"), Compact: ri.Info.Flag("paths")})
 	}
 	for r.Next() {
 		if err := ctx.Err(); err != nil {
@@ -254,9 +281,11 @@ func (b *Builder) addBatch(bt *merge.Batch) {
 		switch kind {
 		case formats.KindCall, formats.KindIndCall:
 			th := b.thread(bt.RunOf(i), bt.TID[i])
+			th.now = max(th.now, bt.Time[i])
 			b.call(th, kind, gm[bt.SrcModule[i]], bt.Src[i], gm[bt.DstModule[i]], bt.Dst[i])
 		case formats.KindRet:
 			th := b.thread(bt.RunOf(i), bt.TID[i])
+			th.now = max(th.now, bt.Time[i])
 			b.ret(th, gm[bt.SrcModule[i]], bt.Src[i], gm[bt.DstModule[i]], bt.Dst[i])
 		case formats.KindContext:
 			th := b.thread(bt.RunOf(i), bt.TID[i])
@@ -371,7 +400,7 @@ func (b *Builder) call(th *thread, kind formats.Kind, sm uint32, src uint64, dm 
 	n := b.child(parent, fid)
 	b.nodes[n].calls++
 	b.edge(parent, sid, n, kind)
-	b.push(th, frame{node: n, fid: fid, retMod: sm, retSite: src})
+	b.push(th, frame{node: n, fid: fid, retMod: sm, retSite: src, t0: th.now})
 }
 
 func (b *Builder) edge(parent int32, sid uint32, n int32, kind formats.Kind) {
@@ -397,7 +426,7 @@ func (b *Builder) repair(th *thread, x uint32) {
 	for i := n - 2; i >= 0 && i >= n-repairScan; i-- {
 		if th.stack[i].fid == x {
 			th.st.Repaired += uint64(n - 1 - i)
-			th.stack = th.stack[:i+1]
+			b.popTo(th, i+1)
 			return
 		}
 	}
@@ -407,7 +436,7 @@ func (b *Builder) repair(th *thread, x uint32) {
 	c := b.child(th.top(), x)
 	b.nodes[c].inferred++
 	th.st.Inferred++
-	b.push(th, frame{node: c, fid: x, synth: true})
+	b.push(th, frame{node: c, fid: x, synth: true, t0: th.now})
 }
 
 func (b *Builder) ret(th *thread, sm uint32, src uint64, dm uint32, dst uint64) {
@@ -418,7 +447,7 @@ func (b *Builder) ret(th *thread, sm uint32, src uint64, dm uint32, dst uint64) 
 		if !f.synth && f.retMod == dm && dst > f.retSite && dst-f.retSite <= maxRetLen {
 			th.st.Matched++
 			th.st.Unwound += uint64(len(s) - 1 - i)
-			th.stack = s[:i]
+			b.popTo(th, i)
 			return
 		}
 	}
@@ -428,7 +457,7 @@ func (b *Builder) ret(th *thread, sm uint32, src uint64, dm uint32, dst uint64) 
 	}
 	if x := b.sites[b.site(sm, src)].fn; x != 0 && s[len(s)-1].fid == x-1 {
 		th.st.PoppedByFunc++
-		th.stack = s[:len(s)-1]
+		b.popTo(th, len(s)-1)
 	}
 }
 
@@ -466,12 +495,21 @@ func (b *Builder) context(th *thread, sm uint32, src uint64, dm uint32, dst uint
 	}
 }
 
-// Forest returns the trees built so far.
+// Forest returns the trees built so far. The frames still open count
+// their time to their thread's latest event.
 func (b *Builder) Forest() *Forest {
 	f := &Forest{Modules: slices.Clone(b.modules), Runs: slices.Clone(b.runs), Warnings: slices.Clone(b.warns)}
 	ptrs := make([]*Node, len(b.nodes))
+	open := make([]uint64, len(b.nodes))
+	for _, th := range b.thrs {
+		for _, fr := range th.stack {
+			if th.now > fr.t0 {
+				open[fr.node] += th.now - fr.t0
+			}
+		}
+	}
 	for i, n := range b.nodes {
-		p := &Node{Module: NoModule, Calls: n.calls, Inferred: n.inferred}
+		p := &Node{Module: NoModule, Calls: n.calls, Inferred: n.inferred, NS: n.ns + open[i]}
 		if n.parent >= 0 {
 			fn := b.funcs[n.fid]
 			p.Module, p.Entry = modIndex(fn.mod), fn.entry

@@ -541,3 +541,101 @@ func TestFrameStarts(t *testing.T) {
 		t.Error("inner table lost")
 	}
 }
+
+// TestTimes: a context's time runs from the call that entered it to the
+// return that left it (or the thread's last event), callees included;
+// self time leaves them out, and the file keeps it.
+func TestTimes(t *testing.T) {
+	at := func(e formats.Event, ns uint64) formats.Event { e.Time = ns; return e }
+	ev := []formats.Event{
+		at(call(1, "main", 0x10, "a"), 100),
+		at(call(1, "a", 0x10, "b"), 110),
+		at(ret(1, "b", "a", 0x10), 130),
+		at(call(1, "a", 0x20, "b"), 140),
+		at(ret(1, "b", "a", 0x20), 145),
+		at(ret(1, "a", "main", 0x10), 200),
+		at(call(1, "main", 0x30, "c"), 300),
+		at(call(1, "c", 0x10, "d"), 310),
+		// thread 2 runs b, which calls c, which never returns
+		at(call(2, "main", 0x10, "b"), 1000),
+		at(call(2, "b", 0x10, "c"), 1010),
+		at(ret(1, "d", "c", 0x10), 340), // thread 1 ends in c
+		at(call(2, "c", 0x20, "d"), 1100),
+		at(ret(2, "d", "c", 0x20), 1400),
+	}
+	f := build(t, Options{}, true, ev...)
+	want := map[string][2]uint64{ // inclusive, self
+		"main/a": {100, 75}, "main/a/b": {25, 25}, "main/c": {40, 10}, "main/c/d": {30, 30},
+		"main/b": {400, 10}, "main/b/c": {390, 90}, "main/b/c/d": {300, 300},
+	}
+	check := func(tr *Tree) {
+		seen := 0
+		tr.Walk(func(n *Node) bool {
+			if n.Parent == nil {
+				return true
+			}
+			path := ""
+			for p := n; p.Parent != nil; p = p.Parent {
+				for name, e := range fnAt {
+					if e == p.Entry {
+						path = "/" + name + path
+					}
+				}
+			}
+			path = "main" + path
+			w, ok := want[path]
+			if !ok {
+				t.Errorf("context %s", path)
+			} else if n.NS != w[0] || n.SelfNS() != w[1] {
+				t.Errorf("%s: %d ns, %d self; want %d and %d", path, n.NS, n.SelfNS(), w[0], w[1])
+			}
+			seen++
+			return true
+		})
+		if seen != len(want) {
+			t.Errorf("%d contexts, want %d", seen, len(want))
+		}
+	}
+	check(f.Merged)
+	var buf bytes.Buffer
+	if err := Write(&buf, f); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(g.Merged)
+}
+
+// TestFuncTimes: a function's self times add up over its contexts, and
+// its time counts a recursion once.
+func TestFuncTimes(t *testing.T) {
+	at := func(e formats.Event, ns uint64) formats.Event { e.Time = ns; return e }
+	ev := []formats.Event{
+		at(call(1, "main", 0x10, "a"), 0),
+		at(call(1, "a", 0x10, "a"), 10), // a calls itself
+		at(call(1, "a", 0x20, "b"), 20),
+		at(ret(1, "b", "a", 0x20), 50),
+		at(ret(1, "a", "a", 0x10), 60),
+		at(ret(1, "a", "main", 0x10), 100),
+		at(call(1, "main", 0x20, "b"), 200),
+		at(ret(1, "b", "main", 0x20), 210),
+	}
+	f := build(t, Options{}, true, ev...)
+	got := map[uint64]FuncTime{}
+	for _, ft := range f.Merged.FuncTimes() {
+		got[ft.Entry] = ft
+	}
+	// a: 100 in all (50 of them in its recursive call), of which 30 in b;
+	// b: 30 under a, 10 under main
+	if a := got[fnAt["a"]]; a.NS != 100 || a.SelfNS != 70 || a.Calls != 2 {
+		t.Errorf("a: %+v, want 100 ns, 70 self, 2 calls", a)
+	}
+	if b := got[fnAt["b"]]; b.NS != 40 || b.SelfNS != 40 || b.Calls != 2 {
+		t.Errorf("b: %+v, want 40 ns, 40 self, 2 calls", b)
+	}
+	if fts := f.Merged.FuncTimes(); len(fts) != 2 || fts[0].Entry != fnAt["a"] {
+		t.Errorf("order %+v, want a (most self time) first", fts)
+	}
+}

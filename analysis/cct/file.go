@@ -94,6 +94,7 @@ type nodeJSON struct {
 	Name     string `json:"name,omitempty"`
 	Calls    uint64 `json:"calls"`
 	Inferred uint64 `json:"inferred,omitempty"`
+	NS       uint64 `json:"ns,omitempty"` // time in the context, callees included
 	Depth    int    `json:"depth"`
 }
 
@@ -123,7 +124,7 @@ func Write(w io.Writer, f *Forest) error {
 		t.Walk(func(n *Node) bool {
 			id := len(tj.Nodes)
 			ids[n] = id
-			nj := nodeJSON{ID: id, Parent: -1, Module: n.Module, Entry: hex(n.Entry), Name: n.Name, Calls: n.Calls, Inferred: n.Inferred}
+			nj := nodeJSON{ID: id, Parent: -1, Module: n.Module, Entry: hex(n.Entry), Name: n.Name, Calls: n.Calls, Inferred: n.Inferred, NS: n.NS}
 			if n.Parent != nil {
 				nj.Parent = ids[n.Parent]
 				nj.Depth = depth[n.Parent] + 1
@@ -207,7 +208,7 @@ func (tj *treeJSON) tree(mods []Module, nruns int) (*Tree, *FormatError) {
 		case nj.Module < NoModule || nj.Module >= len(mods):
 			return nil, &FormatError{Where: where, Msg: fmt.Sprintf("module %d out of range (%d modules)", nj.Module, len(mods))}
 		}
-		n := &Node{Module: nj.Module, Entry: uint64(nj.Entry), Name: nj.Name, Calls: nj.Calls, Inferred: nj.Inferred}
+		n := &Node{Module: nj.Module, Entry: uint64(nj.Entry), Name: nj.Name, Calls: nj.Calls, Inferred: nj.Inferred, NS: nj.NS}
 		if i > 0 {
 			n.Parent = nodes[nj.Parent]
 			n.Parent.Children = append(n.Parent.Children, n)

@@ -36,6 +36,7 @@ type RunInfo struct {
 	Tool    string `json:"tool"`
 	Every   bool   `json:"every"`             // recorded every occurrence (rewrite --every); else each distinct (site, destination) once
 	Context bool   `json:"context,omitempty"` // context-preserving mode (rewrite --context): the runtime wrote each context once
+	Compact bool   `json:"compact,omitempty"` // a compact complete trace (its events timed by their place in their chunk)
 }
 
 // Node is a calling context: the path of function entries from the
@@ -46,6 +47,10 @@ type Node struct {
 	Name     string // function name, "" if unknown
 	Calls    uint64 // call events that entered this context
 	Inferred uint64 // entries without a call event, inferred from symbols (see the package documentation)
+	// NS is the time spent in this context, its callees included (ns,
+	// from the events' times: meaningful when [Forest.Timed]); a frame
+	// still open when its thread's events end closes at its last event.
+	NS uint64
 	Parent   *Node
 	Children []*Node // sorted by (Module, Entry)
 	Edges    []*Edge // the calls made in this context, sorted by (Module, Site, callee)
@@ -59,6 +64,19 @@ type Edge struct {
 	Kind   string // "call" or "ind-call"
 	Calls  uint64 // call events through this site in this context
 	Callee *Node
+}
+
+// SelfNS is n's time without its callees' (NS less its children's NS;
+// 0 if rounding makes that negative).
+func (n *Node) SelfNS() uint64 {
+	var kids uint64
+	for _, c := range n.Children {
+		kids += c.NS
+	}
+	if kids >= n.NS {
+		return 0
+	}
+	return n.NS - kids
 }
 
 // Depth returns the number of calls from the root to n (the root is 0).
@@ -308,7 +326,7 @@ func (t *Tree) Reroot(name string) *Tree {
 	}
 	r := Merge(t.Name+" below "+name, tops...)
 	r.Run, r.TID, r.Stats = t.Run, t.TID, t.Stats
-	r.Root.Calls, r.Root.Inferred, r.Root.Name = 0, 0, ""
+	r.Root.Calls, r.Root.Inferred, r.Root.NS, r.Root.Name = 0, 0, 0, ""
 	r.Stats.Nodes, r.Stats.Edges = r.Count()
 	r.Stats.Unnamed = r.unnamed()
 	return r
@@ -317,6 +335,7 @@ func (t *Tree) Reroot(name string) *Tree {
 func mergeInto(dst, src *Node) {
 	dst.Calls += src.Calls
 	dst.Inferred += src.Inferred
+	dst.NS += src.NS
 	if dst.Name == "" {
 		dst.Name = src.Name
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stint-project/stint/analysis/cct"
 	"github.com/stint-project/stint/analysis/cov"
 	"github.com/stint-project/stint/analysis/symbols"
 	"github.com/stint-project/stint/internal/progress"
@@ -94,6 +95,7 @@ type auto struct {
 	full             []*RunData
 	loader           *Loader
 	cov              *cov.Report
+	forest           *cct.Forest // the runs' call-context trees, once built (callForest)
 	doc              Document
 	vsFull, vsNative float64
 }
@@ -125,7 +127,7 @@ func (a *auto) document() (*Document, error) {
 		d.Sections = append(d.Sections, Section{Title: "Warnings", Blocks: bs})
 	}
 	var nothing []string
-	for _, f := range []func() (Section, error){a.coverage, a.counts, a.calls, a.flame, a.sampledCalls, a.syscalls, a.budget, a.qos, a.overshoot, a.slowdown, a.functions} {
+	for _, f := range []func() (Section, error){a.coverage, a.counts, a.calls, a.flame, a.selfTimes, a.sampledCalls, a.syscalls, a.budget, a.qos, a.overshoot, a.slowdown, a.functions} {
 		s, err := f()
 		if err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/stint-project/stint/analysis/cct"
 )
@@ -90,7 +91,7 @@ func (a *auto) flame() (Section, error) {
 		s.nothing = "flame graph (no call events)"
 		return s, nil
 	}
-	f, err := cct.Build(a.ctx, a.traces, cct.Options{Resolver: a.opts.Resolver})
+	f, err := a.callForest()
 	if err != nil {
 		return s, fmt.Errorf("flame graph: %w", err)
 	}
@@ -107,6 +108,63 @@ func (a *auto) flame() (Section, error) {
 	}
 	s.Blocks = []Block{&Flame{ID: "flame-calls", Title: "Calling contexts", Root: root,
 		Caption: "Click a context to zoom into it, reset zoom to go back; the search box highlights the functions whose name holds its text and says what share of the calls they make up. Contexts under 0.05% of the calls are left out."}}
+	return s, nil
+}
+
+// callForest builds the runs' call-context trees (once: the flame graph
+// and the self times share them).
+func (a *auto) callForest() (*cct.Forest, error) {
+	if a.forest == nil {
+		f, err := cct.Build(a.ctx, a.traces, cct.Options{Resolver: a.opts.Resolver})
+		if err != nil {
+			return nil, err
+		}
+		a.forest = f
+	}
+	return a.forest, nil
+}
+
+// selfTimes is the section of the functions that took the most time
+// themselves, their callees left out: from the call-context tree of
+// traces whose every call and return carries its own time (--every
+// rows; cct.Forest.Timed).
+func (a *auto) selfTimes() (Section, error) {
+	s := Section{ID: "self-time", Title: "Where the time goes"}
+	if !a.anyCalls() {
+		s.nothing = "self times (no call events)"
+		return s, nil
+	}
+	f, err := a.callForest()
+	if err != nil {
+		return s, fmt.Errorf("self times: %w", err)
+	}
+	if !f.Timed() {
+		s.nothing = "self times (they need every call and return with its own time: rewrite --tool call --every --rows)"
+		return s, nil
+	}
+	fts := f.Merged.FuncTimes()
+	var total time.Duration
+	for _, ft := range fts {
+		total += time.Duration(ft.SelfNS)
+	}
+	if total == 0 {
+		s.nothing = "self times (no time between the calls and returns)"
+		return s, nil
+	}
+	s.Intro = fmt.Sprintf("The time of every call these runs made, from the call to its return (%v in all), split by the function it was spent in, callees left out (self); total counts the callees too, and a recursion once.", total.Round(time.Microsecond))
+	n := a.opts.Functions
+	if n < 0 || n > len(fts) {
+		n = len(fts)
+	}
+	t := &Table{Columns: []Column{{Name: "function"}, {Name: "self", Numeric: true}, {Name: "share", Numeric: true}, {Name: "total", Numeric: true}, {Name: "calls", Numeric: true}}}
+	for _, ft := range fts[:n] {
+		t.Rows = append(t.Rows, []Cell{Text(ft.Name), Text(time.Duration(ft.SelfNS).Round(time.Microsecond).String()),
+			Bar(float64(ft.SelfNS) / float64(total)), Text(time.Duration(ft.NS).Round(time.Microsecond).String()), Textf("%d", ft.Calls)})
+	}
+	if n < len(fts) {
+		t.Caption = fmt.Sprintf("The %d of %d functions with the most self time.", n, len(fts))
+	}
+	s.Blocks = []Block{t}
 	return s, nil
 }
 

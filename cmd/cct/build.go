@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stint-project/stint/analysis/cct"
@@ -25,7 +26,10 @@ or merged traces) from their call, ind-call and ret events, and merge
 them: contexts are matched by their path of functions from the root (the
 threads' roots are one root; modules across runs match by build-id) and
 counts are summed. Prints a summary: counts, return matching, the
-largest contexts and the top of the tree.
+largest contexts, with --every --rows traces the functions by self time
+(from the events' times: each context's time runs from its call to its
+return, its callees' left out; a compact trace's events carry no time
+of their own), and the top of the tree.
 
 A return matches the nearest frame of the thread's shadow stack whose
 call site lies just before the return's destination; frames above it
@@ -52,7 +56,8 @@ Flags:
       --per-thread    also keep (and write) each thread's own tree
       --no-repair     no stack repair from symbols (names are kept)
       --max-depth N   shadow stack depth limit per thread (default 16384)
-      --top N         contexts in the summary's list (default 20; 0: none)
+      --top N         contexts and functions in the summary's lists (default
+                      20; 0: none)
       --depth N       levels of the tree printed (default 4; 0: none)
 `
 
@@ -147,6 +152,9 @@ func summary(out io.Writer, f *cct.Forest, top, depth int, file string) error {
 	}
 	if top != 0 {
 		writeTop(w, t, top, f.Every())
+		if f.Timed() {
+			writeFuncTimes(w, t, top)
+		}
 	}
 	if depth > 0 {
 		fmt.Fprintf(w, "\ntree (calls, +inferred entries; %d levels)\n", depth)
@@ -219,6 +227,29 @@ func writeTop(w io.Writer, t *cct.Tree, top int, every bool) {
 	fmt.Fprintln(tw, "calls\tbelow\tdepth\tcontext")
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\n", r.calls, r.sub, r.depth, joinPath(t.Path(r.n)))
+	}
+	tw.Flush()
+}
+
+// writeFuncTimes lists the functions with the most self time (--every
+// traces: times from the call and return events).
+func writeFuncTimes(w io.Writer, t *cct.Tree, top int) {
+	fts := t.FuncTimes()
+	var total uint64
+	for _, ft := range fts {
+		total += ft.SelfNS
+	}
+	if total == 0 {
+		return
+	}
+	if top > 0 && len(fts) > top {
+		fts = fts[:top]
+	}
+	fmt.Fprintf(w, "\nfunctions by self time (of %v in all)\n", time.Duration(total))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "self\tshare\ttotal\tcalls\tfunction")
+	for _, ft := range fts {
+		fmt.Fprintf(tw, "%v\t%.1f%%\t%v\t%d\t%s\n", time.Duration(ft.SelfNS), 100*float64(ft.SelfNS)/float64(total), time.Duration(ft.NS), ft.Calls, ft.Name)
 	}
 	tw.Flush()
 }

@@ -307,3 +307,30 @@ func top(t *cct.Tree) string {
 	})
 	return b.String()
 }
+
+// TestBuildSelfTimes: the summary of an --every --rows call trace lists
+// the functions by self time; a compact trace's, whose events carry no
+// time of their own, does not.
+func TestBuildSelfTimes(t *testing.T) {
+	pie := fixtures.Variant{Opt: fixtures.O2, PIE: true}
+	rows := traceFixtureOpts(t, "recurse", pie, rewrite.Options{Tool: rewrite.ToolCall, Every: true, Rows: true})
+	out, _, err := runCmd(append([]string{"build", "--top", "5"}, rows...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(out, "functions by self time")
+	if i < 0 {
+		t.Fatalf("no self times for a row trace:\n%s", out)
+	}
+	if list := out[i:]; !strings.Contains(list, "down") || strings.Count(list[:strings.Index(list, "\n\n")], "\n") > 7 {
+		t.Errorf("self times: want down among at most 5 functions:\n%s", list)
+	}
+	compact := traceFixtureOpts(t, "recurse", pie, rewrite.Options{Tool: rewrite.ToolCall, Every: true})
+	out, _, err = runCmd(append([]string{"build"}, compact...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "functions by self time") {
+		t.Errorf("self times for a compact trace:\n%s", out)
+	}
+}

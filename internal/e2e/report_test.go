@@ -47,6 +47,34 @@ func TestReportMostCalled(t *testing.T) {
 	}
 }
 
+// TestReportSelfTimes: report auto on a call trace whose calls and
+// returns carry their own times (--every --rows) shows where the time
+// goes, with down, which runs 5,001 times, among the functions; on a
+// compact one the section is left out, saying why.
+func TestReportSelfTimes(t *testing.T) {
+	doc := autoReport(t, fixtures.Variant{Opt: fixtures.O0}, rewrite.Options{Tool: rewrite.ToolCall, Every: true, Rows: true})
+	self := sectionOf(doc, "self-time")
+	if self == nil {
+		t.Fatal("no self-time section for a row trace")
+	}
+	found := false
+	for _, row := range self.Blocks[0].(*report.Table).Rows {
+		if row[0].Text == "down" {
+			found = row[4].Text == "5001"
+		}
+	}
+	if !found {
+		t.Errorf("down with 5001 calls is not among the functions by self time: %v", self.Blocks[0].(*report.Table).Rows)
+	}
+	doc = autoReport(t, fixtures.Variant{Opt: fixtures.O0}, rewrite.Options{Tool: rewrite.ToolCall, Every: true})
+	if sectionOf(doc, "self-time") != nil {
+		t.Error("self times for a compact trace")
+	}
+	if ns := sectionOf(doc, "not-shown"); ns == nil || !strings.Contains(ns.Blocks[0].(*report.Note).Text, "self times") {
+		t.Errorf("the not-shown section does not say why self times are missing: %+v", ns)
+	}
+}
+
 // TestReportSyscalls: report auto on a syscall trace (--tool syscall
 // --every) of a static fixture names the calls: the one printf's write,
 // and exit_group, with the timeline figure.
