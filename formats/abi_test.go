@@ -83,7 +83,7 @@ func TestPacketOpcodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int{"SYNC": PktSync, "ASYNC": PktAsync, "ASYNC_END": PktAsyncEnd, "LOST": PktLost,
-		"SYNC_CALL": PktSyncCall, "PSB": PktPSB, "ASYNC_TO": PktAsyncTo, "TIP": PktTIP, "TNT": PktTNT}
+		"SYNC_CALL": PktSyncCall, "PSB": PktPSB, "ASYNC_TO": PktAsyncTo, "TIP": PktTIP, "TNT": PktTNT, "RET_TIP": PktRetTIP}
 	re := regexp.MustCompile(`(?m)^#define\s+PK_(\w+)\s+(0x[0-9a-f]+)`)
 	seen := 0
 	for _, m := range re.FindAllStringSubmatch(string(data), -1) {

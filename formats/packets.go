@@ -15,6 +15,9 @@ import (
 //	0x00            PAD: nothing (the zero tail of a buffer)
 //	b & 1 == 1      short TNT: 1-6 outcome bits in b>>1 under a leading 1
 //	0x02 + u64      long TNT: 1-63 outcome bits under a leading 1
+//	0x60+2k + k B   RET_TIP (k = 0..8): a call chain's (STINT_MF_CALLS)
+//	                return at this address (as TIP) to the address on
+//	                top of the call stack, which it pops
 //	0x40+2k + k B   sized TNT (k = 1..8): 7-63 outcome bits under a
 //	                leading 1 in k little-endian bytes (the runtime's
 //	                form for more than 6 bits: most flushes, before a
@@ -66,6 +69,7 @@ const (
 	PktAsyncTo  = 0x10
 	PktTIP      = 0x20 // + 2k, k = 0..8
 	PktTNT      = 0x40 // + 2k, k = 1..8
+	PktRetTIP   = 0x60 // + 2k, k = 0..8
 )
 
 // PacketKind is what a decoded packet is.
@@ -81,6 +85,7 @@ const (
 	PacketSyncCall
 	PacketPSB
 	PacketAsyncTo
+	PacketRetTIP
 )
 
 func (k PacketKind) String() string {
@@ -103,6 +108,8 @@ func (k PacketKind) String() string {
 		return "PSB"
 	case PacketAsyncTo:
 		return "ASYNC_TO"
+	case PacketRetTIP:
+		return "RET_TIP"
 	}
 	return fmt.Sprintf("PacketKind(%d)", uint8(k))
 }
@@ -190,16 +197,20 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 		}
 		r.pos += 1 + k
 		return Packet{Kind: PacketTNT, Bits: v &^ (1 << n), N: n}, true, nil
-	case b >= PktTIP && b <= PktTIP+16 && b%2 == 0:
-		k := int(b-PktTIP) / 2
+	case b >= PktTIP && b <= PktTIP+16 && b%2 == 0, b >= PktRetTIP && b <= PktRetTIP+16 && b%2 == 0:
+		kind, base := PacketTIP, byte(PktTIP)
+		if b >= PktRetTIP {
+			kind, base = PacketRetTIP, PktRetTIP
+		}
+		k := int(b-base) / 2
 		if !need(1 + k) {
-			return p, false, fmt.Errorf("packet at %d: TIP of %d bytes cut short", at, k)
+			return p, false, fmt.Errorf("packet at %d: %s of %d bytes cut short", at, kind, k)
 		}
 		var x [8]byte
 		copy(x[:], r.data[r.pos+1:r.pos+1+k])
 		r.lastIP ^= binary.LittleEndian.Uint64(x[:])
 		r.pos += 1 + k
-		return Packet{Kind: PacketTIP, Addr: r.lastIP}, true, nil
+		return Packet{Kind: kind, Addr: r.lastIP}, true, nil
 	case b == PktSync || b == PktAsyncEnd || b == PktLost || b == PktPSB:
 		if !need(9) {
 			return p, false, fmt.Errorf("packet at %d: %#02x cut short", at, b)
@@ -280,11 +291,16 @@ func (w *PacketWriter) flushTNT() {
 }
 
 // TIP appends a destination.
-func (w *PacketWriter) TIP(addr uint64) {
+func (w *PacketWriter) TIP(addr uint64) { w.tip(PktTIP, addr) }
+
+// RetTIP appends a call chain's return at addr to the call stack's top.
+func (w *PacketWriter) RetTIP(addr uint64) { w.tip(PktRetTIP, addr) }
+
+func (w *PacketWriter) tip(op byte, addr uint64) {
 	w.flushTNT()
 	x := addr ^ w.lastIP
 	k := (bits.Len64(x) + 7) / 8
-	w.Data = append(w.Data, byte(PktTIP+2*k))
+	w.Data = append(w.Data, op+byte(2*k))
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], x)
 	w.Data = append(w.Data, b[:k]...)

@@ -26,6 +26,8 @@ func writeOps(ops []packetOp) []byte {
 			w.Bit(o.bit)
 		case PacketTIP:
 			w.TIP(o.a)
+		case PacketRetTIP:
+			w.RetTIP(o.a)
 		case PacketSync:
 			w.Sync(o.a)
 		case PacketAsync:
@@ -78,8 +80,10 @@ func TestPacketsRoundTrip(t *testing.T) {
 		switch n := rng.Intn(100); {
 		case n < 80:
 			ops = append(ops, packetOp{kind: PacketTNT, bit: rng.Intn(3) == 0})
-		case n < 95:
+		case n < 92:
 			ops = append(ops, packetOp{kind: PacketTIP, a: 0x555555554000 + uint64(rng.Intn(1<<20))})
+		case n < 95:
+			ops = append(ops, packetOp{kind: PacketRetTIP, a: 0x555555554000 + uint64(rng.Intn(1<<20))})
 		case n < 97:
 			ops = append(ops, packetOp{kind: PacketSync, a: rng.Uint64()})
 		case n < 98:
@@ -139,6 +143,8 @@ func TestPacketsMalformed(t *testing.T) {
 		{[]byte{PktTNT + 2, 1}, "without bits"},
 		{[]byte{PktTNT}, "unknown packet"},
 		{[]byte{PktTNT + 18}, "unknown packet"},
+		{[]byte{PktRetTIP + 4, 1}, "RET_TIP of 2 bytes cut short"},
+		{[]byte{PktRetTIP + 18}, "unknown packet"},
 		{[]byte{0x12}, "unknown packet"},
 		{[]byte{PktTIP + 18}, "unknown packet"},
 	} {

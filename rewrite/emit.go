@@ -36,7 +36,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 	for _, i := range e.tt.order {
 		t := e.tt.at[i]
 		in := &c.Insts[i]
-		a := &tramp.Asm{Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Static: !e.fx.Module.FS0IsThreadPointer(),
+		a := &tramp.Asm{Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
 			Countdown: e.plan.Countdown(), TextLo: e.fx.Module.TextLo, TextHi: e.fx.Module.TextHi}
 		if e.ps.switchable(i) {
 			a.Gate = e.l.GateAt + runtime.GateWord1

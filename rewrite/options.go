@@ -357,6 +357,9 @@ func (o *Options) optionString() string {
 	if o.Paths() {
 		s += " paths=1"
 	}
+	if o.Calls() {
+		s += " calls=1"
+	}
 	if o.Counts {
 		s += " counts=1"
 		if o.Period != "" {
@@ -391,21 +394,14 @@ func (o *Options) optionString() string {
 // occurrence with tool branch or call, without Rows or Context. The
 // probes then append packets to per-thread buffers (STINT_MF_PATHS) and
 // the output carries the module's branch map (section .stint.paths).
-// Tool call probes as tool branch does (the decoder walks the same
-// path) and its module says call: the decoder keeps the calls and
-// returns.
+// With tool call it is a call chain (Calls).
 func (o *Options) Paths() bool {
 	return o.Every && (o.Tool == 0 || o.Tool == ToolBranch || o.Tool == ToolCall) && !o.Rows && !o.Context && o.Sample == ""
 }
 
-// probing returns the options the sites are planned and placed with:
-// a compact trace's tool call probes the path as tool branch does.
-func (o Options) probing() Options {
-	if o.Paths() {
-		o.Tool = ToolBranch
-	}
-	return o
-}
+// Calls reports whether the compact trace is a call chain
+// (STINT_MF_CALLS): calls and rets append their own addresses.
+func (o *Options) Calls() bool { return o.Paths() && o.Tool == ToolCall }
 
 // opt reports whether optimisation name is on.
 func (o *Options) opt(name string) bool {

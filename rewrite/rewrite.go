@@ -119,7 +119,7 @@ func parseBlob(b []byte) (blobInfo, error) {
 // rewrite runs the stages after the facts: policy, placement, patches,
 // then the output.
 func rewrite(opts Options, fx *facts.Facts, blob blobInfo, st *Stats) ([]byte, error) {
-	a, err := placeWithFallbacks(opts.probing(), fx, blob, st)
+	a, err := placeWithFallbacks(opts, fx, blob, st)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func placeWithFallbacks(opts Options, fx *facts.Facts, blob blobInfo, st *Stats)
 		*st = start
 		st.Patched, st.Reasons = map[string]int{}, map[string]*Reason{}
 		a, err := placeOnce(opts, fx, blob, st, unprobed, avoid)
-		if err != nil || !opts.Paths() || n == maxPlaceAttempts {
+		if err != nil || !opts.Paths() || opts.Calls() || n == maxPlaceAttempts {
 			return a, err
 		}
 		more := false
@@ -229,7 +229,9 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 		// the thesis's samples: calls (their callers); a return says no more
 		sites = policy.WithoutRets(fx.Code, sites)
 	}
-	if opts.Paths() {
+	if opts.Calls() {
+		sites = plan.CallsSites(sites)
+	} else if opts.Paths() {
 		sites = plan.PathsSites()
 		add, drop := plan.PathsUnpatched(unprobed, avoid)
 		sites = slices.DeleteFunc(sites, func(i int) bool { return drop[i] })
@@ -333,6 +335,9 @@ func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.I
 	}
 	if opts.Paths() {
 		h.Flags |= runtime.MFPaths
+	}
+	if opts.Calls() {
+		h.Flags |= runtime.MFCalls
 	}
 	if opts.Counts {
 		h.Flags |= runtime.MFCounts

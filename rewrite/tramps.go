@@ -79,7 +79,7 @@ func (tt *trampTable) emitProbes(a *tramp.Asm, t runtime.Tool, i int, probes []u
 // sizeSite sizes site i's trampoline with tool t and marks i a site; it
 // fails when the site can have no trampoline.
 func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
-	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Static: tt.static, Countdown: tt.plan.Countdown()}
+	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Calls: tt.plan.Calls(), Static: tt.static, Countdown: tt.plan.Countdown()}
 	a.Cold = a.ColdAt(0)
 	a.Counts = tt.countsAt(i, 0, 0)
 	sp := tt.emitSite(a, t, i, nil, 0)

@@ -11,7 +11,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 14
+const ABIVersion = 15
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -157,9 +157,10 @@ const (
 	MFPark    uint32 = 0x20
 	MFRets    uint32 = 0x40
 	MFCold    uint32 = 0x80
-	MFLogged  uint32 = 0x100 // ABI 10: LogSum, LogCount and the logged list describe the --skip-covered log
-	MFPaths   uint32 = 0x200 // ABI 13: with MFEvery, a compact complete trace (formats/packets.go)
-	MFCounts  uint32 = 0x800 // ABI 14: tool block's trampolines count into CountsVaddr; the runtime writes KBlockCount rows
+	MFLogged  uint32 = 0x100  // ABI 10: LogSum, LogCount and the logged list describe the --skip-covered log
+	MFPaths   uint32 = 0x200  // ABI 13: with MFEvery, a compact complete trace (formats/packets.go)
+	MFCalls   uint32 = 0x1000 // ABI 15: with MFPaths, a call chain: calls and rets append their own addresses
+	MFCounts  uint32 = 0x800  // ABI 14: tool block's trampolines count into CountsVaddr; the runtime writes KBlockCount rows
 	// MFCountdown: a sampled call tool; each call probe's trampoline
 	// counts its probe's Cache2 down and calls the runtime only at 0.
 	MFCountdown uint32 = 0x400

@@ -101,7 +101,7 @@ var abiConsts = map[string]uint64{
 	"STINT_K_PERIOD_SWITCH": uint64(KPeriodSwitch), "STINT_K_PERIOD_CLOSE": uint64(KPeriodClose),
 	"STINT_REFUSED_BASE": RefusedBase, "STINT_RUN_END_UNKNOWN": RunEndUnknown,
 	"STINT_K_SAMPLE_RUN": uint64(KSampleRun), "STINT_K_SAMPLE_SET": uint64(KSampleSet),
-	"STINT_K_SAMPLE_READER": uint64(KSampleReader), "STINT_K_BLOCK_COUNT": uint64(KBlockCount), "STINT_MF_COUNTS": uint64(MFCounts), "STINT_SAMPLED_BASE": SampledBase,
+	"STINT_K_SAMPLE_READER": uint64(KSampleReader), "STINT_K_BLOCK_COUNT": uint64(KBlockCount), "STINT_MF_COUNTS": uint64(MFCounts), "STINT_MF_CALLS": uint64(MFCalls), "STINT_SAMPLED_BASE": SampledBase,
 	"STINT_SAMPLE_RATE": SampleRate, "STINT_SAMPLE_EVERY": SampleEvery, "STINT_SAMPLE_RESERVOIR": SampleReservoir,
 	"STINT_SAMPLE_RES_SITE": SampleResSite, "STINT_SAMPLE_MIN": SampleMin, "STINT_MF_COUNTDOWN": uint64(MFCountdown),
 	"STINT_SAMPLE_SITES":  SampleSites,

@@ -33,6 +33,7 @@ type Decoder struct {
 	mods    *modules
 	threads []*chunks // in the order of their first chunk
 	only    uint64    // a mask of the kinds the tool records (1 << kind); 0 = all
+	calls   bool      // a call chain (calls.go): no walk
 
 	lost, unprobed, inferred, resynced, skipped int
 }
@@ -90,9 +91,10 @@ func Open(trace string, opts Options) (*Decoder, error) {
 	}
 	d := &Decoder{Trace: trace, Run: r.Run(), Modules: r.Modules()}
 	r.Release()
+	d.calls = d.Run.Flag("calls")
 	if d.Run.Tool == "call" {
-		// a call chain is walked as the branch path; it keeps the calls
-		// and returns (the sites tool call probes)
+		// a call chain keeps the calls and returns (the sites tool call
+		// probes), also where it was recorded as the branch path
 		d.only = 1<<formats.KindCall | 1<<formats.KindIndCall | 1<<formats.KindRet
 	}
 	d.mods, d.Notes = loadModules(d.Modules, opts)

@@ -16,6 +16,7 @@ import (
 //	0x1010 call -> 0x1100     0x1015 jmp -> 0x1000
 //	0x1100 jcc  -> 0x1000 (a loop back into the caller, for the test)
 //	0x1102 ind jmp            0x1104 ret
+//	0x1200 ind call           0x1202 ret (for call chains)
 const testBase = 0x400000
 
 func testMap() *formats.PathMap {
@@ -27,19 +28,33 @@ func testMap() *formats.PathMap {
 		{Addr: 0x1100, Target: 0x1000, Len: 2, Kind: formats.BrJcc, Flags: formats.BranchProbed},
 		{Addr: 0x1102, Len: 2, Kind: formats.BrIndJmp, Flags: formats.BranchProbed},
 		{Addr: 0x1104, Len: 1, Kind: formats.BrRet, Flags: formats.BranchProbed},
+		{Addr: 0x1200, Len: 2, Kind: formats.BrIndCall, Flags: formats.BranchProbed},
+		{Addr: 0x1202, Len: 1, Kind: formats.BrRet, Flags: formats.BranchProbed},
 	}}
 }
+
+// branchRun and callsRun are the runs of a compact branch trace and of a
+// call chain.
+var (
+	branchRun = formats.Run{Binary: "/m", Tool: "branch", Options: "tool=branch every=1 paths=1"}
+	callsRun  = formats.Run{Binary: "/m", Tool: "call", Options: "tool=call every=1 paths=1 calls=1"}
+)
 
 // writeCompact writes a trace (module table only) and its paths file
 // with the given chunks into dir, and returns the trace's name.
 func writeCompact(t testing.TB, dir string, chunks []formats.Chunk) string {
+	return writeCompactRun(t, dir, branchRun, chunks)
+}
+
+// writeCompactRun is writeCompact with the trace's run.
+func writeCompactRun(t testing.TB, dir string, run formats.Run, chunks []formats.Chunk) string {
 	t.Helper()
 	name := filepath.Join(dir, "m.1.2.arrow")
 	f, err := os.Create(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := formats.NewWriter(f, formats.Run{Binary: "/m", Tool: "branch", Options: "tool=branch every=1 paths=1"},
+	w, err := formats.NewWriter(f, run,
 		[]formats.Module{{ID: 0, Path: "/m", Base: testBase, Size: 0x3000, Rewritten: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -204,4 +219,65 @@ func TestDecodeAsyncMidWalk(t *testing.T) {
 	if strings.Join(got, "; ") != want {
 		t.Errorf("got  %q\nwant %q", strings.Join(got, "; "), want)
 	}
+}
+
+// TestDecodeCalls: a call chain's packets name each call and ret; the
+// call stack says where a RET_TIP went, a TIP after a ret or an
+// indirect call where it went (which may start the next chunk).
+func TestDecodeCalls(t *testing.T) {
+	var w formats.PacketWriter
+	w.PSB(testBase + 0x1010)
+	w.TIP(testBase + 0x1010)    // call 0x1100, pushes 0x1015
+	w.TIP(testBase + 0x1200)    // ind call, pushes 0x1202
+	w.TIP(0x7f0000001000)       // to there
+	w.RetTIP(testBase + 0x1202) // its callee's ret, to 0x1202
+	w.RetTIP(testBase + 0x1104) // 0x1100's ret, to 0x1015
+	w.TIP(testBase + 0x1104)    // a ret elsewhere:
+	first := len(w.Data)
+	w.TIP(0x7fff0000) // in the next chunk
+	w.Flush()
+	chunks := []formats.Chunk{{TID: 2, Data: w.Data[:first]}, {TID: 2, Seq: 1, Data: w.Data[first:]}}
+	name := writeCompactRun(t, t.TempDir(), callsRun, chunks)
+	got, st, err := decodeAll(t, name)
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, st)
+	}
+	want := "call 1010>1100; ind-call 1200>7f0000001000; ret 1202>1202; ret 1104>1015; ret 1104>7fff0000"
+	if strings.Join(got, "; ") != want {
+		t.Errorf("got  %q\nwant %q", strings.Join(got, "; "), want)
+	}
+	for _, c := range []struct {
+		name string
+		pkt  func(w *formats.PacketWriter)
+		want string
+	}{
+		{"RET_TIP at a call", func(w *formats.PacketWriter) { w.RetTIP(testBase + 0x1010) }, "RET_TIP at 0x401010, a call"},
+		{"TIP at no branch", func(w *formats.PacketWriter) { w.TIP(testBase + 0x1011) }, "no call or ret there"},
+		{"TIP at a jcc", func(w *formats.PacketWriter) { w.TIP(testBase + 0x1000) }, "TIP at 0x401000, a jcc"},
+		{"bits", func(w *formats.PacketWriter) { w.Bit(true) }, "a call chain holds a TNT packet"},
+		{"ret without destination", func(w *formats.PacketWriter) { w.TIP(testBase + 0x1104); w.Sync(testBase) }, "needs its destination"},
+	} {
+		var w formats.PacketWriter
+		c.pkt(&w)
+		w.Flush()
+		name := writeCompactRun(t, t.TempDir(), callsRun, []formats.Chunk{{TID: 1, Data: w.Data}})
+		if _, _, err := decodeAll(t, name); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+func FuzzDecodeCalls(f *testing.F) {
+	var w formats.PacketWriter
+	w.TIP(testBase + 0x1010)
+	w.TIP(testBase + 0x1200)
+	w.TIP(0x7f0000001000)
+	w.RetTIP(testBase + 0x1202)
+	w.Flush()
+	f.Add(w.Data)
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		name := writeCompactRun(t, dir, callsRun, []formats.Chunk{{TID: 3, Data: data}})
+		decodeAll(t, name) // an error is fine; a panic or a hang is not
+	})
 }

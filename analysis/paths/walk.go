@@ -74,7 +74,8 @@ type thread struct {
 	lastPos int     // the packet position of the last event, and its time
 	lastT   uint64
 	emitted int
-	chunk   int // the chunk being read, for errors
+	chunk   int      // the chunk being read, for errors
+	waiting callSite // a call chain's event waiting for its destination (calls.go)
 }
 
 func (t *thread) push(a uint64) {
@@ -235,6 +236,9 @@ func (t *thread) errf(format string, args ...any) error {
 // run decodes until it has emitted at least max events (nil) or the
 // thread's packets run out (errStarved).
 func (t *thread) run(max int) error {
+	if t.d.calls {
+		return t.runCalls(max)
+	}
 	for start := t.emitted; t.emitted-start < max; {
 		if !t.known || t.outside {
 			if err := t.place(); err != nil {

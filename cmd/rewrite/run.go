@@ -165,7 +165,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var out, statsJSON, skipCovered, retireSince string
 	var quiet bool
 	fs.VarP(toolValue{&opts.Tool}, "tool", "t", "probe sites: branch, call, syscall or block")
-	fs.BoolVar(&opts.Every, "every", false, "record every occurrence of an event, not just the first (never undoes patches); with --tool branch a compact complete trace: each thread's path as packets in <trace>.paths, which trace cat and the other commands decode; with --tool call the same path, decoded to its calls and returns")
+	fs.BoolVar(&opts.Every, "every", false, "record every occurrence of an event, not just the first (never undoes patches); with --tool branch a compact complete trace: each thread's path as packets in <trace>.paths, which trace cat and the other commands decode; with --tool call a compact call chain: each call and return appends its own address")
 	fs.StringSliceVar(&opts.NoOpt, "no-opt", nil, "turn instrumentation optimisations off, to measure what each buys: ppi (a compact trace's probes append inline, calling the runtime only on their slow paths; --counts adds inline instead of calling the runtime), pcs (--counts saves the flags only where they are live)")
 	fs.BoolVar(&opts.Counts, "counts", false, "with --tool block: count every execution of every block (no runtime call: each trampoline adds 1 inline); the trace gets the counts that moved each second and at exit, which the exports carry as hit counts")
 	fs.BoolVar(&opts.CountsAtomic, "counts-atomic", false, "with --counts: increment with a lock prefix, so that threads running one block at the same instant lose no count (slower)")

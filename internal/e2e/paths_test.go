@@ -18,11 +18,19 @@ import (
 // pending bits and tail live in the shared mapping, so nothing the
 // threads appended is lost.
 func TestCompactTraceKilled(t *testing.T) {
+	t.Run("branch", func(t *testing.T) { compactKilled(t, rewrite.Options{Every: true}, "100000") })
+	// a call chain: spin's watch mode calls hot() a million times a round
+	t.Run("call", func(t *testing.T) {
+		compactKilled(t, rewrite.Options{Tool: rewrite.ToolCall, Every: true}, "100000", "watch")
+	})
+}
+
+func compactKilled(t *testing.T, opts rewrite.Options, args ...string) {
 	bin := buildSpin(t)
 	dir := t.TempDir()
-	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true})
+	out, _ := rewritten(t, bin, dir, opts)
 	traces := filepath.Join(dir, "traces")
-	cmd := exec.Command(out, "100000")
+	cmd := exec.Command(out, args...)
 	cmd.Env = traceEnv(traces)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

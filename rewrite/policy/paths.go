@@ -67,6 +67,19 @@ func (p *Plan) PathsSites() []int {
 	return out
 }
 
+// CallsSites makes the plan a compact call chain's (tool call; the
+// runtime's STINT_MF_CALLS): its sites are the tool's, the calls and
+// rets, each of which appends its own address; no entry or resume
+// probes, since the decoder walks no code.
+func (p *Plan) CallsSites(sites []int) []int {
+	p.paths = map[int]runtime.Kind{}
+	p.calls = true
+	return sites
+}
+
+// Calls says whether the plan is a compact call chain's.
+func (p *Plan) Calls() bool { return p.calls }
+
 // PathsProbe says whether site i is an entry or a resume probe of a
 // compact complete trace, and which.
 func (p *Plan) PathsProbe(i int) (runtime.Kind, bool) {

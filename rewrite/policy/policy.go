@@ -48,6 +48,7 @@ type Plan struct {
 	deleg     map[int][2]bool      // jcc -> outcomes with no probe at the jcc (patched destination, or covered)
 	watch     map[int]bool         // watched jccs (Watch)
 	paths     map[int]runtime.Kind // a compact complete trace's entry, resume and mark sites (paths.go, marks.go); nil otherwise
+	calls     bool                 // the compact trace is a call chain (CallsSites)
 	markBit   map[int]bool         // a compact complete trace's marks and their bits (marks.go)
 	preBranch map[int]int          // a compact complete trace's pre-site -> its jcc or ret (marks.go)
 	fallbacks []int                // the pre-jcc and mark sites (marks.go)

@@ -19,6 +19,8 @@ type Asm struct {
 	Inline bool
 	// Paths: a compact complete trace's trampolines (STINT_MF_PATHS).
 	Paths bool
+	// Calls: with Paths, a call chain's (STINT_MF_CALLS, calls.go).
+	Calls bool
 	// Static: the module's %fs:0 is not the thread pointer when its
 	// probes run: a static executable (its first probes run before libc
 	// sets it) or Go's (its runtime points %fs at its own TLS, where

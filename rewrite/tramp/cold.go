@@ -16,7 +16,7 @@ func (a *Asm) later(f func(c *Asm)) { a.colds = append(a.colds, f) }
 // ColdAt returns an assembler for a's cold code at base: a's settings,
 // a's gate.
 func (a *Asm) ColdAt(base uint64) *Asm {
-	return &Asm{Base: base, Sizing: a.Sizing, Gate: a.Gate, Inline: a.Inline, Paths: a.Paths, Static: a.Static, Countdown: a.Countdown,
+	return &Asm{Base: base, Sizing: a.Sizing, Gate: a.Gate, Inline: a.Inline, Paths: a.Paths, Calls: a.Calls, Static: a.Static, Countdown: a.Countdown,
 		TextLo: a.TextLo, TextHi: a.TextHi}
 }
 

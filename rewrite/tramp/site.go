@@ -48,7 +48,12 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 	case facts.Jmp, facts.Call:
 		a.Emit(0xe9)
 		arm := a.off()
-		if a.Inline && k == facts.Call {
+		if a.Inline && a.Calls && k == facts.Call {
+			a.rel32(a.pc()+4, 0)
+			if !a.callsProbe(in, k, p(0), entry, next) {
+				return nil
+			}
+		} else if a.Inline && k == facts.Call {
 			// the arm jumps over the inline push's exit stub
 			a.u32(0)
 			slow := &exit{stub: -1}
@@ -70,6 +75,13 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 	case facts.Ret:
 		return a.retSite(in, p(0), entry)
 	case facts.IndJmp, facts.IndCall:
+		if a.Inline && a.Calls && k == facts.IndCall {
+			if !a.callsProbe(in, k, p(0), entry, next) {
+				return nil
+			}
+			a.Relocate(in, k, tgt, pic)
+			return []Probe{{Kind: runtime.KIndCall, Arm: -1}}
+		}
 		if a.Inline {
 			sp, ok := a.pathsIndirect(in, k, p(0), entry, next, func(c *Asm) { c.Relocate(in, k, tgt, pic) })
 			if !ok {
@@ -96,7 +108,11 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 // retSite emits ret in with its probe.
 func (a *Asm) retSite(in *place.Inst, probe, entry uint64) []Probe {
 	if a.Inline {
-		a.pathsRet(probe, entry)
+		if a.Calls {
+			a.callsProbe(in, facts.Ret, probe, entry, 0)
+		} else {
+			a.pathsRet(probe, entry)
+		}
 		a.Emit(in.Bytes...)
 		a.flushNear()
 		return []Probe{{Kind: runtime.KRet, Arm: -1}}
@@ -334,6 +350,13 @@ func (a *Asm) PreCall(in *place.Inst, k facts.Kind, call *place.Inst, probes []u
 		return nil
 	}
 	a.RelocateBody(in)
+	if a.Inline && a.Calls {
+		if !a.callsProbe(call, facts.IndCall, probe, entry, call.Addr+uint64(call.Len())) {
+			return nil
+		}
+		a.Jmp(call.Addr)
+		return []Probe{{Kind: runtime.KIndCall, Arm: -1}}
+	}
 	if a.Inline {
 		sp, ok := a.pathsIndirect(call, facts.IndCall, probe, entry, call.Addr+uint64(call.Len()), func(c *Asm) { c.Jmp(call.Addr) })
 		if !ok {

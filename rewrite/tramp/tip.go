@@ -54,7 +54,7 @@ func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint
 		a.u32(runtime.PathsStackOff)
 	}
 	a.tipFlush()
-	a.tipAppend()
+	a.tipAppend(pktTIP)
 	a.tipThreadBase()
 	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: given back
 	a.tipRestore()
@@ -106,14 +106,19 @@ func (a *Asm) tipNoBlock() int {
 //	mov %gs:CUR,%rdx ; mov %rdx,%rcx ; sub %gs:PSB_AT,%rcx ; cmp $EVERY,%rcx ; jae
 //	mov %gs:END,%rcx ; sub %rdx,%rcx ; cmp $32,%rcx ; jb
 func (a *Asm) tipChecks(textLo, textHi uint64) []int {
-	var out []int
 	a.Emit(0x48, 0x8d, 0x0d) // lea textLo(%rip),%rcx
 	a.rel32(textLo, 0)
 	a.Emit(0x48, 0x89, 0xf2, 0x48, 0x29, 0xca) // mov %rsi,%rdx ; sub %rcx,%rdx
 	a.Emit(0x48, 0x81, 0xfa)                   // cmp $SIZE,%rdx
 	a.u32(uint32(textHi - textLo))
-	out = append(out, a.jcc32(0x83)) // jae
-	a.Emit(0x65, 0x83, 0x3c, 0x25)   // cmpl $0,%gs:PSB
+	return append([]int{a.jcc32(0x83)}, a.roomChecks()...) // jae
+}
+
+// roomChecks goes to the returned jumps when a PSB is due or the chunk
+// has under 32 bytes left; it leaves the chunk's cursor in %rdx.
+func (a *Asm) roomChecks() []int {
+	var out []int
+	a.Emit(0x65, 0x83, 0x3c, 0x25) // cmpl $0,%gs:PSB
 	a.u32(runtime.PathsPSBOff)
 	a.Emit(0)
 	out = append(out, a.jcc32(0x85))        // jne
@@ -162,11 +167,12 @@ func (a *Asm) tipFlush() {
 
 // Packet opcodes (formats/packets.go).
 const (
-	pktTNT = 0x40
-	pktTIP = 0x20
+	pktTNT    = 0x40
+	pktTIP    = 0x20
+	pktRetTIP = 0x60
 )
 
-// tipAppend writes the TIP of the destination %rsi at the cursor %rdx:
+// tipAppend writes the TIP (op pktTIP, or pktRetTIP) of the address %rsi at the cursor %rdx:
 // the destination XOR the last address, k = its significant bytes, as
 // 0x20+2k and those k bytes (8 are stored: the ones past k are 0, the
 // PAD the chunk holds there); then the cursor, the last address, and
@@ -177,7 +183,7 @@ const (
 //	k0: mov %rcx,1(%rdx) ; lea 0x20(%rdi,%rdi),%ecx ; mov %cl,(%rdx)
 //	lea 1(%rdx,%rdi),%rdx ; mov %rdx,%gs:CUR
 //	mov %gs:TAIL,%rcx ; movq $0,(%rcx) ; movq $1,8(%rcx)
-func (a *Asm) tipAppend() {
+func (a *Asm) tipAppend(op byte) {
 	a.gsOp(0x8b, 0x0c, runtime.PathsLastOff) // mov %gs:LAST,%rcx
 	a.Emit(0x48, 0x31, 0xf1)                 // xor %rsi,%rcx
 	a.gsOp(0x89, 0x34, runtime.PathsLastOff) // mov %rsi,%gs:LAST
@@ -186,13 +192,13 @@ func (a *Asm) tipAppend() {
 	k0 := a.off() - 1
 	a.Emit(0x48, 0x0f, 0xbd, 0xf9, 0xc1, 0xef, 0x03, 0x8d, 0x7f, 0x01) // bsr %rcx,%rdi ; shr $3,%edi ; lea 1(%rdi),%edi
 	a.patchRel8(k0, a.off())
-	a.Emit(0x48, 0x89, 0x4a, 0x01)               // mov %rcx,1(%rdx)
-	a.Emit(0x8d, 0x4c, 0x3f, pktTIP, 0x88, 0x0a) // lea 0x20(%rdi,%rdi),%ecx ; mov %cl,(%rdx)
-	a.Emit(0x48, 0x8d, 0x54, 0x3a, 0x01)         // lea 1(%rdx,%rdi),%rdx
-	a.gsOp(0x89, 0x14, runtime.PathsCurOff)      // mov %rdx,%gs:CUR
-	a.gsOp(0x8b, 0x0c, runtime.PathsTailOff)     // mov %gs:TAIL,%rcx
-	a.Emit(0x48, 0xc7, 0x01, 0, 0, 0, 0)         // movq $0,(%rcx)
-	a.Emit(0x48, 0xc7, 0x41, 0x08, 1, 0, 0, 0)   // movq $1,8(%rcx)
+	a.Emit(0x48, 0x89, 0x4a, 0x01)             // mov %rcx,1(%rdx)
+	a.Emit(0x8d, 0x4c, 0x3f, op, 0x88, 0x0a)   // lea op(%rdi,%rdi),%ecx ; mov %cl,(%rdx)
+	a.Emit(0x48, 0x8d, 0x54, 0x3a, 0x01)       // lea 1(%rdx,%rdi),%rdx
+	a.gsOp(0x89, 0x14, runtime.PathsCurOff)    // mov %rdx,%gs:CUR
+	a.gsOp(0x8b, 0x0c, runtime.PathsTailOff)   // mov %gs:TAIL,%rcx
+	a.Emit(0x48, 0xc7, 0x01, 0, 0, 0, 0)       // movq $0,(%rcx)
+	a.Emit(0x48, 0xc7, 0x41, 0x08, 1, 0, 0, 0) // movq $1,8(%rcx)
 }
 
 // tipRestore gives the flags and the registers back and steps back over

@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 14
+#define STINT_ABI_VERSION 15
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -109,6 +109,10 @@
                                 * thread writes to <trace>.paths; a decoder walks the module's branch map
                                 * (section .stint.paths) for the rest. A direct call probe's rets field holds
                                 * the call's length in bits 28-31 (no list) */
+#define STINT_MF_CALLS   0x1000 /* (ABI 15) with STINT_MF_PATHS: a call chain (tool call). Only calls and
+                                 * rets are probed; each appends its own address (TIP; a ret to the call
+                                 * stack's top a RET_TIP, any other ret then its destination, an indirect
+                                 * call its destination), no outcome bits, no walk */
 #define STINT_MF_COUNTS  0x800 /* (ABI 14) tool block with exact counts: each block probe's trampoline adds 1 to
                                 * its uint64_t at counts_vaddr (indexed like the probes) and never calls the
                                 * runtime, which writes STINT_K_BLOCK_COUNT rows each period and at the end */

@@ -220,8 +220,9 @@ static inline void pk_bit(struct stint_global *g, struct paths_thread *t, int ta
 		pk_flush(g, t);
 }
 
-/* A TIP: the low bytes of the destination XOR the last address. */
-static void pk_tip(struct stint_global *g, struct paths_thread *t, uint64_t a)
+/* A TIP (op PK_TIP; PK_RET_TIP: a call chain's ret to the stack's top):
+ * the low bytes of the address XOR the last address. */
+static void pk_tip_op(struct stint_global *g, struct paths_thread *t, uint8_t op, uint64_t a)
 {
 	pk_flush(g, t);
 	if (!pk_room(g, t))
@@ -231,11 +232,13 @@ static void pk_tip(struct stint_global *g, struct paths_thread *t, uint64_t a)
 	while (k < 8 && (x >> (8 * k)))
 		k++;
 	t->appended++;
-	*t->cur++ = (uint8_t)(PK_TIP + 2 * k);
+	*t->cur++ = (uint8_t)(op + 2 * k);
 	for (int i = 0; i < k; i++)
 		*t->cur++ = (uint8_t)(x >> (8 * i));
 	t->last_ip = a;
 }
+
+static void pk_tip(struct stint_global *g, struct paths_thread *t, uint64_t a) { pk_tip_op(g, t, PK_TIP, a); }
 
 /* A packet: op, then the n addresses v. */
 static void pk_opv(struct stint_global *g, struct paths_thread *t, uint8_t op, const uint64_t *v, int n)
@@ -542,6 +545,38 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 		}
 		t->gen = gen;
 	}
+	uint64_t before = t->appended;
+	if (m->flags & STINT_MF_CALLS) {
+		t->outside = 0; /* no walk: every probe says where it is */
+		paths_calls_event(g, t, p, src, v);
+	} else {
+		before = paths_walk_event(g, t, p, src, v, entry_sp);
+	}
+	/* how far the thread got, should it die now (with the bits then:
+	 * bits appended later without a probe of this kind make it stale) */
+	t->tail[1] = *t->tnt;
+	*t->tail = t->appended == before ? src : 0;
+	if (UNLIKELY(t->nested)) {
+		__atomic_fetch_add(&g->paths.nested, t->nested, __ATOMIC_RELAXED);
+		pk_op(g, t, PK_LOST, t->nested, 0, 1);
+		t->nested = 0;
+		st_clear(t);
+		t->async = 0;
+		t->outside = 1; /* the next probe says where the thread is */
+	}
+	t->busy = 0;
+	/* inline appends are for a thread inside instrumented code, with a
+	 * known %fs base, without a budget */
+	t->key = t->fs && !t->outside && !g->per.budget_on ? t->fs : 1;
+}
+
+/*
+ * A compact branch trace's probe p at src, value v: a PSB when one is
+ * due, then the probe's packets. Returns the thread's count of appended
+ * packets and bits after the PSB.
+ */
+static uint64_t paths_walk_event(struct stint_global *g, struct paths_thread *t, struct stint_probe *p, uint64_t src, uint64_t v, uint64_t entry_sp)
+{
 	if (UNLIKELY(t->psb || t->cur - t->psb_at >= PATHS_PSB_EVERY))
 		paths_psb(g, t, p, src, v);
 	uint64_t before = t->appended;
@@ -562,22 +597,47 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 		}
 		paths_event(g, t, p, src, v, entry_sp + CTX_SP_OFF);
 	}
-	/* how far the thread got, should it die now (with the bits then:
-	 * bits appended later without a probe of this kind make it stale) */
-	t->tail[1] = *t->tnt;
-	*t->tail = t->appended == before ? src : 0;
-	if (UNLIKELY(t->nested)) {
-		__atomic_fetch_add(&g->paths.nested, t->nested, __ATOMIC_RELAXED);
-		pk_op(g, t, PK_LOST, t->nested, 0, 1);
-		t->nested = 0;
+	return before;
+}
+
+/*
+ * A call chain's probe (STINT_MF_CALLS) p at src, value v (a ret's return
+ * address, an indirect call's destination): its own address, and where
+ * the call stack cannot tell, its destination. A PSB (the stack emptied)
+ * starts each chunk and follows every PATHS_PSB_EVERY bytes.
+ */
+static void paths_calls_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v)
+{
+	if (UNLIKELY(t->psb || t->cur - t->psb_at >= PATHS_PSB_EVERY)) {
+		t->psb = 0;
+		pk_op(g, t, PK_PSB, src, 0, 1);
+		t->psb_at = t->cur;
+		t->last_ip = src;
 		st_clear(t);
-		t->async = 0;
-		t->outside = 1; /* the next probe says where the thread is */
 	}
-	t->busy = 0;
-	/* inline appends are for a thread inside instrumented code, with a
-	 * known %fs base, without a budget */
-	t->key = t->fs && !t->outside && !g->per.budget_on ? t->fs : 1;
+	switch (p->kind) {
+	case STINT_K_CALL:
+		st_push(t, src + (p->rets >> 28));
+		pk_tip(g, t, src);
+		break;
+	case STINT_K_IND_CALL:
+		st_push(t, src + (p->rets >> 28));
+		pk_tip(g, t, src);
+		pk_tip(g, t, v);
+		(void)paths_inside(g, v); /* its module joins the module table */
+		break;
+	case STINT_K_RET:
+		if (st_top(t) == v) {
+			st_pop(t, 1);
+			pk_tip_op(g, t, PK_RET_TIP, src);
+		} else {
+			st_unwind(t, v);
+			pk_tip(g, t, src);
+			pk_tip(g, t, v);
+			(void)paths_inside(g, v);
+		}
+		break;
+	}
 }
 
 /*

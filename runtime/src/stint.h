@@ -290,6 +290,7 @@ struct stint_tests {
 #define PK_ASYNC_TO 0x10
 #define PK_TIP      0x20
 #define PK_TNT      0x40 /* + 2k: k bytes of bits */
+#define PK_RET_TIP  0x60 /* + 2k: a call chain's ret to the stack's top */
 
 /* One thread's state: found through %gs (paths_self). */
 struct paths_thread {
@@ -1097,6 +1098,8 @@ static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a
 static int paths_redirected(struct stint_global *g, struct paths_thread *t, uint64_t a, uint64_t sp);
 static void paths_record(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t entry_sp);
 static void paths_psb(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
+static uint64_t paths_walk_event(struct stint_global *g, struct paths_thread *t, struct stint_probe *p, uint64_t src, uint64_t v, uint64_t entry_sp);
+static void paths_calls_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
 static void paths_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v, uint64_t sp);
 
 /* chunks.c */

@@ -1,0 +1,101 @@
+package paths
+
+import "github.com/stint-project/stint/formats"
+
+// A call chain (rewrite --tool call --every; the runtime's
+// STINT_MF_CALLS) walks no code: each call and ret appends its own
+// address (TIP; a ret to the call stack's top a RET_TIP), an indirect
+// call then its destination and any other ret then where it went. The
+// decoder keeps the runtime's call stack (the same ring: push at each
+// call, pop at a RET_TIP, unwind at another ret, emptied at a PSB or a
+// LOST) to know where a RET_TIP returned, and takes the rest from the
+// branch map.
+
+// callSite is a call chain's event waiting for its destination: an
+// indirect call's or a ret's TIP, which may start the next chunk.
+type callSite struct {
+	kind formats.Kind // 0: none
+	src  uint64
+	next uint64 // an indirect call's return address
+}
+
+// runCalls decodes a call chain's packets until it has emitted at least
+// max events (nil) or the thread's packets run out (errStarved).
+func (t *thread) runCalls(max int) error {
+	for start := t.emitted; t.emitted-start < max; {
+		p, err := t.next()
+		if err != nil {
+			return err
+		}
+		if w := t.waiting; w.kind != 0 {
+			t.waiting = callSite{}
+			if p.Kind != formats.PacketTIP {
+				return t.errf("%v at %#x needs its destination, the packet is %v", w.kind, w.src, p.Kind)
+			}
+			if w.kind == formats.KindRet {
+				t.unwind(p.Addr)
+			} else {
+				t.push(w.next)
+			}
+			t.out(w.kind, w.src, p.Addr)
+			continue
+		}
+		if err := t.callPacket(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// callPacket takes one packet of a call chain that starts an event (or
+// none).
+func (t *thread) callPacket(p formats.Packet) error {
+	switch p.Kind {
+	case formats.PacketPSB, formats.PacketLost:
+		t.stack, t.top = [stackSize]uint64{}, 0
+		return nil
+	case formats.PacketSync, formats.PacketSyncCall, formats.PacketAsync, formats.PacketAsyncEnd, formats.PacketAsyncTo:
+		return nil // the runtime's walk packets: nothing to a call chain
+	case formats.PacketTIP, formats.PacketRetTIP:
+	default:
+		return t.errf("a call chain holds a %v packet", p.Kind)
+	}
+	m, br, ok := t.d.mods.branchAt(p.Addr)
+	if !ok {
+		return t.errf("%v at %#x: no call or ret there", p.Kind, p.Addr)
+	}
+	t.m = m
+	next := p.Addr + uint64(br.Len)
+	switch {
+	case p.Kind == formats.PacketRetTIP && br.Kind == formats.BrRet:
+		dst := t.stack[t.top]
+		t.pop(1)
+		return t.out(formats.KindRet, p.Addr, dst)
+	case p.Kind == formats.PacketRetTIP:
+		return t.errf("RET_TIP at %#x, a %v", p.Addr, br.Kind)
+	case br.Kind == formats.BrCall:
+		t.push(next)
+		return t.out(formats.KindCall, p.Addr, m.Base+br.Target)
+	case br.Kind == formats.BrIndCall:
+		t.waiting = callSite{formats.KindIndCall, p.Addr, next}
+	case br.Kind == formats.BrRet:
+		t.waiting = callSite{formats.KindRet, p.Addr, 0}
+	default:
+		return t.errf("TIP at %#x, a %v", p.Addr, br.Kind)
+	}
+	return nil
+}
+
+// branchAt returns the branch of the branch map at run-time address a.
+func (ms *modules) branchAt(a uint64) (*module, formats.Branch, bool) {
+	m := ms.at(a)
+	if m == nil || m.m == nil {
+		return m, formats.Branch{}, false
+	}
+	off := a - m.Base
+	i := m.m.At(off)
+	if i >= len(m.m.Branches) || m.m.Branches[i].Addr != off {
+		return m, formats.Branch{}, false
+	}
+	return m, m.m.Branches[i], true
+}
