@@ -334,13 +334,14 @@ func (a *Asm) indirectThunk(in *place.Inst, k facts.Kind, probe, entry uint64, e
 
 // preCallTramp emits the trampoline of a pre-call site (rewriter.
 // preCall): instruction in (facts.Kind k), patched, runs here, then the probe
-// of the indirect call that follows it, with the call's operand as it
+// of the call that follows it (facts.Kind ck: an indirect call, or in a
+// call chain a direct one too, to tgt), with the call's operand as it
 // now stands, then a jump back to the call, which runs in place. A call
 // emulated in a trampoline (push the return address, jmp) leaves the
 // return-stack predictor one entry short, so the callee's ret and every
 // ret above it mispredict; run in place, the call pushes what its ret
 // will pop, and the program still sees its own return address.
-func (a *Asm) PreCall(in *place.Inst, k facts.Kind, call *place.Inst, probes []uint64, entry uint64, pic bool) []Probe {
+func (a *Asm) PreCall(in *place.Inst, k facts.Kind, call *place.Inst, ck facts.Kind, tgt uint64, probes []uint64, entry uint64, pic bool) []Probe {
 	var probe uint64
 	if len(probes) > 0 {
 		probe = probes[0]
@@ -351,11 +352,18 @@ func (a *Asm) PreCall(in *place.Inst, k facts.Kind, call *place.Inst, probes []u
 	}
 	a.RelocateBody(in)
 	if a.Inline && a.Calls {
-		if !a.callsProbe(call, facts.IndCall, probe, entry, call.Addr+uint64(call.Len())) {
+		if !a.callsProbe(call, ck, probe, entry, call.Addr+uint64(call.Len())) {
 			return nil
 		}
 		a.Jmp(call.Addr)
+		if ck == facts.Call {
+			return []Probe{{Kind: runtime.KCall, Flags: runtime.PFDirect, Dst: tgt, Arm: -1}}
+		}
 		return []Probe{{Kind: runtime.KIndCall, Arm: -1}}
+	}
+	if ck != facts.IndCall {
+		a.setErr(fmt.Errorf("%v at %#x: only a call chain probes it from the instruction before", ck, call.Addr))
+		return nil
 	}
 	if a.Inline {
 		sp, ok := a.pathsIndirect(call, facts.IndCall, probe, entry, call.Addr+uint64(call.Len()), func(c *Asm) { c.Jmp(call.Addr) })
