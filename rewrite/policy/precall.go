@@ -16,8 +16,8 @@ import (
 // again.
 //
 // So where it can, the rewriter probes an indirect call (in a call
-// chain, any call: its trampolines would emulate direct calls too) at the
-// instruction before it: that instruction runs from the trampoline, then
+// chain or a sampled call tool, any call: their trampolines would
+// emulate direct calls too) at the instruction before it: that instruction runs from the trampoline, then
 // the call's probe with the call's operand as it now stands, then a jump
 // back to the call, which runs in place (package tramp, PreCall). The
 // event is the call's (src = the call). This holds only if nothing
@@ -35,7 +35,7 @@ func (p *Plan) planPreCalls(sites []int) []int {
 	c := p.fx.Code
 	p.preCall = map[int]int{}
 	for k, j := range sites {
-		if c.Kinds[j] != facts.IndCall && (!p.calls || c.Kinds[j] != facts.Call) || j == 0 {
+		if c.Kinds[j] != facts.IndCall && (!p.calls && !p.opts.Countdown || c.Kinds[j] != facts.Call) || j == 0 {
 			continue
 		}
 		i := j - 1

@@ -361,9 +361,11 @@ func (a *Asm) PreCall(in *place.Inst, k facts.Kind, call *place.Inst, ck facts.K
 		}
 		return []Probe{{Kind: runtime.KIndCall, Arm: -1}}
 	}
-	if ck != facts.IndCall {
-		a.setErr(fmt.Errorf("%v at %#x: only a call chain probes it from the instruction before", ck, call.Addr))
-		return nil
+	if ck == facts.Call {
+		// a sampled call tool's: the thunk (counting down), then the call
+		a.thunk(probe, entry, nil)
+		a.Jmp(call.Addr)
+		return []Probe{{Kind: runtime.KCall, Flags: runtime.PFDirect, Dst: tgt, Arm: -1}}
 	}
 	if a.Inline {
 		sp, ok := a.pathsIndirect(call, facts.IndCall, probe, entry, call.Addr+uint64(call.Len()), func(c *Asm) { c.Jmp(call.Addr) })
