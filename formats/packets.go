@@ -151,6 +151,39 @@ func (r *PacketReader) More() bool {
 // Pos is the offset in the chunk of the next packet.
 func (r *PacketReader) Pos() int { return r.pos }
 
+// NextTIP decodes the next packet when it is a whole TIP or RET_TIP
+// (padding skipped) and returns its kind and address; ok is false, and
+// nothing is read, for anything else (Next reads it). A call chain's
+// decoder takes most of its packets this way, without a Packet.
+func (r *PacketReader) NextTIP() (kind PacketKind, addr uint64, ok bool) {
+	for r.pos < len(r.data) && r.data[r.pos] == PktPad {
+		r.pos++
+	}
+	if r.pos >= len(r.data) {
+		return 0, 0, false
+	}
+	b := r.data[r.pos]
+	switch {
+	case b >= PktTIP && b <= PktTIP+16 && b%2 == 0:
+		kind, b = PacketTIP, b-PktTIP
+	case b >= PktRetTIP && b <= PktRetTIP+16 && b%2 == 0:
+		kind, b = PacketRetTIP, b-PktRetTIP
+	default:
+		return 0, 0, false
+	}
+	k := int(b) / 2
+	if len(r.data)-r.pos < 1+k {
+		return 0, 0, false
+	}
+	var x uint64
+	for i := k; i > 0; i-- {
+		x = x<<8 | uint64(r.data[r.pos+i])
+	}
+	r.lastIP ^= x
+	r.pos += 1 + k
+	return kind, r.lastIP, true
+}
+
 // Next decodes the next packet. ok is false at the end of the chunk's
 // data; err names a malformed packet's offset.
 func (r *PacketReader) Next() (p Packet, ok bool, err error) {

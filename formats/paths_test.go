@@ -321,3 +321,50 @@ func FuzzPathMap(f *testing.F) {
 		}
 	})
 }
+
+// TestNextTIP: reading TIPs and RET_TIPs with NextTIP and everything
+// else with Next gives what Next alone gives.
+func TestNextTIP(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	var w PacketWriter
+	for i := 0; i < 5000; i++ {
+		a := 0x555555554000 + uint64(rng.Intn(1<<24))
+		switch rng.Intn(5) {
+		case 0:
+			w.TIP(a)
+		case 1:
+			w.RetTIP(a)
+		case 2:
+			w.Bit(rng.Intn(2) == 0)
+		case 3:
+			w.PSB(a)
+		default:
+			w.TIP(a ^ uint64(rng.Intn(256)))
+		}
+	}
+	w.Flush()
+	var all, mixed PacketReader
+	all.Reset(w.Data)
+	mixed.Reset(w.Data)
+	for n := 0; ; n++ {
+		want, ok, err := all.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var have Packet
+		if k, a, tip := mixed.NextTIP(); tip {
+			have = Packet{Kind: k, Addr: a}
+		} else if have, _, err = mixed.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			if have.Kind != 0 || mixed.More() {
+				t.Errorf("mixed reading goes on past the end: %+v", have)
+			}
+			return
+		}
+		if have != want {
+			t.Fatalf("packet %d: %+v, want %+v", n, have, want)
+		}
+	}
+}

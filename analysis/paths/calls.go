@@ -21,10 +21,12 @@ type callSite struct {
 
 // runCalls decodes a call chain's packets until it has emitted at least
 // max events (nil) or the thread's packets run out (errStarved).
-func (t *thread) runCalls(max int) error {
+func (t *thread) runCalls(max int) (err error) {
 	for start := t.emitted; t.emitted-start < max; {
-		p, err := t.next()
-		if err != nil {
+		var p formats.Packet
+		if k, a, ok := t.nextTIP(); ok {
+			p.Kind, p.Addr = k, a
+		} else if p, err = t.next(); err != nil {
 			return err
 		}
 		if w := t.waiting; w.kind != 0 {
@@ -45,6 +47,15 @@ func (t *thread) runCalls(max int) error {
 		}
 	}
 	return nil
+}
+
+// nextTIP reads the next packet when it is a TIP or RET_TIP, most of a
+// call chain's, the fast way (formats.PacketReader.NextTIP).
+func (t *thread) nextTIP() (formats.PacketKind, uint64, bool) {
+	if t.pending != nil {
+		return 0, 0, false
+	}
+	return t.pr.NextTIP()
 }
 
 // callPacket takes one packet of a call chain that starts an event (or
