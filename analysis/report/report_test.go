@@ -705,3 +705,68 @@ func TestAutoCounts(t *testing.T) {
 	}
 	browsertest.Check(t, out, 1100, 3000, 0, nil)
 }
+
+// TestAutoSyscalls reports a syscall trace (rewrite --tool syscall
+// --every): the calls by name and their timeline, loaded in Chromium.
+func TestAutoSyscalls(t *testing.T) {
+	dir := t.TempDir()
+	run := synthRun(43, false)
+	run.Tool, run.Options = "syscall", "tool=syscall every=1"
+	var rows []formats.Event
+	for i := uint64(0); i < 600; i++ {
+		nr := uint64(0) // read
+		if i%3 == 0 {
+			nr = 1 // write
+		}
+		rows = append(rows, formats.Event{Kind: formats.KindSyscall, TID: 43, Time: monoStart + i*2_000_000, Src: 0x1000 + nr*0x10,
+			DstModule: formats.NoModule, Value: nr})
+	}
+	path := filepath.Join(dir, "sys.arrow")
+	writeSynth(t, path, run, rows)
+	b, _ := writeAuto(t, []string{path}, AutoOptions{})
+	p := parsePage(t, b)
+	for _, s := range []string{"System calls", "read 0 400", "write 1 200"} {
+		if !strings.Contains(p.text, s) {
+			t.Errorf("page text lacks %q", s)
+		}
+	}
+	if _, ok := p.figures(t)["fig-syscalls"]; !ok {
+		t.Errorf("no timeline of system calls")
+	}
+	out := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Check(t, out, 1100, 3000, 0, nil)
+}
+
+// TestAutoSelfTimes reports a call trace whose calls and returns carry
+// their own times (--every rows): the functions by self time, loaded in
+// Chromium.
+func TestAutoSelfTimes(t *testing.T) {
+	dir := t.TempDir()
+	run := synthRun(44, false)
+	run.Tool, run.Options = "call", "tool=call every=1"
+	var rows []formats.Event
+	at := uint64(monoStart)
+	for i := uint64(0); i < 50; i++ { // 0x2000 calls 0x3000: 10 us in each, 30 us in the callee
+		rows = append(rows,
+			formats.Event{Kind: formats.KindCall, TID: 44, Time: at, Src: 0x1010, Dst: 0x2000},
+			formats.Event{Kind: formats.KindCall, TID: 44, Time: at + 10_000, Src: 0x2010, Dst: 0x3000},
+			formats.Event{Kind: formats.KindRet, TID: 44, Time: at + 40_000, Src: 0x30f0, Dst: 0x2015},
+			formats.Event{Kind: formats.KindRet, TID: 44, Time: at + 40_000, Src: 0x20f0, Dst: 0x1015})
+		at += 100_000
+	}
+	path := filepath.Join(dir, "calls.arrow")
+	writeSynth(t, path, run, rows)
+	b, _ := writeAuto(t, []string{path}, AutoOptions{})
+	p := parsePage(t, b)
+	if !strings.Contains(p.text, "Where the time goes") || !strings.Contains(p.text, "1.5ms 75.0%") {
+		t.Errorf("page lacks the self times (the callee's 1.5 ms, 75%%):\n%s", p.text)
+	}
+	out := filepath.Join(dir, "report.html")
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	browsertest.Check(t, out, 1100, 3000, 0, nil)
+}
