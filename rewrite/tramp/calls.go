@@ -37,22 +37,11 @@ func (a *Asm) callsProbe(in *place.Inst, k facts.Kind, probe, entry, ret uint64)
 			return false
 		}
 	}
-	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
-	a.Emit(0x50, 0x51, 0x52, 0x56, 0x57) // push %rax, %rcx, %rdx, %rsi, %rdi
+	var load func()
 	if k == facts.IndCall {
-		a.encodeRM(op, true, 0x8b, 6, tipFrame) // mov OP,%rsi
+		load = func() { a.encodeRM(op, true, 0x8b, 6, tipFrame) } // mov OP,%rsi
 	}
-	a.Emit(0x9f, 0x0f, 0x90, 0xc0) // lahf ; seto %al
-	var slow []int
-	a.tipThreadBase()
-	if a.Static {
-		slow = append(slow, a.tipNoBlock())
-	}
-	a.gsOp(0x3b, 0x0c, runtime.PathsKeyOff) // cmp %gs:KEY,%rcx
-	slow = append(slow, a.jcc32(0x85))      // jne slow
-	a.Emit(0x65, 0x48, 0xc7, 0x04, 0x25)    // movq $TIP,%gs:KEY
-	a.u32(runtime.PathsKeyOff)
-	a.u32(runtime.PathsKeyTIP)
+	slow := a.tipEnter(load)
 	taken := a.roomChecks()
 	pkt := byte(pktTIP)
 	if k == facts.Ret {
@@ -82,16 +71,9 @@ func (a *Asm) callsProbe(in *place.Inst, k facts.Kind, probe, entry, ret uint64)
 		a.Emit(0x5e) // pop %rsi
 		a.tipAppend(pktTIP)
 	}
-	a.tipThreadBase()
-	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: given back
-	a.tipRestore()
+	a.tipLeave()
 	out := a.pc()
-	a.later(func(c *Asm) {
-		a.patchAll(taken, c.pc())
-		c.tipThreadBase()
-		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY
-		a.patchAll(slow, c.pc())
-		c.tipRestore()
+	a.tipCold(taken, slow, func(c *Asm) {
 		var value func()
 		switch k {
 		case facts.IndCall:

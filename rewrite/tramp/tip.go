@@ -28,23 +28,10 @@ func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint
 		a.setErr(err)
 		return Probe{}, false
 	}
-	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80)    // lea -0x80(%rsp),%rsp
-	a.Emit(0x50, 0x51, 0x52, 0x56, 0x57)    // push %rax, %rcx, %rdx, %rsi, %rdi
-	a.encodeRM(op, true, 0x8b, 6, tipFrame) // mov OP,%rsi
-	a.Emit(0x9f, 0x0f, 0x90, 0xc0)          // lahf ; seto %al
-	var slow []int                          // before the key is taken
-	a.tipThreadBase()
-	if a.Static {
-		slow = append(slow, a.tipNoBlock())
+	load := func(c *Asm, frame int64) func() {
+		return func() { c.encodeRM(op, true, 0x8b, 6, frame) } // mov OP,%rsi
 	}
-	a.gsOp(0x3b, 0x0c, runtime.PathsKeyOff) // cmp %gs:KEY,%rcx
-	slow = append(slow, a.jcc32(0x85))      // jne slow
-	// the key says an inline TIP appends (%fs is never STINT_PATHS_KEY_TIP):
-	// the thread's own probes in a signal handler meanwhile call the
-	// runtime, which counts them lost, as while it appends itself
-	a.Emit(0x65, 0x48, 0xc7, 0x04, 0x25) // movq $TIP,%gs:KEY
-	a.u32(runtime.PathsKeyOff)
-	a.u32(runtime.PathsKeyTIP)
+	slow := a.tipEnter(load(a, tipFrame))
 	taken := a.tipChecks(a.TextLo, a.TextHi)
 	if k == facts.IndCall {
 		a.topMove(1)
@@ -55,17 +42,10 @@ func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint
 	}
 	a.tipFlush()
 	a.tipAppend(pktTIP)
-	a.tipThreadBase()
-	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: given back
-	a.tipRestore()
+	a.tipLeave()
 	branch(a)
-	a.later(func(c *Asm) {
-		a.patchAll(taken, c.pc())
-		c.tipThreadBase()
-		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY
-		a.patchAll(slow, c.pc())
-		c.tipRestore()
-		c.thunk(probe, entry, func() { c.encodeRM(op, true, 0x8b, 6, thunkFrame) }) // mov OP,%rsi
+	a.tipCold(taken, slow, func(c *Asm) {
+		c.thunk(probe, entry, load(c, thunkFrame))
 		branch(c)
 	})
 	sp := Probe{Kind: runtime.KIndJmp, Arm: -1}
@@ -73,6 +53,54 @@ func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint
 		sp.Kind = runtime.KIndCall
 	}
 	return sp, true
+}
+
+// tipEnter starts an inline TIP append: below the red zone, %rax, %rcx,
+// %rdx, %rsi and %rdi saved, load run (when not nil: it loads %rsi),
+// the flags saved with lahf and seto (DynamoRIO's way: popf is slow),
+// and the key taken when the thread block is this thread's: it then
+// says an inline TIP appends (%fs is never STINT_PATHS_KEY_TIP), so the
+// thread's own probes in a signal handler meanwhile call the runtime,
+// which counts them lost, as while it appends itself. It returns the
+// jumps to the slow path taken before the key is.
+func (a *Asm) tipEnter(load func()) (slow []int) {
+	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
+	a.Emit(0x50, 0x51, 0x52, 0x56, 0x57) // push %rax, %rcx, %rdx, %rsi, %rdi
+	if load != nil {
+		load()
+	}
+	a.Emit(0x9f, 0x0f, 0x90, 0xc0) // lahf ; seto %al
+	a.tipThreadBase()
+	if a.Static {
+		slow = append(slow, a.tipNoBlock())
+	}
+	a.gsOp(0x3b, 0x0c, runtime.PathsKeyOff) // cmp %gs:KEY,%rcx
+	slow = append(slow, a.jcc32(0x85))      // jne slow
+	a.Emit(0x65, 0x48, 0xc7, 0x04, 0x25)    // movq $TIP,%gs:KEY
+	a.u32(runtime.PathsKeyOff)
+	a.u32(runtime.PathsKeyTIP)
+	return slow
+}
+
+// tipLeave gives the key back and restores what tipEnter saved.
+func (a *Asm) tipLeave() {
+	a.tipThreadBase()
+	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: given back
+	a.tipRestore()
+}
+
+// tipCold queues the slow path of an inline TIP append: the jumps taken
+// with the key taken give it back, then with slow's restore what
+// tipEnter saved and go on with then (the probe call and what follows).
+func (a *Asm) tipCold(taken, slow []int, then func(c *Asm)) {
+	a.later(func(c *Asm) {
+		a.patchAll(taken, c.pc())
+		c.tipThreadBase()
+		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY
+		a.patchAll(slow, c.pc())
+		c.tipRestore()
+		then(c)
+	})
 }
 
 // tipThreadBase loads the thread's %fs base into %rcx (flags saved).
