@@ -8,10 +8,11 @@ import (
 	"github.com/stint-project/stint/analysis/cct"
 	"github.com/stint-project/stint/analysis/cov"
 	"github.com/stint-project/stint/analysis/merge"
+	"github.com/stint-project/stint/analysis/report"
 )
 
 // Ops are the measured analyses, in the order reported.
-var Ops = []string{"cov", "merge", "cct"}
+var Ops = []string{"cov", "merge", "cct", "report"}
 
 // Result is what one analysis of one file did.
 type Result struct {
@@ -26,6 +27,7 @@ type Result struct {
 //	cov    cov compare FILE FILE (the file as a run and as the full run)
 //	merge  trace merge FILE into a discarded stream
 //	cct    cct build FILE (no symbols: the module is synthetic)
+//	report report auto FILE, its page written to nowhere
 func RunOp(ctx context.Context, op, file string, events int64) (Result, error) {
 	res := Result{Op: op, Events: events}
 	switch op {
@@ -49,8 +51,17 @@ func RunOp(ctx context.Context, op, file string, events int64) (Result, error) {
 		}
 		s := f.Merged.Stats
 		res.Detail = fmt.Sprintf("%d contexts, %d edges, %d calls, %d returns (%d unmatched)", s.Nodes, s.Edges, s.Calls, s.Rets, s.Unmatched)
+	case "report":
+		d, err := report.Auto(ctx, []string{file}, report.AutoOptions{})
+		if err != nil {
+			return res, err
+		}
+		if err := d.WriteHTML(io.Discard); err != nil {
+			return res, err
+		}
+		res.Detail = fmt.Sprintf("%d sections", len(d.Sections))
 	default:
-		return res, fmt.Errorf("unknown op %q (want cov, merge or cct)", op)
+		return res, fmt.Errorf("unknown op %q (want cov, merge, cct or report)", op)
 	}
 	return res, nil
 }
