@@ -608,13 +608,8 @@ static uint64_t paths_walk_event(struct stint_global *g, struct paths_thread *t,
  */
 static void paths_calls_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v)
 {
-	if (UNLIKELY(t->psb || t->cur - t->psb_at >= PATHS_PSB_EVERY)) {
-		t->psb = 0;
-		pk_op(g, t, PK_PSB, src, 0, 1);
-		t->psb_at = t->cur;
-		t->last_ip = src;
-		st_clear(t);
-	}
+	if (UNLIKELY(t->psb || t->cur - t->psb_at >= PATHS_PSB_EVERY))
+		pk_psb(g, t, src);
 	switch (p->kind) {
 	case STINT_K_CALL:
 		st_push(t, src + (p->rets >> 28));
@@ -667,6 +662,13 @@ static void paths_psb(struct stint_global *g, struct paths_thread *t, const stru
 	}
 	if (t->outside || t->async)
 		return;
+	pk_psb(g, t, src);
+}
+
+/* A PSB at src: the call stack emptied, the next one due in
+ * PATHS_PSB_EVERY bytes. */
+static void pk_psb(struct stint_global *g, struct paths_thread *t, uint64_t src)
+{
 	t->psb = 0;
 	pk_op(g, t, PK_PSB, src, 0, 1);
 	t->psb_at = t->cur;

@@ -1098,6 +1098,7 @@ static void paths_ret(struct stint_global *g, struct paths_thread *t, uint64_t a
 static int paths_redirected(struct stint_global *g, struct paths_thread *t, uint64_t a, uint64_t sp);
 static void paths_record(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t entry_sp);
 static void paths_psb(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
+static void pk_psb(struct stint_global *g, struct paths_thread *t, uint64_t src);
 static uint64_t paths_walk_event(struct stint_global *g, struct paths_thread *t, struct stint_probe *p, uint64_t src, uint64_t v, uint64_t entry_sp);
 static void paths_calls_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
 static void paths_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v, uint64_t sp);
