@@ -17,8 +17,8 @@ import (
 //
 // So where it can, the rewriter probes an indirect call (in a call
 // chain or a sampled call tool, any call: their trampolines would
-// emulate direct calls too) at the instruction before it: that instruction runs from the trampoline, then
-// the call's probe with the call's operand as it now stands, then a jump
+// emulate direct calls too) at the instruction before it: that
+// instruction runs from the trampoline, then the call's probe with the call's operand as it now stands, then a jump
 // back to the call, which runs in place (package tramp, PreCall). The
 // event is the call's (src = the call). This holds only if nothing
 // reaches the call but by falling through from that instruction, and the
@@ -35,7 +35,7 @@ func (p *Plan) planPreCalls(sites []int) []int {
 	c := p.fx.Code
 	p.preCall = map[int]int{}
 	for k, j := range sites {
-		if c.Kinds[j] != facts.IndCall && (!p.calls && !p.opts.Countdown || c.Kinds[j] != facts.Call) || j == 0 {
+		if !p.preCalled(c.Kinds[j]) || j == 0 {
 			continue
 		}
 		i := j - 1
@@ -52,6 +52,13 @@ func (p *Plan) planPreCalls(sites []int) []int {
 		p.PreCalls++
 	}
 	return sites
+}
+
+// preCalled reports whether a call of kind k is probed from the
+// instruction before it where it can be: an indirect call, and in a
+// call chain or a sampled call tool a direct one too.
+func (p *Plan) preCalled(k facts.Kind) bool {
+	return k == facts.IndCall || k == facts.Call && (p.calls || p.opts.Countdown)
 }
 
 // preCallable reports whether indirect call j can be probed from

@@ -30,15 +30,13 @@ import (
 //	cold: taken: <%fs base> ; mov %rcx,%gs:KEY ; slow: <restore> ; <thunk> ; jmp out
 func (a *Asm) callsProbe(in *place.Inst, k facts.Kind, probe, entry, ret uint64) bool {
 	var op *facts.RMOp
+	var load func()
 	if k == facts.IndCall {
 		var err error
 		if op, _, err = facts.ParseRM(in); err != nil {
 			a.setErr(err)
 			return false
 		}
-	}
-	var load func()
-	if k == facts.IndCall {
 		load = func() { a.encodeRM(op, true, 0x8b, 6, tipFrame) } // mov OP,%rsi
 	}
 	slow := a.tipEnter(load)

@@ -200,15 +200,16 @@ const (
 	pktRetTIP = 0x60
 )
 
-// tipAppend writes the TIP (op pktTIP, or pktRetTIP) of the address %rsi at the cursor %rdx:
-// the destination XOR the last address, k = its significant bytes, as
-// 0x20+2k and those k bytes (8 are stored: the ones past k are 0, the
-// PAD the chunk holds there); then the cursor, the last address, and
-// the chunk's tail (no silent probe since this packet, no pending bits).
+// tipAppend writes a TIP (op pktTIP) or RET_TIP (pktRetTIP) of the
+// address %rsi at the cursor %rdx: the address XOR the last address, k =
+// its significant bytes, as op+2k and those k bytes (8 are stored: the
+// ones past k are 0, the PAD the chunk holds there); then the cursor,
+// the last address, and the chunk's tail (no silent probe since this
+// packet, no pending bits).
 //
 //	mov %gs:LAST,%rcx ; xor %rsi,%rcx ; mov %rsi,%gs:LAST
 //	xor %edi,%edi ; test %rcx,%rcx ; jz k0 ; bsr %rcx,%rdi ; shr $3,%edi ; lea 1(%rdi),%edi
-//	k0: mov %rcx,1(%rdx) ; lea 0x20(%rdi,%rdi),%ecx ; mov %cl,(%rdx)
+//	k0: mov %rcx,1(%rdx) ; lea op(%rdi,%rdi),%ecx ; mov %cl,(%rdx)
 //	lea 1(%rdx,%rdi),%rdx ; mov %rdx,%gs:CUR
 //	mov %gs:TAIL,%rcx ; movq $0,(%rcx) ; movq $1,8(%rcx)
 func (a *Asm) tipAppend(op byte) {
