@@ -28,7 +28,7 @@ func (s *Suite) counts(ctx context.Context, rep *Report) error {
 }
 
 // callsVariants: every call and return (INS-OP's call-chain profiler):
-// the compact trace (the branch path, decoded to its calls and returns),
+// the compact call chain (calls and rets append their own addresses),
 // the same with every probe calling the runtime, and a row per event
 // (the previous engine).
 var callsVariants = []benchVariant{

@@ -157,13 +157,20 @@ type thread struct {
 	now   uint64 // the time of its latest event
 }
 
-// popTo pops the frames above the first n, each adding its life (to the
-// thread's latest event) to its context's time.
+// life is how long frame f has lived: from its push to the thread's
+// latest event.
+func (th *thread) life(f frame) uint64 {
+	if th.now > f.t0 {
+		return th.now - f.t0
+	}
+	return 0
+}
+
+// popTo pops the frames above the first n, each adding its life to its
+// context's time.
 func (b *Builder) popTo(th *thread, n int) {
 	for _, f := range th.stack[n:] {
-		if th.now > f.t0 {
-			b.nodes[f.node].ns += th.now - f.t0
-		}
+		b.nodes[f.node].ns += th.life(f)
 	}
 	th.stack = th.stack[:n]
 }
@@ -503,9 +510,7 @@ func (b *Builder) Forest() *Forest {
 	open := make([]uint64, len(b.nodes))
 	for _, th := range b.thrs {
 		for _, fr := range th.stack {
-			if th.now > fr.t0 {
-				open[fr.node] += th.now - fr.t0
-			}
+			open[fr.node] += th.life(fr)
 		}
 	}
 	for i, n := range b.nodes {

@@ -50,7 +50,7 @@ type Node struct {
 	// NS is the time spent in this context, its callees included (ns,
 	// from the events' times: meaningful when [Forest.Timed]); a frame
 	// still open when its thread's events end closes at its last event.
-	NS uint64
+	NS       uint64
 	Parent   *Node
 	Children []*Node // sorted by (Module, Entry)
 	Edges    []*Edge // the calls made in this context, sorted by (Module, Site, callee)

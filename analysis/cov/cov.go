@@ -402,10 +402,11 @@ func (s *state) segment(b *merge.Batch, lo, hi int, f *fileState, rec, count *ru
 	pm := f.pm
 	work, refusals := s.work[:0], s.refusals[:0]
 	for i, k := range kinds {
-		dm := dms[i]
+		dst, dm := dsts[i], dms[i]
 		if k == uint8(formats.KindBlockCount) {
-			// a block that ran (rewrite --counts): its block event
-			k, dm = uint8(formats.KindBlock), sms[i]
+			// a block that ran (rewrite --counts): its block event, src =
+			// dst = the block
+			k, dst, dm = uint8(formats.KindBlock), srcs[i], sms[i]
 		} else if k-1 >= uint8(formats.MaxKind) { // not an event, or a sample
 			kind := formats.Kind(k)
 			ek, sampled := kind.Sampled()
@@ -425,12 +426,8 @@ func (s *state) segment(b *merge.Batch, lo, hi int, f *fileState, rec, count *ru
 			}
 			k = uint8(ek) // a sample: its event, seen in this run
 		}
-		dst := dsts[i]
-		switch {
-		case k == uint8(formats.KindSyscall):
+		if k == uint8(formats.KindSyscall) {
 			dst = vals[i]
-		case dm != dms[i]: // a block count: src = dst = the block
-			dst = srcs[i]
 		}
 		w0, w1, ok := pack(k, srcs[i], dst, pm[sms[i]], pm[dm])
 		if !ok {

@@ -150,7 +150,10 @@ type seen struct{ last int32 }
 // cache in front of union holds: a trace's hot events are a few
 // thousand, and a map lookup per event (hashing a 32-byte key) was most
 // of report auto's time (11 M events/s on a 10K-distinct trace).
-const recentSize = 1 << 13
+const (
+	recentBits = 13
+	recentSize = 1 << recentBits
+)
 
 type recentEvent struct {
 	key evKey
@@ -159,7 +162,7 @@ type recentEvent struct {
 
 // seenOf returns the union's entry for key, nil if it has none.
 func (l *Loader) seenOf(key evKey) *seen {
-	h := (key.src*0x9e3779b97f4a7c15 ^ key.dst*0xc2b2ae3d27d4eb4f ^ uint64(key.kind)<<56 ^ uint64(key.srcMod)<<40 ^ uint64(key.dstMod)<<48) >> (64 - 13)
+	h := (key.src*0x9e3779b97f4a7c15 ^ key.dst*0xc2b2ae3d27d4eb4f ^ uint64(key.kind)<<56 ^ uint64(key.srcMod)<<40 ^ uint64(key.dstMod)<<48) >> (64 - recentBits)
 	c := &l.recent[h]
 	if c.m != nil && c.key == key {
 		return c.m
