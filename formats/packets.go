@@ -162,26 +162,37 @@ func (r *PacketReader) NextTIP() (kind PacketKind, addr uint64, ok bool) {
 	if r.pos >= len(r.data) {
 		return 0, 0, false
 	}
-	b := r.data[r.pos]
+	kind, k, ok := tipOp(r.data[r.pos])
+	if !ok || len(r.data)-r.pos < 1+k {
+		return 0, 0, false
+	}
+	r.lastIP ^= r.le(k)
+	r.pos += 1 + k
+	return kind, r.lastIP, true
+}
+
+func isTIP(b byte) bool { _, _, ok := tipOp(b); return ok }
+
+// tipOp says whether opcode b opens a TIP or a RET_TIP, which, and how
+// many address bytes follow.
+func tipOp(b byte) (kind PacketKind, k int, ok bool) {
 	switch {
 	case b >= PktTIP && b <= PktTIP+16 && b%2 == 0:
-		kind, b = PacketTIP, b-PktTIP
+		return PacketTIP, int(b-PktTIP) / 2, true
 	case b >= PktRetTIP && b <= PktRetTIP+16 && b%2 == 0:
-		kind, b = PacketRetTIP, b-PktRetTIP
-	default:
-		return 0, 0, false
+		return PacketRetTIP, int(b-PktRetTIP) / 2, true
 	}
-	k := int(b) / 2
-	if len(r.data)-r.pos < 1+k {
-		return 0, 0, false
-	}
+	return 0, 0, false
+}
+
+// le returns the k bytes after the opcode at the reader's position as a
+// little-endian number (the caller checked they are there).
+func (r *PacketReader) le(k int) uint64 {
 	var x uint64
 	for i := k; i > 0; i-- {
 		x = x<<8 | uint64(r.data[r.pos+i])
 	}
-	r.lastIP ^= x
-	r.pos += 1 + k
-	return kind, r.lastIP, true
+	return x
 }
 
 // Next decodes the next packet. ok is false at the end of the chunk's
@@ -221,27 +232,19 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 		if !need(1 + k) {
 			return p, false, fmt.Errorf("packet at %d: TNT of %d bytes cut short", at, k)
 		}
-		var x [8]byte
-		copy(x[:], r.data[r.pos+1:r.pos+1+k])
-		v := binary.LittleEndian.Uint64(x[:])
+		v := r.le(k)
 		n := bits.Len64(v) - 1
 		if n < 1 {
 			return p, false, fmt.Errorf("packet at %d: TNT %#x without bits", at, v)
 		}
 		r.pos += 1 + k
 		return Packet{Kind: PacketTNT, Bits: v &^ (1 << n), N: n}, true, nil
-	case b >= PktTIP && b <= PktTIP+16 && b%2 == 0, b >= PktRetTIP && b <= PktRetTIP+16 && b%2 == 0:
-		kind, base := PacketTIP, byte(PktTIP)
-		if b >= PktRetTIP {
-			kind, base = PacketRetTIP, PktRetTIP
-		}
-		k := int(b-base) / 2
+	case isTIP(b):
+		kind, k, _ := tipOp(b)
 		if !need(1 + k) {
 			return p, false, fmt.Errorf("packet at %d: %s of %d bytes cut short", at, kind, k)
 		}
-		var x [8]byte
-		copy(x[:], r.data[r.pos+1:r.pos+1+k])
-		r.lastIP ^= binary.LittleEndian.Uint64(x[:])
+		r.lastIP ^= r.le(k)
 		r.pos += 1 + k
 		return Packet{Kind: kind, Addr: r.lastIP}, true, nil
 	case b == PktSync || b == PktAsyncEnd || b == PktLost || b == PktPSB:
