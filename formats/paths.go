@@ -17,10 +17,14 @@ import (
 // packets (packets.go) that a decoder turns back into events by walking
 // the rewritten binaries. It sits beside its trace file, named
 // <trace>.arrow + PathsSuffix, and is an Arrow IPC stream of PathsSchema,
-// one chunk per record batch, written by the runtime's writer thread in
-// the order chunks were filled. A thread's chunks have consecutive seq
+// one chunk per record batch, in no particular order: each thread's
+// current chunk sits where the thread started, its full ones were copied
+// behind the stream's end. A thread's chunks have consecutive seq
 // numbers; decoding a thread reads its chunks in seq order, its state
 // (position, call stack, pending outcome bits) running on across them.
+// A chunk of tid 0 is space claimed for a copy that never landed
+// (Next skips it); a process killed while copying a chunk out can leave
+// two copies of it, and the one with more data is the whole one.
 const PathsSuffix = ".paths"
 
 // Paths file column indices.
@@ -308,12 +312,23 @@ func (p *PathsReader) Next() bool {
 	if p.err != nil {
 		return false
 	}
-	_, mi, ok := p.s.next(&p.buf, &p.body)
-	if !ok {
-		p.err = p.s.err
-		return false
+	for {
+		_, mi, ok := p.s.next(&p.buf, &p.body)
+		if !ok {
+			p.err = p.s.err
+			return false
+		}
+		p.nread++
+		if mi.rows != 1 || binary.LittleEndian.Uint32(p.body.b[mi.values[PathsColTID]:]) != 0 {
+			return p.take(mi)
+		}
+		// tid 0: space a thread claimed for a copy of its chunk that
+		// never landed (the runtime's pathsfile.c)
 	}
-	p.nread++
+}
+
+// take makes the batch just read (mi) the current chunk.
+func (p *PathsReader) take(mi msgInfo) bool {
 	if mi.rows != 1 {
 		p.err = &FormatError{Offset: p.s.start, Msg: fmt.Sprintf("chunk %d: a batch of %d rows, want 1", p.nread-1, mi.rows)}
 		return false

@@ -245,6 +245,32 @@ func TestPathsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestPathsSkipsClaims: a chunk of tid 0 is space a thread claimed for
+// a copy that never landed (a killed process): readers pass over it to
+// the chunks behind it.
+func TestPathsSkipsClaims(t *testing.T) {
+	chunks := testChunks()
+	claim := Chunk{Data: make([]byte, 4096)}
+	with := []Chunk{chunks[0], claim, claim}
+	with = append(with, chunks[1:]...)
+	r, err := NewPathsReader(bytes.NewReader(writePaths(t, with, true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	for r.Next() {
+		got = append(got, r.Chunk().TID)
+	}
+	if r.Err() != nil || len(got) != len(chunks) {
+		t.Fatalf("read tids %v of %d chunks, err %v", got, len(chunks), r.Err())
+	}
+	for i, c := range chunks {
+		if got[i] != c.TID {
+			t.Errorf("chunk %d: tid %d, want %d", i, got[i], c.TID)
+		}
+	}
+}
+
 func TestPathsCut(t *testing.T) {
 	b := writePaths(t, testChunks(), false)
 	for _, cut := range []int{len(b) - 1, len(b) - 5000, len(b) / 2} {

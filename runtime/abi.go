@@ -277,6 +277,11 @@ const TestSwitchStallEnv = "STINT_TEST_SWITCH_STALL"
 // once.
 const TestBatchStallEnv = "STINT_TEST_BATCH_STALL"
 
+// TestRollKillEnv is STINT_TEST_ROLL_KILL_ENV: a test hook. With
+// STINT_TEST_ROLL_KILL=K (1-4) the first thread to fill a compact trace's
+// chunk kills its process at step K of copying the chunk out.
+const TestRollKillEnv = "STINT_TEST_ROLL_KILL"
+
 // NoPatch is STINT_NO_PATCH.
 const NoPatch uint32 = 0xffffffff
 

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "908fa3e5e8c0a7d0cb5d5e9f64c8213a2e73e21c8a5f07c1e8c355d997043c0e"
+const BlobSHA256 = "58e3ec49642b5093f24bb17a415476ed2aa2cb0090745b575ca86d72c636cebf"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -131,6 +131,7 @@ func (d *Decoder) readChunks(path string) error {
 	}
 	for _, t := range d.threads {
 		sort.SliceStable(t.list, func(i, j int) bool { return t.list[i].Seq < t.list[j].Seq })
+		t.list = dedupChunks(t.list)
 		for i, c := range t.list {
 			if c.Seq != uint32(i) {
 				return fmt.Errorf("%s: thread %d: chunk %d where chunk %d should be (chunks missing)", path, t.tid, c.Seq, i)
@@ -138,6 +139,25 @@ func (d *Decoder) readChunks(path string) error {
 		}
 	}
 	return nil
+}
+
+// dedupChunks keeps one copy of each chunk number in list (sorted by
+// number, stable): a process killed while a thread copied its chunk out
+// can leave two, and the one with more data is whole (the copy's header
+// lands after its data; the thread's own empties before it clears).
+// Equal, the later one.
+func dedupChunks(list []formats.Chunk) []formats.Chunk {
+	out := list[:0]
+	for _, c := range list {
+		if n := len(out); n > 0 && out[n-1].Seq == c.Seq {
+			if len(c.Data) >= len(out[n-1].Data) {
+				out[n-1] = c
+			}
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // Events decodes every thread and calls fn with each event: a thread's

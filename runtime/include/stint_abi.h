@@ -229,6 +229,12 @@
  * can see one slow small batch and what the estimates make of it
  * (budget.c, sw_site_cost). */
 #define STINT_TEST_BATCH_STALL_ENV "STINT_TEST_BATCH_STALL"
+/* Test hook: STINT_TEST_ROLL_KILL=K (1-4) makes the first thread to fill
+ * a compact trace's chunk kill its process with SIGKILL at step K of
+ * copying it out (pathsfile.c, paths_chunk_roll): 1 once the copy's space
+ * is claimed, 2 once its data landed, 3 once its header landed, 4 once
+ * the thread's chunk is empty and half cleared. */
+#define STINT_TEST_ROLL_KILL_ENV "STINT_TEST_ROLL_KILL"
 
 /* Bytes of struct stint_module.options (NUL included). */
 #define STINT_OPTIONS_SIZE 136

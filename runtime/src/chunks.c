@@ -11,7 +11,6 @@
  */
 #include "stint.h"
 
-#define SYS_pwrite64 18
 #define SYS_memfd_create 319
 #define S_MFD_CLOEXEC 1U
 #define STUB_RUN_PAGES 64 /* pages written to the memfd per pwrite */
@@ -53,22 +52,6 @@ static void stubs_fill(uint8_t *dst, uint64_t lo, uint64_t len, const struct sti
 			}
 		s_memcpy(dst + rel, st[i].code, 5);
 	}
-}
-
-/* pwrite all of buf (n bytes) at off; 0 or -errno. */
-static long pwrite_all(long fd, const uint8_t *buf, uint64_t n, uint64_t off)
-{
-	while (n) {
-		long r = sys_call4(SYS_pwrite64, fd, (long)buf, (long)n, (long)off);
-		if (sys_failed(r))
-			return r;
-		if (r == 0)
-			return -5; /* EIO */
-		buf += r;
-		n -= (uint64_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
 }
 
 /*

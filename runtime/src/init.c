@@ -154,8 +154,10 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		return;
 	}
 	if (m->flags & STINT_MF_PATHS) {
-		if (!g->paths.on)
+		if (!g->paths.on) {
 			g->paths.fd = -1;
+			test_paths_setup(g, envp);
+		}
 		g->paths.on = 1;
 	}
 	const char *execfn = auxv ? (const char *)auxv_find(auxv, S_AT_EXECFN) : 0;

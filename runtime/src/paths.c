@@ -173,15 +173,12 @@ static int pk_room(struct stint_global *g, struct paths_thread *t)
 	if (!t->chunk)
 		return 0;
 	uint64_t now = now_ns(S_CLOCK_MONOTONIC);
-	paths_chunk_finish(g, t->chunk, (uint64_t)(t->cur - paths_chunk_data(g, t->chunk)), now);
-	t->seq++;
-	uint64_t *old = t->tnt;
-	t->chunk = paths_chunk_new(g, t->tid, t->seq, now);
-	if (!t->chunk)
+	if (paths_chunk_roll(g, t->chunk, t->seq, (uint64_t)(t->cur - paths_chunk_data(g, t->chunk)), now)) {
+		t->chunk = 0;
 		return 0;
-	paths_use(g, t);
-	*t->tnt = *old; /* the bits not yet written move on, then leave the old chunk */
-	*old = 1;
+	}
+	t->seq++;
+	paths_use(g, t); /* the pending bits stay, for this chunk */
 	t->psb = 1;
 	return 1;
 }

@@ -1,14 +1,15 @@
 /*
  * pathsfile.c - the paths file of a compact complete trace
  * (formats/paths.go): <trace>.paths, an Arrow IPC stream in a shared
- * mapping, one chunk per record batch. A chunk is written whole when it
- * is handed out (its header, its fixed fields, zero data: PAD packets),
- * its continuation marker last, so the file is a valid stream at every
- * instant: a thread's packets are in the file as soon as they are
- * appended, and a process that is killed loses only the outcome bits
- * still gathering in its threads' accumulators (at most 63 each).
- * Finishing a chunk shortens its data to what was appended and stamps
- * the time it ended.
+ * mapping, one chunk per record batch. Each thread has one chunk in the
+ * file, written whole when the thread starts (its header, its fixed
+ * fields, zero data: PAD packets), its continuation marker last, so the
+ * file is a valid stream at every instant: a thread's packets are in the
+ * file as soon as they are appended, and a process that is killed loses
+ * only the outcome bits still gathering in its threads' accumulators (at
+ * most 63 each). A full chunk is copied out behind the stream's end with
+ * pwrite and cleared for the thread's next (paths_chunk_roll): the
+ * thread appends to the same pages all its life.
  */
 #include "stint.h"
 
@@ -114,14 +115,82 @@ static uint64_t paths_chunk_new(struct stint_global *g, uint32_t tid, uint32_t s
 	return pos;
 }
 
-/* Finish the chunk at pos: n bytes of packets, ended at last_ns. */
-static void paths_chunk_finish(struct stint_global *g, uint64_t pos, uint64_t n, uint64_t last_ns)
+/*
+ * Copy the thread's chunk (the one at pos, number seq, n bytes of packets,
+ * ended at now) behind the stream's end with two pwrites, and make the
+ * chunk at pos number seq+1, empty: a thread appends to one place in the
+ * file all its life, so its pages fault once, not once per 4 KiB of trace
+ * (about 10 us each on this VM, most of a call chain's cost on sqlite3).
+ * The copy's space is claimed with a header whose body is still zero (tid
+ * 0: readers skip it), its data lands, then its header and fixed fields:
+ * a copy with a tid is whole. Until the copy is whole the chunk at pos
+ * still holds it all; then its length goes to 0 before its data is
+ * cleared. A killed process may so leave two copies of one chunk:
+ * readers keep the one with more data (formats/paths.go). The pending
+ * bits stay where they are, for the next chunk. 0, or -errno (the caller
+ * stops recording the thread; the chunk at pos keeps what it has).
+ */
+static long paths_chunk_roll(struct stint_global *g, uint64_t pos, uint32_t seq, uint64_t n, uint64_t now)
 {
 	uint8_t *c = (uint8_t *)g->paths.map + pos, *body = c + STINT_PATHS_BATCH_LEN;
-	put64(body + STINT_PATHS_BODY_LAST, last_ns);
-	*(uint32_t *)(body + STINT_PATHS_BODY_OFFS + 4) = (uint32_t)n;
-	put64(c + STINT_PATHS_BATCH_OFF_DATALEN, n);
+	uint64_t blen = pad8(STINT_PATHS_BODY_DATA + n), at = 0;
+	put64(body + STINT_PATHS_BODY_LAST, now);
+	if (!lock_bounded(&g->paths.lock))
+		return -11; /* EAGAIN */
+	long r = g->paths.closed ? -9 : paths_extend(g, g->paths.next_pos + STINT_PATHS_BATCH_LEN + blen);
+	if (!r) {
+		at = g->paths.next_pos;
+		g->paths.next_pos += STINT_PATHS_BATCH_LEN + blen;
+	} else if (!g->paths.failed) {
+		set_untraced_once(g, "extend paths file", g->paths.path, -r);
+		g->paths.failed = 1;
+	}
+	unlock(&g->paths.lock);
+	if (r)
+		return r;
+	uint8_t *a = (uint8_t *)g->paths.map + at;
+	s_memcpy(a + 4, stint_paths_batch + 4, STINT_PATHS_BATCH_LEN - 4);
+	put64(a + STINT_PATHS_BATCH_OFF_BODYLEN, blen);
+	put64(a + STINT_PATHS_BATCH_OFF_DATALEN, n);
+	__atomic_store_n((uint32_t *)a, 0xffffffffu, __ATOMIC_RELEASE);
+	if (UNLIKELY(g->test.roll_kill))
+		test_roll_kill(g, 1);
+
+	uint8_t h[STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_DATA];
+	s_memcpy(h, c, sizeof h);
+	put64(h + STINT_PATHS_BATCH_OFF_BODYLEN, blen);
+	put64(h + STINT_PATHS_BATCH_OFF_DATALEN, n);
+	put64(h + STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_PENDING, 1);
+	*(uint32_t *)(h + STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_OFFS + 4) = (uint32_t)n;
+	if (!fd_refers_to(g->paths.fd, g->paths.fd_dev, g->paths.fd_ino))
+		r = -9; /* EBADF: the program closed it */
+	if (!r)
+		r = pwrite_all(g->paths.fd, body + STINT_PATHS_BODY_DATA, n, at + sizeof h);
+	if (UNLIKELY(g->test.roll_kill) && !r)
+		test_roll_kill(g, 2);
+	if (!r)
+		r = pwrite_all(g->paths.fd, h, sizeof h, at);
+	if (r) {
+		set_untraced_once(g, "write paths file", g->paths.path, -r);
+		return r;
+	}
 	__atomic_fetch_add(&g->paths.bytes, n, __ATOMIC_RELAXED);
+	if (UNLIKELY(g->test.roll_kill))
+		test_roll_kill(g, 3);
+
+	uint32_t *offs = (uint32_t *)(body + STINT_PATHS_BODY_OFFS + 4);
+	__atomic_store_n(offs, 0, __ATOMIC_RELEASE); /* this copy is now the lesser */
+	__atomic_store_n((uint64_t *)(c + STINT_PATHS_BATCH_OFF_DATALEN), 0, __ATOMIC_RELEASE);
+	s_zero(body + STINT_PATHS_BODY_DATA, n / 2);
+	if (UNLIKELY(g->test.roll_kill))
+		test_roll_kill(g, 4);
+	s_zero(body + STINT_PATHS_BODY_DATA + n / 2, n - n / 2);
+	*(uint32_t *)(body + STINT_PATHS_BODY_SEQ) = seq + 1;
+	put64(body + STINT_PATHS_BODY_FIRST, now);
+	put64(body + STINT_PATHS_BODY_LAST, 0);
+	__atomic_store_n((uint64_t *)(c + STINT_PATHS_BATCH_OFF_DATALEN), PATHS_CHUNK_DATA, __ATOMIC_RELEASE);
+	__atomic_store_n(offs, (uint32_t)PATHS_CHUNK_DATA, __ATOMIC_RELEASE);
+	return 0;
 }
 
 /* The 8-byte body field at off of the chunk at pos. */

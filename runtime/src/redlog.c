@@ -38,7 +38,6 @@
 #define LOG_PENDING_MAX ((uint64_t)1 << 20)
 #define REG_MAX ((uint64_t)1 << 20) /* regions of a region-policy log (regions.c) */
 #define SYS_pread64 17
-#define SYS_pwrite64 18
 #define S_LOCK_SH 1
 #define S_LOCK_EX 2
 #define S_LOCK_NB 4
@@ -771,16 +770,10 @@ write:;
 			const uint8_t z[8] = {0};
 			sys_call4(SYS_pwrite64, fd, (long)z, (long)(at - size), (long)size);
 		}
-		uint64_t done = 0;
-		while (done < len) {
-			long w = sys_call4(SYS_pwrite64, fd, (long)(buf + done), (long)(len - done), (long)(at + done));
-			if (w <= 0)
-				break;
-			done += (uint64_t)w;
-		}
-		if (done == len && cut && at + len < size)
+		int done = pwrite_all(fd, buf, len, at) == 0;
+		if (done && cut && at + len < size)
 			sys_call2(SYS_ftruncate, fd, (long)(at + len)); /* drop the rest of a torn append */
-		if (done == len && !g->reg.mode)
+		if (done && !g->reg.mode)
 			g->log.saved = to;
 	}
 unlock:

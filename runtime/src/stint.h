@@ -268,6 +268,7 @@ struct stint_tests {
 	uint64_t readee_stall_ns;    /* STINT_TEST_READEE_STALL */
 	uint64_t switch_stall_ns;    /* STINT_TEST_SWITCH_STALL */
 	uint64_t batch_stall_ns;     /* STINT_TEST_BATCH_STALL */
+	uint32_t roll_kill;          /* STINT_TEST_ROLL_KILL */
 	char save_hold[256];         /* STINT_TEST_SAVE_HOLD (log_save) */
 };
 
@@ -1059,7 +1060,9 @@ static uint64_t paths_chunk_size(void);
 static long paths_file_open(struct stint_global *g);
 static long paths_extend(struct stint_global *g, uint64_t end);
 static uint64_t paths_chunk_new(struct stint_global *g, uint32_t tid, uint32_t seq, uint64_t first_ns);
-static void paths_chunk_finish(struct stint_global *g, uint64_t pos, uint64_t n, uint64_t last_ns);
+static void test_roll_kill(struct stint_global *g, uint32_t step);
+static void test_paths_setup(struct stint_global *g, char **envp);
+static long paths_chunk_roll(struct stint_global *g, uint64_t pos, uint32_t seq, uint64_t n, uint64_t now);
 static uint64_t *paths_chunk_field(struct stint_global *g, uint64_t pos, uint32_t off);
 static uint8_t *paths_chunk_data(struct stint_global *g, uint64_t pos);
 static void paths_close(struct stint_global *g);

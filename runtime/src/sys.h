@@ -23,6 +23,7 @@
 #define SYS_sched_yield 24
 #define SYS_getpid 39
 #define SYS_ftruncate 77
+#define SYS_pwrite64 18
 #define SYS_getcwd 79
 #define SYS_mkdir 83
 #define SYS_readlink 89

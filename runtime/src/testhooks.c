@@ -40,6 +40,14 @@ static void test_log_setup(struct stint_global *g, char **envp)
 		s_memcpy(g->test.save_hold, hold, s_strlen(hold) + 1);
 }
 
+/* The compact trace's hook (when a module records one: module init). */
+static void test_paths_setup(struct stint_global *g, char **envp)
+{
+	const char *rk = env_get(envp, STINT_TEST_ROLL_KILL_ENV);
+	if (rk && rk[0] >= '1' && rk[0] <= '4' && !rk[1])
+		g->test.roll_kill = (uint32_t)(rk[0] - '0');
+}
+
 /* Spin ns on clock (0: not at all). */
 __attribute__((cold, noinline)) static void test_stall(int clock, uint64_t ns)
 {
@@ -83,4 +91,12 @@ __attribute__((cold, noinline)) static void test_save_hold(struct stint_global *
 	if (!sys_failed(fd))
 		sys_call1(SYS_close, fd);
 	sleep_until(now_ns(S_CLOCK_MONOTONIC) + 300000000ULL);
+}
+
+/* STINT_TEST_ROLL_KILL: SIGKILL this process at step K of the first
+ * chunk copied out (paths_chunk_roll). */
+__attribute__((cold, noinline)) static void test_roll_kill(struct stint_global *g, uint32_t step)
+{
+	if (step == __atomic_load_n(&g->test.roll_kill, __ATOMIC_RELAXED))
+		sys_call2(62 /* SYS_kill */, sys_call0(SYS_getpid), 9 /* SIGKILL */);
 }
