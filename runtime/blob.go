@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "58e3ec49642b5093f24bb17a415476ed2aa2cb0090745b575ca86d72c636cebf"
+const BlobSHA256 = "a52154ee4c3fe6f652bd0816674ee5aacdc46dd251a8ddfa0c1cf929ef008427"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

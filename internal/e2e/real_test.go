@@ -241,3 +241,68 @@ func TestTraceEndMarker(t *testing.T) {
 		}
 	}
 }
+
+// TestLibraryRunEnds: with only a library rewritten, the run still ends
+// at exit (the library's finalizer does it when no rewritten executable
+// will): block counts are written, and a compact trace's paths file gets
+// its end marker. Before, both were lost: a counted libbz2 left no count.
+func TestLibraryRunEnds(t *testing.T) {
+	data := input(t, 1<<20)
+	t.Run("counts", func(t *testing.T) {
+		traces := libRun(t, "libbz2.so.1.0", rewrite.Options{Tool: rewrite.ToolBlock, Counts: true}, data, "/usr/bin/bzip2", "-c")
+		blocks, ends := 0, 0
+		for _, tr := range readTraces(t, traces) {
+			for _, e := range tr.Events {
+				switch e.Kind {
+				case formats.KindBlockCount:
+					blocks++
+				case formats.KindRunEnd:
+					ends++
+				}
+			}
+		}
+		if blocks == 0 || ends != 1 {
+			t.Errorf("%d block counts and %d run ends, want counts and one end", blocks, ends)
+		}
+	})
+	t.Run("compact", func(t *testing.T) {
+		traces := libRun(t, "libbz2.so.1.0", rewrite.Options{Tool: rewrite.ToolCall, Every: true}, data, "/usr/bin/bzip2", "-c")
+		names, _ := filepath.Glob(filepath.Join(traces, "*"+formats.PathsSuffix))
+		if len(names) != 1 {
+			t.Fatalf("%d paths files, want 1", len(names))
+		}
+		f, err := os.Open(names[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		pr, err := formats.NewPathsReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for pr.Next() {
+			n++
+		}
+		if pr.Err() != nil || pr.End() != formats.EndMarker || n == 0 {
+			t.Errorf("%d chunks, end %v, err %v: want chunks and the end marker", n, pr.End(), pr.Err())
+		}
+	})
+}
+
+// libRun runs argv with lib rewritten with opts on LD_LIBRARY_PATH,
+// checks its output against a native run's, and returns the trace
+// directory.
+func libRun(t *testing.T, lib string, opts rewrite.Options, stdin []byte, argv ...string) string {
+	t.Helper()
+	need(t, filepath.Join(libdir, lib), argv[0])
+	dir := t.TempDir()
+	rewritten(t, filepath.Join(libdir, lib), dir, opts)
+	traces := filepath.Join(dir, "traces")
+	native := run(t, stdin, nil, argv...)
+	traced := run(t, stdin, []string{"LD_LIBRARY_PATH=" + dir, "STINT_OUT=" + traces}, argv...)
+	if !bytes.Equal(native, traced) {
+		t.Fatalf("output with rewritten %s differs from native", lib)
+	}
+	return traces
+}

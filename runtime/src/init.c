@@ -306,11 +306,19 @@ STINT_API uint64_t stint_init_shared(const uint8_t *blob, long argc, char **argv
 	return m->orig_entry ? base + m->orig_entry : 0;
 }
 
+/*
+ * A module's finalizer (DT_FINI). The run ends (its last counts and
+ * samples, the paths file's end marker) at the executable's, the first
+ * to run at exit, or, when the executable was not rewritten, at the
+ * first rewritten library's: finalizers that run later still record
+ * into what is open. (A library unloaded mid-run, with no rewritten
+ * executable, ends the run too.)
+ */
 STINT_API uint64_t stint_fini(const uint8_t *blob)
 {
 	struct stint_module *m = module_of_blob(blob);
 	if (__atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE) & RS_ACTIVE) {
-		if (m->flags & STINT_MF_EXEC) {
+		if ((m->flags & STINT_MF_EXEC) || !__atomic_load_n(&G()->proc.exe_registered, __ATOMIC_ACQUIRE)) {
 			run_end(G());
 			paths_close(G());
 		}
