@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "a52154ee4c3fe6f652bd0816674ee5aacdc46dd251a8ddfa0c1cf929ef008427"
+const BlobSHA256 = "26b4b1780cc29cbc985de6b96eec057662f6775913263f53f5f50fb8023df0c9"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -129,6 +129,7 @@ Environment read by the rewritten program:
                     (down to one in eight periods) until one records
   STINT_HUGE        set to 0 to keep the tables and trampolines in the
                     file's 4 KiB pages instead of 2 MiB anonymous pages
+                    (--every modules always keep them)
   STINT_SWITCH_SELF set to 0 to stop a program with one thread from
                     switching the patches that straddle a word itself
                     (they then stay on, or with --switch-sync the

@@ -85,19 +85,7 @@ func TestHugeBacking(t *testing.T) {
 			}
 			for _, r := range ranges {
 				lo, hi := base+r.lo, base+r.hi
-				var anon uint64
-				for _, mp := range maps {
-					if mp.hi <= lo || mp.lo >= hi {
-						continue
-					}
-					switch {
-					case mp.path == out:
-					case mp.path == "" && mp.inode == 0:
-						anon += min(mp.hi, hi) - max(mp.lo, lo)
-					default:
-						t.Errorf("%s: %#x-%#x is mapped from %q", r.name, mp.lo, mp.hi, mp.path)
-					}
-				}
+				anon := anonBytes(t, maps, lo, hi, out, r.name)
 				// the whole 2 MiB pages inside, less at most one for the
 				// parts left out (the runtime's code, the dynamic section)
 				inner := (hi&^(2<<20-1) - (lo+2<<20-1)&^(2<<20-1))
@@ -129,6 +117,56 @@ func TestHugeBacking(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHugeNotForEvery: a --every module's tables and trampolines stay
+// in the file's pages (nothing writes them; the copy cost start-up and
+// bought nothing in its runs).
+func TestHugeNotForEvery(t *testing.T) {
+	lib := filepath.Join(libdir, "libsqlite3.so.0")
+	need(t, lib, "/usr/bin/sqlite3")
+	dir := t.TempDir()
+	out, _ := rewritten(t, lib, dir, rewrite.Options{Tool: rewrite.ToolCall, Every: true})
+	m, _, _ := probesAndPatches(t, out)
+	blobPages := (uint64(len(runtime.Blob())) + 4095) &^ 4095
+	env := append(traceEnv(filepath.Join(dir, "traces")), "LD_LIBRARY_PATH="+dir, "STINT_DISABLE=1")
+	cmd, stdin, stderr := startSqlite3(t, env, ".print ready\n", "ready\n")
+	base, _ := openMem(t, cmd.Process.Pid, out)
+	maps, err := readMaps(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := base+m.TrampLo+blobPages, base+m.TrampHi
+	if hi-lo <= 2<<20 {
+		t.Fatalf("trampolines %#x-%#x: want more than 2 MiB, so that huge pages would cover some", lo, hi)
+	}
+	if anon := anonBytes(t, maps, lo, hi, out, "trampolines"); anon != 0 {
+		t.Errorf("trampolines: %d bytes anonymous, want none for a --every module", anon)
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sqlite3: %v, stderr %q", err, stderr.String())
+	}
+}
+
+// anonBytes returns how many bytes of [lo, hi) are anonymous memory in
+// maps; a part mapped from a file other than out is an error.
+func anonBytes(t *testing.T, maps []mapping, lo, hi uint64, out, name string) uint64 {
+	t.Helper()
+	var anon uint64
+	for _, mp := range maps {
+		if mp.hi <= lo || mp.lo >= hi {
+			continue
+		}
+		switch {
+		case mp.path == out:
+		case mp.path == "" && mp.inode == 0:
+			anon += min(mp.hi, hi) - max(mp.lo, lo)
+		default:
+			t.Errorf("%s: %#x-%#x is mapped from %q", name, mp.lo, mp.hi, mp.path)
+		}
+	}
+	return anon
 }
 
 type mapping struct {
