@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "26b4b1780cc29cbc985de6b96eec057662f6775913263f53f5f50fb8023df0c9"
+const BlobSHA256 = "93c1b151787c79782b2c5b64fd2d5101d6003d91fbea6f931487c13d9fee81d7"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
