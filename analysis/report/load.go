@@ -136,15 +136,12 @@ type Loader struct {
 
 	mods    map[moduleKey]int32
 	modInfo []formats.Module // by global index
-	union   map[evKey]*seen  // every distinct event of the runs loaded
+	union   *evSet // every distinct event of the runs loaded
 	recent  *[recentSize]recentEvent
 	runs    int // runs loaded
 	// newPerRun[i]: events first seen in loaded run i
 	newPerRun []int
 }
-
-// seen marks the last run (global index) that had an event.
-type seen struct{ last int32 }
 
 // recentSize is how many distinct events the loader's direct-mapped
 // cache in front of union holds: a trace's hot events are a few
@@ -157,17 +154,18 @@ const (
 
 type recentEvent struct {
 	key evKey
-	m   *seen
+	m   *int32
 }
 
-// seenOf returns the union's entry for key, nil if it has none.
-func (l *Loader) seenOf(key evKey) *seen {
+// seenOf returns where the union keeps key's last run, nil if it has
+// not seen key.
+func (l *Loader) seenOf(key evKey) *int32 {
 	h := (key.src*0x9e3779b97f4a7c15 ^ key.dst*0xc2b2ae3d27d4eb4f ^ uint64(key.kind)<<56 ^ uint64(key.srcMod)<<40 ^ uint64(key.dstMod)<<48) >> (64 - recentBits)
 	c := &l.recent[h]
 	if c.m != nil && c.key == key {
 		return c.m
 	}
-	m := l.union[key]
+	m := l.union.last(key)
 	if m != nil {
 		c.key, c.m = key, m
 	}
@@ -176,7 +174,9 @@ func (l *Loader) seenOf(key evKey) *seen {
 
 // NewLoader returns an empty loader.
 func NewLoader() *Loader {
-	return &Loader{mods: map[moduleKey]int32{}, union: map[evKey]*seen{}, recent: new([recentSize]recentEvent)}
+	l := &Loader{mods: map[moduleKey]int32{}, union: newEvSet(), recent: new([recentSize]recentEvent)}
+	l.union.grown = func() { *l.recent = [recentSize]recentEvent{} } // its pointers went stale
+	return l
 }
 
 // LoadFiles reads every file in order (see [Loader.Load]); the progress
@@ -289,11 +289,11 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 				last, lastRun = key, run
 				g := int32(l.runs + run)
 				if m := l.seenOf(key); m == nil {
-					l.union[key] = &seen{last: g}
+					l.union.add(key, g)
 					rd.Distinct++
 					newIn[run]++
-				} else if m.last != g {
-					m.last = g
+				} else if *m != g {
+					*m = g
 					rd.Distinct++
 				}
 			case kind == formats.KindBlockCount:
@@ -355,7 +355,7 @@ func (l *Loader) Cumulative() (cum []int, union int) {
 		n += v
 		cum = append(cum, n)
 	}
-	return cum, len(l.union)
+	return cum, l.union.len()
 }
 
 func newBytesBar(w io.Writer) *progress.Bar {

@@ -34,13 +34,14 @@ type outcome struct {
 // have no probe, and are not counted. Functions by their symbols, else
 // as "?".
 func (a *auto) probedCoverage() (funcs []probedFunc, skipped []string) {
-	recorded := map[outcome]bool{}
-	for k := range a.loader.union {
-		recorded[outcome{k.srcMod, k.src, k.kind}] = true
-	}
-	for _, r := range a.runs {
-		for at := range r.Counts { // a block-count trace: the blocks that ran
-			recorded[outcome{at.Module, at.Addr, uint8(runtime.KBlock)}] = true
+	var recorded map[outcome]bool // built for the first module with a probe table
+	record := func() {
+		recorded = map[outcome]bool{}
+		a.loader.union.each(func(k evKey) { recorded[outcome{k.srcMod, k.src, k.kind}] = true })
+		for _, r := range a.runs {
+			for at := range r.Counts { // a block-count trace: the blocks that ran
+				recorded[outcome{at.Module, at.Addr, uint8(runtime.KBlock)}] = true
+			}
 		}
 	}
 	byName := map[funcKey]*probedFunc{}
@@ -52,6 +53,9 @@ func (a *auto) probedCoverage() (funcs []probedFunc, skipped []string) {
 		if err != nil || hex.EncodeToString(mod.BuildID[:min(mod.BuildIDLen, 32)]) != m.BuildID {
 			skipped = append(skipped, filepath.Base(m.Path))
 			continue
+		}
+		if recorded == nil {
+			record()
 		}
 		tab, _ := a.opts.Resolver.Table(m.BuildID, m.Path)
 		for _, p := range probes {
