@@ -386,7 +386,7 @@ func markdown(rows []row, args []string, repeat int) string {
 	return b.String()
 }
 
-var opNames = map[string]string{"cov": "cov compare", "merge": "trace merge", "cct": "cct build"}
+var opNames = map[string]string{"cov": "cov compare", "merge": "trace merge", "cct": "cct build", "report": "report auto"}
 
 // target is issue 5's speed target, in M events per CPU second (one core).
 const target = 20
