@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "93c1b151787c79782b2c5b64fd2d5101d6003d91fbea6f931487c13d9fee81d7"
+const BlobSHA256 = "8fe6e6d4be726eeec43316f8e4a21c6725601f2f375a3e3289e063b49cc633ef"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -69,6 +69,36 @@ static long paths_extend(struct stint_global *g, uint64_t end)
 }
 
 /*
+ * With g->paths.lock held: claim len bytes at the stream's end, the file
+ * grown to hold them. Their offset, or 0 (no file, closed, or it cannot
+ * grow: said once, and recording stops).
+ */
+static uint64_t paths_reserve(struct stint_global *g, uint64_t len)
+{
+	if (!g->paths.map || g->paths.closed)
+		return 0;
+	long r = paths_extend(g, g->paths.next_pos + len);
+	if (r) {
+		if (!g->paths.failed)
+			set_untraced_once(g, "extend paths file", g->paths.path, -r);
+		g->paths.failed = 1;
+		return 0;
+	}
+	uint64_t pos = g->paths.next_pos;
+	g->paths.next_pos += len;
+	return pos;
+}
+
+/* The record batch header of a chunk at c, len bytes in all, with n
+ * bytes of data: all but its continuation marker, which goes last. */
+static void paths_header(uint8_t *c, uint64_t len, uint64_t n)
+{
+	s_memcpy(c + 4, stint_paths_batch + 4, STINT_PATHS_BATCH_LEN - 4);
+	put64(c + STINT_PATHS_BATCH_OFF_BODYLEN, len - STINT_PATHS_BATCH_LEN);
+	put64(c + STINT_PATHS_BATCH_OFF_DATALEN, n);
+}
+
+/*
  * Hand out a new chunk for thread tid, number seq: its file offset, or 0
  * when there is no paths file (recording stops for the thread). The
  * chunk is complete in the file before its marker is set.
@@ -77,7 +107,6 @@ static uint64_t paths_chunk_new(struct stint_global *g, uint32_t tid, uint32_t s
 {
 	if (!lock_bounded(&g->paths.lock))
 		return 0;
-	uint64_t pos = 0;
 	if (!g->paths.map && !g->paths.failed) {
 		long r = paths_file_open(g);
 		if (r) {
@@ -85,25 +114,12 @@ static uint64_t paths_chunk_new(struct stint_global *g, uint32_t tid, uint32_t s
 			set_untraced_once(g, "open paths file", g->paths.path, -r);
 		}
 	}
-	if (g->paths.map && !g->paths.closed) {
-		uint64_t size = paths_chunk_size();
-		long r = paths_extend(g, g->paths.next_pos + size);
-		if (r) {
-			if (!g->paths.failed)
-				set_untraced_once(g, "extend paths file", g->paths.path, -r);
-			g->paths.failed = 1;
-		} else {
-			pos = g->paths.next_pos;
-			g->paths.next_pos += size;
-		}
-	}
+	uint64_t pos = paths_reserve(g, paths_chunk_size());
 	unlock(&g->paths.lock);
 	if (!pos)
 		return 0;
 	uint8_t *c = (uint8_t *)g->paths.map + pos;
-	s_memcpy(c + 4, stint_paths_batch + 4, STINT_PATHS_BATCH_LEN - 4);
-	put64(c + STINT_PATHS_BATCH_OFF_BODYLEN, paths_chunk_size() - STINT_PATHS_BATCH_LEN);
-	put64(c + STINT_PATHS_BATCH_OFF_DATALEN, PATHS_CHUNK_DATA);
+	paths_header(c, paths_chunk_size(), PATHS_CHUNK_DATA);
 	uint8_t *body = c + STINT_PATHS_BATCH_LEN;
 	*(uint32_t *)(body + STINT_PATHS_BODY_TID) = tid;
 	*(uint32_t *)(body + STINT_PATHS_BODY_SEQ) = seq;
@@ -124,22 +140,12 @@ static uint64_t paths_claim(struct stint_global *g, uint64_t len, uint64_t n)
 {
 	if (!lock_bounded(&g->paths.lock))
 		return 0;
-	uint64_t at = 0;
-	long r = g->paths.closed ? -9 : paths_extend(g, g->paths.next_pos + len);
-	if (!r) {
-		at = g->paths.next_pos;
-		g->paths.next_pos += len;
-	} else if (!g->paths.failed) {
-		set_untraced_once(g, "extend paths file", g->paths.path, -r);
-		g->paths.failed = 1;
-	}
+	uint64_t at = paths_reserve(g, len);
 	unlock(&g->paths.lock);
 	if (!at)
 		return 0;
 	uint8_t *a = (uint8_t *)g->paths.map + at;
-	s_memcpy(a + 4, stint_paths_batch + 4, STINT_PATHS_BATCH_LEN - 4);
-	put64(a + STINT_PATHS_BATCH_OFF_BODYLEN, len - STINT_PATHS_BATCH_LEN);
-	put64(a + STINT_PATHS_BATCH_OFF_DATALEN, n);
+	paths_header(a, len, n);
 	__atomic_store_n((uint32_t *)a, 0xffffffffu, __ATOMIC_RELEASE);
 	return at;
 }
@@ -172,8 +178,7 @@ static long paths_chunk_roll(struct stint_global *g, uint64_t pos, uint32_t seq,
 
 	uint8_t h[STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_DATA];
 	s_memcpy(h, c, sizeof h);
-	put64(h + STINT_PATHS_BATCH_OFF_BODYLEN, blen);
-	put64(h + STINT_PATHS_BATCH_OFF_DATALEN, n);
+	paths_header(h, STINT_PATHS_BATCH_LEN + blen, n);
 	put64(h + STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_PENDING, 1);
 	*(uint32_t *)(h + STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_OFFS + 4) = (uint32_t)n;
 	long r = fd_refers_to(g->paths.fd, g->paths.fd_dev, g->paths.fd_ino) ? 0 : -9; /* EBADF: the program closed it */

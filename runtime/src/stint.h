@@ -1062,6 +1062,8 @@ static long paths_extend(struct stint_global *g, uint64_t end);
 static uint64_t paths_chunk_new(struct stint_global *g, uint32_t tid, uint32_t seq, uint64_t first_ns);
 static void test_roll_kill(struct stint_global *g, uint32_t step);
 static void test_paths_setup(struct stint_global *g, char **envp);
+static uint64_t paths_reserve(struct stint_global *g, uint64_t len);
+static void paths_header(uint8_t *c, uint64_t len, uint64_t n);
 static uint64_t paths_claim(struct stint_global *g, uint64_t len, uint64_t n);
 static long paths_chunk_roll(struct stint_global *g, uint64_t pos, uint32_t seq, uint64_t n, uint64_t now);
 static uint64_t *paths_chunk_field(struct stint_global *g, uint64_t pos, uint32_t off);

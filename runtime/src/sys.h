@@ -22,6 +22,7 @@
 #define SYS_madvise 28
 #define SYS_sched_yield 24
 #define SYS_getpid 39
+#define SYS_kill 62
 #define SYS_ftruncate 77
 #define SYS_pwrite64 18
 #define SYS_getcwd 79

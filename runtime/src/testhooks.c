@@ -98,5 +98,5 @@ __attribute__((cold, noinline)) static void test_save_hold(struct stint_global *
 __attribute__((cold, noinline)) static void test_roll_kill(struct stint_global *g, uint32_t step)
 {
 	if (step == __atomic_load_n(&g->test.roll_kill, __ATOMIC_RELAXED))
-		sys_call2(62 /* SYS_kill */, sys_call0(SYS_getpid), 9 /* SIGKILL */);
+		sys_call2(SYS_kill, sys_call0(SYS_getpid), 9 /* SIGKILL */);
 }
