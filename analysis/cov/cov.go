@@ -429,12 +429,12 @@ func (s *state) segment(b *merge.Batch, lo, hi int, f *fileState, rec, count *ru
 		if k == uint8(formats.KindSyscall) {
 			dst = vals[i]
 		}
-		w0, w1, ok := pack(k, srcs[i], dst, pm[sms[i]], pm[dm])
+		w0, w1, ok := PackKey(k, srcs[i], dst, pm[sms[i]], pm[dm])
 		if !ok {
 			s.applyWide(wideKey(b, lo+i, formats.Kind(k), f.gm), done, count)
 			continue
 		}
-		h := hash(w0, w1)
+		h := HashKey(w0, w1)
 		// Processed for this run already, or new: looked up below.
 		r := &t.recent[(h>>40)&(recentSize-1)]
 		if r.w0 == w0 && r.w1 == w1 {
@@ -519,11 +519,11 @@ func mark(fl uint64, count *runAcc) uint64 {
 // flags returns the flags of the event of row i (of kind kind: a
 // refusal row's refused event), 0 if it is not in the table.
 func (s *state) flags(b *merge.Batch, i int, kind formats.Kind, f *fileState) uint64 {
-	w0, w1, ok := pack(uint8(kind), b.Src[i], eventDst(b, i, kind), f.pm[b.SrcModule[i]], f.pm[b.DstModule[i]])
+	w0, w1, ok := PackKey(uint8(kind), b.Src[i], eventDst(b, i, kind), f.pm[b.SrcModule[i]], f.pm[b.DstModule[i]])
 	if !ok {
 		return s.events.wide[wideKey(b, i, kind, f.gm)]
 	}
-	if e := s.events.find(w0, w1, hash(w0, w1)); e != nil {
+	if e := s.events.find(w0, w1, HashKey(w0, w1)); e != nil {
 		return e.w1 & flagMask
 	}
 	return 0

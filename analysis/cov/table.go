@@ -78,18 +78,27 @@ func newTable() *table {
 	return &table{slots: makeSlots(size), mask: size - 1, wide: map[key]uint64{}, recent: make([]slot, recentSize)}
 }
 
-// pack returns the packed key of an event of kind k from src to dst
-// (the syscall number for a syscall) whose modules pack as sm and dm;
-// ok is false if it does not pack.
-func pack(k uint8, src, dst uint64, sm, dm uint16) (w0, w1 uint64, ok bool) {
+// PackKey returns the packed key of an event of kind k from src to dst
+// (the syscall number for a syscall) whose modules pack as sm and dm
+// (NoPackedModule: none); ok is false if it does not pack. The layout
+// is the table's (above); report auto's distinct-event set uses it too.
+func PackKey(k uint8, src, dst uint64, sm, dm uint16) (w0, w1 uint64, ok bool) {
 	if (src|dst)>>addrBits|uint64(sm|dm)>>modBits != 0 {
 		return 0, 0, false
 	}
 	return uint64(k)<<60 | uint64(sm)<<addrBits | src, uint64(dm)<<addrBits | dst, true
 }
 
-// hash hashes a packed key (w1 without flags).
-func hash(w0, w1 uint64) uint64 {
+// UnpackKey undoes PackKey (w1 without flags).
+func UnpackKey(w0, w1 uint64) (k uint8, src, dst uint64, sm, dm uint16) {
+	return uint8(w0 >> 60), w0 & addrMask, w1 & addrMask, uint16(w0>>addrBits) & noMod, uint16(w1>>addrBits) & noMod
+}
+
+// NoPackedModule is the packed module of no module.
+const NoPackedModule = noMod
+
+// HashKey hashes a packed key (w1 without flags).
+func HashKey(w0, w1 uint64) uint64 {
 	hi, lo := bits.Mul64(w0^0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9)
 	hi, lo = bits.Mul64(hi^lo^w1, 0x94d049bb133111eb)
 	return hi ^ lo
@@ -99,7 +108,7 @@ func hash(w0, w1 uint64) uint64 {
 func (t *table) len() int { return t.n + len(t.wide) }
 
 // insert returns the index of k's slot, adding k (no flags) if it is
-// not in the table. w1 has no flags; h is hash(w0, w1).
+// not in the table. w1 has no flags; h is HashKey(w0, w1).
 func (t *table) insert(w0, w1, h uint64) uint64 {
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
 		e := &t.slots[i]
@@ -143,7 +152,7 @@ func (t *table) grow() {
 		if o.w0 == 0 {
 			continue
 		}
-		i := hash(o.w0, o.w1&^flagMask) & t.mask
+		i := HashKey(o.w0, o.w1&^flagMask) & t.mask
 		for t.slots[i].w0 != 0 {
 			i = (i + 1) & t.mask
 		}

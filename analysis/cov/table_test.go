@@ -6,7 +6,7 @@ import "testing"
 func pk(src, dst uint64) (w0, w1, h uint64) {
 	w0 = 1<<60 | 2<<addrBits | src
 	w1 = 3<<addrBits | dst
-	return w0, w1, hash(w0, w1)
+	return w0, w1, HashKey(w0, w1)
 }
 
 func TestTableGrows(t *testing.T) {

@@ -1,15 +1,14 @@
 package report
 
-import "math/bits"
+import "github.com/stint-project/stint/analysis/cov"
 
 // evSet is the loader's set of distinct events, each with the last run
 // (global index) that recorded one. With half a million distinct events
 // a Go map of 32-byte keys to pointers cost a cache miss for the bucket
 // and another for the value; here a slot holds the key packed as
-// analysis/cov's table packs it (kind:4 | src module:12 | src:48, dst
-// module:12 | dst:48: every event in practice) and the run beside it,
-// 24 bytes, in one open-addressing array. A key that does not pack goes
-// to wide, a Go map.
+// cov compare's table packs it (cov.PackKey: 16 bytes for every event
+// in practice) and the run beside it, in one open-addressing array. A
+// key that does not pack goes to wide, a Go map.
 type evSet struct {
 	slots []evSlot // w0 == 0: empty (a kind is never 0)
 	mask  uint64
@@ -23,37 +22,26 @@ type evSlot struct {
 	last   int32
 }
 
-const (
-	evAddrBits = 48
-	evModBits  = 12
-	evNoMod    = 1<<evModBits - 1 // the packed module of no module
-)
-
 func newEvSet() *evSet {
 	const size = 1 << 10
 	return &evSet{slots: make([]evSlot, size), mask: size - 1, wide: map[evKey]*int32{}}
 }
 
-// evPack packs key; ok is false when it does not pack.
+// evPack packs key with cov.PackKey; ok is false when it does not pack
+// (a kind of 0 or past 4 bits, a module index or an address too wide).
 func evPack(k evKey) (w0, w1 uint64, ok bool) {
-	sm, dm := uint64(evNoMod), uint64(evNoMod)
-	if k.srcMod >= 0 {
-		sm = uint64(k.srcMod)
+	mod := func(m int32) (uint16, bool) {
+		if m < 0 {
+			return cov.NoPackedModule, true
+		}
+		return uint16(m), m < cov.NoPackedModule
 	}
-	if k.dstMod >= 0 {
-		dm = uint64(k.dstMod)
-	}
-	wideMod := k.srcMod >= evNoMod || k.dstMod >= evNoMod
-	if k.kind == 0 || k.kind > 15 || (k.src|k.dst)>>evAddrBits != 0 || wideMod {
+	sm, sok := mod(k.srcMod)
+	dm, dok := mod(k.dstMod)
+	if k.kind == 0 || k.kind > 15 || !sok || !dok {
 		return 0, 0, false
 	}
-	return uint64(k.kind)<<60 | sm<<evAddrBits | k.src, dm<<evAddrBits | k.dst, true
-}
-
-func evHash(w0, w1 uint64) uint64 {
-	hi, lo := bits.Mul64(w0^0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9)
-	hi, lo = bits.Mul64(hi^lo^w1, 0x94d049bb133111eb)
-	return hi ^ lo
+	return cov.PackKey(k.kind, k.src, k.dst, sm, dm)
 }
 
 // last returns where key's last run is kept, or nil if key is not in
@@ -63,7 +51,7 @@ func (s *evSet) last(key evKey) *int32 {
 	if !ok {
 		return s.wide[key]
 	}
-	for i := evHash(w0, w1) & s.mask; ; i = (i + 1) & s.mask {
+	for i := cov.HashKey(w0, w1) & s.mask; ; i = (i + 1) & s.mask {
 		e := &s.slots[i]
 		if e.w0 == w0 && e.w1 == w1 {
 			return &e.last
@@ -91,7 +79,7 @@ func (s *evSet) add(key evKey, g int32) {
 
 // put stores a key known to be absent.
 func (s *evSet) put(w0, w1 uint64, g int32) {
-	for i := evHash(w0, w1) & s.mask; ; i = (i + 1) & s.mask {
+	for i := cov.HashKey(w0, w1) & s.mask; ; i = (i + 1) & s.mask {
 		if e := &s.slots[i]; e.w0 == 0 {
 			e.w0, e.w1, e.last = w0, w1, g
 			return
@@ -117,16 +105,16 @@ func (s *evSet) len() int { return s.n + len(s.wide) }
 
 // each calls fn with every key.
 func (s *evSet) each(fn func(evKey)) {
-	mod := func(m uint64) int32 {
-		if m == evNoMod {
+	mod := func(m uint16) int32 {
+		if m == cov.NoPackedModule {
 			return -1
 		}
 		return int32(m)
 	}
 	for _, e := range s.slots {
 		if e.w0 != 0 {
-			fn(evKey{kind: uint8(e.w0 >> 60), srcMod: mod(e.w0 >> evAddrBits & evNoMod), dstMod: mod(e.w1 >> evAddrBits & evNoMod),
-				src: e.w0 & (1<<evAddrBits - 1), dst: e.w1 & (1<<evAddrBits - 1)})
+			k, src, dst, sm, dm := cov.UnpackKey(e.w0, e.w1)
+			fn(evKey{kind: k, srcMod: mod(sm), dstMod: mod(dm), src: src, dst: dst})
 		}
 	}
 	for k := range s.wide {

@@ -3,6 +3,8 @@ package report
 import (
 	"math/rand"
 	"testing"
+
+	"github.com/stint-project/stint/analysis/cov"
 )
 
 // TestEvSet: the packed set against a Go map, through many growths,
@@ -18,9 +20,9 @@ func TestEvSet(t *testing.T) {
 			src: uint64(rng.Intn(1 << 20)), dst: uint64(rng.Intn(1 << 12))}
 		switch rng.Intn(40) {
 		case 0:
-			k.srcMod = evNoMod + int32(rng.Intn(3))
+			k.srcMod = cov.NoPackedModule + int32(rng.Intn(3))
 		case 1:
-			k.dst = 1<<evAddrBits + uint64(rng.Intn(3))
+			k.dst = 1<<48 + uint64(rng.Intn(3)) // past cov.PackKey's 48 bits
 		case 2:
 			k.kind = 16 + uint8(rng.Intn(3))
 		}

@@ -136,7 +136,7 @@ type Loader struct {
 
 	mods    map[moduleKey]int32
 	modInfo []formats.Module // by global index
-	union   *evSet // every distinct event of the runs loaded
+	union   *evSet           // every distinct event of the runs loaded
 	recent  *[recentSize]recentEvent
 	runs    int // runs loaded
 	// newPerRun[i]: events first seen in loaded run i
