@@ -42,7 +42,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 			a.Gate = e.l.GateAt + runtime.GateWord1
 		}
 		a.Cold = a.ColdAt(e.tt.coldBase + t.cold)
-		a.Counts = e.tt.countsAt(i, e.l.CountsAt, e.l.ProbesAt)
+		a.Counts = e.tt.countsAt(i, e.l.CountsAt, e.l.ProbesAt, true)
 		if t.addr+uint64(t.size) > e.tt.coldBase {
 			return nil, fmt.Errorf("trampoline for %#x: allocated after the cold region was placed", in.Addr)
 		}
@@ -50,6 +50,11 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 		case t.site && t.probe0 >= 0:
 			if err := e.site(a, i, t); err != nil {
 				return nil, err
+			}
+			if a.Counts != nil && a.Counts.Run != nil {
+				for len(a.B) < t.size {
+					a.Emit(0xcc) // a run stopped before a block with no counter
+				}
 			}
 		case !e.ps.evicted[i]:
 			continue // a failed attempt of the planner: leave int3

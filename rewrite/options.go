@@ -41,7 +41,9 @@ type Options struct {
 	// inline and call the runtime only on their slow paths; a block
 	// count adds inline instead of calling the runtime); "pcs", partial
 	// context switch (a block count leaves the flags unsaved where they
-	// are dead).
+	// are dead); "dpc", dynamic probe coalescing (a block count's
+	// trampoline runs the blocks after it that only a jcc falls into,
+	// counting each: runs.go).
 	NoOpt []string
 	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
 	// mode. Every call and return reaches the runtime, which keeps a
@@ -414,7 +416,7 @@ func (o *Options) opt(name string) bool {
 }
 
 // Opts are the instrumentation optimisations NoOpt can turn off.
-var Opts = []string{"ppi", "pcs"}
+var Opts = []string{"ppi", "pcs", "dpc"}
 
 // policy returns the options the policy stage reads.
 func (o *Options) policy() policy.Options {

@@ -243,6 +243,9 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	tt := newTrampTable(fx, plan, fr.TrampStart)
 	tt.counts, tt.atomic = opts.Counts, opts.CountsAtomic
 	tt.noPPI, tt.noPCS = !opts.opt("ppi"), !opts.opt("pcs")
+	// Go's runtime turns a fault into a panic only at its own code's
+	// addresses: a run would move more of them into trampolines
+	tt.dpc = opts.Counts && opts.opt("dpc") && !fx.Module.Go
 	ok := tt.sizeSites(opts.Tool, plan.Sites(sites))
 	ok = plan.AddEdges(ok)
 	tt.sizeEdges(ok)

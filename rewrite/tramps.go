@@ -26,11 +26,13 @@ type trampTable struct {
 	code   *facts.Code
 	plan   *policy.Plan
 	pic    bool
-	static bool          // !Module.FS0IsThreadPointer (tramp.Asm.Static)
-	counts bool          // block sites count inline (rewrite --counts)
-	atomic bool          // with counts: locked increments (rewrite --counts-atomic)
-	noPPI  bool          // with counts: the runtime counts (rewrite --no-opt ppi)
-	noPCS  bool          // with counts: the flags are saved everywhere (rewrite --no-opt pcs)
+	static bool // !Module.FS0IsThreadPointer (tramp.Asm.Static)
+	counts bool // block sites count inline (rewrite --counts)
+	atomic bool // with counts: locked increments (rewrite --counts-atomic)
+	noPPI  bool // with counts: the runtime counts (rewrite --no-opt ppi)
+	noPCS  bool // with counts: the flags are saved everywhere (rewrite --no-opt pcs)
+	dpc    bool // with counts: counted runs (runs.go; off: rewrite --no-opt dpc)
+	fx     *facts.Facts
 	isSite []bool        // by instruction index
 	size   []int         // by instruction index: bytes of the site's trampoline
 	cold   []int         // by instruction index: bytes of its cold code (tramp/cold.go)
@@ -46,7 +48,7 @@ type trampTable struct {
 
 func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable {
 	n := len(fx.Code.Insts)
-	return &trampTable{code: fx.Code, plan: plan, pic: fx.Module.PIC, static: !fx.Module.FS0IsThreadPointer(), cursor: start,
+	return &trampTable{code: fx.Code, fx: fx, plan: plan, pic: fx.Module.PIC, static: !fx.Module.FS0IsThreadPointer(), cursor: start,
 		isSite: make([]bool, n), size: make([]int, n), cold: make([]int, n), arms: make([][]int, n), at: make([]*trampoline, n)}
 }
 
@@ -81,7 +83,7 @@ func (tt *trampTable) emitProbes(a *tramp.Asm, t runtime.Tool, i int, probes []u
 func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
 	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Calls: tt.plan.Calls(), Static: tt.static, Countdown: tt.plan.Countdown()}
 	a.Cold = a.ColdAt(0)
-	a.Counts = tt.countsAt(i, 0, 0)
+	a.Counts = tt.countsAt(i, 0, 0, false)
 	sp := tt.emitSite(a, t, i, nil, 0)
 	if a.Err != nil {
 		return a.Err
@@ -171,13 +173,21 @@ func (tt *trampTable) seal() uint64 {
 
 // countsAt returns what site i's trampoline needs to count its block
 // (nil: it does not count) with the counters at countsAt for the probe
-// records at probesAt (placeholders when sizing).
-func (tt *trampTable) countsAt(i int, countsAt, probesAt uint64) *tramp.Counts {
+// records at probesAt, once every trampoline is placed (placed; else
+// placeholders, for sizing).
+func (tt *trampTable) countsAt(i int, countsAt, probesAt uint64, placed bool) *tramp.Counts {
 	if !tt.counts {
 		return nil
 	}
 	if tt.noPPI {
 		return nil // the runtime counts (record.c)
 	}
-	return &tramp.Counts{CountsAt: countsAt, ProbesAt: probesAt, FlagsDead: !tt.noPCS && tt.code.FlagsDead(i), Atomic: tt.atomic}
+	ct := &tramp.Counts{CountsAt: countsAt, ProbesAt: probesAt, FlagsDead: !tt.noPCS && tt.code.FlagsDead(i), Atomic: tt.atomic,
+		Chain: func(a uint64) uint64 { return a }}
+	counter := func(int) uint64 { return 1 }
+	if placed {
+		counter, ct.Chain = tt.runCounter(countsAt), tt.runChain
+	}
+	ct.Run = tt.countRun(i, counter)
+	return ct
 }

@@ -57,7 +57,7 @@ func TestBlockCounts(t *testing.T) {
 			}
 			traced, eProbes := blockRun(t, bin, f, rewrite.Options{Tool: rewrite.ToolBlock, Every: true}, nOut, nCode)
 			fini := finiRange(t, bin)
-			for _, noOpt := range [][]string{nil, {"pcs"}, {"ppi"}} {
+			for _, noOpt := range [][]string{nil, {"pcs"}, {"ppi"}, {"dpc"}} {
 				opts := rewrite.Options{Tool: rewrite.ToolBlock, Counts: true, CountsAtomic: f.Threads, NoOpt: noOpt}
 				counted, cProbes := blockRun(t, bin, f, opts, nOut, nCode)
 				compared := 0

@@ -12,6 +12,11 @@ type Counts struct {
 	FlagsDead bool
 	// Atomic: increments take a lock prefix (rewrite --counts-atomic).
 	Atomic bool
+	// Run, when set, is the site's counted run (run.go), its head the
+	// site's instruction, and Chain maps a destination to the
+	// trampoline to enter it by (itself when none).
+	Run   []RunStep
+	Chain func(uint64) uint64
 }
 
 // counter returns the link vaddr of the counter of the probe at link

@@ -30,7 +30,11 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 	}
 	if t == runtime.ToolBlock && a.Counts != nil {
 		a.count(a.Counts.counter(p(0)), a.Counts.FlagsDead, a.Counts.Atomic)
-		a.Relocate(in, k, tgt, pic)
+		if a.Counts.Run != nil {
+			a.countRun(a.Counts.Run, a.Counts.Chain, pic)
+		} else {
+			a.Relocate(in, k, tgt, pic)
+		}
 		return []Probe{{Kind: runtime.KBlock, Flags: runtime.PFDirect, Dst: in.Addr, Arm: -1}}
 	}
 	if t == runtime.ToolBlock {
