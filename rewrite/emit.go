@@ -43,6 +43,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 		}
 		a.Cold = a.ColdAt(e.tt.coldBase + t.cold)
 		a.Counts = e.tt.countsAt(i, e.l.CountsAt, e.l.ProbesAt, true)
+		a.Tail = e.tt.tails(true)
 		if t.addr+uint64(t.size) > e.tt.coldBase {
 			return nil, fmt.Errorf("trampoline for %#x: allocated after the cold region was placed", in.Addr)
 		}

@@ -43,7 +43,9 @@ type Options struct {
 	// context switch (a block count leaves the flags unsaved where they
 	// are dead); "dpc", dynamic probe coalescing (a block count's
 	// trampoline runs the blocks after it that only a jcc falls into,
-	// counting each: runs.go).
+	// counting each: runs.go); "link", fragment linking (a compact
+	// complete trace's trampolines go on through the plain code after
+	// them into the next trampoline: links.go).
 	NoOpt []string
 	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
 	// mode. Every call and return reaches the runtime, which keeps a
@@ -416,7 +418,7 @@ func (o *Options) opt(name string) bool {
 }
 
 // Opts are the instrumentation optimisations NoOpt can turn off.
-var Opts = []string{"ppi", "pcs", "dpc"}
+var Opts = []string{"ppi", "pcs", "dpc", "link"}
 
 // policy returns the options the policy stage reads.
 func (o *Options) policy() policy.Options {

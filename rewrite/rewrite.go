@@ -244,9 +244,12 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	tt.counts, tt.atomic = opts.Counts, opts.CountsAtomic
 	tt.noPPI, tt.noPCS = !opts.opt("ppi"), !opts.opt("pcs")
 	// Go's runtime turns a fault into a panic only at its own code's
-	// addresses: a run would move more of them into trampolines
+	// addresses: runs and tails would move more of them into trampolines
 	tt.dpc = opts.Counts && opts.opt("dpc") && !fx.Module.Go
-	ok := tt.sizeSites(opts.Tool, plan.Sites(sites))
+	tt.link = opts.Paths() && !opts.Calls() && opts.opt("link") && !fx.Module.Go
+	cand := plan.Sites(sites)
+	tt.tailStops(cand)
+	ok := tt.sizeSites(opts.Tool, cand)
 	ok = plan.AddEdges(ok)
 	tt.sizeEdges(ok)
 	plan.MarkOpenEnded(ok)

@@ -26,12 +26,14 @@ type trampTable struct {
 	code   *facts.Code
 	plan   *policy.Plan
 	pic    bool
-	static bool // !Module.FS0IsThreadPointer (tramp.Asm.Static)
-	counts bool // block sites count inline (rewrite --counts)
-	atomic bool // with counts: locked increments (rewrite --counts-atomic)
-	noPPI  bool // with counts: the runtime counts (rewrite --no-opt ppi)
-	noPCS  bool // with counts: the flags are saved everywhere (rewrite --no-opt pcs)
-	dpc    bool // with counts: counted runs (runs.go; off: rewrite --no-opt dpc)
+	static bool   // !Module.FS0IsThreadPointer (tramp.Asm.Static)
+	counts bool   // block sites count inline (rewrite --counts)
+	atomic bool   // with counts: locked increments (rewrite --counts-atomic)
+	noPPI  bool   // with counts: the runtime counts (rewrite --no-opt ppi)
+	noPCS  bool   // with counts: the flags are saved everywhere (rewrite --no-opt pcs)
+	dpc    bool   // with counts: counted runs (runs.go; off: rewrite --no-opt dpc)
+	link   bool   // a compact trace's tails (links.go; off: rewrite --no-opt link)
+	stop   []bool // by instruction index: a candidate site, where tails end
 	fx     *facts.Facts
 	isSite []bool        // by instruction index
 	size   []int         // by instruction index: bytes of the site's trampoline
@@ -84,6 +86,7 @@ func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
 	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Calls: tt.plan.Calls(), Static: tt.static, Countdown: tt.plan.Countdown()}
 	a.Cold = a.ColdAt(0)
 	a.Counts = tt.countsAt(i, 0, 0, false)
+	a.Tail = tt.tails(false)
 	sp := tt.emitSite(a, t, i, nil, 0)
 	if a.Err != nil {
 		return a.Err

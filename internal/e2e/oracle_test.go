@@ -123,8 +123,10 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 				sets := []rewrite.Options{{}, {Edges: rewrite.EdgesAll}, {Every: true, Rows: true}, {Tool: rewrite.ToolCall, Every: true, Rows: true}}
 				if compactSupported(v) {
 					// and with every jcc and ret probed from elsewhere
-					// where it can be (pre-sites, marks: policy/marks.go)
-					sets = append(sets, rewrite.Options{Every: true}, rewrite.Options{Every: true, Fallbacks: true}, call)
+					// where it can be (pre-sites, marks: policy/marks.go),
+					// and without fragment linking (rewrite/links.go)
+					sets = append(sets, rewrite.Options{Every: true}, rewrite.Options{Every: true, Fallbacks: true}, call,
+						rewrite.Options{Every: true, NoOpt: []string{"link"}})
 				}
 				for _, opts := range sets {
 					every := opts.Every

@@ -32,6 +32,10 @@ type Asm struct {
 	// (STINT_MF_COUNTDOWN; thunk.go, countdown).
 	Countdown bool
 
+	// Tail, when set, takes a compact trace's trampolines back through
+	// the code that follows them (tail.go).
+	Tail Tails
+
 	// Counts, when set, makes a block site's trampoline count its
 	// executions inline instead of calling the runtime (count.go).
 	Counts *Counts

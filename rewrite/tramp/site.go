@@ -74,7 +74,7 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 			return []Probe{{Kind: runtime.KJmp, Flags: runtime.PFDirect, Dst: tgt, Arm: arm, ArmTo: tgt}}
 		}
 		a.pushRet(next, pic)
-		a.Jmp(tgt)
+		a.jmpOn(tgt)
 		return []Probe{{Kind: runtime.KCall, Flags: runtime.PFDirect, Dst: tgt, Arm: arm, ArmTo: body}}
 	case facts.Ret:
 		return a.retSite(in, p(0), entry)
@@ -180,11 +180,11 @@ func (a *Asm) jccFallThrough(in *place.Inst, tgt, probeT, probeNT, entry uint64)
 	tArm := a.off()
 	a.u32(0)
 	a.arm(probeNT, entry, false)
-	a.Jmp(next)
+	a.jmpOn(next)
 	a.flushNear()
 	a.PatchRel(tArm, a.pc())
 	a.arm(probeT, entry, true)
-	a.Jmp(tgt)
+	a.jmpOn(tgt)
 	a.flushNear()
 	return []Probe{
 		{Kind: runtime.KJccTaken, Flags: runtime.PFDirect, Dst: tgt, Arm: tArm, ArmTo: tgt},
