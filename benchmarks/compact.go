@@ -13,11 +13,12 @@ import (
 )
 
 // compactVariants: a compact complete trace, the same with every probe
-// calling the runtime (--no-opt ppi: what inlining buys), and the row
-// per event it replaces.
+// calling the runtime (--no-opt ppi: what inlining buys), without
+// fragment linking (--no-opt link), and the row per event it replaces.
 var compactVariants = []benchVariant{
 	{"compact", "stint --every (compact)", "--every"},
 	{"noppi", "stint --every --no-opt=ppi", "--every --no-opt ppi"},
+	{"nolink", "stint --every --no-opt=link", "--every --no-opt link"},
 	{"rows", "stint --every --rows (previous engine)", "--every --rows"},
 }
 
