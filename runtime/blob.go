@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "8fe6e6d4be726eeec43316f8e4a21c6725601f2f375a3e3289e063b49cc633ef"
+const BlobSHA256 = "c0821803af7f7c3ee0f805215613ad498e21acf0e8fc037c5d8bdc0990aa1c0b"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

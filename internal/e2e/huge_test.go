@@ -119,33 +119,43 @@ func TestHugeBacking(t *testing.T) {
 	}
 }
 
-// TestHugeNotForEvery: a --every module's tables and trampolines stay
-// in the file's pages (nothing writes them; the copy cost start-up and
-// bought nothing in its runs).
+// TestHugeNotForEvery: a --every or --counts module's tables and
+// trampolines stay in the file's pages (nothing writes them; the copy
+// cost start-up and bought nothing in its runs).
 func TestHugeNotForEvery(t *testing.T) {
 	lib := filepath.Join(libdir, "libsqlite3.so.0")
 	need(t, lib, "/usr/bin/sqlite3")
-	dir := t.TempDir()
-	out, _ := rewritten(t, lib, dir, rewrite.Options{Tool: rewrite.ToolCall, Every: true})
-	m, _, _ := probesAndPatches(t, out)
-	blobPages := (uint64(len(runtime.Blob())) + 4095) &^ 4095
-	env := append(traceEnv(filepath.Join(dir, "traces")), "LD_LIBRARY_PATH="+dir, "STINT_DISABLE=1")
-	cmd, stdin, stderr := startSqlite3(t, env, ".print ready\n", "ready\n")
-	base, _ := openMem(t, cmd.Process.Pid, out)
-	maps, err := readMaps(cmd.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lo, hi := base+m.TrampLo+blobPages, base+m.TrampHi
-	if hi-lo <= 2<<20 {
-		t.Fatalf("trampolines %#x-%#x: want more than 2 MiB, so that huge pages would cover some", lo, hi)
-	}
-	if anon := anonBytes(t, maps, lo, hi, out, "trampolines"); anon != 0 {
-		t.Errorf("trampolines: %d bytes anonymous, want none for a --every module", anon)
-	}
-	stdin.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("sqlite3: %v, stderr %q", err, stderr.String())
+	for name, opts := range map[string]rewrite.Options{"--tool call --every": {Tool: rewrite.ToolCall, Every: true}, "--counts": {Tool: rewrite.ToolBlock, Counts: true}} {
+		dir := t.TempDir()
+		out, _ := rewritten(t, lib, dir, opts)
+		m, _, _ := probesAndPatches(t, out)
+		blobPages := (uint64(len(runtime.Blob())) + 4095) &^ 4095
+		env := append(traceEnv(filepath.Join(dir, "traces")), "LD_LIBRARY_PATH="+dir, "STINT_DISABLE=1")
+		cmd, stdin, stderr := startSqlite3(t, env, ".print ready\n", "ready\n")
+		base, _ := openMem(t, cmd.Process.Pid, out)
+		maps, err := readMaps(cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := base+m.TrampLo+blobPages, base+m.TrampHi
+		if hi-lo <= 2<<20 {
+			t.Fatalf("trampolines %#x-%#x: want more than 2 MiB, so that huge pages would cover some", lo, hi)
+		}
+		if anon := anonBytes(t, maps, lo, hi, out, "trampolines"); anon != 0 {
+			t.Errorf("%s: trampolines: %d bytes anonymous, want none", name, anon)
+		}
+		lo = base + m.ProbesVaddr
+		hi = lo + uint64(m.NProbes)*runtime.ProbeStructSize
+		if opts.Counts && hi-lo <= 2<<20 {
+			t.Fatalf("probe table %#x-%#x: want more than 2 MiB, so that huge pages would cover some", lo, hi)
+		}
+		if anon := anonBytes(t, maps, lo, hi, out, "probe table"); anon != 0 {
+			t.Errorf("%s: probe table: %d bytes anonymous, want none", name, anon)
+		}
+		stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("sqlite3: %v, stderr %q", err, stderr.String())
+		}
 	}
 }
 
