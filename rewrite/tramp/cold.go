@@ -39,9 +39,8 @@ func (a *Asm) FlushCold() {
 }
 
 // An exit is a fast path's way out to its cold code, taken only on the
-// slow path. Its short jumps (loop or jrcxz: taken when the fast path's
-// test fails, so that the fast path falls through and leaves no taken
-// branch behind) reach a stub, a jmp rel32 to the cold code, emitted
+// slow path. Its short jumps (a jrcxz, or the jmp a passing test's
+// jrcxz jumps over: taken when the fast path's test fails) reach a stub, a jmp rel32 to the cold code, emitted
 // ahead of them (stubAhead) or at the trampoline's next point nothing
 // falls through (flushNear); the cold code points the stub's rel32
 // field and any other long ones at itself.
@@ -65,7 +64,7 @@ func (a *Asm) stubAhead(e *exit) {
 	e.long = append(e.long, a.jmp32())
 }
 
-// shortTo emits a short jump (opcode op: 0xe2 loop, 0xe3 jrcxz) to e's
+// shortTo emits a short jump (opcode op: 0xe3 jrcxz, 0xeb jmp) to e's
 // stub.
 func (a *Asm) shortTo(op byte, e *exit) {
 	a.Emit(op, 0)

@@ -25,17 +25,17 @@ func (a *Asm) noValue() { a.Emit(0xbe); a.u32(0) }
 // behind %gs is this thread's and may take it (its key is this thread's
 // %fs base, runtime/include/stint_abi.h); else, or when the word fills
 // up, the probe call, in the trampoline's cold code (cold.go). No flag
-// changes on any path (rdfsbase, mov, not, lea, movzbl, loop and jrcxz
-// leave them alone), and no branch taken on the fast path: a loop
-// instruction (rcx - 1, taken unless 0) is the test.
+// changes on any path (rdfsbase, mov, not, lea, movzbl, jrcxz and jmp
+// leave them alone): each test leaves 0 in %rcx when it passes
+// (unlessZero).
 //
 //	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx
-//	mov %fs:0,%rcx ; mov %gs:KEY,%rdx ; not %rdx ; lea 2(%rcx,%rdx),%rcx
-//	loop slow
+//	mov %fs:0,%rcx ; mov %gs:KEY,%rdx ; not %rdx ; lea 1(%rcx,%rdx),%rcx
+//	jrcxz 1f ; jmp slow ; 1:
 //	mov %gs:TNT,%rdx ; mov (%rdx),%rcx ; lea [1](%rcx,%rcx),%rcx
 //	mov %rcx,(%rdx)                              (the runtime's paths.c
 //	                                              knows these four)
-//	movzbl FULL/8(%rdx),%ecx ; lea 1(%rcx),%ecx ; loop full
+//	movzbl FULL/8(%rdx),%ecx ; jrcxz 1f ; jmp full ; 1:
 //	pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp
 //	out: ... (a jmp: then the stubs slow: jmp cold1 ; full: jmp cold2)
 //	cold1: pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp ; <thunk, %rsi = 0> ; jmp out
@@ -74,7 +74,7 @@ func (a *Asm) undo() {
 //
 //	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx
 //	mov %fs:0,%rcx (static: rdgsbase %rcx ; jrcxz slow ; rdfsbase %rcx)
-//	mov %gs:KEY,%rdx ; not %rdx ; lea 2(%rcx,%rdx),%rcx ; loop slow
+//	mov %gs:KEY,%rdx ; not %rdx ; lea 1(%rcx,%rdx),%rcx ; jrcxz 1f ; jmp slow ; 1:
 func (a *Asm) keyCheck() *exit {
 	slow := a.newExit()
 	a.keyCheckTo(slow)
@@ -100,8 +100,21 @@ func (a *Asm) keyCheckTo(slow *exit) {
 	a.Emit(0x65, 0x48, 0x8b, 0x14, 0x25) // mov %gs:KEY,%rdx
 	a.u32(runtime.PathsKeyOff)
 	a.Emit(0x48, 0xf7, 0xd2)             // not %rdx
-	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x02) // lea 2(%rcx,%rdx),%rcx: %fs - key + 1
-	a.shortTo(0xe2, slow)                // loop slow: taken unless %fs = key
+	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01) // lea 1(%rcx,%rdx),%rcx: %fs - key
+	a.unlessZero(slow)
+}
+
+// unlessZero leaves by exit e unless %rcx is 0, with no flag changed:
+// jrcxz over a short jmp to e's stub. The fast path takes the jrcxz: a
+// loop instruction (rcx - 1, taken unless 0) falls through instead, but
+// its seven micro-ops cost more than the taken branch (gzip's complete
+// trace, whose hottest loop runs from trampoline to trampoline: 0.586
+// of the time with loop).
+//
+//	jrcxz 1f ; jmp e ; 1:
+func (a *Asm) unlessZero(e *exit) {
+	a.Emit(0xe3, 0x02)
+	a.shortTo(0xeb, e)
 }
 
 // jmp32 emits a jmp whose rel32 is patched later, and returns the field.
@@ -131,12 +144,11 @@ func (a *Asm) tntAppend(taken bool) {
 // fullCheck, after tntAppend, falls through when the pending word is
 // not full and leaves by the exit it returns when it is.
 //
-//	movzbl FULL/8(%rdx),%ecx ; lea 1(%rcx),%ecx ; loop full
+//	movzbl FULL/8(%rdx),%ecx ; jrcxz 1f ; jmp full ; 1:
 func (a *Asm) fullCheck() *exit {
 	full := a.newExit()
 	a.Emit(0x0f, 0xb6, 0x4a, byte(runtime.PathsTNTFull/8)) // movzbl FULL/8(%rdx),%ecx
-	a.Emit(0x8d, 0x49, 0x01)                               // lea 1(%rcx),%ecx
-	a.shortTo(0xe2, full)                                  // loop full
+	a.unlessZero(full)
 	return full
 }
 
@@ -145,7 +157,7 @@ func (a *Asm) fullCheck() *exit {
 // else it leaves by exit slow.
 //
 //	movzbl %gs:TOP,%ecx ; mov %gs:STACK(,%rcx,8),%rdx ; not %rdx
-//	mov 0x90(%rsp),%rcx ; lea 2(%rcx,%rdx),%rcx ; loop slow
+//	mov 0x90(%rsp),%rcx ; lea 1(%rcx,%rdx),%rcx ; jrcxz 1f ; jmp slow ; 1:
 func (a *Asm) topCompare(slow *exit) {
 	a.Emit(0x65, 0x0f, 0xb6, 0x0c, 0x25) // movzbl %gs:TOP,%ecx
 	a.u32(runtime.PathsTopOff)
@@ -153,8 +165,8 @@ func (a *Asm) topCompare(slow *exit) {
 	a.u32(runtime.PathsStackOff)
 	a.Emit(0x48, 0xf7, 0xd2)                               // not %rdx
 	a.Emit(0x48, 0x8b, 0x8c, 0x24, 0x90, 0x00, 0x00, 0x00) // mov 0x90(%rsp),%rcx
-	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x02)                   // lea 2(%rcx,%rdx),%rcx
-	a.shortTo(0xe2, slow)                                  // loop slow
+	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01)                   // lea 1(%rcx,%rdx),%rcx
+	a.unlessZero(slow)
 }
 
 // topMove moves the call stack's top by d (1: a push's slot, -1: a pop),
