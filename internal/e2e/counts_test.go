@@ -29,8 +29,8 @@ var countsLeftOut = map[string]string{
 }
 
 // TestBlockCounts rewrites each fixture with --tool block --counts (and
-// --counts-atomic when it has threads; also with --no-opt pcs and
-// --no-opt ppi, the runtime counting) and with --tool block --every,
+// --counts-atomic when it has threads, and always once more; also with
+// --no-opt pcs, --no-opt dpc and --no-opt ppi, the runtime counting) and with --tool block --every,
 // runs both, and requires the same output as native and each block's
 // total count to equal its block events in the complete trace: the
 // counts of a deterministic run are its trace's counts. Blocks probed in
@@ -57,8 +57,13 @@ func TestBlockCounts(t *testing.T) {
 			}
 			traced, eProbes := blockRun(t, bin, f, rewrite.Options{Tool: rewrite.ToolBlock, Every: true}, nOut, nCode)
 			fini := finiRange(t, bin)
-			for _, noOpt := range [][]string{nil, {"pcs"}, {"ppi"}, {"dpc"}} {
-				opts := rewrite.Options{Tool: rewrite.ToolBlock, Counts: true, CountsAtomic: f.Threads, NoOpt: noOpt}
+			type variant struct {
+				noOpt  []string
+				atomic bool
+			}
+			for _, vr := range []variant{{nil, f.Threads}, {[]string{"pcs"}, f.Threads}, {[]string{"ppi"}, f.Threads}, {[]string{"dpc"}, f.Threads}, {nil, true}} {
+				noOpt := vr.noOpt
+				opts := rewrite.Options{Tool: rewrite.ToolBlock, Counts: true, CountsAtomic: vr.atomic, NoOpt: noOpt}
 				counted, cProbes := blockRun(t, bin, f, opts, nOut, nCode)
 				compared := 0
 				for src := range eProbes {
@@ -67,11 +72,11 @@ func TestBlockCounts(t *testing.T) {
 					}
 					compared++
 					if counted[src] != traced[src] {
-						t.Errorf("no-opt %v: block %#x: counted %d, complete trace has %d", noOpt, src, counted[src], traced[src])
+						t.Errorf("no-opt %v atomic %v: block %#x: counted %d, complete trace has %d", noOpt, vr.atomic, src, counted[src], traced[src])
 					}
 				}
 				if compared == 0 || len(counted) == 0 {
-					t.Fatalf("no-opt %v: nothing compared (%d probed blocks, %d counted)", noOpt, len(eProbes), len(counted))
+					t.Fatalf("no-opt %v atomic %v: nothing compared (%d probed blocks, %d counted)", noOpt, vr.atomic, len(eProbes), len(counted))
 				}
 			}
 		})
