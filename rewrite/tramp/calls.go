@@ -42,6 +42,7 @@ func (a *Asm) callsProbe(in *place.Inst, k facts.Kind, probe, entry, ret uint64)
 	slow := a.tipEnter(load)
 	taken := a.roomChecks()
 	pkt := byte(pktTIP)
+	second := -1
 	if k == facts.Ret {
 		a.Emit(0x65, 0x0f, 0xb6, 0x0c, 0x25) // movzbl %gs:TOP,%ecx
 		a.u32(runtime.PathsTopOff)
@@ -49,7 +50,7 @@ func (a *Asm) callsProbe(in *place.Inst, k facts.Kind, probe, entry, ret uint64)
 		a.u32(runtime.PathsStackOff)
 		a.Emit(0x48, 0x3b, 0xbc, 0x24) // cmp 168(%rsp),%rdi
 		a.u32(tipFrame)
-		taken = append(taken, a.jcc32(0x85)) // jne taken
+		second = a.jcc32(0x85) // jne second
 		a.topMove(-1)
 		pkt = pktRetTIP
 	} else {
@@ -71,6 +72,12 @@ func (a *Asm) callsProbe(in *place.Inst, k facts.Kind, probe, entry, ret uint64)
 	}
 	a.tipLeave()
 	out := a.pc()
+	if second >= 0 {
+		a.retBelowTop(second, in.Addr, out, func(c *Asm) {
+			c.thunk(probe, entry, c.loadRet)
+			c.Jmp(out)
+		})
+	}
 	a.tipCold(taken, slow, func(c *Asm) {
 		var value func()
 		switch k {
@@ -83,4 +90,43 @@ func (a *Asm) callsProbe(in *place.Inst, k facts.Kind, probe, entry, ret uint64)
 		c.Jmp(out)
 	})
 	return true
+}
+
+// retBelowTop queues, in the cold code, a call chain's ret whose return
+// address is not the call stack's top (second: the rel32 of the jne
+// that leaves for it, %ecx the top's index) but the entry below it: a
+// call left the instrumented code (libc through the PLT) and came back
+// by a ret without a probe, so its entry stayed. Inline, as the
+// runtime's paths_calls_event does it: pop both, then a TIP of the ret's
+// own address src and one of the return address; back to out. Any other
+// ret leaves by slowTail (the key given back first), whose probe call
+// unwinds. The chunk has room (roomChecks asked for 32 bytes).
+//
+//	lea -1(%rcx),%ecx ; movzbl %cl,%ecx ; mov %gs:STACK(,%rcx,8),%rdi ; cmp 168(%rsp),%rdi ; jne 1f
+//	<topMove -2> ; lea src(%rip),%rsi ; <append> ; mov 168(%rsp),%rsi ; <append> ; <tipLeave> ; jmp out
+//	1: <%fs base> ; mov %rcx,%gs:KEY ; <restore> ; <slowTail>
+func (a *Asm) retBelowTop(second int, src, out uint64, slowTail func(c *Asm)) {
+	a.later(func(c *Asm) {
+		a.PatchRel(second, c.pc())
+		c.Emit(0x8d, 0x49, 0xff, 0x0f, 0xb6, 0xc9) // lea -1(%rcx),%ecx ; movzbl %cl,%ecx
+		c.Emit(0x65, 0x48, 0x8b, 0x3c, 0xcd)       // mov %gs:STACK(,%rcx,8),%rdi
+		c.u32(runtime.PathsStackOff)
+		c.Emit(0x48, 0x3b, 0xbc, 0x24) // cmp 168(%rsp),%rdi
+		c.u32(tipFrame)
+		miss := c.jcc32(0x85) // jne miss
+		c.topMove(-2)
+		c.Emit(0x48, 0x8d, 0x35) // lea src(%rip),%rsi
+		c.rel32(src, 0)
+		c.tipAppend(pktTIP)
+		c.Emit(0x48, 0x8b, 0xb4, 0x24) // mov 168(%rsp),%rsi
+		c.u32(tipFrame)
+		c.tipAppend(pktTIP)
+		c.tipLeave()
+		c.Jmp(out)
+		c.PatchRel(miss, c.pc())
+		c.tipThreadBase()
+		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY
+		c.tipRestore()
+		slowTail(c)
+	})
 }
