@@ -135,16 +135,44 @@ type PacketReader struct {
 	data   []byte
 	pos    int
 	lastIP uint64
+	torn   bool
 }
 
 // Reset starts on a new chunk's data, keeping the last address.
-func (r *PacketReader) Reset(data []byte) { r.data, r.pos = data, 0 }
+func (r *PacketReader) Reset(data []byte) { r.data, r.pos, r.torn = data, 0, false }
 
-// More reports whether a packet follows (padding aside).
-func (r *PacketReader) More() bool {
+// Torn reports whether the chunk ended in a torn append (skipPad).
+func (r *PacketReader) Torn() bool { return r.torn }
+
+// tornSpan is how far past a packet's first byte its writers store
+// before that byte: a TIP's or a long TNT's 8 payload bytes.
+const tornSpan = 9
+
+// skipPad moves past PAD. Where a packet should start, PAD followed by
+// bytes that all lie within tornSpan of it, and nothing but PAD to the
+// chunk's end, is an append a kill cut short: the trampolines' inline
+// writers store a TIP's or a long TNT's 8 payload bytes before its
+// opcode, and nothing else leaves PAD between packets. The chunk's data
+// then end there.
+func (r *PacketReader) skipPad() {
+	start := r.pos
 	for r.pos < len(r.data) && r.data[r.pos] == PktPad {
 		r.pos++
 	}
+	if r.pos == start || r.pos == len(r.data) {
+		return // no PAD here, or PAD to the end
+	}
+	for _, b := range r.data[min(start+tornSpan, len(r.data)):] {
+		if b != PktPad {
+			return // a packet after PAD: the decoder says what it is
+		}
+	}
+	r.pos, r.torn = len(r.data), true
+}
+
+// More reports whether a packet follows (padding aside).
+func (r *PacketReader) More() bool {
+	r.skipPad()
 	return r.pos < len(r.data)
 }
 
@@ -156,9 +184,7 @@ func (r *PacketReader) Pos() int { return r.pos }
 // nothing is read, for anything else (Next reads it). A call chain's
 // decoder takes most of its packets this way, without a Packet.
 func (r *PacketReader) NextTIP() (kind PacketKind, addr uint64, ok bool) {
-	for r.pos < len(r.data) && r.data[r.pos] == PktPad {
-		r.pos++
-	}
+	r.skipPad()
 	if r.pos >= len(r.data) {
 		return 0, 0, false
 	}
@@ -198,9 +224,7 @@ func (r *PacketReader) le(k int) uint64 {
 // Next decodes the next packet. ok is false at the end of the chunk's
 // data; err names a malformed packet's offset.
 func (r *PacketReader) Next() (p Packet, ok bool, err error) {
-	for r.pos < len(r.data) && r.data[r.pos] == PktPad {
-		r.pos++
-	}
+	r.skipPad()
 	if r.pos >= len(r.data) {
 		return p, false, nil
 	}

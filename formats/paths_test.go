@@ -157,6 +157,49 @@ func TestPacketsMalformed(t *testing.T) {
 	}
 }
 
+// TestPacketsTorn: a chunk whose last append a kill cut short (its
+// payload stored, its opcode not: PAD where the packet starts, then up
+// to 8 bytes, then PAD to the end) ends before it, marked torn; PAD
+// followed by a packet further on is no torn append, and what follows
+// it decodes (or fails) as before.
+func TestPacketsTorn(t *testing.T) {
+	var w PacketWriter
+	w.TIP(0x555555554000)
+	whole := append([]byte(nil), w.Data...)
+	torn := append(append(append([]byte(nil), whole...), 0, 0x40, 0x12, 0, 0x07), make([]byte, 64)...)
+	var r PacketReader
+	r.Reset(torn)
+	if p, ok, err := r.Next(); !ok || err != nil || p.Kind != PacketTIP {
+		t.Fatalf("first packet: %+v %v %v, want the TIP", p, ok, err)
+	}
+	if p, ok, err := r.Next(); ok || err != nil {
+		t.Fatalf("after the TIP: %+v %v %v, want the end of the data", p, ok, err)
+	}
+	if !r.Torn() {
+		t.Error("a payload without its opcode: Torn() false")
+	}
+	r.Reset(torn)
+	if _, _, ok := r.NextTIP(); !ok {
+		t.Fatal("NextTIP: no TIP")
+	}
+	if r.More() || !r.Torn() {
+		t.Error("More after a torn append: want false, and Torn")
+	}
+	// the same bytes, then a packet past the payload's reach: not torn
+	far := append(append(append([]byte(nil), whole...), 0, 0x40, 0x12, 0, 0x07, 0, 0, 0, 0, 0, 0), 0x12)
+	r.Reset(far)
+	r.Next()
+	if _, _, err := r.Next(); err == nil || r.Torn() {
+		t.Errorf("PAD, then bytes past %d: err %v, torn %v; want an error, not torn", tornSpan, err, r.Torn())
+	}
+	// PAD to the end is the chunk's tail, not a torn append
+	r.Reset(append(append([]byte(nil), whole...), make([]byte, 32)...))
+	r.Next()
+	if _, ok, err := r.Next(); ok || err != nil || r.Torn() {
+		t.Errorf("PAD to the end: ok %v, err %v, torn %v", ok, err, r.Torn())
+	}
+}
+
 func FuzzPackets(f *testing.F) {
 	f.Add(writeOps([]packetOp{{kind: PacketTNT, bit: true}, {kind: PacketTIP, a: 0x1234}, {kind: PacketSync, a: 9}}))
 	f.Add([]byte{PktAsync, 1, 2, 3})

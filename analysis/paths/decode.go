@@ -53,6 +53,7 @@ type Stats struct {
 	Inferred        int // rets without a probe, taken to go where the call stack says
 	Resynced        int // PSBs where a walk lost at such a branch found its place again
 	Skipped         int // packets skipped while a thread's place was unknown
+	Torn            int // chunks that end in an append a kill cut short (formats.PacketReader.Torn)
 }
 
 // HasPaths reports whether trace has a paths file beside it.
@@ -238,6 +239,9 @@ func (s *Stream) startThread() {
 // nextChunk feeds the thread its next chunk; false when it has no more.
 func (s *Stream) nextChunk() bool {
 	tc := s.d.threads[s.ti]
+	if s.ci > 0 && s.t.pr.Torn() {
+		s.st.Torn++
+	}
 	if s.ci >= len(tc.list) {
 		return false
 	}
