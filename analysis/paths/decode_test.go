@@ -155,6 +155,27 @@ func TestDecodeTail(t *testing.T) {
 	}
 }
 
+// TestDecodeTorn: a thread killed between a TIP's payload and its
+// opcode leaves PAD, the payload and PAD in its chunk; the chunk decodes
+// to its last whole packet, and Stats.Torn counts it.
+func TestDecodeTorn(t *testing.T) {
+	var w formats.PacketWriter
+	w.Sync(testBase + 0x1000)
+	w.Flush()
+	data := append(append(append([]byte(nil), w.Data...), 0, 0x34, 0x12), make([]byte, 32)...)
+	name := writeCompact(t, t.TempDir(), []formats.Chunk{{TID: 5, Data: data, Pending: 0b11}})
+	got, st, err := decodeAll(t, name)
+	if err != nil {
+		t.Fatalf("%v (%+v)", err, st)
+	}
+	if want := "jcc-taken 1000>1010"; strings.Join(got, "; ") != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if st.Torn != 1 {
+		t.Errorf("Torn %d, want 1 (%+v)", st.Torn, st)
+	}
+}
+
 func TestDecodeErrors(t *testing.T) {
 	var w formats.PacketWriter
 	w.Sync(testBase + 0x1000)

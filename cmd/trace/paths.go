@@ -57,5 +57,8 @@ func printPathStats(w io.Writer, st *paths.Stats, events int) {
 		fmt.Fprintf(w, "; %d gaps (lost), %d unprobed branches reached (%d places found again at a PSB, %d packets skipped)",
 			st.Lost, st.Unprobed, st.Resynced, st.Skipped)
 	}
+	if st.Torn > 0 {
+		fmt.Fprintf(w, "; %d chunks end in a packet a kill cut short (left out)", st.Torn)
+	}
 	fmt.Fprintln(w)
 }
