@@ -70,15 +70,21 @@ func (a *Asm) encodeRM(op *facts.RMOp, rexW bool, opcode byte, reg byte, rspAdj 
 // behaves as at its original address, then jumps back unless control
 // never falls through.
 func (a *Asm) Relocate(in *place.Inst, k facts.Kind, tgt uint64, pic bool) {
+	a.relocateOn(in, k, tgt, in.Addr+uint64(in.Len()), pic)
+}
+
+// relocateOn is Relocate with execution going on at on, where it falls
+// through: the instruction after in, or a trampoline that runs it (a
+// call still pushes the original return address).
+func (a *Asm) relocateOn(in *place.Inst, k facts.Kind, tgt, on uint64, pic bool) {
 	next := in.Addr + uint64(in.Len())
 	b := in.Bytes
 	switch k {
 	case facts.Jcc:
-		a.Emit(0x0f, 0x80|jccCond(b))
-		a.rel32(tgt, 0)
-		a.Jmp(next)
+		a.jccTo(in, tgt)
+		a.Jmp(on)
 	case facts.Jcxz:
-		a.jcxz(b, next, tgt)
+		a.jcxz(b, on, tgt)
 	case facts.Jmp:
 		a.Jmp(tgt)
 	case facts.Call:
@@ -103,8 +109,14 @@ func (a *Asm) Relocate(in *place.Inst, k facts.Kind, tgt uint64, pic bool) {
 		a.encodeRM(op, false, 0xff, 4, 8)
 	default:
 		a.RelocateBody(in)
-		a.Jmp(next)
+		a.Jmp(on)
 	}
+}
+
+// jccTo emits jcc in as a jcc rel32 to dst.
+func (a *Asm) jccTo(in *place.Inst, dst uint64) {
+	a.Emit(0x0f, 0x80|jccCond(in.Bytes))
+	a.rel32(dst, 0)
 }
 
 // relocateBody emits instruction in (one that is no branch) so that it

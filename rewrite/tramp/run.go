@@ -31,28 +31,13 @@ func (a *Asm) countRun(steps []RunStep, chain func(uint64) uint64, pic bool) {
 		if s.Count != 0 {
 			a.count(s.Count, s.FlagsDead, a.Counts.Atomic)
 		}
-		if k < len(steps)-1 {
-			if s.Kind == facts.Jcc {
-				a.Emit(0x0f, 0x80|jccCond(s.In.Bytes))
-				a.rel32(chain(s.Tgt), 0)
-			} else {
-				a.RelocateBody(s.In)
-			}
-			continue
-		}
-		next := chain(s.In.Addr + uint64(s.In.Len()))
-		switch s.Kind {
-		case facts.Jcc:
-			a.Emit(0x0f, 0x80|jccCond(s.In.Bytes))
-			a.rel32(chain(s.Tgt), 0)
-			a.Jmp(next)
-		case facts.Jmp:
-			a.Jmp(chain(s.Tgt))
-		case facts.Ret, facts.IndJmp:
-			a.Relocate(s.In, s.Kind, s.Tgt, pic)
+		switch {
+		case k == len(steps)-1:
+			a.relocateOn(s.In, s.Kind, chain(s.Tgt), chain(s.In.Addr+uint64(s.In.Len())), pic)
+		case s.Kind == facts.Jcc:
+			a.jccTo(s.In, chain(s.Tgt))
 		default:
 			a.RelocateBody(s.In)
-			a.Jmp(next)
 		}
 	}
 }
