@@ -33,6 +33,7 @@ type emitter struct {
 func (e *emitter) emit() ([]elfout.Tramp, error) {
 	var out []elfout.Tramp
 	c := e.fx.Code
+	tails := e.tt.tails(true)
 	for _, i := range e.tt.order {
 		t := e.tt.at[i]
 		in := &c.Insts[i]
@@ -43,7 +44,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 		}
 		a.Cold = a.ColdAt(e.tt.coldBase + t.cold)
 		a.Counts = e.tt.countsAt(i, e.l.CountsAt, e.l.ProbesAt, true)
-		a.Tail = e.tt.tails(true)
+		a.Tail = tails
 		if t.addr+uint64(t.size) > e.tt.coldBase {
 			return nil, fmt.Errorf("trampoline for %#x: allocated after the cold region was placed", in.Addr)
 		}

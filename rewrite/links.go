@@ -46,7 +46,7 @@ func (tt *trampTable) tails(placed bool) tramp.Tails {
 			}
 			if tt.stop[j] {
 				if placed {
-					x = tt.runChain(x)
+					x = tt.chainAt(j)
 				}
 				break
 			}
@@ -54,7 +54,7 @@ func (tt *trampTable) tails(placed bool) tramp.Tails {
 				x = c.Targets[j]
 				continue
 			}
-			if c.Kinds[j].IsBranch() || c.Kinds[j] == facts.Syscall || tt.runStops(j) {
+			if c.Kinds[j].IsBranch() || tt.runStops(j) { // runStops: syscalls too
 				break
 			}
 			steps = append(steps, &c.Insts[j])

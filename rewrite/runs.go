@@ -81,12 +81,22 @@ func (tt *trampTable) countRun(i int, counter func(j int) uint64) []tramp.RunSte
 	return steps
 }
 
+// placedSite returns the trampoline of site j once placement patched
+// it and its probes are numbered (nil otherwise): what runs instruction
+// j when jumped to, with its probe.
+func (tt *trampTable) placedSite(j int) *trampoline {
+	if t := tt.at[j]; t != nil && t.site && t.probe0 >= 0 && tt.isSite[j] {
+		return t
+	}
+	return nil
+}
+
 // runCounter returns, once every site's probes are numbered, the
 // counter of the block starting at instruction j (0: none) with the
 // counters at countsAt.
 func (tt *trampTable) runCounter(countsAt uint64) func(j int) uint64 {
 	return func(j int) uint64 {
-		if t := tt.at[j]; t != nil && t.site && t.probe0 >= 0 && tt.isSite[j] {
+		if t := tt.placedSite(j); t != nil {
 			return countsAt + uint64(t.probe0)*8
 		}
 		return 0
@@ -94,15 +104,19 @@ func (tt *trampTable) runCounter(countsAt uint64) func(j int) uint64 {
 }
 
 // runChain returns, once every trampoline is placed, the address a
-// run's branch to addr goes to: the trampoline of the counted block
-// starting there (it runs what addr would), else addr.
+// run's branch to addr goes to: the trampoline of the site starting
+// there (it runs what addr would), else addr.
 func (tt *trampTable) runChain(addr uint64) uint64 {
-	j := tt.code.Index(addr)
-	if j < 0 || tt.code.Insts[j].Addr != addr {
-		return addr
-	}
-	if t := tt.at[j]; t != nil && t.site && t.probe0 >= 0 && tt.isSite[j] {
-		return t.addr
+	if j := tt.code.Index(addr); j >= 0 && tt.code.Insts[j].Addr == addr {
+		return tt.chainAt(j)
 	}
 	return addr
+}
+
+// chainAt is runChain for instruction j.
+func (tt *trampTable) chainAt(j int) uint64 {
+	if t := tt.placedSite(j); t != nil {
+		return t.addr
+	}
+	return tt.code.Insts[j].Addr
 }
