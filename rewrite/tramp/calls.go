@@ -72,13 +72,7 @@ func (a *Asm) callsProbe(in *place.Inst, k facts.Kind, probe, entry, ret uint64)
 	}
 	a.tipLeave()
 	out := a.pc()
-	if second >= 0 {
-		a.retBelowTop(second, in.Addr, out, func(c *Asm) {
-			c.thunk(probe, entry, c.loadRet)
-			c.Jmp(out)
-		})
-	}
-	a.tipCold(taken, slow, func(c *Asm) {
+	takenAt := a.tipCold(taken, slow, func(c *Asm) {
 		var value func()
 		switch k {
 		case facts.IndCall:
@@ -89,6 +83,9 @@ func (a *Asm) callsProbe(in *place.Inst, k facts.Kind, probe, entry, ret uint64)
 		c.thunk(probe, entry, value)
 		c.Jmp(out)
 	})
+	if second >= 0 {
+		a.retBelowTop(second, in.Addr, out, takenAt)
+	}
 	return true
 }
 
@@ -99,13 +96,13 @@ func (a *Asm) callsProbe(in *place.Inst, k facts.Kind, probe, entry, ret uint64)
 // by a ret without a probe, so its entry stayed. Inline, as the
 // runtime's paths_calls_event does it: pop both, then a TIP of the ret's
 // own address src and one of the return address; back to out. Any other
-// ret leaves by slowTail (the key given back first), whose probe call
-// unwinds. The chunk has room (roomChecks asked for 32 bytes).
+// ret goes on to the probe's slow path at takenAt (tipCold's, queued
+// before: the key given back, the probe call, which unwinds). The chunk
+// has room (roomChecks asked for 32 bytes).
 //
-//	lea -1(%rcx),%ecx ; movzbl %cl,%ecx ; mov %gs:STACK(,%rcx,8),%rdi ; cmp 168(%rsp),%rdi ; jne 1f
+//	lea -1(%rcx),%ecx ; movzbl %cl,%ecx ; mov %gs:STACK(,%rcx,8),%rdi ; cmp 168(%rsp),%rdi ; jne taken
 //	<topMove -2> ; lea src(%rip),%rsi ; <append> ; mov 168(%rsp),%rsi ; <append> ; <tipLeave> ; jmp out
-//	1: <%fs base> ; mov %rcx,%gs:KEY ; <restore> ; <slowTail>
-func (a *Asm) retBelowTop(second int, src, out uint64, slowTail func(c *Asm)) {
+func (a *Asm) retBelowTop(second int, src, out uint64, takenAt *uint64) {
 	a.later(func(c *Asm) {
 		a.PatchRel(second, c.pc())
 		c.Emit(0x8d, 0x49, 0xff, 0x0f, 0xb6, 0xc9) // lea -1(%rcx),%ecx ; movzbl %cl,%ecx
@@ -113,7 +110,7 @@ func (a *Asm) retBelowTop(second int, src, out uint64, slowTail func(c *Asm)) {
 		c.u32(runtime.PathsStackOff)
 		c.Emit(0x48, 0x3b, 0xbc, 0x24) // cmp 168(%rsp),%rdi
 		c.u32(tipFrame)
-		miss := c.jcc32(0x85) // jne miss
+		c.PatchRel(c.jcc32(0x85), *takenAt) // jne taken
 		c.topMove(-2)
 		c.Emit(0x48, 0x8d, 0x35) // lea src(%rip),%rsi
 		c.rel32(src, 0)
@@ -123,10 +120,5 @@ func (a *Asm) retBelowTop(second int, src, out uint64, slowTail func(c *Asm)) {
 		c.tipAppend(pktTIP)
 		c.tipLeave()
 		c.Jmp(out)
-		c.PatchRel(miss, c.pc())
-		c.tipThreadBase()
-		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY
-		c.tipRestore()
-		slowTail(c)
 	})
 }

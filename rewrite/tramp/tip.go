@@ -92,8 +92,12 @@ func (a *Asm) tipLeave() {
 // tipCold queues the slow path of an inline TIP append: the jumps taken
 // with the key taken give it back, then with slow's restore what
 // tipEnter saved and go on with then (the probe call and what follows).
-func (a *Asm) tipCold(taken, slow []int, then func(c *Asm)) {
+// It returns where the taken jumps land, known once the cold code is
+// emitted (for cold code queued after it).
+func (a *Asm) tipCold(taken, slow []int, then func(c *Asm)) (takenAt *uint64) {
+	takenAt = new(uint64)
 	a.later(func(c *Asm) {
+		*takenAt = c.pc()
 		a.patchAll(taken, c.pc())
 		c.tipThreadBase()
 		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY
@@ -101,6 +105,7 @@ func (a *Asm) tipCold(taken, slow []int, then func(c *Asm)) {
 		c.tipRestore()
 		then(c)
 	})
+	return takenAt
 }
 
 // tipThreadBase loads the thread's %fs base into %rcx (flags saved).
