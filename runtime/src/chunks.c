@@ -322,12 +322,10 @@ static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, i
 	long fd = stubs_file_open(m, base, envp, path, cap);
 	long foff = 0, share = S_MAP_SHARED;
 	if (fd >= 0) {
-		/* Not for --every or --counts: nothing writes their tables or
-		 * trampolines, and the copy cost a call chain of libsqlite3
-		 * 2 ms at start (select 1, 21 pairs) for no gain in its runs
-		 * (0.99-1.00) */
+		/* the copy cost a call chain of libsqlite3 2 ms at start
+		 * (select 1, 21 pairs) for no gain in its runs (0.99-1.00) */
 		const char *huge = env_get(envp, "STINT_HUGE");
-		if ((!huge || huge[0] != '0') && !(m->flags & (STINT_MF_EVERY | STINT_MF_COUNTS)))
+		if ((!huge || huge[0] != '0') && TABLES_WRITTEN(m))
 			tables_huge(m, base, fd, writable);
 		foff = (long)m->stub_file_off + 4096;
 		share = S_MAP_PRIVATE;

@@ -254,8 +254,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	m->module_id = id;
 	g->proc.modules[id].bidhash = m->build_id_len ? fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len) : 0;
 	g->proc.modules[id].smod = (uint64_t)m;
-	if (patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_COUNTS)))
-		tables_populate(m, base); /* the tables the off-switch and the log write */
+	if (patching && TABLES_WRITTEN(m))
+		tables_populate(m, base);
 	if (g->sw.on && patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT))) {
 		__atomic_store_n(&g->proc.modules[id].sw, sw_module_new(m, base), __ATOMIC_RELEASE);
 		sw_cold_load(g, m, base);

@@ -478,6 +478,12 @@ struct wipe_page {
 #define RS_ACTIVE   0x1   /* initialised, recording */
 #define RS_PATCHING 0x2   /* text and trampolines writable: may retarget/restore */
 
+/* Whether the runtime writes module m's probe and patch tables and its
+ * trampolines as it runs (the off-switch, retiring, the log): not for
+ * --every or --counts, whose probes never retire. Only then are they
+ * copied into huge pages and populated for writing at start. */
+#define TABLES_WRITTEN(m) (!((m)->flags & (STINT_MF_EVERY | STINT_MF_COUNTS)))
+
 static inline struct stint_global *G(void) { return (struct stint_global *)STINT_GLOBAL_ADDR; }
 
 /* Whether this period's budget is spent (bit 0 of gate_closed). */
