@@ -5,8 +5,9 @@ import "context"
 // countsVariants are the rewrites the block-count benchmark times: exact
 // counts (plain and locked increments), each of INS-OP's passes off
 // (pcs: the flags saved at every block; ppi: every block calls the
-// runtime, which counts; dpc: a trampoline per block, no runs) and, for comparison, the same counts taken from
-// a complete block trace (a row per block executed, name "rows").
+// runtime, which counts; dpc: a trampoline per block, no runs) and, for
+// comparison, the same counts taken from a complete block trace (a row
+// per block executed, name "rows").
 var countsVariants = []benchVariant{
 	{"counts", "stint --tool block --counts", "--tool block --counts"},
 	{"nopcs", "stint --tool block --counts --no-opt pcs", "--tool block --counts --no-opt pcs"},

@@ -30,8 +30,8 @@ var countsLeftOut = map[string]string{
 
 // TestBlockCounts rewrites each fixture with --tool block --counts (and
 // --counts-atomic when it has threads, and always once more; also with
-// --no-opt pcs, --no-opt dpc and --no-opt ppi, the runtime counting) and with --tool block --every,
-// runs both, and requires the same output as native and each block's
+// --no-opt pcs, --no-opt dpc and --no-opt ppi, the runtime counting)
+// and with --tool block --every, runs both, and requires the same output as native and each block's
 // total count to equal its block events in the complete trace: the
 // counts of a deterministic run are its trace's counts. Blocks probed in
 // only one of the two rewrites, and those of the executable's .fini
@@ -62,8 +62,7 @@ func TestBlockCounts(t *testing.T) {
 				atomic bool
 			}
 			for _, vr := range []variant{{nil, f.Threads}, {[]string{"pcs"}, f.Threads}, {[]string{"ppi"}, f.Threads}, {[]string{"dpc"}, f.Threads}, {nil, true}} {
-				noOpt := vr.noOpt
-				opts := rewrite.Options{Tool: rewrite.ToolBlock, Counts: true, CountsAtomic: vr.atomic, NoOpt: noOpt}
+				opts := rewrite.Options{Tool: rewrite.ToolBlock, Counts: true, CountsAtomic: vr.atomic, NoOpt: vr.noOpt}
 				counted, cProbes := blockRun(t, bin, f, opts, nOut, nCode)
 				compared := 0
 				for src := range eProbes {
@@ -72,11 +71,11 @@ func TestBlockCounts(t *testing.T) {
 					}
 					compared++
 					if counted[src] != traced[src] {
-						t.Errorf("no-opt %v atomic %v: block %#x: counted %d, complete trace has %d", noOpt, vr.atomic, src, counted[src], traced[src])
+						t.Errorf("no-opt %v atomic %v: block %#x: counted %d, complete trace has %d", vr.noOpt, vr.atomic, src, counted[src], traced[src])
 					}
 				}
 				if compared == 0 || len(counted) == 0 {
-					t.Fatalf("no-opt %v atomic %v: nothing compared (%d probed blocks, %d counted)", noOpt, vr.atomic, len(eProbes), len(counted))
+					t.Fatalf("no-opt %v atomic %v: nothing compared (%d probed blocks, %d counted)", vr.noOpt, vr.atomic, len(eProbes), len(counted))
 				}
 			}
 		})

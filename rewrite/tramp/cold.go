@@ -40,10 +40,11 @@ func (a *Asm) FlushCold() {
 
 // An exit is a fast path's way out to its cold code, taken only on the
 // slow path. Its short jumps (a jrcxz, or the jmp a passing test's
-// jrcxz jumps over: taken when the fast path's test fails) reach a stub, a jmp rel32 to the cold code, emitted
-// ahead of them (stubAhead) or at the trampoline's next point nothing
-// falls through (flushNear); the cold code points the stub's rel32
-// field and any other long ones at itself.
+// jrcxz jumps over: taken when the fast path's test fails) reach a
+// stub, a jmp rel32 to the cold code, emitted ahead of them
+// (stubAhead) or at the trampoline's next point nothing falls through
+// (flushNear); the cold code points the stub's rel32 field and any
+// other long ones at itself.
 type exit struct {
 	short []int // rel8 fields of short jumps still to point at the stub
 	stub  int   // offset of the stub, -1 until emitted
