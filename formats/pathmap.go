@@ -14,9 +14,9 @@ const PathMapSection = ".stint.paths"
 // pathMapMagic is "STINTPTH" little-endian.
 const pathMapMagic = 0x485450544e495453
 
-// PathMapVersion is the layout version of a branch map. Version 1 maps
-// (no marks) read the same.
-const PathMapVersion = 2
+// PathMapVersion is the layout version of a branch map. Versions 1 (no
+// marks) and 2 (no predicted indirect jmps) read the same.
+const PathMapVersion = 3
 
 // BranchKind is what a control transfer of the branch map is.
 type BranchKind uint8
@@ -74,12 +74,16 @@ const (
 	// calls walked before say nothing of where the rets without probes
 	// after it go.
 	BranchSwitch = 0x8
+	// BranchPredicted: a probed indirect jmp with a likely destination,
+	// its Target (a PLT stub's jmp to a function of the module's own):
+	// its probe appends bit 1 when it goes there, else the TIP.
+	BranchPredicted = 0x10
 )
 
 // Branch is one control transfer of a module, at a link vaddr.
 type Branch struct {
 	Addr   uint64 // link vaddr of the instruction
-	Target uint64 // a direct branch's destination (link vaddr), else 0
+	Target uint64 // a direct branch's destination (link vaddr), a predicted one's likely one, else 0
 	Len    uint8  // instruction length
 	Kind   BranchKind
 	Flags  uint8
@@ -148,6 +152,9 @@ func DecodePathMap(b []byte) (*PathMap, error) {
 			return nil, fmt.Errorf("branch map: branch %d at %#x is %d bytes long", i, br.Addr, br.Len)
 		case br.Addr < m.TextLo || br.Addr+uint64(br.Len) > m.TextHi:
 			return nil, fmt.Errorf("branch map: branch %d at %#x outside the text %#x-%#x", i, br.Addr, m.TextLo, m.TextHi)
+		case br.Flags&BranchPredicted != 0 && (br.Kind != BrIndJmp || br.Flags&BranchProbed == 0 || br.Target < m.TextLo || br.Target >= m.TextHi):
+			return nil, fmt.Errorf("branch map: branch %d at %#x: a predicted %v (probed: %v) to %#x, outside the text or not a probed indirect jmp",
+				i, br.Addr, br.Kind, br.Flags&BranchProbed != 0, br.Target)
 		case i > 0 && br.Addr < end:
 			return nil, fmt.Errorf("branch map: branch %d at %#x overlaps or precedes the one before", i, br.Addr)
 		}

@@ -354,6 +354,7 @@ func TestPathMapRoundTrip(t *testing.T) {
 		{Addr: 0x1002, Target: 0x2000, Len: 5, Kind: BrCall, Flags: BranchProbed},
 		{Addr: 0x1010, Len: 1, Kind: BrRet, Flags: BranchProbed},
 		{Addr: 0x1011, Len: 2, Kind: BrIndJmp},
+		{Addr: 0x1020, Target: 0x1800, Len: 6, Kind: BrIndJmp, Flags: BranchProbed | BranchPredicted},
 	}}
 	b := m.Encode()
 	got, err := DecodePathMap(b)
@@ -375,6 +376,17 @@ func TestPathMapRoundTrip(t *testing.T) {
 	}
 	if _, err := DecodePathMap(b[:len(b)-1]); err == nil {
 		t.Errorf("a cut map decodes")
+	}
+	// a predicted branch must be a probed indirect jmp into the text
+	for _, br := range []Branch{
+		{Addr: 0x1020, Target: 0x1800, Len: 6, Kind: BrIndCall, Flags: BranchProbed | BranchPredicted},
+		{Addr: 0x1020, Target: 0x1800, Len: 6, Kind: BrIndJmp, Flags: BranchPredicted},
+		{Addr: 0x1020, Target: 0x3000, Len: 6, Kind: BrIndJmp, Flags: BranchProbed | BranchPredicted},
+	} {
+		bad := &PathMap{TextLo: 0x1000, TextHi: 0x2000, Branches: []Branch{br}}
+		if _, err := DecodePathMap(bad.Encode()); err == nil || !strings.Contains(err.Error(), "predicted") {
+			t.Errorf("%+v: %v", br, err)
+		}
 	}
 }
 

@@ -159,7 +159,7 @@ func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64,
 	if s.Flags&runtime.PFSlot != 0 && !e.fx.StableSlot(s.Dst) {
 		s.Flags &^= runtime.PFSlot
 	}
-	if s.Flags&(runtime.PFDirect|runtime.PFSlot) != 0 {
+	if s.Flags&(runtime.PFDirect|runtime.PFSlot|runtime.PFPredict) != 0 {
 		pr.Dst = s.Dst
 	}
 	if s.Arm >= 0 {

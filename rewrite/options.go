@@ -45,7 +45,10 @@ type Options struct {
 	// trampoline runs the blocks after it that only a jcc falls into,
 	// counting each: runs.go); "link", fragment linking (a compact
 	// complete trace's trampolines go on through the plain code after
-	// them into the next trampoline: links.go).
+	// them into the next trampoline: links.go); "pred", predicted
+	// indirect jmps (a compact trace's PLT stub whose slot names a
+	// function of the module's own appends one bit when it goes there:
+	// tramps.go, predicted).
 	NoOpt []string
 	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
 	// mode. Every call and return reaches the runtime, which keeps a
@@ -418,7 +421,7 @@ func (o *Options) opt(name string) bool {
 }
 
 // Opts are the instrumentation optimisations NoOpt can turn off.
-var Opts = []string{"ppi", "pcs", "dpc", "link"}
+var Opts = []string{"ppi", "pcs", "dpc", "link", "pred"}
 
 // policy returns the options the policy stage reads.
 func (o *Options) policy() policy.Options {

@@ -70,6 +70,11 @@ func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable, st *Stats) *for
 		}
 		if probed[i] {
 			br.Flags |= formats.BranchProbed
+			if pred := tt.predicted(i); pred != 0 && numbered(i) {
+				br.Target = pred
+				br.Flags |= formats.BranchPredicted
+				st.Predicted++
+			}
 		} else if bit, ok := plan.MarkedJcc(i, numbered); ok && bk == formats.BrJcc {
 			br.Flags |= formats.BranchMarked
 			if bit {

@@ -247,6 +247,7 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	// addresses: runs and tails would move more of them into trampolines
 	tt.dpc = opts.Counts && opts.opt("dpc") && !fx.Module.Go
 	tt.link = opts.Paths() && !opts.Calls() && opts.opt("link") && !fx.Module.Go
+	tt.pred = opts.Paths() && !opts.Calls() && opts.opt("pred")
 	cand := plan.Sites(sites)
 	tt.tailStops(cand)
 	ok := tt.sizeSites(opts.Tool, cand)

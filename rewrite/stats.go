@@ -80,12 +80,15 @@ type Stats struct {
 	// the instruction before them, MarkedJccs told by Marks mark probes,
 	// UnknownJccs neither (the decoder loses its place there; a ret
 	// without a probe goes where the decoder's call stack says).
-	PreJccs     int      `json:"pre_jccs,omitempty"`
-	PreRets     int      `json:"pre_rets,omitempty"`
-	Marks       int      `json:"marks,omitempty"`
-	MarkedJccs  int      `json:"marked_jccs,omitempty"`
-	UnknownJccs int      `json:"unknown_jccs,omitempty"`
-	Notes       []string `json:"notes,omitempty"`
+	PreJccs     int `json:"pre_jccs,omitempty"`
+	PreRets     int `json:"pre_rets,omitempty"`
+	Marks       int `json:"marks,omitempty"`
+	MarkedJccs  int `json:"marked_jccs,omitempty"`
+	UnknownJccs int `json:"unknown_jccs,omitempty"`
+	// Predicted counts a compact trace's indirect jmps with a likely
+	// destination (tramps.go, predicted).
+	Predicted int      `json:"predicted,omitempty"`
+	Notes     []string `json:"notes,omitempty"`
 }
 
 // PatchedTotal returns the number of patched sites.

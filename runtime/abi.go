@@ -11,7 +11,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 15
+const ABIVersion = 16
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -172,6 +172,9 @@ const (
 	PFValue  uint8 = 0x2
 	PFSlot   uint8 = 0x4
 	PFDeleg  uint8 = 0x8
+	// PFPredict (compact traces): an indirect jmp whose destination is
+	// most likely Dst appends a bit when it goes there (STINT_PF_PREDICT).
+	PFPredict uint8 = 0x10
 )
 
 // ProbeWatched is STINT_PROBE_WATCHED: the initial state of a

@@ -107,7 +107,7 @@ var abiConsts = map[string]uint64{
 	"STINT_SAMPLE_SITES":  SampleSites,
 	"STINT_CLOSE_UNKNOWN": CloseUnknown, "STINT_CLOSE_CHARGE": CloseCharge,
 	"STINT_CLOSE_START": CloseStart, "STINT_CLOSE_ROLL": CloseRoll,
-	"STINT_PF_DELEG": uint64(PFDeleg), "STINT_PROBE_WATCHED": uint64(ProbeWatched),
+	"STINT_PF_DELEG": uint64(PFDeleg), "STINT_PF_PREDICT": uint64(PFPredict), "STINT_PROBE_WATCHED": uint64(ProbeWatched),
 }
 
 // abiStrings are the string #defines of stint_abi.h with their Go values.

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "c0821803af7f7c3ee0f805215613ad498e21acf0e8fc037c5d8bdc0990aa1c0b"
+const BlobSHA256 = "76d547a9d40a827000ad598f3f699ccad28c2e2c44ccac8da401fe32a44869b5"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -25,7 +25,8 @@ func (md *module) index() {
 	md.tgt = make([]int32, len(bs))
 	for i, br := range bs {
 		md.tgt[i] = -1
-		if (br.Kind == formats.BrJcc || br.Kind == formats.BrJmp || br.Kind == formats.BrCall) && br.Target >= md.m.TextLo && br.Target < md.m.TextHi {
+		direct := br.Kind == formats.BrJcc || br.Kind == formats.BrJmp || br.Kind == formats.BrCall || br.Flags&formats.BranchPredicted != 0
+		if direct && br.Target >= md.m.TextLo && br.Target < md.m.TextHi {
 			md.tgt[i] = int32(md.m.At(br.Target))
 		}
 	}

@@ -75,6 +75,9 @@ func (t *thread) step() error {
 	case formats.BrRet:
 		return t.ret(at)
 	case formats.BrIndJmp, formats.BrIndCall:
+		if br.Flags&formats.BranchPredicted != 0 {
+			return t.predicted(m, br, at)
+		}
 		p, err := t.next()
 		if err != nil {
 			return err
@@ -85,19 +88,60 @@ func (t *thread) step() error {
 		if p.Kind != formats.PacketTIP {
 			return t.errf("the %v at %#x needs a destination, the packet is %v", br.Kind, at, p.Kind)
 		}
-		if br.Flags&formats.BranchSwitch != 0 {
-			t.rstack = t.rstack[:0] // another stack: its frames were not walked
-		}
-		k := formats.KindIndJmp
-		if br.Kind == formats.BrIndCall {
-			k = formats.KindIndCall
-			t.push(next)
-			t.rpush(next)
-		}
-		t.leave(p.Addr)
-		return t.out(k, at, p.Addr)
+		return t.indirect(br, at, next, p.Addr)
 	}
 	return t.errf("branch kind %v", br.Kind)
+}
+
+// indirect takes the indirect branch br at at (its next instruction
+// next) to dst.
+func (t *thread) indirect(br *formats.Branch, at, next, dst uint64) error {
+	if br.Flags&formats.BranchSwitch != 0 {
+		t.rstack = t.rstack[:0] // another stack: its frames were not walked
+	}
+	k := formats.KindIndJmp
+	if br.Kind == formats.BrIndCall {
+		k = formats.KindIndCall
+		t.push(next)
+		t.rpush(next)
+	}
+	t.leave(dst)
+	return t.out(k, at, dst)
+}
+
+// predicted takes the predicted indirect jmp br at at: bit 1 when it
+// went to its likely destination, else a TIP (which comes after the
+// bits pending before it, as a ret's does).
+func (t *thread) predicted(m *module, br *formats.Branch, at uint64) error {
+	if t.nbits == 0 {
+		p, err := t.next()
+		if err != nil {
+			return err
+		}
+		switch p.Kind {
+		case formats.PacketTNT:
+			t.bits, t.nbits = p.Bits, p.N
+		case formats.PacketTIP:
+			return t.indirect(br, at, 0, p.Addr)
+		default:
+			if err := t.midWalk(p); err != nil {
+				return err
+			}
+			return t.errf("the %v at %#x needs a bit or a destination, the packet is %v", br.Kind, at, p.Kind)
+		}
+	}
+	taken, err := t.bit("the indirect jmp", at)
+	if err != nil {
+		return err
+	}
+	if !taken {
+		return t.errf("the predicted %v at %#x: bit 0", br.Kind, at)
+	}
+	if br.Flags&formats.BranchSwitch != 0 {
+		t.rstack = t.rstack[:0]
+	}
+	t.goTarget(m)
+	return t.out(formats.KindIndJmp, at, t.pos)
 }
 
 // ret takes the ret at at: a bit when the runtime's stack had its

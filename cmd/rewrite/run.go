@@ -261,6 +261,9 @@ func summary(name string, st *rewrite.Stats) string {
 		fmt.Fprintf(&b, ", probed from the instruction before: %d jccs, %d rets; %d jccs told by %d marks, %d unknown",
 			st.PreJccs, st.PreRets, st.MarkedJccs, st.Marks, st.UnknownJccs)
 	}
+	if st.Predicted > 0 {
+		fmt.Fprintf(&b, ", %d indirect jmps predicted", st.Predicted)
+	}
 	if st.Covered > 0 {
 		fmt.Fprintf(&b, ", %d covered by the log (left unpatched)", st.Covered)
 	}

@@ -40,6 +40,10 @@ type Asm struct {
 	// executions inline instead of calling the runtime (count.go).
 	Counts *Counts
 
+	// Predict, when not 0, is the likely destination of the indirect jmp
+	// whose trampoline this is (a compact trace's: predict.go).
+	Predict uint64
+
 	// TextLo and TextHi bound the module's code (facts.Module): an
 	// inline TIP to a destination outside goes to the runtime.
 	TextLo, TextHi uint64

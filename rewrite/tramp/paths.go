@@ -85,6 +85,11 @@ func (a *Asm) keyCheck() *exit {
 func (a *Asm) keyCheckTo(slow *exit) {
 	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
 	a.Emit(0x51, 0x52)                   // push %rcx; push %rdx
+	a.keyTest(slow)
+}
+
+// keyTest is keyCheck's test, with %rcx and %rdx saved already.
+func (a *Asm) keyTest(slow *exit) {
 	if a.Static {
 		a.Emit(0xf3, 0x48, 0x0f, 0xae, 0xc9) // rdgsbase %rcx
 		a.shortTo(0xe3, slow)                // jrcxz slow: no block yet (a thread the runtime has not seen)

@@ -86,14 +86,20 @@ func (a *Asm) Site(t runtime.Tool, in *place.Inst, k facts.Kind, tgt uint64, pro
 			a.Relocate(in, k, tgt, pic)
 			return []Probe{{Kind: runtime.KIndCall, Arm: -1}}
 		}
-		if a.Inline {
-			sp, ok := a.pathsIndirect(in, k, p(0), entry, next, func(c *Asm) { c.Relocate(in, k, tgt, pic) })
-			if !ok {
-				return nil
+		branch := func(c *Asm) { c.Relocate(in, k, tgt, pic) }
+		var sp Probe
+		ok := false
+		switch {
+		case a.Inline && k == facts.IndJmp && a.Predict != 0:
+			sp, ok = a.pathsPredicted(in, p(0), entry, branch)
+		case a.Inline:
+			sp, ok = a.pathsIndirect(in, k, p(0), entry, next, branch)
+		default:
+			sp, ok = a.indirectThunk(in, k, p(0), entry, func() { branch(a) })
+			if k == facts.IndJmp && a.Predict != 0 {
+				sp.Flags, sp.Dst = runtime.PFPredict, a.Predict // the runtime compares
 			}
-			return []Probe{sp}
 		}
-		sp, ok := a.indirectThunk(in, k, p(0), entry, func() { a.Relocate(in, k, tgt, pic) })
 		if !ok {
 			return nil
 		}

@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 15
+#define STINT_ABI_VERSION 16
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -153,6 +153,10 @@
                                * STINT_PROBE_WATCHED, so that its arm calls the runtime, which lists the
                                * site for the off-switch (a site whose only recording probe never fires
                                * would otherwise never be listed, and never switched off) */
+#define STINT_PF_PREDICT  0x10 /* (ABI 16; compact traces) an indirect jmp whose destination is most likely
+                               * probe.dst (a PLT stub's jmp to a function the module defines): there it
+                               * appends outcome bit 1, anywhere else its TIP; %rsi STINT_PATHS_FLUSH only
+                               * flushes (the bit was appended inline) */
 #define STINT_PROBE_WATCHED 2 /* stint_probe.state: an outcome recorded elsewhere (the log, or STINT_PF_DELEG)
                                * whose arm still calls the runtime (the off-switch's watch) */
 
@@ -461,7 +465,8 @@ struct stint_qos_page {
  */
 struct stint_probe {
 	uint64_t src;          /*  0: module-relative address of the probed instruction */
-	uint64_t dst;          /*  8: module-relative destination if STINT_PF_DIRECT, slot if STINT_PF_SLOT */
+	uint64_t dst;          /*  8: module-relative destination if STINT_PF_DIRECT, slot if STINT_PF_SLOT,
+	                        *     likely destination if STINT_PF_PREDICT */
 	uint64_t arm;          /* 16: module-relative address of a rel32 field in the trampoline that
 	                        *     jumps to this probe's call; once the outcome is recorded the runtime
 	                        *     may retarget it to arm_to (0 = no such arm) */

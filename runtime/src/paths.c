@@ -9,6 +9,8 @@
  *   - a jcc appends its outcome bit;
  *   - a direct call pushes its return address; an indirect call appends
  *     its destination (TIP) and pushes;
+ *   - an indirect jmp appends its destination (TIP), or, when it has a
+ *     likely one (STINT_PF_PREDICT) and goes there, bit 1;
  *   - a ret whose destination is the top of the stack pops it and
  *     appends bit 1; any other appends a TIP and pops down to the entry
  *     that matches, if one of the top PATHS_SEARCH does;
@@ -636,7 +638,7 @@ static void paths_calls_event(struct stint_global *g, struct paths_thread *t, co
  * Once per chunk and every PATHS_PSB_EVERY bytes, a place to
  * resynchronise at: PSB (src), the call stack emptied. Only right
  * before a packet or bit of the probe's own (a jcc or mark without
- * FLUSH, an indirect branch, a ret without FLUSH), so
+ * FLUSH, an indirect branch without FLUSH, a ret without FLUSH), so
  * that a decoder in step reads it exactly where the runtime wrote it
  * (it then empties its stack too and goes on); and not while outside
  * instrumented code or in a signal handler. A decoder that lost the
@@ -651,8 +653,11 @@ static void paths_psb(struct stint_global *g, struct paths_thread *t, const stru
 		if (v == STINT_PATHS_FLUSH)
 			return;
 		break;
-	case STINT_K_IND_CALL:
 	case STINT_K_IND_JMP:
+		if ((p->flags & STINT_PF_PREDICT) && v == STINT_PATHS_FLUSH)
+			return;
+		break;
+	case STINT_K_IND_CALL:
 		break;
 	default:
 		return;
@@ -693,6 +698,17 @@ static void paths_event(struct stint_global *g, struct paths_thread *t, const st
 		paths_leave(g, t, v);
 		break;
 	case STINT_K_IND_JMP:
+		if (p->flags & STINT_PF_PREDICT) {
+			/* src - p->src: the module's base */
+			if (v == STINT_PATHS_FLUSH) {
+				pk_flush(g, t); /* its bit is in, inline, and the word was full */
+				break;
+			}
+			if (v == src - p->src + p->dst) {
+				pk_bit(g, t, 1); /* where it most likely goes */
+				break;
+			}
+		}
 		paths_leave(g, t, v);
 		break;
 	case STINT_K_RET:
