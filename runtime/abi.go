@@ -11,7 +11,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 16
+const ABIVersion = 17
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -34,6 +34,10 @@ const (
 	PathsPSBAtOff = 2096
 	PathsLastOff  = 2104
 	PathsPSBOff   = 2112
+	PathsOutLoOff = 2128
+	PathsOutSzOff = 2136
+	PathsOutside  = 2160
+	PathsKeyOut   = 8
 	PathsPSBEvery = 16384
 	PathsTNTFull  = 56
 	PathsFlush    = 1

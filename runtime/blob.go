@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "76d547a9d40a827000ad598f3f699ccad28c2e2c44ccac8da401fe32a44869b5"
+const BlobSHA256 = "2d8dfa652285418a28e1c063e276017fd2ed898a63b0635680e12725ded65f2e"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

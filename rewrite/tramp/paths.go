@@ -221,7 +221,17 @@ func (a *Asm) pathsPush(probe, entry, src, ret uint64, slow *exit) {
 	a.rel32(ret, 0)
 	a.Emit(0x65, 0x48, 0x89, 0x14, 0xcd) // mov %rdx,%gs:STACK(,%rcx,8)
 	a.u32(runtime.PathsStackOff)
-	// the chunk's tail: this call ran, with these bits before it
+	a.tailAt(src) // this call ran
+	a.undo()
+	a.slowEnd(slow, probe, entry, nil, a.pc())
+}
+
+// tailAt writes the chunk's tail: the silent probe at src ran last, with
+// the pending bits then (a thread that dies now got there).
+//
+//	mov %gs:TAIL,%rcx ; lea src(%rip),%rdx ; mov %rdx,(%rcx)
+//	mov %gs:TNT,%rdx ; mov (%rdx),%rdx ; mov %rdx,8(%rcx)
+func (a *Asm) tailAt(src uint64) {
 	a.Emit(0x65, 0x48, 0x8b, 0x0c, 0x25) // mov %gs:TAIL,%rcx
 	a.u32(runtime.PathsTailOff)
 	a.Emit(0x48, 0x8d, 0x15) // lea src(%rip),%rdx
@@ -231,8 +241,6 @@ func (a *Asm) pathsPush(probe, entry, src, ret uint64, slow *exit) {
 	a.u32(runtime.PathsTNTOff)
 	a.Emit(0x48, 0x8b, 0x12)       // mov (%rdx),%rdx
 	a.Emit(0x48, 0x89, 0x51, 0x08) // mov %rdx,8(%rcx)
-	a.undo()
-	a.slowEnd(slow, probe, entry, nil, a.pc())
 }
 
 // pathsEntry emits a compact trace's function entry probe: nothing when
@@ -245,13 +253,60 @@ func (a *Asm) pathsEntry(probe, entry uint64) {
 	a.slowEnd(slow, probe, entry, (*Asm).loadRet, a.pc())
 }
 
-// pathsResume emits a compact trace's resume probe: nothing while the
-// thread may append inline (it is not outside instrumented code), else
-// the call.
-func (a *Asm) pathsResume(probe, entry uint64) {
-	slow := a.keyCheck()
+// pathsResume emits a compact trace's resume probe at src: nothing
+// while the thread may append inline (it is not outside instrumented
+// code); in cold code, when its key says it left through an inline or
+// runtime TIP (fs + KEY_OUT) and src is on top of the call stack, the
+// runtime's pop (back from the call on top: paths.c), with the key
+// taken meanwhile, as an inline TIP takes it; else the call.
+//
+//	<keyCheck> ; <undo> ; out: ...
+//	cold: lea KEY_OUT(%rcx),%rcx ; jrcxz 1f ; jmp slow ; 1: movq $TIP,%gs:KEY
+//	movzbl %gs:TOP,%ecx ; mov %gs:STACK(,%rcx,8),%rdx ; not %rdx
+//	lea src(%rip),%rcx ; lea 1(%rcx,%rdx),%rcx ; jrcxz pop
+//	mov %fs:0,%rcx ; lea KEY_OUT(%rcx),%rcx ; mov %rcx,%gs:KEY ; jmp slow
+//	pop: <topMove -1> ; <tailAt src> ; movl $0,%gs:OUTSIDE
+//	mov %fs:0,%rcx ; mov %rcx,%gs:KEY ; <undo> ; jmp out
+//	slow: <undo> ; <thunk> ; jmp out
+func (a *Asm) pathsResume(probe, entry, src uint64) {
+	other := a.keyCheck()
 	a.undo()
-	a.slowEnd(slow, probe, entry, nil, a.pc())
+	out := a.pc()
+	a.later(func(c *Asm) {
+		a.toCold(other, c)
+		c.Emit(0x48, 0x8d, 0x49, runtime.PathsKeyOut) // lea KEY_OUT(%rcx),%rcx: 0 when key = fs + KEY_OUT
+		c.Emit(0xe3, 0x05)                            // jrcxz over the jmp
+		slow := []int{c.jmp32()}
+		c.Emit(0x65, 0x48, 0xc7, 0x04, 0x25) // movq $TIP,%gs:KEY
+		c.u32(runtime.PathsKeyOff)
+		c.u32(runtime.PathsKeyTIP)
+		c.Emit(0x65, 0x0f, 0xb6, 0x0c, 0x25) // movzbl %gs:TOP,%ecx
+		c.u32(runtime.PathsTopOff)
+		c.Emit(0x65, 0x48, 0x8b, 0x14, 0xcd) // mov %gs:STACK(,%rcx,8),%rdx
+		c.u32(runtime.PathsStackOff)
+		c.Emit(0x48, 0xf7, 0xd2) // not %rdx
+		c.Emit(0x48, 0x8d, 0x0d) // lea src(%rip),%rcx
+		c.rel32(src, 0)
+		c.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01) // lea 1(%rcx,%rdx),%rcx: src - top
+		c.Emit(0xe3, 0)                      // jrcxz pop
+		pop := c.off() - 1
+		c.tipThreadBase()
+		c.Emit(0x48, 0x8d, 0x49, runtime.PathsKeyOut) // lea KEY_OUT(%rcx),%rcx
+		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff)       // mov %rcx,%gs:KEY: given back
+		slow = append(slow, c.jmp32())
+		c.patchRel8(pop, c.off())
+		c.topMove(-1)
+		c.tailAt(src)
+		c.gsStore32(runtime.PathsOutside, 0)
+		c.tipThreadBase()
+		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: inside again
+		c.undo()
+		c.Jmp(out)
+		c.patchAll(slow, c.pc())
+		c.undo()
+		c.thunk(probe, entry, nil)
+		c.Jmp(out)
+	})
 }
 
 // pathsRet emits a compact trace's ret probe (the ret follows it): when

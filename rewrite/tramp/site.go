@@ -240,7 +240,7 @@ func (a *Asm) PathsProbe(k runtime.Kind, in *place.Inst, fk facts.Kind, tgt uint
 	if len(probes) > 0 {
 		probe = probes[0]
 	}
-	flags := a.pathsCall(k, probe, entry)
+	flags := a.pathsCall(k, probe, entry, in.Addr)
 	a.Relocate(in, fk, tgt, pic)
 	a.flushNear()
 	return []Probe{{Kind: k, Flags: flags, Arm: -1}}
@@ -255,7 +255,7 @@ func (a *Asm) PathsPreBranch(k runtime.Kind, run []place.Inst, kinds []facts.Kin
 	if len(probes) > 0 {
 		probe, probes = probes[0], probes[1:]
 	}
-	flags := a.pathsCall(k, probe, entry)
+	flags := a.pathsCall(k, probe, entry, run[0].Addr)
 	if a.nearPending() {
 		// the probe's stubs go here, jumped over: the run and the
 		// branch may be too long for a short jump past them
@@ -269,8 +269,8 @@ func (a *Asm) PathsPreBranch(k runtime.Kind, run []place.Inst, kinds []facts.Kin
 }
 
 // pathsCall emits probe's part of a compact trace's entry, resume or
-// mark probe (kind k) and returns the probe's flags.
-func (a *Asm) pathsCall(k runtime.Kind, probe, entry uint64) uint8 {
+// mark probe (kind k) at src and returns the probe's flags.
+func (a *Asm) pathsCall(k runtime.Kind, probe, entry, src uint64) uint8 {
 	switch {
 	case k == runtime.KJccTaken || k == runtime.KJccNotTaken:
 		a.arm(probe, entry, k == runtime.KJccTaken)
@@ -281,7 +281,7 @@ func (a *Asm) pathsCall(k runtime.Kind, probe, entry uint64) uint8 {
 		a.thunk(probe, entry, a.loadRet)
 		return runtime.PFValue
 	case a.Inline:
-		a.pathsResume(probe, entry)
+		a.pathsResume(probe, entry, src)
 	default:
 		a.thunk(probe, entry, nil)
 	}

@@ -31,21 +31,29 @@ func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint
 	load := func(c *Asm, frame int64) func() {
 		return func() { c.encodeRM(op, true, 0x8b, 6, frame) } // mov OP,%rsi
 	}
-	slow := a.tipEnter(load(a, tipFrame))
-	taken := a.tipChecks(a.TextLo, a.TextHi)
-	if k == facts.IndCall {
-		a.topMove(1)
-		a.Emit(0x48, 0x8d, 0x3d) // lea ret(%rip),%rdi
-		a.rel32(ret, 0)
-		a.Emit(0x65, 0x48, 0x89, 0x3c, 0xcd) // mov %rdi,%gs:STACK(,%rcx,8)
-		a.u32(runtime.PathsStackOff)
+	push := func(c *Asm) {
+		if k == facts.IndCall {
+			c.topMove(1)
+			c.Emit(0x48, 0x8d, 0x3d) // lea ret(%rip),%rdi
+			c.rel32(ret, 0)
+			c.Emit(0x65, 0x48, 0x89, 0x3c, 0xcd) // mov %rdi,%gs:STACK(,%rcx,8)
+			c.u32(runtime.PathsStackOff)
+		}
 	}
+	slow := a.tipEnter(load(a, tipFrame))
+	out, taken := a.tipChecks(a.TextLo, a.TextHi)
+	push(a)
 	a.tipFlush()
 	a.tipAppend(pktTIP)
 	a.tipLeave()
 	branch(a)
-	a.tipCold(taken, slow, func(c *Asm) {
+	takenAt := a.tipCold(taken, slow, func(c *Asm) {
 		c.thunk(probe, entry, load(c, thunkFrame))
+		branch(c)
+	})
+	a.later(func(c *Asm) {
+		a.PatchRel(out, c.pc())
+		c.tipLeaves(*takenAt, push)
 		branch(c)
 	})
 	sp := Probe{Kind: runtime.KIndJmp, Arm: -1}
@@ -129,22 +137,60 @@ func (a *Asm) tipNoBlock() int {
 	return f
 }
 
-// tipChecks, with the key taken, goes to the returned jumps when the
-// destination in %rsi lies outside [textLo, textHi), a PSB is due, or
-// the chunk has under 32 bytes left; it leaves the chunk's cursor in
-// %rdx.
+// tipChecks, with the key taken, goes to the jump out when the
+// destination in %rsi lies outside [textLo, textHi), and to the
+// returned jumps taken when a PSB is due or the chunk has under 32
+// bytes left; it leaves the chunk's cursor in %rdx.
 //
-//	lea textLo(%rip),%rcx ; mov %rsi,%rdx ; sub %rcx,%rdx ; cmp $SIZE,%rdx ; jae
+//	lea textLo(%rip),%rcx ; mov %rsi,%rdx ; sub %rcx,%rdx ; cmp $SIZE,%rdx ; jae out
 //	cmpl $0,%gs:PSB ; jne
 //	mov %gs:CUR,%rdx ; mov %rdx,%rcx ; sub %gs:PSB_AT,%rcx ; cmp $EVERY,%rcx ; jae
 //	mov %gs:END,%rcx ; sub %rdx,%rcx ; cmp $32,%rcx ; jb
-func (a *Asm) tipChecks(textLo, textHi uint64) []int {
+func (a *Asm) tipChecks(textLo, textHi uint64) (out int, taken []int) {
 	a.Emit(0x48, 0x8d, 0x0d) // lea textLo(%rip),%rcx
 	a.rel32(textLo, 0)
 	a.Emit(0x48, 0x89, 0xf2, 0x48, 0x29, 0xca) // mov %rsi,%rdx ; sub %rcx,%rdx
 	a.Emit(0x48, 0x81, 0xfa)                   // cmp $SIZE,%rdx
 	a.u32(uint32(textHi - textLo))
-	return append([]int{a.jcc32(0x83)}, a.roomChecks()...) // jae
+	out = a.jcc32(0x83) // jae
+	return out, a.roomChecks()
+}
+
+// tipLeaves, cold code that tipChecks's jump out reaches, appends the
+// TIP of a destination %rsi outside the module's code when it lies in
+// the thread's out range (the runtime's last leave found a module
+// without probes there, paths.c): the thread leaves instrumented code,
+// as the runtime's paths_leave would have it, its key then fs +
+// KEY_OUT (its resume probe pops inline). Elsewhere, or when the room
+// checks fail, to taken (the slow path, with the key taken). push
+// emits what an indirect call does before its TIP.
+//
+//	mov %rsi,%rdx ; sub %gs:OUT_LO,%rdx ; cmp %gs:OUT_SIZE,%rdx ; jae taken
+//	<roomChecks> ; <push> ; <tipFlush> ; <tipAppend> ; movl $1,%gs:OUTSIDE
+//	mov %fs:0,%rcx ; lea KEY_OUT(%rcx),%rcx ; mov %rcx,%gs:KEY ; <tipRestore>
+func (a *Asm) tipLeaves(taken uint64, push func(c *Asm)) {
+	a.Emit(0x48, 0x89, 0xf2)                  // mov %rsi,%rdx
+	a.gsOp(0x2b, 0x14, runtime.PathsOutLoOff) // sub %gs:OUT_LO,%rdx
+	a.gsOp(0x3b, 0x14, runtime.PathsOutSzOff) // cmp %gs:OUT_SIZE,%rdx
+	a.PatchRel(a.jcc32(0x83), taken)          // jae taken
+	for _, f := range a.roomChecks() {
+		a.PatchRel(f, taken)
+	}
+	push(a)
+	a.tipFlush()
+	a.tipAppend(pktTIP)
+	a.gsStore32(runtime.PathsOutside, 1)
+	a.tipThreadBase()
+	a.Emit(0x48, 0x8d, 0x49, runtime.PathsKeyOut) // lea KEY_OUT(%rcx),%rcx
+	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff)       // mov %rcx,%gs:KEY
+	a.tipRestore()
+}
+
+// gsStore32 stores the 32-bit v at %gs:off (flags untouched).
+func (a *Asm) gsStore32(off, v uint32) {
+	a.Emit(0x65, 0xc7, 0x04, 0x25) // movl $v,%gs:off
+	a.u32(off)
+	a.u32(v)
 }
 
 // roomChecks goes to the returned jumps when a PSB is due or the chunk

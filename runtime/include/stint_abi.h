@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 16
+#define STINT_ABI_VERSION 17
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -138,6 +138,12 @@
 #define STINT_PATHS_PSB_AT_OFF 2096 /* u8 *: where the last PSB (or the chunk's data) began */
 #define STINT_PATHS_LAST_OFF 2104 /* u64: the last TIP, SYNC or ASYNC address (a TIP is XOR this) */
 #define STINT_PATHS_PSB_OFF  2112 /* u32: a chunk began since the last PSB: the runtime writes one next */
+#define STINT_PATHS_OUT_LO_OFF 2128 /* u64: the start of a module the thread's runtime-handled TIPs left to,
+                                     * one without a compact trace's probes (an inline TIP there leaves too) */
+#define STINT_PATHS_OUT_SIZE_OFF 2136 /* u64: its size (0: none) */
+#define STINT_PATHS_OUTSIDE_OFF 2160 /* u32: the thread left instrumented code ("outside", paths.c) */
+#define STINT_PATHS_KEY_OUT  8  /* the key minus the owner's %fs base while it is outside: its resume probe
+                                 * (at the top of the call stack) pops inline */
 #define STINT_PATHS_PSB_EVERY 16384 /* bytes of packets after a PSB past which the next is due */
 #define STINT_PATHS_TNT_FULL 56 /* a pending word whose leading 1 is at this bit or above is flushed */
 #define STINT_PATHS_FLUSH    1  /* %rsi of a jcc probe's call that only flushes (the bit is in) */

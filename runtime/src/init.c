@@ -159,6 +159,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 			test_paths_setup(g, envp);
 		}
 		g->paths.on = 1;
+		paths_forget_out(g);
 	}
 	const char *execfn = auxv ? (const char *)auxv_find(auxv, S_AT_EXECFN) : 0;
 	if (created) {

@@ -39,6 +39,9 @@ _Static_assert(__builtin_offsetof(struct paths_thread, end) == STINT_PATHS_END_O
 _Static_assert(__builtin_offsetof(struct paths_thread, psb_at) == STINT_PATHS_PSB_AT_OFF, "psb_at");
 _Static_assert(__builtin_offsetof(struct paths_thread, last_ip) == STINT_PATHS_LAST_OFF, "last_ip");
 _Static_assert(__builtin_offsetof(struct paths_thread, psb) == STINT_PATHS_PSB_OFF, "psb");
+_Static_assert(__builtin_offsetof(struct paths_thread, out_lo) == STINT_PATHS_OUT_LO_OFF, "out_lo");
+_Static_assert(__builtin_offsetof(struct paths_thread, out_size) == STINT_PATHS_OUT_SIZE_OFF, "out_size");
+_Static_assert(__builtin_offsetof(struct paths_thread, outside) == STINT_PATHS_OUTSIDE_OFF, "outside");
 _Static_assert(PATHS_PSB_EVERY == STINT_PATHS_PSB_EVERY, "psb every");
 
 static inline uint64_t gs_get(struct stint_global *g)
@@ -345,12 +348,34 @@ static int is_restorer(struct stint_global *g, uint64_t a)
 	return 1;
 }
 
-/* A TIP to a; outside when a is not instrumented code. */
+/* A TIP to a; outside when a is not instrumented code. A module
+ * without a compact trace's probes that a is in becomes the thread's
+ * out range: an inline TIP into it leaves too (rewrite/tramp, tip.go). */
 static void paths_leave(struct stint_global *g, struct paths_thread *t, uint64_t a)
 {
 	pk_tip(g, t, a);
-	if (!paths_inside(g, a))
-		t->outside = 1;
+	if (paths_inside(g, a))
+		return;
+	t->outside = 1;
+	uint32_t i = module_of(g, a);
+	if (i == DST_MODULE_NONE || i >= MAX_MODULES)
+		return;
+	const struct gmodule *gm = &g->proc.modules[i];
+	const struct stint_module *sm = (const struct stint_module *)gm->smod;
+	if (!sm || !(sm->flags & STINT_MF_PATHS)) {
+		t->out_lo = gm->base;
+		t->out_size = gm->size;
+	}
+}
+
+/* Every thread forgets its out range: a module with a compact trace's
+ * probes joins, which may lie where a module without them was. */
+static void paths_forget_out(struct stint_global *g)
+{
+	struct paths_thread *bs = (struct paths_thread *)__atomic_load_n(&g->paths.threads, __ATOMIC_ACQUIRE);
+	uint32_t n = __atomic_load_n(&g->paths.nthreads, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; bs && i < n && i < PATHS_THREADS; i++)
+		__atomic_store_n(&bs[i].out_size, 0, __ATOMIC_RELEASE);
 }
 
 /* Where the kernel's signal frame, at a handler's first %rsp, keeps the
@@ -564,9 +589,12 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 		t->outside = 1; /* the next probe says where the thread is */
 	}
 	t->busy = 0;
-	/* inline appends are for a thread inside instrumented code, with a
-	 * known %fs base, without a budget */
-	t->key = t->fs && !t->outside && !g->per.budget_on ? t->fs : 1;
+	/* inline appends are for a thread with a known %fs base, without a
+	 * budget; outside instrumented code, only its resume probe's pop */
+	if (!t->fs || g->per.budget_on)
+		t->key = 1;
+	else
+		t->key = t->outside ? t->fs + STINT_PATHS_KEY_OUT : t->fs;
 }
 
 /*

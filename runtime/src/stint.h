@@ -307,10 +307,11 @@ struct paths_thread {
 	uint32_t psb;                /* STINT_PATHS_PSB_OFF: a chunk began since the last PSB (paths_psb) */
 	uint32_t pad0;
 	uint64_t fs;                 /* the owner's %fs base (0: unknown: no inline appends) */
+	uint64_t out_lo, out_size;   /* STINT_PATHS_OUT_LO_OFF, _SIZE_OFF: a module without probes left to */
 	uint32_t tid, pid;           /* owner */
 	uint32_t seq;                /* the current chunk's number */
 	uint32_t busy;               /* a probe of this thread is appending */
-	uint32_t outside;            /* the last transfer left instrumented code */
+	uint32_t outside;            /* STINT_PATHS_OUTSIDE_OFF: the last transfer left instrumented code */
 	uint32_t nested;             /* probes of a signal handler that came while busy */
 	uint32_t async;              /* signal handlers entered (ASYNC) and not left */
 	uint32_t gen;                /* the budget period of this thread's last probe (a new one resynchronises) */
