@@ -14,11 +14,13 @@ import (
 
 // compactVariants: a compact complete trace, the same with every probe
 // calling the runtime (--no-opt ppi: what inlining buys), without
-// fragment linking (--no-opt link), and the row per event it replaces.
+// fragment linking (--no-opt link), without predicted indirect jmps
+// (--no-opt pred), and the row per event it replaces.
 var compactVariants = []benchVariant{
 	{"compact", "stint --every (compact)", "--every"},
 	{"noppi", "stint --every --no-opt=ppi", "--every --no-opt ppi"},
 	{"nolink", "stint --every --no-opt=link", "--every --no-opt link"},
+	{"nopred", "stint --every --no-opt=pred", "--every --no-opt pred"},
 	{"rows", "stint --every --rows (previous engine)", "--every --rows"},
 }
 
@@ -36,13 +38,17 @@ func (s *Suite) compact(ctx context.Context, rep *Report) error {
 			return err
 		}
 	}
+	if err := s.compactSizes(rep, "sqlite", "nopred", "branch (--no-opt pred)"); err != nil {
+		return err
+	}
 	return s.redisPairs(ctx, rep, "complete branch trace", compactVariants[:1])
 }
 
 // compactSizes notes, for workload name, the bytes per event on disk of
-// its compact (variant compact) and row (variant rows) traces (all
-// timed runs), and how fast the compact ones decode (events per second
-// of one thread's decoding); what names the traces in the notes.
+// its compact (variant compact) and, for variant "compact", row
+// (variant rows) traces (all timed runs), and how fast the compact ones
+// decode (events per second of one thread's decoding); what names the
+// traces in the notes.
 func (s *Suite) compactSizes(rep *Report, name, compact, what string) error {
 	dir := filepath.Join(s.Config.WorkDir, "traces")
 	traces, _ := filepath.Glob(filepath.Join(dir, name+"-"+compact, "*.arrow"))
@@ -69,6 +75,9 @@ func (s *Suite) compactSizes(rep *Report, name, compact, what string) error {
 	if events > 0 {
 		rep.Notes[name+" compact "+what+" trace"] = fmt.Sprintf("%.3f bytes per event (%d events, %d bytes of paths files in %d runs); decoded at %.1f M events/s",
 			float64(bytes)/float64(events), events, bytes, len(traces), float64(events)/decode.Seconds()/1e6)
+	}
+	if compact != "compact" {
+		return nil // the row traces are noted once
 	}
 	rows, _ := filepath.Glob(filepath.Join(dir, name+"-rows", "*.arrow"))
 	var rbytes, revents int64
