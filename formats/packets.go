@@ -44,6 +44,12 @@ import (
 //	                thread: it goes on at the second, with the third
 //	                pushed as if called from there (0: nothing pushed):
 //	                Go's preemption and sigpanic
+//	0x80+2h + 1 B   SITE (h = 0..31): a call chain's call or ret at the
+//	                branch h<<8 | B of the branch map of the module the
+//	                last probe's own address (TIP, RET_TIP, PSB or SITE)
+//	                was in: as that address's TIP (a call), or RET_TIP
+//	                (a ret to the call stack's top)
+//	0xc0+2h + u16   SITE of branch h<<16 | u16
 //	0x0e + u64      PSB: at each chunk's start and every 16 KiB of
 //	                packets, right before a probe's own
 //	                packet or bit, the probe's address; the call stack is
@@ -70,6 +76,10 @@ const (
 	PktTIP      = 0x20 // + 2k, k = 0..8
 	PktTNT      = 0x40 // + 2k, k = 1..8
 	PktRetTIP   = 0x60 // + 2k, k = 0..8
+	PktSite     = 0x80 // + 2h, h = 0..31, then a byte
+	PktSiteLong = 0xc0 // + 2h, h = 0..31, then a u16
+	// MaxSite bounds a SITE packet's branch index.
+	MaxSite = 1 << 21
 )
 
 // PacketKind is what a decoded packet is.
@@ -86,6 +96,7 @@ const (
 	PacketPSB
 	PacketAsyncTo
 	PacketRetTIP
+	PacketSite
 )
 
 func (k PacketKind) String() string {
@@ -110,6 +121,8 @@ func (k PacketKind) String() string {
 		return "ASYNC_TO"
 	case PacketRetTIP:
 		return "RET_TIP"
+	case PacketSite:
+		return "SITE"
 	}
 	return fmt.Sprintf("PacketKind(%d)", uint8(k))
 }
@@ -124,7 +137,7 @@ type Packet struct {
 	// restorer, At where the thread goes on, Ret what was pushed); ASYNC: the handler's address,
 	// and At the interrupted one (0: after the last event); SYNC_CALL:
 	// the function's address, and At its return address. LOST: the
-	// count in Addr.
+	// count in Addr. SITE: the branch's index in Addr.
 	Addr, At uint64
 	Ret      uint64
 }
@@ -271,6 +284,21 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 		r.lastIP ^= r.le(k)
 		r.pos += 1 + k
 		return Packet{Kind: kind, Addr: r.lastIP}, true, nil
+	case b >= PktSite && b%2 == 0:
+		n := 2
+		if b >= PktSiteLong {
+			n = 3
+		}
+		if !need(n) {
+			return p, false, fmt.Errorf("packet at %d: SITE cut short", at)
+		}
+		idx := uint64(b-PktSite) / 2 << 8
+		if n == 3 {
+			idx = uint64(b-PktSiteLong)/2<<16 | uint64(r.data[r.pos+2])<<8
+		}
+		idx |= uint64(r.data[r.pos+1])
+		r.pos += n
+		return Packet{Kind: PacketSite, Addr: idx}, true, nil
 	case b == PktSync || b == PktAsyncEnd || b == PktLost || b == PktPSB:
 		if !need(9) {
 			return p, false, fmt.Errorf("packet at %d: %#02x cut short", at, b)
@@ -373,6 +401,21 @@ func (w *PacketWriter) op(b byte, vs ...uint64) {
 	for _, v := range vs {
 		w.Data = binary.LittleEndian.AppendUint64(w.Data, v)
 	}
+}
+
+// Site appends a call chain's SITE of branch index i (< MaxSite).
+func (w *PacketWriter) Site(i uint32) {
+	w.flushTNT()
+	w.Data = append(w.Data, SiteBytes(i)...)
+}
+
+// SiteBytes is the SITE packet of branch index i (< MaxSite): 2 bytes
+// below 8,192, else 3.
+func SiteBytes(i uint32) []byte {
+	if i < 1<<13 {
+		return []byte{byte(PktSite + 2*(i>>8)), byte(i)}
+	}
+	return []byte{byte(PktSiteLong + 2*(i>>16)), byte(i), byte(i >> 8)}
 }
 
 // Sync appends a SYNC.

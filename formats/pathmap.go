@@ -15,8 +15,9 @@ const PathMapSection = ".stint.paths"
 const pathMapMagic = 0x485450544e495453
 
 // PathMapVersion is the layout version of a branch map. Versions 1 (no
-// marks) and 2 (no predicted indirect jmps) read the same.
-const PathMapVersion = 3
+// marks), 2 (no predicted indirect jmps) and 3 (no calls without a push)
+// read the same.
+const PathMapVersion = 4
 
 // BranchKind is what a control transfer of the branch map is.
 type BranchKind uint8
@@ -78,6 +79,10 @@ const (
 	// its Target (a PLT stub's jmp to a function of the module's own):
 	// its probe appends bit 1 when it goes there, else the TIP.
 	BranchPredicted = 0x10
+	// BranchNoPush: a call chain's probed call that pushes nothing on
+	// the call stack: a PLT stub's to a function the module does not
+	// define, whose ret has no probe.
+	BranchNoPush = 0x20
 )
 
 // Branch is one control transfer of a module, at a link vaddr.

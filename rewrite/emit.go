@@ -38,7 +38,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 		t := e.tt.at[i]
 		in := &c.Insts[i]
 		a := &tramp.Asm{Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
-			Countdown: e.plan.Countdown(), TextLo: e.fx.Module.TextLo, TextHi: e.fx.Module.TextHi}
+			Countdown: e.plan.Countdown(), TextLo: e.fx.Module.TextLo, TextHi: e.fx.Module.TextHi, Module: e.l.RWVaddr}
 		if e.ps.switchable(i) {
 			a.Gate = e.l.GateAt + runtime.GateWord1
 		}
@@ -184,6 +184,9 @@ func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64,
 	}
 	pr.Kind = uint8(s.Kind)
 	pr.Flags = s.Flags
+	if s.Kind == runtime.KCall && e.plan.Calls() && e.tt.noPush(e.fx.Code.Index(src)) {
+		pr.Flags |= runtime.PFNoPush // as the branch map says (pathMap)
+	}
 	if s.Flags&runtime.PFDeleg != 0 {
 		pr.State = runtime.ProbeWatched
 	} else if s.Flags&runtime.PFDirect != 0 && e.plan.Logged(src, s.Dst, s.Kind) {

@@ -33,7 +33,6 @@ func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable, st *Stats) *for
 	}
 	m := &formats.PathMap{TextLo: fx.Module.TextLo, TextHi: fx.Module.TextHi}
 	for i, k := range c.Kinds {
-		var bk formats.BranchKind
 		if bit, ok := plan.MarkBit(i); ok && numbered(i) {
 			in := &c.Insts[i]
 			br := formats.Branch{Addr: in.Addr, Len: uint8(in.Len()), Kind: formats.BrMark, Flags: formats.BranchProbed}
@@ -44,20 +43,8 @@ func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable, st *Stats) *for
 			st.Marks++
 			continue
 		}
-		switch k {
-		case facts.Jcc, facts.Jcxz:
-			bk = formats.BrJcc
-		case facts.Jmp:
-			bk = formats.BrJmp
-		case facts.Call:
-			bk = formats.BrCall
-		case facts.Ret:
-			bk = formats.BrRet
-		case facts.IndJmp:
-			bk = formats.BrIndJmp
-		case facts.IndCall:
-			bk = formats.BrIndCall
-		default:
+		bk, ok := mapKind(k)
+		if !ok {
 			continue
 		}
 		in := &c.Insts[i]
@@ -67,6 +54,9 @@ func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable, st *Stats) *for
 		}
 		if facts.SwitchesStack(c, i) {
 			br.Flags |= formats.BranchSwitch
+		}
+		if tt.noPush(i) && probed[i] {
+			br.Flags |= formats.BranchNoPush
 		}
 		if probed[i] {
 			br.Flags |= formats.BranchProbed
@@ -87,4 +77,25 @@ func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable, st *Stats) *for
 		m.Branches = append(m.Branches, br)
 	}
 	return m
+}
+
+// mapKind is the branch map's kind of an instruction of kind k; false
+// for one the map leaves out (every other is a branch of it, so a
+// branch's index in the map counts them: trampTable.callSite).
+func mapKind(k facts.Kind) (formats.BranchKind, bool) {
+	switch k {
+	case facts.Jcc, facts.Jcxz:
+		return formats.BrJcc, true
+	case facts.Jmp:
+		return formats.BrJmp, true
+	case facts.Call:
+		return formats.BrCall, true
+	case facts.Ret:
+		return formats.BrRet, true
+	case facts.IndJmp:
+		return formats.BrIndJmp, true
+	case facts.IndCall:
+		return formats.BrIndCall, true
+	}
+	return 0, false
 }

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/rewrite/elfout"
 	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/policy"
@@ -26,15 +27,16 @@ type trampTable struct {
 	code   *facts.Code
 	plan   *policy.Plan
 	pic    bool
-	static bool   // !Module.FS0IsThreadPointer (tramp.Asm.Static)
-	counts bool   // block sites count inline (rewrite --counts)
-	atomic bool   // with counts: locked increments (rewrite --counts-atomic)
-	noPPI  bool   // with counts: the runtime counts (rewrite --no-opt ppi)
-	noPCS  bool   // with counts: the flags are saved everywhere (rewrite --no-opt pcs)
-	dpc    bool   // with counts: counted runs (runs.go; off: rewrite --no-opt dpc)
-	link   bool   // a compact trace's tails (links.go; off: rewrite --no-opt link)
-	pred   bool   // a compact trace's predicted indirect jmps (predicted; off: rewrite --no-opt pred)
-	stop   []bool // by instruction index: a candidate site, where tails end
+	static bool    // !Module.FS0IsThreadPointer (tramp.Asm.Static)
+	counts bool    // block sites count inline (rewrite --counts)
+	atomic bool    // with counts: locked increments (rewrite --counts-atomic)
+	noPPI  bool    // with counts: the runtime counts (rewrite --no-opt ppi)
+	noPCS  bool    // with counts: the flags are saved everywhere (rewrite --no-opt pcs)
+	dpc    bool    // with counts: counted runs (runs.go; off: rewrite --no-opt dpc)
+	link   bool    // a compact trace's tails (links.go; off: rewrite --no-opt link)
+	pred   bool    // a compact trace's predicted indirect jmps (predicted; off: rewrite --no-opt pred)
+	sites  []int32 // a call chain's: by instruction index, its branch map index (callSite), nil until needed
+	stop   []bool  // by instruction index: a candidate site, where tails end
 	fx     *facts.Facts
 	isSite []bool        // by instruction index
 	size   []int         // by instruction index: bytes of the site's trampoline
@@ -61,6 +63,9 @@ func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable
 // ordinary one.
 func (tt *trampTable) emitSite(a *tramp.Asm, t runtime.Tool, i int, probes []uint64, entry uint64) []tramp.Probe {
 	a.Predict = tt.predicted(i)
+	if tt.plan.Calls() && tt.plan.Inline() {
+		a.CallSite = tt.callSite
+	}
 	sp := tt.emitProbes(a, t, i, probes, entry)
 	a.FlushCold()
 	return sp
@@ -220,4 +225,53 @@ func (tt *trampTable) predicted(i int) uint64 {
 		return 0
 	}
 	return fn
+}
+
+// callSite returns, for a call chain's inline probes, the branch map
+// index of the call or ret at addr (what its SITE packet says) and
+// whether a call pushes nothing (noPush).
+func (tt *trampTable) callSite(addr uint64) (idx uint32, noPush, ok bool) {
+	c := tt.code
+	i := c.Index(addr)
+	if i < 0 || c.Insts[i].Addr != addr || c.Kinds[i] != facts.Call && c.Kinds[i] != facts.Ret {
+		return 0, false, false
+	}
+	if tt.sites == nil {
+		tt.sites = make([]int32, len(c.Insts))
+		n := int32(0)
+		for j, k := range c.Kinds {
+			tt.sites[j] = n
+			if _, ok := mapKind(k); ok {
+				n++
+			}
+		}
+	}
+	if tt.sites[i] >= formats.MaxSite {
+		return 0, false, false
+	}
+	return uint32(tt.sites[i]), tt.noPush(i), true
+}
+
+// noPush reports whether a call chain's direct call i pushes nothing on
+// the call stack: it calls a PLT stub to a function the module does not
+// define, which returns through a ret without a probe (a stale entry
+// otherwise, which the caller's own ret would find on top).
+func (tt *trampTable) noPush(i int) bool {
+	c := tt.code
+	if i < 0 || !tt.plan.Calls() || c.Kinds[i] != facts.Call {
+		return false
+	}
+	t := c.Targets[i]
+	j := c.Index(t)
+	if j < 0 || c.Insts[j].Addr != t {
+		return false
+	}
+	if facts.IsEndbr(c.Insts[j].Bytes) && j+1 < len(c.Insts) {
+		j++
+	}
+	if c.Kinds[j] != facts.IndJmp || !tt.fx.IsPLTSlotJmp(j) {
+		return false
+	}
+	_, local := tt.fx.PLTCallees()[c.Insts[j].Addr]
+	return !local
 }

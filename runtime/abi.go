@@ -11,7 +11,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 17
+const ABIVersion = 18
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -36,7 +36,11 @@ const (
 	PathsPSBOff   = 2112
 	PathsOutLoOff = 2128
 	PathsOutSzOff = 2136
-	PathsOutside  = 2160
+	PathsRoomOff  = 2144
+	PathsCurMod   = 2152
+	PathsOutside  = 2176
+	PathsRoomUnit = 4
+	PathsRoomTIP  = 8
 	PathsKeyOut   = 8
 	PathsPSBEvery = 16384
 	PathsTNTFull  = 56
@@ -179,6 +183,9 @@ const (
 	// PFPredict (compact traces): an indirect jmp whose destination is
 	// most likely Dst appends a bit when it goes there (STINT_PF_PREDICT).
 	PFPredict uint8 = 0x10
+	// PFNoPush (call chains): a call that pushes nothing on the call
+	// stack (STINT_PF_NOPUSH).
+	PFNoPush uint8 = 0x20
 )
 
 // ProbeWatched is STINT_PROBE_WATCHED: the initial state of a

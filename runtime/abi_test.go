@@ -77,7 +77,7 @@ var abiConsts = map[string]uint64{
 	"STINT_K_IND_JMP": uint64(KIndJmp), "STINT_K_IND_CALL": uint64(KIndCall),
 	"STINT_K_SYSCALL": uint64(KSyscall), "STINT_K_BLOCK": uint64(KBlock), "STINT_K_CONTEXT": uint64(KContext),
 	"STINT_K_ENTRY": uint64(KEntry), "STINT_K_RESUME": uint64(KResume), "STINT_MF_PATHS": uint64(MFPaths),
-	"STINT_PATHS_KEY_OFF": PathsKeyOff, "STINT_PATHS_TNT_OFF": PathsTNTOff, "STINT_PATHS_TOP_OFF": PathsTopOff, "STINT_PATHS_STACK_OFF": PathsStackOff, "STINT_PATHS_TAIL_OFF": PathsTailOff, "STINT_PATHS_KEY_TIP": PathsKeyTIP, "STINT_PATHS_CUR_OFF": PathsCurOff, "STINT_PATHS_END_OFF": PathsEndOff, "STINT_PATHS_PSB_AT_OFF": PathsPSBAtOff, "STINT_PATHS_LAST_OFF": PathsLastOff, "STINT_PATHS_PSB_OFF": PathsPSBOff, "STINT_PATHS_OUT_LO_OFF": PathsOutLoOff, "STINT_PATHS_OUT_SIZE_OFF": PathsOutSzOff, "STINT_PATHS_OUTSIDE_OFF": PathsOutside, "STINT_PATHS_KEY_OUT": PathsKeyOut, "STINT_PATHS_PSB_EVERY": PathsPSBEvery, "STINT_PATHS_TNT_FULL": PathsTNTFull, "STINT_PATHS_FLUSH": PathsFlush,
+	"STINT_PATHS_KEY_OFF": PathsKeyOff, "STINT_PATHS_TNT_OFF": PathsTNTOff, "STINT_PATHS_TOP_OFF": PathsTopOff, "STINT_PATHS_STACK_OFF": PathsStackOff, "STINT_PATHS_TAIL_OFF": PathsTailOff, "STINT_PATHS_KEY_TIP": PathsKeyTIP, "STINT_PATHS_CUR_OFF": PathsCurOff, "STINT_PATHS_END_OFF": PathsEndOff, "STINT_PATHS_PSB_AT_OFF": PathsPSBAtOff, "STINT_PATHS_LAST_OFF": PathsLastOff, "STINT_PATHS_PSB_OFF": PathsPSBOff, "STINT_PATHS_OUT_LO_OFF": PathsOutLoOff, "STINT_PATHS_OUT_SIZE_OFF": PathsOutSzOff, "STINT_PATHS_OUTSIDE_OFF": PathsOutside, "STINT_PATHS_ROOM_OFF": PathsRoomOff, "STINT_PATHS_CURMOD_OFF": PathsCurMod, "STINT_PATHS_ROOM_UNIT": PathsRoomUnit, "STINT_PATHS_ROOM_TIP": PathsRoomTIP, "STINT_PATHS_KEY_OUT": PathsKeyOut, "STINT_PATHS_PSB_EVERY": PathsPSBEvery, "STINT_PATHS_TNT_FULL": PathsTNTFull, "STINT_PATHS_FLUSH": PathsFlush,
 	"STINT_TOOL_BRANCH": uint64(ToolBranch), "STINT_TOOL_CALL": uint64(ToolCall),
 	"STINT_TOOL_SYSCALL": uint64(ToolSyscall), "STINT_TOOL_BLOCK": uint64(ToolBlock),
 	"STINT_MF_EVERY": uint64(MFEvery), "STINT_MF_SHARED": uint64(MFShared), "STINT_MF_EXEC": uint64(MFExec),
@@ -107,7 +107,7 @@ var abiConsts = map[string]uint64{
 	"STINT_SAMPLE_SITES":  SampleSites,
 	"STINT_CLOSE_UNKNOWN": CloseUnknown, "STINT_CLOSE_CHARGE": CloseCharge,
 	"STINT_CLOSE_START": CloseStart, "STINT_CLOSE_ROLL": CloseRoll,
-	"STINT_PF_DELEG": uint64(PFDeleg), "STINT_PF_PREDICT": uint64(PFPredict), "STINT_PROBE_WATCHED": uint64(ProbeWatched),
+	"STINT_PF_DELEG": uint64(PFDeleg), "STINT_PF_PREDICT": uint64(PFPredict), "STINT_PF_NOPUSH": uint64(PFNoPush), "STINT_PROBE_WATCHED": uint64(ProbeWatched),
 }
 
 // abiStrings are the string #defines of stint_abi.h with their Go values.

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "2d8dfa652285418a28e1c063e276017fd2ed898a63b0635680e12725ded65f2e"
+const BlobSHA256 = "246a50f0b70827cb886321ed3816944e776f0c7d21b3b55be3dce25e7f222345"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -4,12 +4,14 @@ import "github.com/stint-project/stint/formats"
 
 // A call chain (rewrite --tool call --every; the runtime's
 // STINT_MF_CALLS) walks no code: each call and ret appends its own
-// address (TIP; a ret to the call stack's top a RET_TIP), an indirect
-// call then its destination and any other ret then where it went. The
-// decoder keeps the runtime's call stack (the same ring: push at each
-// call, pop at a RET_TIP, unwind at another ret, emptied at a PSB or a
-// LOST) to know where a RET_TIP returned, and takes the rest from the
-// branch map.
+// address (TIP; a ret to the call stack's top a RET_TIP), or the index
+// of its branch in the branch map (SITE: its module is the one the last
+// of those was in), an indirect call then its destination and any
+// other ret then where it went. The decoder keeps the runtime's call
+// stack (the same ring: push at each call but those the branch map
+// says do not push, pop at a RET_TIP or a ret's SITE, unwind at another
+// ret, emptied at a PSB or a LOST) to know where a ret to its top
+// returned, and takes the rest from the branch map.
 
 // callSite is a call chain's event waiting for its destination: an
 // indirect call's or a ret's TIP, which may start the next chunk.
@@ -64,9 +66,15 @@ func (t *thread) callPacket(p formats.Packet) error {
 	switch p.Kind {
 	case formats.PacketPSB, formats.PacketLost:
 		t.stack, t.top = [stackSize]uint64{}, 0
+		t.sitemod = nil
+		if p.Kind == formats.PacketPSB {
+			t.sitemod = t.d.mods.at(p.Addr)
+		}
 		return nil
 	case formats.PacketSync, formats.PacketSyncCall, formats.PacketAsync, formats.PacketAsyncEnd, formats.PacketAsyncTo:
 		return nil // the runtime's walk packets: nothing to a call chain
+	case formats.PacketSite:
+		return t.site(p.Addr)
 	case formats.PacketTIP, formats.PacketRetTIP:
 	default:
 		return t.errf("a call chain holds a %v packet", p.Kind)
@@ -75,24 +83,48 @@ func (t *thread) callPacket(p formats.Packet) error {
 	if !ok {
 		return t.errf("%v at %#x: no call or ret there", p.Kind, p.Addr)
 	}
+	t.m, t.sitemod = m, m
+	return t.callEvent(m, &br, p.Kind == formats.PacketRetTIP, p.Addr)
+}
+
+// site takes a SITE packet: branch i of the module the last probe's own
+// address was in, a call (as a TIP of its address) or a ret to the top
+// of the call stack (as a RET_TIP).
+func (t *thread) site(i uint64) error {
+	m := t.sitemod
+	if m == nil || m.m == nil {
+		return t.errf("SITE %d with no module named before it", i)
+	}
+	if i >= uint64(len(m.m.Branches)) {
+		return t.errf("SITE %d past the %d branches of %s", i, len(m.m.Branches), m.Path)
+	}
+	br := &m.m.Branches[i]
 	t.m = m
-	next := p.Addr + uint64(br.Len)
+	return t.callEvent(m, br, br.Kind == formats.BrRet, m.Base+br.Addr)
+}
+
+// callEvent takes the call chain's event at the branch br of m (at a),
+// a ret to the call stack's top when top.
+func (t *thread) callEvent(m *module, br *formats.Branch, top bool, a uint64) error {
+	next := a + uint64(br.Len)
 	switch {
-	case p.Kind == formats.PacketRetTIP && br.Kind == formats.BrRet:
+	case top && br.Kind == formats.BrRet:
 		dst := t.stack[t.top]
 		t.pop(1)
-		return t.out(formats.KindRet, p.Addr, dst)
-	case p.Kind == formats.PacketRetTIP:
-		return t.errf("RET_TIP at %#x, a %v", p.Addr, br.Kind)
+		return t.out(formats.KindRet, a, dst)
+	case top:
+		return t.errf("RET_TIP at %#x, a %v", a, br.Kind)
 	case br.Kind == formats.BrCall:
-		t.push(next)
-		return t.out(formats.KindCall, p.Addr, m.Base+br.Target)
+		if br.Flags&formats.BranchNoPush == 0 {
+			t.push(next)
+		}
+		return t.out(formats.KindCall, a, m.Base+br.Target)
 	case br.Kind == formats.BrIndCall:
-		t.waiting = callSite{formats.KindIndCall, p.Addr, next}
+		t.waiting = callSite{formats.KindIndCall, a, next}
 	case br.Kind == formats.BrRet:
-		t.waiting = callSite{formats.KindRet, p.Addr, 0}
+		t.waiting = callSite{formats.KindRet, a, 0}
 	default:
-		return t.errf("TIP at %#x, a %v", p.Addr, br.Kind)
+		return t.errf("TIP at %#x, a %v", a, br.Kind)
 	}
 	return nil
 }

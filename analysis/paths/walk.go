@@ -76,6 +76,7 @@ type thread struct {
 	emitted int
 	chunk   int      // the chunk being read, for errors
 	waiting callSite // a call chain's event waiting for its destination (calls.go)
+	sitemod *module  // a call chain's: the module SITE packets index (calls.go)
 }
 
 func (t *thread) push(a uint64) {

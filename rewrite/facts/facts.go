@@ -59,6 +59,7 @@ type Facts struct {
 	indirect map[uint64]bool
 	plt      map[uint64]uint64
 	pltDone  bool
+	bound    map[uint64]bool // GOT slots the dynamic linker binds (IsPLTSlotJmp)
 }
 
 // Compute decodes f and works out its facts. It fails only when f has no

@@ -125,6 +125,26 @@ func pltCallees(f *elfin.File, c *Code) map[uint64]uint64 {
 	return out
 }
 
+// IsPLTSlotJmp reports whether instruction i is a jmp through a GOT slot
+// the dynamic linker binds (a JUMP_SLOT or GLOB_DAT relocation): a PLT
+// stub's jmp to whichever function is bound there.
+func (fx *Facts) IsPLTSlotJmp(i int) bool {
+	c := fx.Code
+	if i < 0 || i >= len(c.Insts) || c.Kinds[i] != IndJmp {
+		return false
+	}
+	if fx.bound == nil {
+		fx.bound = map[uint64]bool{}
+		fx.File.Relas(func(off uint64, t elf.R_X86_64, _ uint32, _ uint64) {
+			if t == elf.R_X86_64_JMP_SLOT || t == elf.R_X86_64_GLOB_DAT {
+				fx.bound[off] = true
+			}
+		})
+	}
+	op, _, err := ParseRM(&c.Insts[i])
+	return err == nil && op.RIPRel && op.Seg == 0 && fx.bound[uint64(int64(op.Next)+op.Disp)]
+}
+
 // MaxClosureFuncs bounds the functions ClosureRets follows from one callee.
 const MaxClosureFuncs = 8
 

@@ -17,7 +17,7 @@ func (a *Asm) later(f func(c *Asm)) { a.colds = append(a.colds, f) }
 // a's gate.
 func (a *Asm) ColdAt(base uint64) *Asm {
 	return &Asm{Base: base, Sizing: a.Sizing, Gate: a.Gate, Inline: a.Inline, Paths: a.Paths, Calls: a.Calls, Static: a.Static, Countdown: a.Countdown,
-		TextLo: a.TextLo, TextHi: a.TextHi}
+		TextLo: a.TextLo, TextHi: a.TextHi, Module: a.Module}
 }
 
 // FlushCold emits the stubs still to emit (flushNear), then the queued

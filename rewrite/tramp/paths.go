@@ -164,6 +164,13 @@ func (a *Asm) fullCheck() *exit {
 //	movzbl %gs:TOP,%ecx ; mov %gs:STACK(,%rcx,8),%rdx ; not %rdx
 //	mov 0x90(%rsp),%rcx ; lea 1(%rcx,%rdx),%rcx ; jrcxz 1f ; jmp slow ; 1:
 func (a *Asm) topCompare(slow *exit) {
+	a.topTest()
+	a.unlessZero(slow)
+}
+
+// topTest leaves 0 in %rcx when the program's return address at its
+// (%rsp) is the call stack's top (keyCheck's frame).
+func (a *Asm) topTest() {
 	a.Emit(0x65, 0x0f, 0xb6, 0x0c, 0x25) // movzbl %gs:TOP,%ecx
 	a.u32(runtime.PathsTopOff)
 	a.Emit(0x65, 0x48, 0x8b, 0x14, 0xcd) // mov %gs:STACK(,%rcx,8),%rdx
@@ -171,7 +178,6 @@ func (a *Asm) topCompare(slow *exit) {
 	a.Emit(0x48, 0xf7, 0xd2)                               // not %rdx
 	a.Emit(0x48, 0x8b, 0x8c, 0x24, 0x90, 0x00, 0x00, 0x00) // mov 0x90(%rsp),%rcx
 	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01)                   // lea 1(%rcx,%rdx),%rcx
-	a.unlessZero(slow)
 }
 
 // topMove moves the call stack's top by d (1: a push's slot, -1: a pop),

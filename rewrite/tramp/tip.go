@@ -41,7 +41,7 @@ func (a *Asm) pathsIndirect(in *place.Inst, k facts.Kind, probe, entry, ret uint
 		}
 	}
 	slow := a.tipEnter(load(a, tipFrame))
-	out, taken := a.tipChecks(a.TextLo, a.TextHi)
+	out, taken := a.tipChecks()
 	push(a)
 	a.tipFlush()
 	a.tipAppend(pktTIP)
@@ -138,22 +138,40 @@ func (a *Asm) tipNoBlock() int {
 }
 
 // tipChecks, with the key taken, goes to the jump out when the
-// destination in %rsi lies outside [textLo, textHi), and to the
-// returned jumps taken when a PSB is due or the chunk has under 32
-// bytes left; it leaves the chunk's cursor in %rdx.
+// destination in %rsi lies outside [TextLo, TextHi), and to the
+// returned jumps taken when there is no room (roomChecks); it leaves
+// the chunk's cursor in %rdx.
 //
-//	lea textLo(%rip),%rcx ; mov %rsi,%rdx ; sub %rcx,%rdx ; cmp $SIZE,%rdx ; jae out
-//	cmpl $0,%gs:PSB ; jne
-//	mov %gs:CUR,%rdx ; mov %rdx,%rcx ; sub %gs:PSB_AT,%rcx ; cmp $EVERY,%rcx ; jae
-//	mov %gs:END,%rcx ; sub %rdx,%rcx ; cmp $32,%rcx ; jb
-func (a *Asm) tipChecks(textLo, textHi uint64) (out int, taken []int) {
+//	<textCheck jae out> ; <roomChecks>
+func (a *Asm) tipChecks() (out int, taken []int) {
+	out = a.textCheck(0x83) // jae out
+	return out, a.roomChecks()
+}
+
+// textCheck compares the destination in %rsi with the module's code
+// [TextLo, TextHi) and emits jcc op (0x83 jae: outside, 0x82 jb: inside)
+// whose rel32 field it returns.
+//
+//	lea textLo(%rip),%rcx ; mov %rsi,%rdx ; sub %rcx,%rdx ; cmp $SIZE,%rdx ; jcc
+func (a *Asm) textCheck(op byte) int {
 	a.Emit(0x48, 0x8d, 0x0d) // lea textLo(%rip),%rcx
-	a.rel32(textLo, 0)
+	a.rel32(a.TextLo, 0)
 	a.Emit(0x48, 0x89, 0xf2, 0x48, 0x29, 0xca) // mov %rsi,%rdx ; sub %rcx,%rdx
 	a.Emit(0x48, 0x81, 0xfa)                   // cmp $SIZE,%rdx
-	a.u32(uint32(textHi - textLo))
-	out = a.jcc32(0x83) // jae
-	return out, a.roomChecks()
+	a.u32(uint32(a.TextHi - a.TextLo))
+	return a.jcc32(op)
+}
+
+// outRange goes to taken unless the destination in %rsi lies in the
+// thread's out range (a module without probes that the runtime has put
+// in the module table: paths.c, paths_note_out).
+//
+//	mov %rsi,%rdx ; sub %gs:OUT_LO,%rdx ; cmp %gs:OUT_SIZE,%rdx ; jae taken
+func (a *Asm) outRange(taken uint64) {
+	a.Emit(0x48, 0x89, 0xf2)                  // mov %rsi,%rdx
+	a.gsOp(0x2b, 0x14, runtime.PathsOutLoOff) // sub %gs:OUT_LO,%rdx
+	a.gsOp(0x3b, 0x14, runtime.PathsOutSzOff) // cmp %gs:OUT_SIZE,%rdx
+	a.PatchRel(a.jcc32(0x83), taken)          // jae taken
 }
 
 // tipLeaves, cold code that tipChecks's jump out reaches, appends the
@@ -169,10 +187,7 @@ func (a *Asm) tipChecks(textLo, textHi uint64) (out int, taken []int) {
 //	<roomChecks> ; <push> ; <tipFlush> ; <tipAppend> ; movl $1,%gs:OUTSIDE
 //	mov %fs:0,%rcx ; lea KEY_OUT(%rcx),%rcx ; mov %rcx,%gs:KEY ; <tipRestore>
 func (a *Asm) tipLeaves(taken uint64, push func(c *Asm)) {
-	a.Emit(0x48, 0x89, 0xf2)                  // mov %rsi,%rdx
-	a.gsOp(0x2b, 0x14, runtime.PathsOutLoOff) // sub %gs:OUT_LO,%rdx
-	a.gsOp(0x3b, 0x14, runtime.PathsOutSzOff) // cmp %gs:OUT_SIZE,%rdx
-	a.PatchRel(a.jcc32(0x83), taken)          // jae taken
+	a.outRange(taken)
 	for _, f := range a.roomChecks() {
 		a.PatchRel(f, taken)
 	}
@@ -193,24 +208,21 @@ func (a *Asm) gsStore32(off, v uint32) {
 	a.u32(v)
 }
 
-// roomChecks goes to the returned jumps when a PSB is due or the chunk
-// has under 32 bytes left; it leaves the chunk's cursor in %rdx.
+// roomChecks goes to the returned jump when the runtime's count of
+// inline appends left (STINT_PATHS_ROOM_OFF: none while a PSB is due,
+// and none within 32 bytes of the chunk's end) has under
+// STINT_PATHS_ROOM_TIP units, else takes them; it leaves the chunk's
+// cursor in %rdx. The flags are saved.
+//
+//	mov %gs:ROOM,%rcx ; cmp $TIP,%rcx ; jb ; lea -TIP(%rcx),%rcx ; mov %rcx,%gs:ROOM ; mov %gs:CUR,%rdx
 func (a *Asm) roomChecks() []int {
-	var out []int
-	a.Emit(0x65, 0x83, 0x3c, 0x25) // cmpl $0,%gs:PSB
-	a.u32(runtime.PathsPSBOff)
-	a.Emit(0)
-	out = append(out, a.jcc32(0x85))        // jne
-	a.gsOp(0x8b, 0x14, runtime.PathsCurOff) // mov %gs:CUR,%rdx
-	a.Emit(0x48, 0x89, 0xd1)                // mov %rdx,%rcx
-	a.gsOp(0x2b, 0x0c, runtime.PathsPSBAtOff)
-	a.Emit(0x48, 0x81, 0xf9) // cmp $EVERY,%rcx
-	a.u32(runtime.PathsPSBEvery)
-	out = append(out, a.jcc32(0x83))        // jae
-	a.gsOp(0x8b, 0x0c, runtime.PathsEndOff) // mov %gs:END,%rcx
-	a.Emit(0x48, 0x29, 0xd1)                // sub %rdx,%rcx
-	a.Emit(0x48, 0x83, 0xf9, 0x20)          // cmp $32,%rcx
-	return append(out, a.jcc32(0x82))       // jb
+	a.gsOp(0x8b, 0x0c, runtime.PathsRoomOff)             // mov %gs:ROOM,%rcx
+	a.Emit(0x48, 0x83, 0xf9, runtime.PathsRoomTIP)       // cmp $TIP,%rcx
+	out := []int{a.jcc32(0x82)}                          // jb
+	a.Emit(0x48, 0x8d, 0x49, 0x100-runtime.PathsRoomTIP) // lea -TIP(%rcx),%rcx
+	a.gsOp(0x89, 0x0c, runtime.PathsRoomOff)             // mov %rcx,%gs:ROOM
+	a.gsOp(0x8b, 0x14, runtime.PathsCurOff)              // mov %gs:CUR,%rdx
+	return out
 }
 
 // tipFlush writes the pending bits (their word's address in %rdi) at

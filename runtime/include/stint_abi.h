@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 17
+#define STINT_ABI_VERSION 18
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -141,7 +141,14 @@
 #define STINT_PATHS_OUT_LO_OFF 2128 /* u64: the start of a module the thread's runtime-handled TIPs left to,
                                      * one without a compact trace's probes (an inline TIP there leaves too) */
 #define STINT_PATHS_OUT_SIZE_OFF 2136 /* u64: its size (0: none) */
-#define STINT_PATHS_OUTSIDE_OFF 2160 /* u32: the thread left instrumented code ("outside", paths.c) */
+#define STINT_PATHS_ROOM_OFF  2144 /* u64: inline appends left before the runtime must run, in units of
+                                   * STINT_PATHS_ROOM_UNIT bytes: a SITE takes 1 unit, any other
+                                   * STINT_PATHS_ROOM_TIP (0 while a PSB is due) */
+#define STINT_PATHS_CURMOD_OFF 2152 /* u64: the struct stint_module whose branches a call chain's SITE
+                                     * packets index now (0: none; the last probe's own address named it) */
+#define STINT_PATHS_OUTSIDE_OFF 2176 /* u32: the thread left instrumented code ("outside", paths.c) */
+#define STINT_PATHS_ROOM_UNIT 4
+#define STINT_PATHS_ROOM_TIP  8
 #define STINT_PATHS_KEY_OUT  8  /* the key minus the owner's %fs base while it is outside: its resume probe
                                  * (at the top of the call stack) pops inline */
 #define STINT_PATHS_PSB_EVERY 16384 /* bytes of packets after a PSB past which the next is due */
@@ -163,6 +170,8 @@
                                * probe.dst (a PLT stub's jmp to a function the module defines): there it
                                * appends outcome bit 1, anywhere else its TIP; %rsi STINT_PATHS_FLUSH only
                                * flushes (the bit was appended inline) */
+#define STINT_PF_NOPUSH   0x20 /* (ABI 18; call chains) a call that pushes nothing on the call stack: a PLT
+                               * stub's to a function the module does not define (its ret has no probe) */
 #define STINT_PROBE_WATCHED 2 /* stint_probe.state: an outcome recorded elsewhere (the log, or STINT_PF_DELEG)
                                * whose arm still calls the runtime (the off-switch's watch) */
 

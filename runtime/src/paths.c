@@ -42,7 +42,11 @@ _Static_assert(__builtin_offsetof(struct paths_thread, psb) == STINT_PATHS_PSB_O
 _Static_assert(__builtin_offsetof(struct paths_thread, out_lo) == STINT_PATHS_OUT_LO_OFF, "out_lo");
 _Static_assert(__builtin_offsetof(struct paths_thread, out_size) == STINT_PATHS_OUT_SIZE_OFF, "out_size");
 _Static_assert(__builtin_offsetof(struct paths_thread, outside) == STINT_PATHS_OUTSIDE_OFF, "outside");
+_Static_assert(__builtin_offsetof(struct paths_thread, room) == STINT_PATHS_ROOM_OFF, "room");
+_Static_assert(__builtin_offsetof(struct paths_thread, curmod) == STINT_PATHS_CURMOD_OFF, "curmod");
 _Static_assert(PATHS_PSB_EVERY == STINT_PATHS_PSB_EVERY, "psb every");
+/* an inline append of STINT_PATHS_ROOM_TIP units has the 32 bytes pk_room asks for */
+_Static_assert(STINT_PATHS_ROOM_TIP * STINT_PATHS_ROOM_UNIT >= 32, "room");
 
 static inline uint64_t gs_get(struct stint_global *g)
 {
@@ -354,9 +358,17 @@ static int is_restorer(struct stint_global *g, uint64_t a)
 static void paths_leave(struct stint_global *g, struct paths_thread *t, uint64_t a)
 {
 	pk_tip(g, t, a);
-	if (paths_inside(g, a))
-		return;
-	t->outside = 1;
+	if (!paths_inside(g, a)) {
+		t->outside = 1;
+		paths_note_out(g, t, a);
+	}
+}
+
+/* a, outside instrumented code, is in a module without probes (it joined
+ * the module table, paths_inside): the thread's out range, where inline
+ * TIPs may go without the runtime. */
+static void paths_note_out(struct stint_global *g, struct paths_thread *t, uint64_t a)
+{
 	uint32_t i = module_of(g, a);
 	if (i == DST_MODULE_NONE || i >= MAX_MODULES)
 		return;
@@ -535,6 +547,26 @@ static int paths_redirected(struct stint_global *g, struct paths_thread *t, uint
 }
 
 /*
+ * What inline appends may take before the runtime runs again, in units
+ * of STINT_PATHS_ROOM_UNIT bytes: up to a PSB's being due and to 32
+ * bytes before the chunk's end (pk_room's), none while a PSB is due or
+ * without a chunk. Set each time the runtime hands the key back; only
+ * the inline appends, which count it down, move the cursor meanwhile.
+ */
+static void paths_set_room(struct paths_thread *t)
+{
+	uint64_t room = 0;
+	if (t->chunk && !t->psb) {
+		uint8_t *lim = t->psb_at + PATHS_PSB_EVERY;
+		if (lim > t->end - 32)
+			lim = t->end - 32;
+		if (t->cur < lim)
+			room = (uint64_t)(lim - t->cur) / STINT_PATHS_ROOM_UNIT;
+	}
+	t->room = room;
+}
+
+/*
  * The probe path of a compact complete trace: probe p of module m fired
  * with value v (destination or return address); entry_sp is
  * stint_probe_entry's %rsp.
@@ -562,6 +594,7 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 		uint32_t gen = __atomic_load_n(&g->per.gate_closed, __ATOMIC_ACQUIRE) >> 1;
 		if (gen != t->gen && t->appended) {
 			pk_op(g, t, PK_LOST, 0, 0, 1);
+			t->curmod = 0;
 			st_clear(t);
 			t->async = 0;
 			t->outside = 0;
@@ -572,7 +605,7 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 	uint64_t before = t->appended;
 	if (m->flags & STINT_MF_CALLS) {
 		t->outside = 0; /* no walk: every probe says where it is */
-		paths_calls_event(g, t, p, src, v);
+		paths_calls_event(g, t, m, p, src, v);
 	} else {
 		before = paths_walk_event(g, t, p, src, v, entry_sp);
 	}
@@ -583,12 +616,14 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 	if (UNLIKELY(t->nested)) {
 		__atomic_fetch_add(&g->paths.nested, t->nested, __ATOMIC_RELAXED);
 		pk_op(g, t, PK_LOST, t->nested, 0, 1);
+		t->curmod = 0;
 		t->nested = 0;
 		st_clear(t);
 		t->async = 0;
 		t->outside = 1; /* the next probe says where the thread is */
 	}
 	t->busy = 0;
+	paths_set_room(t);
 	/* inline appends are for a thread with a known %fs base, without a
 	 * budget; outside instrumented code, only its resume probe's pop */
 	if (!t->fs || g->per.budget_on)
@@ -633,20 +668,25 @@ static uint64_t paths_walk_event(struct stint_global *g, struct paths_thread *t,
  * the call stack cannot tell, its destination. A PSB (the stack emptied)
  * starts each chunk and follows every PATHS_PSB_EVERY bytes.
  */
-static void paths_calls_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v)
+static void paths_calls_event(struct stint_global *g, struct paths_thread *t, const struct stint_module *m, const struct stint_probe *p, uint64_t src,
+			      uint64_t v)
 {
 	if (UNLIKELY(t->psb || t->cur - t->psb_at >= PATHS_PSB_EVERY))
 		pk_psb(g, t, src);
+	/* each packet below names src, in m: the module SITE packets index */
+	t->curmod = (uint64_t)m;
 	switch (p->kind) {
 	case STINT_K_CALL:
-		st_push(t, src + (p->rets >> 28));
+		if (!(p->flags & STINT_PF_NOPUSH))
+			st_push(t, src + (p->rets >> 28));
 		pk_tip(g, t, src);
 		break;
 	case STINT_K_IND_CALL:
 		st_push(t, src + (p->rets >> 28));
 		pk_tip(g, t, src);
 		pk_tip(g, t, v);
-		(void)paths_inside(g, v); /* its module joins the module table */
+		if (!paths_inside(g, v)) /* its module joins the module table */
+			paths_note_out(g, t, v);
 		break;
 	case STINT_K_RET:
 		if (st_top(t) == v) {
@@ -656,7 +696,8 @@ static void paths_calls_event(struct stint_global *g, struct paths_thread *t, co
 			st_unwind(t, v);
 			pk_tip(g, t, src);
 			pk_tip(g, t, v);
-			(void)paths_inside(g, v);
+			if (!paths_inside(g, v))
+				paths_note_out(g, t, v);
 		}
 		break;
 	}

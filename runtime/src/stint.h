@@ -308,6 +308,8 @@ struct paths_thread {
 	uint32_t pad0;
 	uint64_t fs;                 /* the owner's %fs base (0: unknown: no inline appends) */
 	uint64_t out_lo, out_size;   /* STINT_PATHS_OUT_LO_OFF, _SIZE_OFF: a module without probes left to */
+	uint64_t room;               /* STINT_PATHS_ROOM_OFF: inline appends left (paths_set_room) */
+	uint64_t curmod;             /* STINT_PATHS_CURMOD_OFF: the module a call chain's SITEs index */
 	uint32_t tid, pid;           /* owner */
 	uint32_t seq;                /* the current chunk's number */
 	uint32_t busy;               /* a probe of this thread is appending */
@@ -1104,6 +1106,7 @@ static void st_unwind(struct paths_thread *t, uint64_t a);
 static int paths_inside(struct stint_global *g, uint64_t a);
 static int is_restorer(struct stint_global *g, uint64_t a);
 static void paths_leave(struct stint_global *g, struct paths_thread *t, uint64_t a);
+static void paths_note_out(struct stint_global *g, struct paths_thread *t, uint64_t a);
 static int bytes_at(uint64_t a, const uint8_t *b, size_t n);
 static void paths_complete_arm(struct stint_global *g, struct paths_thread *t, uint64_t sp);
 static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t src, uint64_t ret, uint64_t sp);
@@ -1113,7 +1116,8 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 static void paths_psb(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
 static void pk_psb(struct stint_global *g, struct paths_thread *t, uint64_t src);
 static uint64_t paths_walk_event(struct stint_global *g, struct paths_thread *t, struct stint_probe *p, uint64_t src, uint64_t v, uint64_t entry_sp);
-static void paths_calls_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v);
+static void paths_calls_event(struct stint_global *g, struct paths_thread *t, const struct stint_module *m, const struct stint_probe *p, uint64_t src,
+			      uint64_t v);
 static void paths_event(struct stint_global *g, struct paths_thread *t, const struct stint_probe *p, uint64_t src, uint64_t v, uint64_t sp);
 
 /* chunks.c */
