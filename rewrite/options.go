@@ -48,7 +48,10 @@ type Options struct {
 	// them into the next trampoline: links.go); "pred", predicted
 	// indirect jmps (a compact trace's PLT stub whose slot names a
 	// function of the module's own appends one bit when it goes there:
-	// tramps.go, predicted).
+	// tramps.go, predicted); "pre", pre-sites first (a compact trace's
+	// jcc or ret too short for a jmp in place is probed from the
+	// instructions before it when they make room for one:
+	// policy.PreferPreSites).
 	NoOpt []string
 	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
 	// mode. Every call and return reaches the runtime, which keeps a
@@ -421,7 +424,7 @@ func (o *Options) opt(name string) bool {
 }
 
 // Opts are the instrumentation optimisations NoOpt can turn off.
-var Opts = []string{"ppi", "pcs", "dpc", "link", "pred"}
+var Opts = []string{"ppi", "pcs", "dpc", "link", "pred", "pre"}
 
 // policy returns the options the policy stage reads.
 func (o *Options) policy() policy.Options {

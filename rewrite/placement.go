@@ -18,7 +18,7 @@ import (
 // the planner and which instructions it patched as sites.
 func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place.AddrSpace, ok []int, shortJumps bool, st *Stats) (*place.Planner, []bool, error) {
 	c := fx.Code
-	p := &place.Planner{Insts: c.Insts, Space: space, Near: tt.near, ShortJumps: shortJumps}
+	p := &place.Planner{Insts: c.Insts, Space: space, Near: tt.near, ShortJumps: shortJumps, Run: plan.PreRunEnd}
 	// The planner must know every site before the first patch, or a
 	// lower site's bytes may be locked by a higher site's pun.
 	if err := p.MarkSites(ok); err != nil {
@@ -49,7 +49,7 @@ func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place
 			// a call is probed where it is after all; a jcc, which
 			// nothing kept the sites above from using, is not
 			j := plan.UnPreSite(i)
-			if c.Kinds[j] == facts.IndCall && tt.sizeSite(plan.Tool(), j) == nil {
+			if (c.Kinds[j] == facts.IndCall || c.Kinds[j] == facts.Call) && tt.sizeSite(plan.Tool(), j) == nil {
 				i = j
 				t, err = p.Patch(i)
 			}

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 
 	"github.com/stint-project/stint/formats"
@@ -234,6 +235,17 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	} else if opts.Paths() {
 		sites = plan.PathsSites()
 		add, drop := plan.PathsUnpatched(unprobed, avoid)
+		if opts.opt("pre") {
+			var short []int
+			for _, i := range sites {
+				if !drop[i] {
+					short = append(short, i)
+				}
+			}
+			more, out := plan.PreferPreSites(short, avoid)
+			add = append(add, more...)
+			maps.Copy(drop, out)
+		}
 		sites = slices.DeleteFunc(sites, func(i int) bool { return drop[i] })
 		sites = append(sites, add...)
 		slices.Sort(sites)

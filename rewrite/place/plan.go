@@ -123,6 +123,11 @@ type Planner struct {
 	// 16-byte word, first try a 2-byte jump to free bytes nearby
 	// (tryShort), so that one atomic store can undo the patch.
 	ShortJumps bool
+	// Run, when set, returns for site i the address up to which the
+	// bytes after it are its own to overwrite (0: none): the plain
+	// instructions and the branch a pre-site's trampoline runs, which
+	// never run in place and which nothing else reaches.
+	Run func(i int) int64
 
 	// Results, filled by Patch.
 	Writes  []Write

@@ -203,6 +203,13 @@ func (p *Planner) peek(addr int64) (byte, uint8, int, bool) {
 	return p.s.cur[x][off], p.s.st[x][off], x, true
 }
 
+// isOrig: the byte holds its original value, unread by any pun, in an
+// instruction that may be modified (a pre-site's run: Planner.Run).
+func (p *Planner) isOrig(addr int64) bool {
+	_, st, x, ok := p.peek(addr)
+	return ok && st == bOrig && p.Insts[x].Flags&InstUntouchable == 0
+}
+
 // isFree: the byte may be overwritten with anything: filler of a patch, or
 // padding, that no pun has read.
 func (p *Planner) isFree(addr int64) bool {
@@ -621,7 +628,11 @@ func (p *Planner) tryShort(i int) bool {
 func (p *Planner) tryPun(i int, reuseOnly bool) (Tactic, bool) {
 	a, n := p.addr(i), int64(p.Insts[i].Len())
 	freeEnd := a + n
-	for freeEnd < a+n+4 && p.isFree(freeEnd) {
+	var runEnd int64
+	if p.Run != nil {
+		runEnd = p.Run(i)
+	}
+	for freeEnd < a+n+4 && (p.isFree(freeEnd) || freeEnd < runEnd && p.isOrig(freeEnd)) {
 		freeEnd++
 	}
 	for _, k := range p.punOrder(i, a, n, freeEnd, reuseOnly) {

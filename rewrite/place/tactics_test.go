@@ -473,3 +473,43 @@ func TestShortJumps(t *testing.T) {
 		})
 	}
 }
+
+// TestRun: a site whose run (Planner.Run: the instructions and branch a
+// pre-site's trampoline runs) makes room for a jmp rel32 takes it with
+// no stub, overwriting the run; without the run, or when a pun of a
+// site above has read the run's bytes, it needs a stub.
+func TestRun(t *testing.T) {
+	words := []string{"48 89 df/r", "74 05/r", "48 8b 45 f8 00/r", "c3/r"} // mov ; je ; mov ; ret
+	for _, tc := range []struct {
+		name  string
+		run   bool
+		stubs bool
+	}{
+		{"run", true, false},
+		{"no run", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPlanner(stream(t, codeBase, words...), wide...)
+			if tc.run {
+				end := int64(codeBase + 5) // the mov and the je
+				p.Run = func(i int) int64 {
+					if i == 0 {
+						return end
+					}
+					return 0
+				}
+			}
+			got, err := p.Patch(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.stubs != (len(p.Stubs) > 0) {
+				t.Errorf("tactic %v, %d stubs", got, len(p.Stubs))
+			}
+			if tc.run && (got != TacticP || len(p.Evicted) != 0) {
+				t.Errorf("tactic %v, evicted %v: want P over the run, nothing evicted", got, p.Evicted)
+			}
+			checkInvariants(t, p)
+		})
+	}
+}

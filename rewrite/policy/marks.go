@@ -65,6 +65,50 @@ func (p *Plan) PathsUnpatched(failed []int, avoid map[int]bool) (add []int, drop
 	return add, drop
 }
 
+// PreferPreSites probes each of the jccs and rets in short (too short
+// for a jmp rel32 in place) from a pre-site whose run, with the branch,
+// has room for one: placed in place it would take a punned jump through
+// a stub, an extra jump on every run of it (the sqlite3 workload's
+// complete trace spent 9% of its samples in stubs). The run's bytes are
+// the pre-site's to overwrite (PreRunEnd). It returns the sites to add
+// and the branches to drop; avoid holds pre-sites an earlier attempt
+// could not place.
+func (p *Plan) PreferPreSites(short []int, avoid map[int]bool) (add []int, drop map[int]bool) {
+	c := p.fx.Code
+	drop = map[int]bool{}
+	if p.preBranch == nil {
+		p.preBranch = map[int]int{}
+	}
+	for _, j := range short {
+		k := c.Kinds[j]
+		if k != facts.Jcc && k != facts.Jcxz && k != facts.Ret || c.Insts[j].Len() >= 5 {
+			continue
+		}
+		i := p.preSiteFor(j, avoid)
+		if i < 0 || c.Insts[j].Addr+uint64(c.Insts[j].Len())-c.Insts[i].Addr < 5 {
+			continue
+		}
+		p.preBranch[i] = j
+		drop[j] = true
+		add = append(add, i)
+	}
+	// one that cannot be placed is avoided the next time (as a fallback)
+	p.fallbacks = append(p.fallbacks, add...)
+	return add, drop
+}
+
+// PreRunEnd returns, for pre-site i of a jcc or ret, the end of the
+// branch it probes: the bytes after i up to there run only from its
+// trampoline (place.Planner.Run); 0 for any other instruction.
+func (p *Plan) PreRunEnd(i int) int64 {
+	j, ok := p.preBranch[i]
+	if !ok {
+		return 0
+	}
+	in := &p.fx.Code.Insts[j]
+	return int64(in.Addr) + int64(in.Len())
+}
+
 // maxPreRun bounds the plain instructions a pre-site's trampoline runs
 // before its branch: Go's epilogues end add $n,%rsp; pop %rbp; ret,
 // where the pop alone is too short to patch.
