@@ -113,22 +113,18 @@ func (t *thread) indirect(br *formats.Branch, at, next, dst uint64) error {
 // went to its likely destination, else a TIP (which comes after the
 // bits pending before it, as a ret's does).
 func (t *thread) predicted(m *module, br *formats.Branch, at uint64) error {
-	if t.nbits == 0 {
-		p, err := t.next()
-		if err != nil {
+	p, got, err := t.bitsOr()
+	if err != nil {
+		return err
+	}
+	if got {
+		if p.Kind == formats.PacketTIP {
+			return t.indirect(br, at, 0, p.Addr)
+		}
+		if err := t.midWalk(p); err != nil {
 			return err
 		}
-		switch p.Kind {
-		case formats.PacketTNT:
-			t.bits, t.nbits = p.Bits, p.N
-		case formats.PacketTIP:
-			return t.indirect(br, at, 0, p.Addr)
-		default:
-			if err := t.midWalk(p); err != nil {
-				return err
-			}
-			return t.errf("the %v at %#x needs a bit or a destination, the packet is %v", br.Kind, at, p.Kind)
-		}
+		return t.errf("the %v at %#x needs a bit or a destination, the packet is %v", br.Kind, at, p.Kind)
 	}
 	taken, err := t.bit("the indirect jmp", at)
 	if err != nil {
@@ -148,14 +144,12 @@ func (t *thread) predicted(m *module, br *formats.Branch, at uint64) error {
 // destination on top, else a TIP (or ASYNC_END: a signal handler's
 // return to the restorer).
 func (t *thread) ret(at uint64) error {
-	if t.nbits == 0 {
-		p, err := t.next()
-		if err != nil {
-			return err
-		}
+	p, got, err := t.bitsOr()
+	if err != nil {
+		return err
+	}
+	if got {
 		switch p.Kind {
-		case formats.PacketTNT:
-			t.bits, t.nbits = p.Bits, p.N
 		case formats.PacketTIP:
 			t.unwind(p.Addr)
 			t.rret(p.Addr)
@@ -190,6 +184,23 @@ func (t *thread) ret(at uint64) error {
 	t.rret(dst)
 	t.setPos(dst)
 	return t.out(formats.KindRet, at, dst)
+}
+
+// bitsOr, with no outcome bits left, reads the next packet: a TNT's bits
+// become the ones left (got false), any other packet is returned (a
+// ret's or a predicted jmp's TIP comes after the bits before it).
+func (t *thread) bitsOr() (p formats.Packet, got bool, err error) {
+	if t.nbits > 0 {
+		return p, false, nil
+	}
+	if p, err = t.next(); err != nil {
+		return p, false, err
+	}
+	if p.Kind == formats.PacketTNT {
+		t.bits, t.nbits = p.Bits, p.N
+		return p, false, nil
+	}
+	return p, true, nil
 }
 
 // leave goes to a, or outside when a is not instrumented code.
