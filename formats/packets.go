@@ -44,12 +44,13 @@ import (
 //	                thread: it goes on at the second, with the third
 //	                pushed as if called from there (0: nothing pushed):
 //	                Go's preemption and sigpanic
-//	0x80+2h + 1 B   SITE (h = 0..31): a call chain's call or ret at the
-//	                branch h<<8 | B of the branch map of the module the
-//	                last probe's own address (TIP, RET_TIP, PSB or SITE)
-//	                was in: as that address's TIP (a call), or RET_TIP
-//	                (a ret to the call stack's top)
-//	0xc0+2h + u16   SITE of branch h<<16 | u16
+//	0x80+2h + 1 B   SITE (h = 0..59): a call chain's call or ret number
+//	                h<<8 | B (counting the direct calls and rets of the
+//	                branch map in address order) of the module the last
+//	                probe's own address (TIP, RET_TIP, PSB or SITE) was
+//	                in: as that address's TIP (a call), or RET_TIP (a ret
+//	                to the call stack's top)
+//	0xf8+2h + u16   SITE (h = 0..3) of number 15,360 + (h<<16 | u16)
 //	0x0e + u64      PSB: at each chunk's start and every 16 KiB of
 //	                packets, right before a probe's own
 //	                packet or bit, the probe's address; the call stack is
@@ -76,10 +77,12 @@ const (
 	PktTIP      = 0x20 // + 2k, k = 0..8
 	PktTNT      = 0x40 // + 2k, k = 1..8
 	PktRetTIP   = 0x60 // + 2k, k = 0..8
-	PktSite     = 0x80 // + 2h, h = 0..31, then a byte
-	PktSiteLong = 0xc0 // + 2h, h = 0..31, then a u16
-	// MaxSite bounds a SITE packet's branch index.
-	MaxSite = 1 << 21
+	PktSite     = 0x80 // + 2h, h = 0..59, then a byte
+	PktSiteLong = 0xf8 // + 2h, h = 0..3, then a u16
+	// siteShort is the count of SITE numbers 2 bytes hold; MaxSite
+	// bounds them all.
+	siteShort = (PktSiteLong - PktSite) / 2 << 8
+	MaxSite   = siteShort + 4<<16
 )
 
 // PacketKind is what a decoded packet is.
@@ -292,11 +295,10 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 		if !need(n) {
 			return p, false, fmt.Errorf("packet at %d: SITE cut short", at)
 		}
-		idx := uint64(b-PktSite) / 2 << 8
+		idx := uint64(b-PktSite)/2<<8 | uint64(r.data[r.pos+1])
 		if n == 3 {
-			idx = uint64(b-PktSiteLong)/2<<16 | uint64(r.data[r.pos+2])<<8
+			idx = siteShort + (uint64(b-PktSiteLong)/2<<16 | uint64(r.data[r.pos+2])<<8 | uint64(r.data[r.pos+1]))
 		}
-		idx |= uint64(r.data[r.pos+1])
 		r.pos += n
 		return Packet{Kind: PacketSite, Addr: idx}, true, nil
 	case b == PktSync || b == PktAsyncEnd || b == PktLost || b == PktPSB:
@@ -403,18 +405,19 @@ func (w *PacketWriter) op(b byte, vs ...uint64) {
 	}
 }
 
-// Site appends a call chain's SITE of branch index i (< MaxSite).
+// Site appends a call chain's SITE of call or ret number i (< MaxSite).
 func (w *PacketWriter) Site(i uint32) {
 	w.flushTNT()
 	w.Data = append(w.Data, SiteBytes(i)...)
 }
 
-// SiteBytes is the SITE packet of branch index i (< MaxSite): 2 bytes
-// below 8,192, else 3.
+// SiteBytes is the SITE packet of call or ret number i (< MaxSite): 2
+// bytes below 15,360, else 3.
 func SiteBytes(i uint32) []byte {
-	if i < 1<<13 {
+	if i < siteShort {
 		return []byte{byte(PktSite + 2*(i>>8)), byte(i)}
 	}
+	i -= siteShort
 	return []byte{byte(PktSiteLong + 2*(i>>16)), byte(i), byte(i >> 8)}
 }
 

@@ -38,6 +38,8 @@ func writeOps(ops []packetOp) []byte {
 			w.Lost(o.a)
 		case PacketSyncCall:
 			w.SyncCall(o.a, o.b)
+		case PacketSite:
+			w.Site(uint32(o.a))
 		}
 	}
 	w.Flush()
@@ -82,8 +84,12 @@ func TestPacketsRoundTrip(t *testing.T) {
 			ops = append(ops, packetOp{kind: PacketTNT, bit: rng.Intn(3) == 0})
 		case n < 92:
 			ops = append(ops, packetOp{kind: PacketTIP, a: 0x555555554000 + uint64(rng.Intn(1<<20))})
-		case n < 95:
+		case n < 94:
 			ops = append(ops, packetOp{kind: PacketRetTIP, a: 0x555555554000 + uint64(rng.Intn(1<<20))})
+		case n < 95:
+			// both SITE sizes, and their edges
+			site := []uint64{0, 255, 256, siteShort - 1, siteShort, MaxSite - 1, uint64(rng.Intn(MaxSite))}
+			ops = append(ops, packetOp{kind: PacketSite, a: site[rng.Intn(len(site))]})
 		case n < 97:
 			ops = append(ops, packetOp{kind: PacketSync, a: rng.Uint64()})
 		case n < 98:

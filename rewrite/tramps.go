@@ -35,7 +35,7 @@ type trampTable struct {
 	dpc    bool    // with counts: counted runs (runs.go; off: rewrite --no-opt dpc)
 	link   bool    // a compact trace's tails (links.go; off: rewrite --no-opt link)
 	pred   bool    // a compact trace's predicted indirect jmps (predicted; off: rewrite --no-opt pred)
-	sites  []int32 // a call chain's: by instruction index, its branch map index (callSite), nil until needed
+	sites  []int32 // a call chain's: by instruction index, its number among the calls and rets (callSite), nil until needed
 	stop   []bool  // by instruction index: a candidate site, where tails end
 	fx     *facts.Facts
 	isSite []bool        // by instruction index
@@ -227,9 +227,9 @@ func (tt *trampTable) predicted(i int) uint64 {
 	return fn
 }
 
-// callSite returns, for a call chain's inline probes, the branch map
-// index of the call or ret at addr (what its SITE packet says) and
-// whether a call pushes nothing (noPush).
+// callSite returns, for a call chain's inline probes, the number of the
+// call or ret at addr among the module's direct calls and rets (what its
+// SITE packet says) and whether a call pushes nothing (noPush).
 func (tt *trampTable) callSite(addr uint64) (idx uint32, noPush, ok bool) {
 	c := tt.code
 	i := c.Index(addr)
@@ -237,11 +237,13 @@ func (tt *trampTable) callSite(addr uint64) (idx uint32, noPush, ok bool) {
 		return 0, false, false
 	}
 	if tt.sites == nil {
+		// numbered as the decoder numbers the branch map's direct calls
+		// and rets (analysis/paths, module.sites)
 		tt.sites = make([]int32, len(c.Insts))
 		n := int32(0)
 		for j, k := range c.Kinds {
 			tt.sites[j] = n
-			if _, ok := mapKind(k); ok {
+			if k == facts.Call || k == facts.Ret {
 				n++
 			}
 		}

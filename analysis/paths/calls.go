@@ -4,9 +4,9 @@ import "github.com/stint-project/stint/formats"
 
 // A call chain (rewrite --tool call --every; the runtime's
 // STINT_MF_CALLS) walks no code: each call and ret appends its own
-// address (TIP; a ret to the call stack's top a RET_TIP), or the index
-// of its branch in the branch map (SITE: its module is the one the last
-// of those was in), an indirect call then its destination and any
+// address (TIP; a ret to the call stack's top a RET_TIP), or its number
+// among the branch map's direct calls and rets (SITE: its module is the
+// one the last of those was in), an indirect call then its destination and any
 // other ret then where it went. The decoder keeps the runtime's call
 // stack (the same ring: push at each call but those the branch map
 // says do not push, pop at a RET_TIP or a ret's SITE, unwind at another
@@ -87,18 +87,18 @@ func (t *thread) callPacket(p formats.Packet) error {
 	return t.callEvent(m, &br, p.Kind == formats.PacketRetTIP, p.Addr)
 }
 
-// site takes a SITE packet: branch i of the module the last probe's own
-// address was in, a call (as a TIP of its address) or a ret to the top
-// of the call stack (as a RET_TIP).
+// site takes a SITE packet: the direct call or ret number i of the
+// module the last probe's own address was in, a call (as a TIP of its
+// address) or a ret to the top of the call stack (as a RET_TIP).
 func (t *thread) site(i uint64) error {
 	m := t.sitemod
 	if m == nil || m.m == nil {
 		return t.errf("SITE %d with no module named before it", i)
 	}
-	if i >= uint64(len(m.m.Branches)) {
-		return t.errf("SITE %d past the %d branches of %s", i, len(m.m.Branches), m.Path)
+	if i >= uint64(len(m.sites)) {
+		return t.errf("SITE %d past the %d calls and rets of %s", i, len(m.sites), m.Path)
 	}
-	br := &m.m.Branches[i]
+	br := &m.m.Branches[m.sites[i]]
 	t.m = m
 	return t.callEvent(m, br, br.Kind == formats.BrRet, m.Base+br.Addr)
 }

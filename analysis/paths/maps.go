@@ -16,14 +16,20 @@ type module struct {
 	formats.Module
 	m   *formats.PathMap // nil: not instrumented for compact traces
 	tgt []int32          // per branch: the index of the first branch at or after its direct target
+	// sites: the indices of the direct calls and rets, in address order:
+	// a call chain's SITE packets number them
+	sites []int32
 }
 
 // index precomputes tgt (a target outside the text gets an index that
-// the walk looks up instead: -1).
+// the walk looks up instead: -1) and sites.
 func (md *module) index() {
 	bs := md.m.Branches
 	md.tgt = make([]int32, len(bs))
 	for i, br := range bs {
+		if br.Kind == formats.BrCall || br.Kind == formats.BrRet {
+			md.sites = append(md.sites, int32(i))
+		}
 		md.tgt[i] = -1
 		direct := br.Kind == formats.BrJcc || br.Kind == formats.BrJmp || br.Kind == formats.BrCall || br.Flags&formats.BranchPredicted != 0
 		if direct && br.Target >= md.m.TextLo && br.Target < md.m.TextHi {

@@ -43,9 +43,10 @@ type Asm struct {
 	// Module is the link vaddr of the module's struct stint_module: a
 	// call chain's probes name it as the module their SITE packets index.
 	Module uint64
-	// CallSite, in a call chain's trampolines, gives the branch map
-	// index of the call or ret at addr and whether a call pushes
-	// nothing (callsSite); ok false: the probe appends addresses.
+	// CallSite, in a call chain's trampolines, gives the number of the
+	// call or ret at addr among the module's direct calls and rets and
+	// whether a call pushes nothing (callsSite); ok false: the probe
+	// appends addresses.
 	CallSite func(addr uint64) (idx uint32, noPush, ok bool)
 
 	// Predict, when not 0, is the likely destination of the indirect jmp

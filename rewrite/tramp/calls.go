@@ -164,8 +164,8 @@ func (a *Asm) setCurMod() {
 
 // callsSite emits a call chain's probe of a direct call (k facts.Call;
 // its return address ret pushed on the call stack unless noPush) or a
-// ret (to the call stack's top: popped) as a SITE packet of its branch
-// index idx, with no flag changed: when the block is this thread's, the
+// ret (to the call stack's top: popped) as a SITE packet of its number
+// idx among the module's direct calls and rets, with no flag changed: when the block is this thread's, the
 // thread's SITE packets index this module, there is room (the runtime's
 // count of inline appends left, STINT_PATHS_ROOM_OFF) and, for a ret,
 // its return address is the top. The key reads STINT_PATHS_KEY_TIP
