@@ -13,8 +13,8 @@ import (
 // TestRetireSmoke runs the retire experiment on a small sqlite3 workload
 // with one round: the retiring rewrite leaves sites unpatched that the
 // plain one patches, coverage only grows from run 2 to run 3 and from
-// the retiring run 3 to run 4, run 4's rewrite retires at least what run
-// 3's did, and the report holds a paired slowdown for each.
+// the retiring run 3 to run 4, run 4's rewrite retires about as much as
+// run 3's did (below), and the report holds a paired slowdown for each.
 func TestRetireSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("rewrites libsqlite3 and runs sqlite3 (skipped under -short)")
@@ -50,7 +50,13 @@ func TestRetireSmoke(t *testing.T) {
 	if plain.Retired != 0 || ret.Retired == 0 || ret.Patched >= plain.Patched {
 		t.Errorf("patched %d (retired %d) with --skip-covered alone, %d (retired %d) with --retire-since", plain.Patched, plain.Retired, ret.Patched, ret.Retired)
 	}
-	if plain.Run != 3 || ret.Run != 3 || ret4.Run != 4 || ret4.Retired < ret.Retired {
+	// Run 4 retires about what run 3 did, not a superset: a site retired
+	// at run 3 can still get a new outcome in it through another probe
+	// (an edge probe at a jcc's destination, for one) and then not retire
+	// at run 4, and a site first seen in run 2 retires only at run 4.
+	// Run 4 came out 1 to 2 short of some 5,370 in 2 of 8 runs at
+	// 3f2d9bb and 2 of 7 at 414b9cc.
+	if plain.Run != 3 || ret.Run != 3 || ret4.Run != 4 || ret4.Retired < ret.Retired*99/100 {
 		t.Errorf("runs %d, %d, %d; run 4 retired %d sites, run 3 %d", plain.Run, ret.Run, ret4.Run, ret4.Retired, ret.Retired)
 	}
 	for _, v := range w.Variants {
