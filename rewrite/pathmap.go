@@ -80,8 +80,7 @@ func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable, st *Stats) *for
 }
 
 // mapKind is the branch map's kind of an instruction of kind k; false
-// for one the map leaves out (every other is a branch of it, so a
-// branch's index in the map counts them: trampTable.callSite).
+// for one the map leaves out.
 func mapKind(k facts.Kind) (formats.BranchKind, bool) {
 	switch k {
 	case facts.Jcc, facts.Jcxz:

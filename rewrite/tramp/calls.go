@@ -191,9 +191,7 @@ func (a *Asm) callsSite(k facts.Kind, idx uint32, noPush bool, probe, entry, ret
 	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
 	a.Emit(0x51, 0x52)                   // push %rcx; push %rdx
 	a.keyTest(slow)
-	a.Emit(0x65, 0x48, 0xc7, 0x04, 0x25) // movq $TIP,%gs:KEY
-	a.u32(runtime.PathsKeyOff)
-	a.u32(runtime.PathsKeyTIP)
+	a.takeKey()
 	a.gsOp(0x8b, 0x0c, runtime.PathsRoomOff) // mov %gs:ROOM,%rcx
 	a.shortTo(0xe3, taken)                   // jrcxz taken: no room
 	a.Emit(0x48, 0x8d, 0x15)                 // lea MODULE(%rip),%rdx
@@ -225,14 +223,12 @@ func (a *Asm) callsSite(k facts.Kind, idx uint32, noPush bool, probe, entry, ret
 	}
 	a.Emit(0x48, 0x8d, 0x52, byte(len(site))) // lea n(%rdx),%rdx
 	a.gsOp(0x89, 0x14, runtime.PathsCurOff)   // mov %rdx,%gs:CUR
-	a.tipThreadBase()
-	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: given back
+	a.giveKey(0)
 	a.undo()
 	out := a.pc()
 	a.later(func(c *Asm) {
 		a.toCold(taken, c)
-		c.tipThreadBase()
-		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY
+		c.giveKey(0)
 		a.toCold(slow, c)
 		c.undo()
 		var value func()

@@ -171,13 +171,21 @@ func (a *Asm) topCompare(slow *exit) {
 // topTest leaves 0 in %rcx when the program's return address at its
 // (%rsp) is the call stack's top (keyCheck's frame).
 func (a *Asm) topTest() {
+	a.topIs(func() { a.Emit(0x48, 0x8b, 0x8c, 0x24, 0x90, 0x00, 0x00, 0x00) }) // mov 0x90(%rsp),%rcx
+}
+
+// topIs leaves 0 in %rcx when the address load puts in %rcx is the call
+// stack's top, with no flag changed.
+//
+//	movzbl %gs:TOP,%ecx ; mov %gs:STACK(,%rcx,8),%rdx ; not %rdx ; <load> ; lea 1(%rcx,%rdx),%rcx
+func (a *Asm) topIs(load func()) {
 	a.Emit(0x65, 0x0f, 0xb6, 0x0c, 0x25) // movzbl %gs:TOP,%ecx
 	a.u32(runtime.PathsTopOff)
 	a.Emit(0x65, 0x48, 0x8b, 0x14, 0xcd) // mov %gs:STACK(,%rcx,8),%rdx
 	a.u32(runtime.PathsStackOff)
-	a.Emit(0x48, 0xf7, 0xd2)                               // not %rdx
-	a.Emit(0x48, 0x8b, 0x8c, 0x24, 0x90, 0x00, 0x00, 0x00) // mov 0x90(%rsp),%rcx
-	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01)                   // lea 1(%rcx,%rdx),%rcx
+	a.Emit(0x48, 0xf7, 0xd2) // not %rdx
+	load()
+	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01) // lea 1(%rcx,%rdx),%rcx: load - top
 }
 
 // topMove moves the call stack's top by d (1: a push's slot, -1: a pop),
@@ -283,29 +291,20 @@ func (a *Asm) pathsResume(probe, entry, src uint64) {
 		c.Emit(0x48, 0x8d, 0x49, runtime.PathsKeyOut) // lea KEY_OUT(%rcx),%rcx: 0 when key = fs + KEY_OUT
 		c.Emit(0xe3, 0x05)                            // jrcxz over the jmp
 		slow := []int{c.jmp32()}
-		c.Emit(0x65, 0x48, 0xc7, 0x04, 0x25) // movq $TIP,%gs:KEY
-		c.u32(runtime.PathsKeyOff)
-		c.u32(runtime.PathsKeyTIP)
-		c.Emit(0x65, 0x0f, 0xb6, 0x0c, 0x25) // movzbl %gs:TOP,%ecx
-		c.u32(runtime.PathsTopOff)
-		c.Emit(0x65, 0x48, 0x8b, 0x14, 0xcd) // mov %gs:STACK(,%rcx,8),%rdx
-		c.u32(runtime.PathsStackOff)
-		c.Emit(0x48, 0xf7, 0xd2) // not %rdx
-		c.Emit(0x48, 0x8d, 0x0d) // lea src(%rip),%rcx
-		c.rel32(src, 0)
-		c.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01) // lea 1(%rcx,%rdx),%rcx: src - top
-		c.Emit(0xe3, 0)                      // jrcxz pop
+		c.takeKey()
+		c.topIs(func() { // lea src(%rip),%rcx
+			c.Emit(0x48, 0x8d, 0x0d)
+			c.rel32(src, 0)
+		})
+		c.Emit(0xe3, 0) // jrcxz pop
 		pop := c.off() - 1
-		c.tipThreadBase()
-		c.Emit(0x48, 0x8d, 0x49, runtime.PathsKeyOut) // lea KEY_OUT(%rcx),%rcx
-		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff)       // mov %rcx,%gs:KEY: given back
+		c.giveKey(runtime.PathsKeyOut) // given back
 		slow = append(slow, c.jmp32())
 		c.patchRel8(pop, c.off())
 		c.topMove(-1)
 		c.tailAt(src)
 		c.gsStore32(runtime.PathsOutside, 0)
-		c.tipThreadBase()
-		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: inside again
+		c.giveKey(0) // inside again
 		c.undo()
 		c.Jmp(out)
 		c.patchAll(slow, c.pc())

@@ -30,14 +30,10 @@ func (a *Asm) pathsPredicted(in *place.Inst, probe, entry uint64, branch func(c 
 	}
 	pred := a.Predict
 	slow := a.newExit()
-	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
-	a.Emit(0x51, 0x52)                   // push %rcx; push %rdx
-	if op.Mod == 3 {
-		a.encodeRM(op, true, 0x8b, 1, 0) // mov %reg,%rcx (%rcx and %rdx not changed yet)
-	} else {
-		a.encodeRM(op, true, 0x8b, 1, 0x80+16) // mov OP,%rcx
-	}
-	a.Emit(0x48, 0x8d, 0x15) // lea PRED(%rip),%rdx
+	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80)   // lea -0x80(%rsp),%rsp
+	a.Emit(0x51, 0x52)                     // push %rcx; push %rdx
+	a.encodeRM(op, true, 0x8b, 1, 0x80+16) // mov OP,%rcx (%rcx and %rdx not changed yet)
+	a.Emit(0x48, 0x8d, 0x15)               // lea PRED(%rip),%rdx
 	a.rel32(pred, 0)
 	a.Emit(0x48, 0xf7, 0xd2)             // not %rdx
 	a.Emit(0x48, 0x8d, 0x4c, 0x11, 0x01) // lea 1(%rcx,%rdx),%rcx: destination - PRED
@@ -50,13 +46,7 @@ func (a *Asm) pathsPredicted(in *place.Inst, probe, entry uint64, branch func(c 
 	a.later(func(c *Asm) {
 		a.toCold(slow, c)
 		c.undo()
-		c.thunk(probe, entry, func() {
-			if op.Mod == 3 {
-				c.encodeRM(op, true, 0x8b, 6, 0) // mov %reg,%rsi
-			} else {
-				c.encodeRM(op, true, 0x8b, 6, thunkFrame) // mov OP,%rsi
-			}
-		})
+		c.thunk(probe, entry, func() { c.encodeRM(op, true, 0x8b, 6, thunkFrame) }) // mov OP,%rsi
 		branch(c)
 	})
 	a.later(func(c *Asm) {

@@ -303,15 +303,11 @@ func (a *Asm) indirectThunk(in *place.Inst, k facts.Kind, probe, entry uint64, e
 		a.setErr(err)
 		return Probe{}, false
 	}
-	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
-	a.Emit(0x57, 0x56)                   // push %rdi; push %rsi
-	if op.Mod == 3 {
-		a.encodeRM(op, true, 0x8b, 6, 0) // mov %reg,%rsi
-	} else {
-		a.encodeRM(op, true, 0x8b, 6, thunkFrame) // mov OP,%rsi
-	}
-	a.Emit(0x51)               // push %rcx
-	gateField := a.gateCheck() // closed: to the hit path
+	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80)      // lea -0x80(%rsp),%rsp
+	a.Emit(0x57, 0x56)                        // push %rdi; push %rsi
+	a.encodeRM(op, true, 0x8b, 6, thunkFrame) // mov OP,%rsi (a register operand ignores the frame)
+	a.Emit(0x51)                              // push %rcx
+	gateField := a.gateCheck()                // closed: to the hit path
 	a.cacheCompares(probe, sibBaseRSI)
 	hitField := a.extraHits[len(a.extraHits)-1]
 	a.extraHits = a.extraHits[:len(a.extraHits)-1]

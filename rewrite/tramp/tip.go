@@ -84,17 +84,37 @@ func (a *Asm) tipEnter(load func()) (slow []int) {
 	}
 	a.gsOp(0x3b, 0x0c, runtime.PathsKeyOff) // cmp %gs:KEY,%rcx
 	slow = append(slow, a.jcc32(0x85))      // jne slow
-	a.Emit(0x65, 0x48, 0xc7, 0x04, 0x25)    // movq $TIP,%gs:KEY
-	a.u32(runtime.PathsKeyOff)
-	a.u32(runtime.PathsKeyTIP)
+	a.takeKey()
 	return slow
 }
 
 // tipLeave gives the key back and restores what tipEnter saved.
 func (a *Asm) tipLeave() {
-	a.tipThreadBase()
-	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY: given back
+	a.giveKey(0)
 	a.tipRestore()
+}
+
+// takeKey makes the block's key STINT_PATHS_KEY_TIP (%fs never is), so
+// that the thread's probes in a signal handler meanwhile call the
+// runtime, which counts them lost.
+//
+//	movq $TIP,%gs:KEY
+func (a *Asm) takeKey() {
+	a.Emit(0x65, 0x48, 0xc7, 0x04, 0x25)
+	a.u32(runtime.PathsKeyOff)
+	a.u32(runtime.PathsKeyTIP)
+}
+
+// giveKey sets the key to the thread's %fs base plus off (0: inside,
+// runtime.PathsKeyOut: outside), leaving that in %rcx.
+//
+//	<%fs base> ; [lea off(%rcx),%rcx] ; mov %rcx,%gs:KEY
+func (a *Asm) giveKey(off byte) {
+	a.tipThreadBase()
+	if off != 0 {
+		a.Emit(0x48, 0x8d, 0x49, off) // lea off(%rcx),%rcx
+	}
+	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY
 }
 
 // tipCold queues the slow path of an inline TIP append: the jumps taken
@@ -107,8 +127,7 @@ func (a *Asm) tipCold(taken, slow []int, then func(c *Asm)) (takenAt *uint64) {
 	a.later(func(c *Asm) {
 		*takenAt = c.pc()
 		a.patchAll(taken, c.pc())
-		c.tipThreadBase()
-		c.gsOp(0x89, 0x0c, runtime.PathsKeyOff) // mov %rcx,%gs:KEY
+		c.giveKey(0)
 		a.patchAll(slow, c.pc())
 		c.tipRestore()
 		then(c)
@@ -195,9 +214,7 @@ func (a *Asm) tipLeaves(taken uint64, push func(c *Asm)) {
 	a.tipFlush()
 	a.tipAppend(pktTIP)
 	a.gsStore32(runtime.PathsOutside, 1)
-	a.tipThreadBase()
-	a.Emit(0x48, 0x8d, 0x49, runtime.PathsKeyOut) // lea KEY_OUT(%rcx),%rcx
-	a.gsOp(0x89, 0x0c, runtime.PathsKeyOff)       // mov %rcx,%gs:KEY
+	a.giveKey(runtime.PathsKeyOut)
 	a.tipRestore()
 }
 
