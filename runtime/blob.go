@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "246a50f0b70827cb886321ed3816944e776f0c7d21b3b55be3dce25e7f222345"
+const BlobSHA256 = "166927e5fbbd8fe30426a2ed9f45761faa605531b2d231e4578b203b7adcde46"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

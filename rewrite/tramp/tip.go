@@ -183,7 +183,7 @@ func (a *Asm) textCheck(op byte) int {
 
 // outRange goes to taken unless the destination in %rsi lies in the
 // thread's out range (a module without probes that the runtime has put
-// in the module table: paths.c, paths_note_out).
+// in the module table: paths.c, paths_inside_out).
 //
 //	mov %rsi,%rdx ; sub %gs:OUT_LO,%rdx ; cmp %gs:OUT_SIZE,%rdx ; jae taken
 func (a *Asm) outRange(taken uint64) {

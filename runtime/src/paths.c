@@ -307,7 +307,12 @@ static void st_unwind(struct paths_thread *t, uint64_t a)
 
 /* Whether a lies in code a compact trace instruments. A module seen for
  * the first time joins the module table, which the decoder reads. */
-static int paths_inside(struct stint_global *g, uint64_t a)
+static int paths_inside(struct stint_global *g, uint64_t a) { return paths_inside_out(g, 0, a); }
+
+/* paths_inside; and a module without a compact trace's probes that a is
+ * in becomes thread t's out range (t not 0): an inline TIP into it
+ * leaves too, without the runtime (rewrite/tramp, tip.go). */
+static int paths_inside_out(struct stint_global *g, struct paths_thread *t, uint64_t a)
 {
 	uint32_t i = module_of(g, a);
 	if (i == DST_MODULE_NONE)
@@ -316,7 +321,13 @@ static int paths_inside(struct stint_global *g, uint64_t a)
 		return 0;
 	const struct gmodule *gm = &g->proc.modules[i];
 	const struct stint_module *sm = (const struct stint_module *)gm->smod;
-	return sm && (sm->flags & STINT_MF_PATHS) && a >= gm->base + sm->text_lo && a < gm->base + sm->text_hi;
+	if (sm && (sm->flags & STINT_MF_PATHS))
+		return a >= gm->base + sm->text_lo && a < gm->base + sm->text_hi;
+	if (t) {
+		t->out_lo = gm->base;
+		t->out_size = gm->size;
+	}
+	return 0;
 }
 
 /*
@@ -352,32 +363,13 @@ static int is_restorer(struct stint_global *g, uint64_t a)
 	return 1;
 }
 
-/* A TIP to a; outside when a is not instrumented code. A module
- * without a compact trace's probes that a is in becomes the thread's
- * out range: an inline TIP into it leaves too (rewrite/tramp, tip.go). */
+/* A TIP to a; outside when a is not instrumented code (and a module
+ * without probes there the thread's out range: paths_inside_out). */
 static void paths_leave(struct stint_global *g, struct paths_thread *t, uint64_t a)
 {
 	pk_tip(g, t, a);
-	if (!paths_inside(g, a)) {
+	if (!paths_inside_out(g, t, a))
 		t->outside = 1;
-		paths_note_out(g, t, a);
-	}
-}
-
-/* a, outside instrumented code, is in a module without probes (it joined
- * the module table, paths_inside): the thread's out range, where inline
- * TIPs may go without the runtime. */
-static void paths_note_out(struct stint_global *g, struct paths_thread *t, uint64_t a)
-{
-	uint32_t i = module_of(g, a);
-	if (i == DST_MODULE_NONE || i >= MAX_MODULES)
-		return;
-	const struct gmodule *gm = &g->proc.modules[i];
-	const struct stint_module *sm = (const struct stint_module *)gm->smod;
-	if (!sm || !(sm->flags & STINT_MF_PATHS)) {
-		t->out_lo = gm->base;
-		t->out_size = gm->size;
-	}
 }
 
 /* Every thread forgets its out range: a module with a compact trace's
@@ -685,8 +677,7 @@ static void paths_calls_event(struct stint_global *g, struct paths_thread *t, co
 		st_push(t, src + (p->rets >> 28));
 		pk_tip(g, t, src);
 		pk_tip(g, t, v);
-		if (!paths_inside(g, v)) /* its module joins the module table */
-			paths_note_out(g, t, v);
+		(void)paths_inside_out(g, t, v); /* its module joins the table, and may be the out range */
 		break;
 	case STINT_K_RET:
 		if (st_top(t) == v) {
@@ -696,8 +687,7 @@ static void paths_calls_event(struct stint_global *g, struct paths_thread *t, co
 			st_unwind(t, v);
 			pk_tip(g, t, src);
 			pk_tip(g, t, v);
-			if (!paths_inside(g, v))
-				paths_note_out(g, t, v);
+			(void)paths_inside_out(g, t, v);
 		}
 		break;
 	}

@@ -1106,7 +1106,7 @@ static void st_unwind(struct paths_thread *t, uint64_t a);
 static int paths_inside(struct stint_global *g, uint64_t a);
 static int is_restorer(struct stint_global *g, uint64_t a);
 static void paths_leave(struct stint_global *g, struct paths_thread *t, uint64_t a);
-static void paths_note_out(struct stint_global *g, struct paths_thread *t, uint64_t a);
+static int paths_inside_out(struct stint_global *g, struct paths_thread *t, uint64_t a);
 static int bytes_at(uint64_t a, const uint8_t *b, size_t n);
 static void paths_complete_arm(struct stint_global *g, struct paths_thread *t, uint64_t sp);
 static void paths_entry(struct stint_global *g, struct paths_thread *t, uint64_t src, uint64_t ret, uint64_t sp);
