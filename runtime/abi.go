@@ -11,7 +11,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 18
+const ABIVersion = 19
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -368,7 +368,7 @@ type Module struct {
 	Options        [ModuleOptionsSize]byte
 	TraceEndsVaddr uint64 // uint32[NTraceEnds]: ends of unconditional transfers minus TextLo, sorted
 	NTraceEnds     uint32
-	PadTE          uint32
+	Hit            uint32 // runtime: the hit table answers its probes' calls (0 in the file)
 	GateVaddr      uint64 // the gate page: 4096 bytes; the first 8 are the gate word (0 = probes call the runtime)
 	ReadsVaddr     uint64 // [2*NReads]Read: (reader, read) pairs sorted by reader, then by read (ABI 6)
 	NReads         uint32

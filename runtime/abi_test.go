@@ -36,7 +36,7 @@ var abiStructs = []struct {
 		{"tramp_lo", "TrampLo"}, {"tramp_hi", "TrampHi"}, {"orig_entry", "OrigEntry"}, {"orig_fini", "OrigFini"},
 		{"build_id", "BuildID"}, {"build_id_len", "BuildIDLen"}, {"module_id", "ModuleID"}, {"base", "Base"},
 		{"runtime_state", "RuntimeState"}, {"stubs_vaddr", "StubsVaddr"}, {"deps_vaddr", "DepsVaddr"},
-		{"stub_area_size", "StubAreaSize"}, {"nstubs", "NStubs"}, {"ndeps", "NDeps"}, {"options", "Options"}, {"trace_ends_vaddr", "TraceEndsVaddr"}, {"ntrace_ends", "NTraceEnds"}, {"pad_te", "PadTE"}, {"gate_vaddr", "GateVaddr"}, {"reads_vaddr", "ReadsVaddr"}, {"nreads", "NReads"}, {"pad_rd", "PadRd"}, {"rets_vaddr", "RetsVaddr"}, {"nrets", "NRets"}, {"pad_rt", "PadRt"},
+		{"stub_area_size", "StubAreaSize"}, {"nstubs", "NStubs"}, {"ndeps", "NDeps"}, {"options", "Options"}, {"trace_ends_vaddr", "TraceEndsVaddr"}, {"ntrace_ends", "NTraceEnds"}, {"hit", "Hit"}, {"gate_vaddr", "GateVaddr"}, {"reads_vaddr", "ReadsVaddr"}, {"nreads", "NReads"}, {"pad_rd", "PadRd"}, {"rets_vaddr", "RetsVaddr"}, {"nrets", "NRets"}, {"pad_rt", "PadRt"},
 		{"stub_file_off", "StubFileOff"}, {"stub_file_tag", "StubFileTag"},
 		{"log_sum", "LogSum"}, {"log_count", "LogCount"}, {"nlogged", "NLogged"}, {"logged_vaddr", "LoggedVaddr"}, {"counts_vaddr", "CountsVaddr"},
 	}},

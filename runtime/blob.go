@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "166927e5fbbd8fe30426a2ed9f45761faa605531b2d231e4578b203b7adcde46"
+const BlobSHA256 = "22f09bb3bf758ca77c67d907ea9f675953ff4e707bf56c1262eb7695ded0f463"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -455,6 +455,28 @@ func TestProbeEntryPreservesRegisters(t *testing.T) {
 	}
 }
 
+// TestProbeEntryHitTable: the driver checks that a recorded pair comes
+// back from the hit table, with registers and flags intact, and that a
+// torn slot is a miss; the trace has each of the ten pairs once.
+func TestProbeEntryHitTable(t *testing.T) {
+	r := runDriver(t, "hit")
+	tr, _ := traceOf(t, r.out, r.num(t, "pid"))
+	seen := map[uint64]int{}
+	for _, e := range tr.Events {
+		if e.Kind == formats.Kind(KIndCall) {
+			seen[e.Dst]++
+		}
+	}
+	if len(seen) != 10 {
+		t.Errorf("indirect call events to %v, want ten destinations", seen)
+	}
+	for d, n := range seen {
+		if n != 1 {
+			t.Errorf("destination %#x recorded %d times, want once", d, n)
+		}
+	}
+}
+
 func TestRestoreAtomic(t *testing.T) {
 	runDriver(t, "restore")
 }

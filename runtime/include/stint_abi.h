@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 18
+#define STINT_ABI_VERSION 19
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -325,7 +325,8 @@ struct stint_module {
 	char     options[STINT_OPTIONS_SIZE]; /* 208: NUL-terminated, e.g. "tool=branch every=0 budget=10% period=100ms" */
 	uint64_t trace_ends_vaddr; /* 344: uint32_t[ntrace_ends], sorted: ends of unconditional transfers, minus text_lo */
 	uint32_t ntrace_ends;    /* 352 */
-	uint32_t pad_te;         /* 356 */
+	uint32_t hit;            /* 356: runtime: nonzero = its probes' calls may be answered from the hit
+	                          *      table (runtime/src/hit.h); 0 in the file */
 	uint64_t gate_vaddr;     /* 360: link vaddr of the gate page (4096 bytes, page aligned, zero in the file) */
 	uint64_t reads_vaddr;    /* 368: struct stint_read[2 * nreads] (ABI 6): the (reader, read) pairs of switchable
 	                          *      patches sorted by reader, then the same pairs sorted by read */

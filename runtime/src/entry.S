@@ -6,6 +6,7 @@
  * this section, so they are assembly-time constants: no relocations.
  */
 #include "stint_abi.h"
+#include "hit.h"
 
 	.section .note.GNU-stack, "", @progbits
 
@@ -99,7 +100,43 @@ stint_entry_fini:
 	.globl stint_probe_entry
 	.hidden stint_probe_entry
 stint_probe_entry:
-	pushfq
+	/* The hit table (hit.h) first, with no flag changed: the module's
+	 * word, then the slot's probe, destination and check, each compared
+	 * as x - y by not and lea and tested by jrcxz. */
+	push %rcx
+	push %rdx
+	mov HIT_PROBE_BACK(%rdi), %edx
+	not %rdx
+	lea 1(%rdi,%rdx), %rdx     /* the module: probe - module_back */
+	mov HIT_MODULE_OFF(%rdx), %ecx
+	jrcxz 3f                   /* the module does not answer from it */
+	lea (%rdi,%rsi), %rdx
+	movzwl %dx, %edx           /* the slot (HIT_SLOTS = 65536) */
+	lea (%rdx,%rdx,2), %rdx
+	movabs $HIT_ADDR, %rcx
+	lea (%rcx,%rdx,8), %rdx    /* its entry, 24 bytes */
+	mov (%rdx), %rcx
+	not %rcx
+	lea 1(%rdi,%rcx), %rcx     /* probe - entry's probe */
+	jrcxz 4f
+3:	pop %rdx
+	pop %rcx
+	jmp 6f
+4:	mov 8(%rdx), %rcx
+	not %rcx
+	lea 1(%rsi,%rcx), %rcx     /* destination - entry's */
+	jrcxz 5f
+	jmp 3b
+5:	mov 16(%rdx), %rcx
+	not %rcx
+	lea 1(%rdi,%rcx), %rcx
+	lea (%rsi,%rcx), %rcx      /* probe + destination - entry's check */
+	jrcxz 7f
+	jmp 3b
+7:	pop %rdx
+	pop %rcx
+	ret
+6:	pushfq
 	push %rax
 	push %rcx
 	push %rdx

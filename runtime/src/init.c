@@ -15,7 +15,7 @@ static struct stint_global *global_get(int *created, const char **what, long *er
 	struct stint_global *g = G();
 	size_t total = sizeof(struct stint_global) + HASH_SLOTS * 16;
 	total = (total + 4095) & ~(size_t)4095;
-	if (total > STINT_GLOBAL_SIZE) {
+	if (total > STINT_GLOBAL_SIZE - HIT_BYTES) {
 		*what = "global state size";
 		*err = 22;
 		return 0;
@@ -69,6 +69,23 @@ static struct stint_global *global_get(int *created, const char **what, long *er
 	__atomic_store_n(&g->magic, STINT_GLOBAL_MAGIC, __ATOMIC_RELEASE);
 	*created = 1;
 	return g;
+}
+
+/*
+ * Let the hit table (hit.h) answer m's probes where a call that records
+ * nothing has no effect: default mode, without a budget (whose periods
+ * charge such calls and list their sites for the off-switch) or a region
+ * log. The table is asked to be one huge page: its slots are touched
+ * all over, and a 4 KiB page costs a fault each on this VM.
+ */
+static void hit_enable(struct stint_global *g, struct stint_module *m, int patching)
+{
+	if (!patching || (m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT | STINT_MF_COUNTS | STINT_MF_PATHS)) ||
+	    g->per.budget_on || g->reg.mode)
+		return;
+	if (!__atomic_exchange_n(&g->hit_advised, 1, __ATOMIC_ACQ_REL))
+		sys_call3(SYS_madvise, (long)HIT_ADDR, HIT_BYTES, S_MADV_HUGEPAGE);
+	__atomic_store_n(&m->hit, 1, __ATOMIC_RELEASE);
 }
 
 /*
@@ -268,6 +285,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	}
 	if (g->log.on && !g->reg.mode && patching && !(m->flags & STINT_MF_EVERY))
 		log_load_module(g, m, base, chunks_lost);
+	hit_enable(g, m, patching);
 	__atomic_store_n(&m->runtime_state, RS_ACTIVE | (patching && !(m->flags & STINT_MF_EVERY) ? RS_PATCHING : 0),
 			 __ATOMIC_RELEASE);
 	if (spawn) {

@@ -81,6 +81,20 @@ static int hash_add(struct stint_global *g, uint64_t k0, uint64_t k1)
 	return -1;
 }
 
+/* Enter pair (p, v), which the set holds, in the hit table (hit.h) when
+ * p's module answers from it. The three stores may land in any order: a
+ * reader checks the third word against the first two. */
+static inline void hit_note(const struct stint_module *m, const struct stint_probe *p, uint64_t v)
+{
+	if (!__atomic_load_n(&m->hit, __ATOMIC_RELAXED))
+		return;
+	uint64_t k = (uint64_t)p + v;
+	uint64_t *e = (uint64_t *)(HIT_ADDR + (k & (HIT_SLOTS - 1)) * 24);
+	__atomic_store_n(&e[0], (uint64_t)p, __ATOMIC_RELAXED);
+	__atomic_store_n(&e[1], v, __ATOMIC_RELAXED);
+	__atomic_store_n(&e[2], k, __ATOMIC_RELAXED);
+}
+
 /* Whether destination v is in indirect probe p's inline cache: cache,
  * cache2, and arm and arm_to, which a probe without a direct destination
  * does not use (record_probe fills them, most recent first, with
@@ -184,6 +198,7 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 	 * never written and stays 0, which no destination equals, so every
 	 * execution reaches this function.
 	 */
+	int added = -1;
 	if (!every) {
 		/* the inline cache (probe_cached) only ever holds recorded
 		 * destinations, so a racing update leaves valid entries; the
@@ -192,14 +207,16 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 			return 0;
 		uint64_t c1 = __atomic_load_n(&p->cache, __ATOMIC_RELAXED), c2 = __atomic_load_n(&p->cache2, __ATOMIC_RELAXED);
 		uint64_t c3 = __atomic_load_n(&p->arm, __ATOMIC_RELAXED);
-		int added = hash_add(g, (uint64_t)p, v);
+		added = hash_add(g, (uint64_t)p, v);
 		__atomic_store_n(&p->arm_to, c3, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->arm, c2, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->cache2, c1, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->cache, v, __ATOMIC_RELAXED);
 		__atomic_store_n(&p->state, 1, __ATOMIC_RELAXED);
-		if (added == 0)
+		if (added == 0) {
+			hit_note(m, p, v);
 			return 0;
+		}
 	}
 	row_set_dst(g, &rw, p, v);
 	uint64_t key = (p->flags & STINT_PF_VALUE) ? v : rw.dst;
@@ -209,11 +226,15 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		rw.kind = (uint8_t)(STINT_REFUSED_BASE + p->kind);
 		emit(&rw);
 		__atomic_fetch_add(&g->per.refused, 1, __ATOMIC_RELAXED);
+		if (added > 0)
+			hit_note(m, p, v);
 		return 0;
 	}
 	emit_event(g, p, &rw, every);
 	if (!every)
 		log_note(g, m, p, key, rw.dst_module);
+	if (added > 0)
+		hit_note(m, p, v); /* after the row: a hit skips only what is written */
 	return 1;
 }
 

@@ -11,6 +11,7 @@
 #include "sys.h"
 #include "stint_abi.h"
 #include "stint_arrow.h"
+#include "hit.h"
 
 #define STINT_API __attribute__((visibility("default"), used))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -37,6 +38,9 @@ struct sbuf {
 #define STINT_GLOBAL_SIZE   ((size_t)32 << 20)
 #define STINT_WIPE_ADDR     (STINT_GLOBAL_ADDR + STINT_GLOBAL_SIZE)
 #define STINT_WIPE_SIZE     4096
+_Static_assert(HIT_ADDR == STINT_GLOBAL_ADDR + STINT_GLOBAL_SIZE - HIT_BYTES && HIT_SLOTS * 24 <= HIT_BYTES, "hit table");
+_Static_assert(__builtin_offsetof(struct stint_module, hit) == HIT_MODULE_OFF, "hit word");
+_Static_assert(__builtin_offsetof(struct stint_probe, module_back) == HIT_PROBE_BACK, "module_back");
 
 #define MAX_MODULES   1024
 #define LOGDIG_MAX    256 /* source modules of the log whose digest is kept */
@@ -456,6 +460,7 @@ struct stint_global {
 	uint32_t warned;
 	uint32_t failed;             /* trace setup failed: every module runs untraced */
 	uint32_t tool;
+	uint32_t hit_advised;        /* the hit table was asked to be a huge page */
 	char options[192];
 	struct stint_proc proc;
 	struct stint_stacks stacks;
@@ -824,6 +829,7 @@ static inline int cas16(uint64_t *p, uint64_t o0, uint64_t o1, uint64_t n0, uint
 static inline uint64_t mix(uint64_t a, uint64_t b);
 static inline uint64_t hash_slot(uint64_t h, uint32_t i);
 static int hash_add(struct stint_global *g, uint64_t k0, uint64_t k1);
+static inline void hit_note(const struct stint_module *m, const struct stint_probe *p, uint64_t v);
 static int probe_cached(const struct stint_probe *p, uint64_t v);
 static void row_set_dst(struct stint_global *g, struct row *rw, const struct stint_probe *p, uint64_t v);
 static int record_region(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v);

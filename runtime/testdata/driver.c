@@ -16,6 +16,7 @@
  *   _exit   _exit(0) without fini
  *   kill    print "ready" and wait to be SIGKILLed
  *   regs    only check that stint_probe_entry preserves registers and flags
+ *   hit     only check the hit table (hit.h) in front of stint_probe_entry
  *   restore only check stint_restore_atomic on an RWX buffer
  *   untraced expect the runtime to be off (bad $STINT_OUT or STINT_DISABLE=1)
  *   closefd close the trace's fd, reuse the number: the runtime must not touch it
@@ -38,6 +39,7 @@
 #include <unistd.h>
 
 #include "stint_abi.h"
+#include "hit.h"
 
 void stint_module_init(struct stint_module *m, char **envp, const uint64_t *auxv);
 uint64_t stint_init_shared(const uint8_t *blob, long argc, char **argv, char **envp);
@@ -340,9 +342,9 @@ __asm__(".section .note.GNU-stack,\"\",@progbits\n.text\n"
 	"  pop %r12\n  pop %rbp\n  pop %rbx\n"
 	"  ret\n");
 
-static void check_regs(void)
+static void check_regs_of(struct stint_probe *p)
 {
-	regcheck(&pa[0]);
+	regcheck(p);
 	static const uint64_t want[7] = {0x1111111111111111ULL, 0x2222222222222222ULL, 0x3333333333333333ULL,
 					 0x8888888888888888ULL, 0x9999999999999999ULL, 0xaaaaaaaaaaaaaaaaULL,
 					 0xbbbbbbbbbbbbbbbbULL};
@@ -351,6 +353,48 @@ static void check_regs(void)
 		CHECK(regs_after[i] == want[i], "%s changed: %#llx", names[i], (unsigned long long)regs_after[i]);
 	CHECK(regs_after[7] & 1, "CF cleared");
 	CHECK(regs_after[7] & 0x400, "DF cleared");
+}
+
+static void check_regs(void) { check_regs_of(&pa[0]); }
+
+void stint_probe_entry(void);
+void call_probe(struct stint_probe *p, uint64_t v, void *fn);
+
+/*
+ * The hit table: a pair module B recorded, and pushed out of the probe's
+ * four-entry inline cache since, comes back from stint_probe_entry before
+ * the C code, which would have moved it to the cache's front; a slot
+ * whose check word is wrong is a miss (and the C code writes the slot
+ * again); registers and flags are as they were after a hit.
+ */
+static void push_out(struct stint_probe *p, uint64_t from)
+{
+	for (uint64_t k = 1; k <= 4; k++)
+		call_probe(p, from + 16 * k, (void *)stint_probe_entry);
+}
+
+static void check_hit(void)
+{
+	struct stint_module *mb = (void *)(rb + MOD_OFF);
+	struct stint_probe *p = &pb[NDIRECT];
+	uint64_t v1 = ind_dst[0];
+	CHECK(mb->hit == 1, "module B does not answer from the hit table");
+	call_probe(p, v1, (void *)stint_probe_entry);
+	push_out(p, v1);
+	uint64_t front = p->cache;
+	CHECK(front == v1 + 64, "inline cache front %#llx after five records", (unsigned long long)front);
+	uint64_t *e = (uint64_t *)(uintptr_t)(HIT_ADDR + ((uint64_t)(uintptr_t)p + v1) % HIT_SLOTS * 24);
+	CHECK(e[0] == (uint64_t)(uintptr_t)p && e[1] == v1 && e[2] == e[0] + v1, "slot of (p, v1) not written");
+	call_probe(p, v1, (void *)stint_probe_entry);
+	CHECK(p->cache == front, "a recorded pair reached the C code");
+	e[2]++;
+	call_probe(p, v1, (void *)stint_probe_entry);
+	CHECK(p->cache == v1, "a slot with a wrong check word answered");
+	CHECK(e[2] == e[0] + v1, "the C code did not write the slot again");
+	regcheck(p); /* records (p, 0x5a5a) */
+	push_out(p, v1 + 1024);
+	check_regs_of(p); /* a hit */
+	CHECK(p->cache == v1 + 1024 + 64, "the second 0x5a5a reached the C code");
 }
 
 /* ---- "blob": the built blob itself, loaded at a random address ---- */
@@ -498,6 +542,13 @@ int main(int argc, char **argv, char **envp)
 	stint_init_shared(rb + BLOB_OFF, argc, argv, envp);
 	if (strcmp(mode, "regs") == 0) {
 		check_regs();
+		printf("pid=%d\n", (int)getpid());
+		stint_fini(rb + BLOB_OFF);
+		printf("failures=%d\n", failures);
+		return failures != 0;
+	}
+	if (strcmp(mode, "hit") == 0) {
+		check_hit();
 		printf("pid=%d\n", (int)getpid());
 		stint_fini(rb + BLOB_OFF);
 		printf("failures=%d\n", failures);
