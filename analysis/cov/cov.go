@@ -54,6 +54,7 @@ import (
 	"github.com/stint-project/stint/analysis/merge"
 	"github.com/stint-project/stint/analysis/symbols"
 	"github.com/stint-project/stint/formats"
+	"github.com/stint-project/stint/internal/prefetch"
 )
 
 // ErrDifferentBinaries is wrapped by the error of a comparison of traces
@@ -450,7 +451,7 @@ func (s *state) segment(b *merge.Batch, lo, hi int, f *fileState, rec, count *ru
 	const ahead = 32
 	for j, p := range work {
 		if j+ahead < len(work) {
-			prefetch(unsafe.Pointer(&t.slots[work[j+ahead].h&t.mask]))
+			prefetch.Line(unsafe.Pointer(&t.slots[work[j+ahead].h&t.mask]))
 		}
 		s.apply(p.w0, p.w1, p.h, done, count)
 	}
