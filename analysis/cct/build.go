@@ -251,6 +251,21 @@ func (b *Builder) AddFile(ctx context.Context, name string) error {
 		return err
 	}
 	defer r.Close()
+	b.BeginFile(name, r)
+	for r.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		b.AddBatch(r.Batch())
+	}
+	return b.EndFile(name, r.Err())
+}
+
+// BeginFile starts a file that a reader of the caller's own reads: its
+// modules and runs. [Builder.AddBatch] then takes each of its batches
+// and [Builder.EndFile] ends it, so that a tool that reads a trace for
+// other reasons builds the tree in the same pass (report auto).
+func (b *Builder) BeginFile(name string, r *merge.Reader) {
 	b.gm = make([]uint32, 1<<16)
 	for i := range b.gm {
 		b.gm[i] = noMod
@@ -263,13 +278,13 @@ func (b *Builder) AddFile(ctx context.Context, name string) error {
 		b.runs = append(b.runs, RunInfo{File: name, Run: ri.Run, PID: ri.Info.PID, Tool: ri.Info.Tool,
 			Every: ri.Info.Flag("every"), Context: ri.Info.Flag("context"), Compact: ri.Info.Flag("paths")})
 	}
-	for r.Next() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		b.addBatch(r.Batch())
-	}
-	if err := r.Err(); err != nil {
+}
+
+// EndFile ends the file BeginFile started, with the error its reader
+// ended with: a truncated file becomes a warning, other damage an error
+// that names it.
+func (b *Builder) EndFile(name string, err error) error {
+	if err != nil {
 		if !errors.Is(err, formats.ErrTruncated) {
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -278,7 +293,8 @@ func (b *Builder) AddFile(ctx context.Context, name string) error {
 	return nil
 }
 
-func (b *Builder) addBatch(bt *merge.Batch) {
+// AddBatch adds a batch of the file BeginFile started.
+func (b *Builder) AddBatch(bt *merge.Batch) {
 	gm := b.gm
 	for i, k := range bt.Kind {
 		kind := formats.Kind(k)

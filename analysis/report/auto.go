@@ -64,6 +64,7 @@ func newAuto(ctx context.Context, traces []string, opts AutoOptions) (*auto, err
 	}
 	l := NewLoader()
 	l.Progress = bar
+	l.Tree = cct.NewBuilder(cct.Options{Resolver: opts.Resolver})
 	runs, err := l.LoadFiles(ctx, traces)
 	if err != nil {
 		return nil, err

@@ -115,11 +115,7 @@ func (a *auto) flame() (Section, error) {
 // and the self times share them).
 func (a *auto) callForest() (*cct.Forest, error) {
 	if a.forest == nil {
-		f, err := cct.Build(a.ctx, a.traces, cct.Options{Resolver: a.opts.Resolver})
-		if err != nil {
-			return nil, err
-		}
-		a.forest = f
+		a.forest = a.loader.Tree.Forest() // built as the traces were read
 	}
 	return a.forest, nil
 }

@@ -1,6 +1,10 @@
 package report
 
-import "github.com/stint-project/stint/analysis/cov"
+import (
+	"unsafe"
+
+	"github.com/stint-project/stint/analysis/cov"
+)
 
 // evSet is the loader's set of distinct events, each with the last run
 // (global index) that recorded one. With half a million distinct events
@@ -51,7 +55,12 @@ func (s *evSet) last(key evKey) *int32 {
 	if !ok {
 		return s.wide[key]
 	}
-	for i := cov.HashKey(w0, w1) & s.mask; ; i = (i + 1) & s.mask {
+	return s.lastPacked(w0, w1, cov.HashKey(w0, w1))
+}
+
+// lastPacked is last for a packed key whose cov.HashKey is h.
+func (s *evSet) lastPacked(w0, w1, h uint64) *int32 {
+	for i := h & s.mask; ; i = (i + 1) & s.mask {
 		e := &s.slots[i]
 		if e.w0 == w0 && e.w1 == w1 {
 			return &e.last
@@ -62,6 +71,10 @@ func (s *evSet) last(key evKey) *int32 {
 	}
 }
 
+// slotOf returns the first slot a key with hash h is looked for in (for
+// prefetch.Line: it may move at the next add).
+func (s *evSet) slotOf(h uint64) unsafe.Pointer { return unsafe.Pointer(&s.slots[h&s.mask]) }
+
 // add puts key, not in the set, in it with last run g.
 func (s *evSet) add(key evKey, g int32) {
 	w0, w1, ok := evPack(key)
@@ -70,6 +83,11 @@ func (s *evSet) add(key evKey, g int32) {
 		s.wide[key] = &v
 		return
 	}
+	s.addPacked(w0, w1, g)
+}
+
+// addPacked is add for a packed key.
+func (s *evSet) addPacked(w0, w1 uint64, g int32) {
 	if 4*(s.n+1) > 3*len(s.slots) {
 		s.grow()
 	}

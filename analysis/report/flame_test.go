@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stint-project/stint/analysis/cct"
 	"github.com/stint-project/stint/analysis/report/browsertest"
 	"github.com/stint-project/stint/formats"
 )
@@ -86,5 +87,61 @@ func TestFlameLabel(t *testing.T) {
 		if got := flameLabel(tc.name, tc.w); got != tc.want {
 			t.Errorf("flameLabel(%q, %v) = %q, want %q", tc.name, tc.w, got, tc.want)
 		}
+	}
+}
+
+// TestLoaderTreeMatchesBuild: the call-context tree the loader builds
+// as it reads (report auto's one pass) is cct.Build's over the same
+// files: two call traces, the second cut inside a batch.
+func TestLoaderTreeMatchesBuild(t *testing.T) {
+	dir := t.TempDir()
+	run := synthRun(6, false)
+	run.Tool, run.Options = "call", "tool=call every=1"
+	var files []string
+	for f := range 2 {
+		var rows []formats.Event
+		for i := range 3000 {
+			callee := 0x2000 + uint64(i%7+f)*0x100
+			rows = append(rows, formats.Event{Kind: formats.KindCall, TID: 1, Time: uint64(2 * i), Src: 0x1010, Dst: callee},
+				formats.Event{Kind: formats.KindRet, TID: 1, Time: uint64(2*i + 1), Src: callee + 0x10, Dst: 0x1015})
+		}
+		p := filepath.Join(dir, "calls"+strconv.Itoa(f)+".arrow")
+		writeSynth(t, p, run, rows)
+		files = append(files, p)
+	}
+	b, err := os.ReadFile(files[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(files[1], b[:len(b)-200], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := cct.Build(context.Background(), files, cct.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLoader()
+	l.Tree = cct.NewBuilder(cct.Options{})
+	if _, err := l.LoadFiles(context.Background(), files); err != nil {
+		t.Fatal(err)
+	}
+	got := l.Tree.Forest()
+	flat := func(f *cct.Forest) []string {
+		var out []string
+		var walk func(n *cct.Node, path string)
+		walk = func(n *cct.Node, path string) {
+			path += "/" + strconv.FormatUint(n.Entry, 16)
+			out = append(out, path+" "+strconv.FormatUint(n.Calls, 10)+" "+strconv.FormatUint(n.NS, 10))
+			for _, c := range n.Children {
+				walk(c, path)
+			}
+		}
+		walk(f.Merged.Root, "")
+		return out
+	}
+	g, w := flat(got), flat(want)
+	if strings.Join(g, "\n") != strings.Join(w, "\n") || len(got.Warnings) != 1 || len(want.Warnings) != 1 || len(w) < 8 {
+		t.Errorf("loader's tree:\n%s\nwarnings %q\ncct.Build's:\n%s\nwarnings %q", strings.Join(g, "\n"), got.Warnings,
+			strings.Join(w, "\n"), want.Warnings)
 	}
 }

@@ -8,9 +8,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/stint-project/stint/analysis/cct"
+	"github.com/stint-project/stint/analysis/cov"
 	"github.com/stint-project/stint/analysis/merge"
 	"github.com/stint-project/stint/analysis/sample"
 	"github.com/stint-project/stint/formats"
+	"github.com/stint-project/stint/internal/prefetch"
 	"github.com/stint-project/stint/internal/progress"
 )
 
@@ -133,50 +136,109 @@ type evKey struct {
 // computed without a full run ([Loader.Cumulative]).
 type Loader struct {
 	Progress *progress.Bar // may be nil
+	// Tree, when not nil, is given every batch read (cct.Builder's
+	// BeginFile, AddBatch, EndFile): the call-context tree is built in
+	// the same pass, not from a second read of the traces.
+	Tree *cct.Builder
 
 	mods    map[moduleKey]int32
 	modInfo []formats.Module // by global index
 	union   *evSet           // every distinct event of the runs loaded
 	recent  *[recentSize]recentEvent
-	runs    int // runs loaded
+	last    recentEvent    // the event note saw last
+	work    []pendingEvent // the batch's lookups, made at its end (lookUp)
+	runs    int            // runs loaded
 	// newPerRun[i]: events first seen in loaded run i
 	newPerRun []int
 }
 
 // recentSize is how many distinct events the loader's direct-mapped
-// cache in front of union holds: a trace's hot events are a few
-// thousand, and a map lookup per event (hashing a 32-byte key) was most
-// of report auto's time (11 M events/s on a 10K-distinct trace).
+// cache in front of union holds, each with the last run that looked it
+// up: a trace's hot events are a few thousand, and a lookup per event
+// was most of report auto's time (11 M events/s on a 10K-distinct
+// trace).
 const (
 	recentBits = 13
 	recentSize = 1 << recentBits
 )
 
 type recentEvent struct {
-	key evKey
-	m   *int32
+	w0, w1 uint64
+	g      int32
 }
 
-// seenOf returns where the union keeps key's last run, nil if it has
-// not seen key.
-func (l *Loader) seenOf(key evKey) *int32 {
-	h := (key.src*0x9e3779b97f4a7c15 ^ key.dst*0xc2b2ae3d27d4eb4f ^ uint64(key.kind)<<56 ^ uint64(key.srcMod)<<40 ^ uint64(key.dstMod)<<48) >> (64 - recentBits)
-	c := &l.recent[h]
-	if c.m != nil && c.key == key {
-		return c.m
+// pendingEvent is a packed event of run g (global index) whose lookup
+// in the union waits for the end of its batch, with its hash.
+type pendingEvent struct {
+	w0, w1, h uint64
+	g         int32
+}
+
+// note queues event key of global run g for lookUp, unless the same
+// run looked it up last (the recent cache); a key that does not pack
+// is looked up at once (distinct keys do not interact: only the order
+// of one key's lookups matters).
+func (l *Loader) note(key evKey, g int32, rd *RunData, newIn *int) {
+	w0, w1, ok := evPack(key)
+	if !ok {
+		m := l.union.last(key)
+		if m == nil {
+			l.union.add(key, g)
+		}
+		count(m, g, rd, newIn)
+		return
 	}
-	m := l.union.last(key)
-	if m != nil {
-		c.key, c.m = key, m
+	if w0 == l.last.w0 && w1 == l.last.w1 && g == l.last.g {
+		return // a repeat (--every traces)
 	}
-	return m
+	l.last = recentEvent{w0, w1, g}
+	h := cov.HashKey(w0, w1)
+	c := &l.recent[h>>(64-recentBits)]
+	if c.w0 == w0 && c.w1 == w1 && c.g == g {
+		return
+	}
+	c.w0, c.w1, c.g = w0, w1, g
+	l.work = append(l.work, pendingEvent{w0, w1, h, g})
+}
+
+// lookUp makes the batch's queued lookups in order, each slot asked for
+// some lookups ahead of its turn: at half a million distinct events
+// each is a cache miss, and the misses overlap instead of following
+// each other.
+func (l *Loader) lookUp(runs []*RunData, newIn []int) {
+	const ahead = 16
+	u := l.union
+	for j, p := range l.work {
+		if j+ahead < len(l.work) {
+			prefetch.Line(u.slotOf(l.work[j+ahead].h))
+		}
+		m := u.lastPacked(p.w0, p.w1, p.h)
+		if m == nil {
+			u.addPacked(p.w0, p.w1, p.g)
+		}
+		run := int(p.g) - l.runs
+		count(m, p.g, runs[run], &newIn[run])
+	}
+	l.work = l.work[:0]
+}
+
+// count counts a lookup of an event by run g, m where the union kept
+// its last run before (nil: absent, added since): the run's distinct
+// events, and those no run before it had (newIn).
+func count(m *int32, g int32, rd *RunData, newIn *int) {
+	switch {
+	case m == nil:
+		rd.Distinct++
+		*newIn++
+	case *m != g:
+		*m = g
+		rd.Distinct++
+	}
 }
 
 // NewLoader returns an empty loader.
 func NewLoader() *Loader {
-	l := &Loader{mods: map[moduleKey]int32{}, union: newEvSet(), recent: new([recentSize]recentEvent)}
-	l.union.grown = func() { *l.recent = [recentSize]recentEvent{} } // its pointers went stale
-	return l
+	return &Loader{mods: map[moduleKey]int32{}, union: newEvSet(), recent: new([recentSize]recentEvent)}
 }
 
 // LoadFiles reads every file in order (see [Loader.Load]); the progress
@@ -248,14 +310,23 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 		}
 		gm[m.ID] = g
 	}
+	if l.Tree != nil {
+		l.Tree.BeginFile(file, r)
+	}
+	l.work, l.last = l.work[:0], recentEvent{}
 	newIn := make([]int, len(runs))
-	var last evKey
-	lastRun := -1
+	calls, counts := make([]*tally, len(runs)), make([]*tally, len(runs))
+	for i := range runs {
+		calls[i], counts[i] = newTally(), newTally()
+	}
 	for r.Next() {
 		if err := ctx.Err(); err != nil {
 			return nil, 0, err
 		}
 		b := r.Batch()
+		if l.Tree != nil {
+			l.Tree.AddBatch(b)
+		}
 		for i, k := range b.Kind {
 			run := b.RunOf(i)
 			if run >= len(runs) {
@@ -274,7 +345,7 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 			case kind.Valid():
 				rd.Events++
 				if kind == formats.KindCall || kind == formats.KindIndCall {
-					rd.Calls[Callee{gm[b.DstModule[i]], b.Dst[i]}]++
+					calls[run].add(Callee{gm[b.DstModule[i]], b.Dst[i]}, 1)
 				}
 				dst := b.Dst[i]
 				if kind == formats.KindSyscall {
@@ -282,22 +353,9 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 					rd.Syscalls[dst]++
 					rd.SyscallTime.Add(t)
 				}
-				key := evKey{k, gm[b.SrcModule[i]], gm[b.DstModule[i]], b.Src[i], dst}
-				if key == last && run == lastRun { // a repeat (--every traces)
-					continue
-				}
-				last, lastRun = key, run
-				g := int32(l.runs + run)
-				if m := l.seenOf(key); m == nil {
-					l.union.add(key, g)
-					rd.Distinct++
-					newIn[run]++
-				} else if *m != g {
-					*m = g
-					rd.Distinct++
-				}
+				l.note(evKey{k, gm[b.SrcModule[i]], gm[b.DstModule[i]], b.Src[i], dst}, int32(l.runs+run), rd, &newIn[run])
 			case kind == formats.KindBlockCount:
-				rd.Counts[Callee{gm[b.SrcModule[i]], b.Src[i]}] += int64(b.Dst[i])
+				counts[run].add(Callee{gm[b.SrcModule[i]], b.Src[i]}, int64(b.Dst[i]))
 			case kind == formats.KindRunEnd:
 				rd.HasEnd, rd.EndStatus, rd.EndNS = true, b.Src[i], b.Value[i]
 			case kind.IsPeriod():
@@ -315,6 +373,7 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 				}
 			}
 		}
+		l.lookUp(runs, newIn)
 		l.Progress.Set(done + r.Offset())
 	}
 	warning := ""
@@ -324,7 +383,14 @@ func (l *Loader) load(ctx context.Context, file string, done int64) ([]*RunData,
 		}
 		warning = fmt.Sprintf("%s was cut short (%v): shown up to its last complete batch", filepath.Base(file), err)
 	}
+	if l.Tree != nil {
+		if err := l.Tree.EndFile(file, r.Err()); err != nil {
+			return nil, 0, err
+		}
+	}
 	for i, rd := range runs {
+		calls[i].into(rd.Calls)
+		counts[i].into(rd.Counts)
 		rd.Periods = builders[i].Periods()
 		rd.End = r.End()
 		rd.Warning = warning
