@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "22f09bb3bf758ca77c67d907ea9f675953ff4e707bf56c1262eb7695ded0f463"
+const BlobSHA256 = "7c7132f6d55cd50c4593b7110e3c157dd49e6f815f0438afc0e080ca30e03177"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -204,6 +204,14 @@ static void tables_populate(const struct stint_module *m, uint64_t base)
 	}
 }
 
+/*
+ * Make the pages of [lo, hi) readable, writable and executable. The range
+ * may hold pages nothing maps (the gap between an executable's two code
+ * segments: node's first is a page and a half, and the next starts a page
+ * later), on which mprotect fails the whole call with ENOMEM: the range
+ * is then done in halves, and an unmapped page is left alone. 0, or -1
+ * when a mapped page cannot be changed.
+ */
 static int page_rwx(uint64_t lo, uint64_t hi)
 {
 	lo &= ~(uint64_t)4095;
@@ -211,5 +219,12 @@ static int page_rwx(uint64_t lo, uint64_t hi)
 	if (hi <= lo)
 		return 0;
 	long r = sys_call3(SYS_mprotect, (long)lo, (long)(hi - lo), S_PROT_READ | S_PROT_WRITE | S_PROT_EXEC);
-	return sys_failed(r) ? -1 : 0;
+	if (!sys_failed(r))
+		return 0;
+	if (r != -S_ENOMEM)
+		return -1;
+	if (hi - lo == 4096)
+		return 0; /* not mapped */
+	uint64_t mid = lo + (((hi - lo) / 2) & ~(uint64_t)4095);
+	return page_rwx(lo, mid) | page_rwx(mid, hi);
 }

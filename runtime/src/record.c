@@ -264,7 +264,8 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 		 * goes straight on, as it would without the watch (its outcome
 		 * is another probe's to record) */
 		__atomic_store_n(&p->state, 1, __ATOMIC_RELAXED);
-		retarget(m->base, p);
+		if (rs & RS_PATCHING)
+			retarget(m->base, p); /* else the trampolines may not be writable */
 		return;
 	}
 	if (m->flags & STINT_MF_PATHS) {

@@ -78,6 +78,7 @@
 #define S_HWCAP2_FSGSBASE 2
 
 #define S_EEXIST 17
+#define S_ENOMEM 12
 #define S_ENOENT 2
 
 struct s_timespec {
