@@ -200,7 +200,7 @@ func Classify(in *x86asm.Inst) (Kind, int64) {
 
 // decode sweeps the executable regions linearly, resynchronising at
 // function starts after a decode failure.
-func decode(f *elfin.File, functionStarts []uint64, noPadding bool) *Code {
+func decode(f *elfin.File, functionStarts []uint64, noPadding bool, keep [][2]uint64) *Code {
 	c := &Code{Starts: map[uint64]bool{}, Regions: execRegions(f), noPadding: noPadding}
 	var starts []uint64
 	for _, s := range functionStarts {
@@ -241,6 +241,7 @@ func decode(f *elfin.File, functionStarts []uint64, noPadding bool) *Code {
 		c.Kinds = append(c.Kinds, k)
 		c.Targets = append(c.Targets, tgt)
 	}
+	var reads [][2]uint64 // rip-relative data operands' bytes (markRange)
 	for ri, r := range c.Regions {
 		next := ^uint64(0)
 		if ri+1 < len(c.Regions) {
@@ -280,13 +281,57 @@ func decode(f *elfin.File, functionStarts []uint64, noPadding bool) *Code {
 			if k == Jcc || k == Jcxz || k == Jmp || k == Call {
 				tgt = a + uint64(in.Len) + uint64(rel)
 			}
+			if lo, n := ripData(&in, a+uint64(in.Len)); n > 0 {
+				reads = append(reads, [2]uint64{lo, lo + n})
+			}
 			add(a, b[:in.Len], k, tgt, 0)
 			a += uint64(in.Len)
 		}
 		c.addTail(f, r, next, add)
 	}
+	c.markRange(keep, place.InstUntouchable|place.InstRemapped)
+	c.markRange(reads, place.InstUntouchable|place.InstData)
 	c.markFlags()
 	return c
+}
+
+// ripData returns the bytes a rip-relative memory operand of in reads
+// or writes (next: the address after in), n 0 when it has none. lea
+// only computes an address, and a nop's operand is never accessed.
+func ripData(in *x86asm.Inst, next uint64) (lo, n uint64) {
+	if in.Op == x86asm.LEA || in.Op == x86asm.NOP {
+		return 0, 0
+	}
+	for _, a := range in.Args {
+		if a == nil {
+			break
+		}
+		if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.RIP {
+			n = uint64(in.MemBytes)
+			if n == 0 {
+				n = 8
+			}
+			return next + uint64(int64(int32(m.Disp))), n // x86asm leaves disp32 unextended
+		}
+	}
+	return 0, 0
+}
+
+// markRange sets flags on every instruction that overlaps one of the
+// spans: the bytes rip-relative operands read or write (reads, from
+// decode: they are data too; V8's builtins in node reload a constant
+// from the immediate of an earlier movabs, and patching that movabs
+// changed it), and those the caller keeps (keep: V8's builtins).
+func (c *Code) markRange(spans [][2]uint64, flags place.InstFlags) {
+	for _, r := range spans {
+		i := sort.Search(len(c.Insts), func(i int) bool { return c.Insts[i].Addr > r[0] }) - 1
+		if i < 0 || c.Insts[i].Addr+uint64(c.Insts[i].Len()) <= r[0] {
+			i++
+		}
+		for ; i < len(c.Insts) && c.Insts[i].Addr < r[1]; i++ {
+			c.Insts[i].Flags |= flags
+		}
+	}
 }
 
 // converge decodes forward from x and from y (x > y) and returns the

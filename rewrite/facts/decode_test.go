@@ -42,7 +42,7 @@ func TestDecodeGzip(t *testing.T) {
 	if len(starts) < 50 {
 		t.Fatalf(".eh_frame gives %d starts", len(starts))
 	}
-	c := decode(f, functionStarts(f), false)
+	c := decode(f, functionStarts(f), false, nil)
 	if c.Undecodable != 0 {
 		t.Errorf("undecodable bytes: %d", c.Undecodable)
 	}
@@ -100,7 +100,7 @@ func TestDecodeAgreesWithObjdump(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			objdumpAgrees(t, path, f, decode(f, functionStarts(f), false))
+			objdumpAgrees(t, path, f, decode(f, functionStarts(f), false, nil))
 		})
 	}
 }

@@ -17,6 +17,9 @@ type Module struct {
 	// interrupts in its own tables, and dies on one in a function's int3
 	// padding, so no padding may hold code of ours (facts: noPadding).
 	Go bool
+	// V8Builtins: the bytes of V8's embedded builtins, left unprobed
+	// (v8Builtins); 0 without them.
+	V8Builtins uint64
 
 	ImageLo, ImageHi uint64 // the lowest PT_LOAD and the end of the highest
 	TextLo, TextHi   uint64 // the first executable region's start, the last one's end
@@ -68,7 +71,12 @@ func Compute(f *elfin.File) (*Facts, error) {
 	fx := &Facts{File: f}
 	fx.Classify()
 	fx.Module.ImageLo, fx.Module.ImageHi = f.ImageRange()
-	c := decode(f, functionStarts(f), fx.Module.Go)
+	var keep [][2]uint64
+	if lo, hi := v8Builtins(f); hi > lo {
+		keep = append(keep, [2]uint64{lo, hi})
+		fx.Module.V8Builtins = hi - lo
+	}
+	c := decode(f, functionStarts(f), fx.Module.Go, keep)
 	fx.Code = c
 	markRestorers(c)
 	if len(c.Regions) == 0 {

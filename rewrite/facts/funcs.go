@@ -225,3 +225,33 @@ func (fx *Facts) OwnSites(fr ehframe.FDE) (open, jccs []int) {
 	}
 	return open, jccs
 }
+
+// v8Builtins returns the span of V8's embedded builtins (its symbols
+// Builtins_*), empty when f has none. V8 maps those pages again from
+// the file at another address for its short builtin calls (node does,
+// on a machine with 4 GiB or more): a jump to a trampoline patched
+// there runs from the copy with its rel32 pointing nowhere, and even a
+// run that restored every patch runs the file's patched copy.
+func v8Builtins(f *elfin.File) (lo, hi uint64) {
+	lo = ^uint64(0)
+	for i := range f.Sects {
+		s := &f.Sects[i]
+		if s.Type != elf.SHT_SYMTAB || int(s.Link) >= len(f.Sects) {
+			continue
+		}
+		b, str := f.SectData(s), f.SectData(&f.Sects[s.Link])
+		for off := 24; off+24 <= len(b); off += 24 {
+			name := elfin.LE.Uint32(b[off:])
+			val, size := elfin.LE.Uint64(b[off+8:]), elfin.LE.Uint64(b[off+16:])
+			if elf.SymType(b[off+4]&0xf) != elf.STT_FUNC || val == 0 || int(name) >= len(str) ||
+				!bytes.HasPrefix(str[name:], []byte("Builtins_")) {
+				continue
+			}
+			lo, hi = min(lo, val), max(hi, val+size)
+		}
+	}
+	if hi <= lo {
+		return 0, 0
+	}
+	return lo, hi
+}

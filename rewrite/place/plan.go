@@ -46,6 +46,13 @@ const (
 	// restored once recorded must not pin a hot call's detour), nor
 	// evict a neighbour, whose jump is then never undone.
 	InstNoReadSites
+	// InstData: with InstUntouchable, because a rip-relative operand
+	// reads or writes the instruction's bytes (facts: markReads).
+	InstData
+	// InstRemapped: with InstUntouchable, because the program maps the
+	// instruction's bytes again from its file at another address (V8's
+	// embedded builtins, facts: v8Builtins).
+	InstRemapped
 )
 
 // Inst is one decoded instruction, in address order in Planner.Insts.

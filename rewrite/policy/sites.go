@@ -83,6 +83,10 @@ func (p *Plan) Sites(sites []int) []int {
 			p.fail("reserved for the exit hook (a static executable's .fini)", in.Addr)
 		case p.fx.Early[i]:
 			p.fail("runs before the module's initializer (an IFUNC resolver or __libc_early_init, or code they call)", in.Addr)
+		case in.Flags&place.InstRemapped != 0:
+			p.fail("untouchable: V8's embedded builtins, which it maps again from the file elsewhere", in.Addr)
+		case in.Flags&place.InstData != 0:
+			p.fail("untouchable: a rip-relative operand reads its bytes as data", in.Addr)
 		case in.Flags&place.InstUntouchable != 0:
 			p.fail("untouchable: a branch lands inside the instruction", in.Addr)
 		default:
