@@ -41,7 +41,7 @@ type Options struct {
 	// inline and call the runtime only on their slow paths; a block
 	// count adds inline instead of calling the runtime); "pcs", partial
 	// context switch (a block count leaves the flags unsaved where they
-	// are dead); "dpc", dynamic probe coalescing (a block count's
+	// are dead, a compact trace's jcc arm tests with cmp there); "dpc", dynamic probe coalescing (a block count's
 	// trampoline runs the blocks after it that only a jcc falls into,
 	// counting each: runs.go); "link", fragment linking (a compact
 	// complete trace's trampolines go on through the plain code after

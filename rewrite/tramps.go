@@ -31,7 +31,7 @@ type trampTable struct {
 	counts bool    // block sites count inline (rewrite --counts)
 	atomic bool    // with counts: locked increments (rewrite --counts-atomic)
 	noPPI  bool    // with counts: the runtime counts (rewrite --no-opt ppi)
-	noPCS  bool    // with counts: the flags are saved everywhere (rewrite --no-opt pcs)
+	noPCS  bool    // the flags are saved everywhere (rewrite --no-opt pcs)
 	dpc    bool    // with counts: counted runs (runs.go; off: rewrite --no-opt dpc)
 	link   bool    // a compact trace's tails (links.go; off: rewrite --no-opt link)
 	pred   bool    // a compact trace's predicted indirect jmps (predicted; off: rewrite --no-opt pred)
@@ -90,7 +90,8 @@ func (tt *trampTable) emitProbes(a *tramp.Asm, t runtime.Tool, i int, probes []u
 // sizeSite sizes site i's trampoline with tool t and marks i a site; it
 // fails when the site can have no trampoline.
 func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
-	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Calls: tt.plan.Calls(), Static: tt.static, Countdown: tt.plan.Countdown()}
+	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Calls: tt.plan.Calls(), Static: tt.static, Countdown: tt.plan.Countdown(),
+		FlagsDead: tt.flagsDead}
 	a.Cold = a.ColdAt(0)
 	a.Counts = tt.countsAt(i, 0, 0, false)
 	a.Tail = tt.tails(false)
@@ -276,4 +277,12 @@ func (tt *trampTable) noPush(i int) bool {
 	}
 	_, local := tt.fx.PLTCallees()[c.Insts[j].Addr]
 	return !local
+}
+
+// flagsDead reports whether the status flags are dead at addr, an
+// instruction's start (facts.Code.FlagsDead), unless --no-opt pcs; the
+// sizing and the encoding of a trampoline ask it the same.
+func (tt *trampTable) flagsDead(addr uint64) bool {
+	i := tt.code.Index(addr)
+	return !tt.noPCS && i >= 0 && tt.code.Insts[i].Addr == addr && tt.code.FlagsDead(i)
 }

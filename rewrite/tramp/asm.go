@@ -27,6 +27,10 @@ type Asm struct {
 	// %fs:0 is not a self-pointer). The inline paths then read %fs and
 	// %gs with rdfsbase and rdgsbase (slower) instead of loads.
 	Static bool
+	// FlagsDead, when set, says whether the status flags are dead at an
+	// address: a compact trace's jcc arm whose destination has them dead
+	// tests with cmp and jne, not jrcxz (paths.go, pathsBitFlags).
+	FlagsDead func(addr uint64) bool
 	// Countdown: a sampled call tool's call probes read their probe's
 	// Cache2 and, when it is not 0, decrement it and skip the runtime
 	// (STINT_MF_COUNTDOWN; thunk.go, countdown).

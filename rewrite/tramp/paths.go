@@ -16,6 +16,16 @@ func (a *Asm) arm(probe, entry uint64, taken bool) {
 	a.thunk(probe, entry, nil)
 }
 
+// armTo is arm for an outcome that goes next to dst: with the flags dead
+// there, the inline append may change them (pathsBitFlags).
+func (a *Asm) armTo(probe, entry uint64, taken bool, dst uint64) {
+	if a.Inline && !a.Static && a.FlagsDead != nil && a.FlagsDead(dst) {
+		a.pathsBitFlags(probe, entry, taken)
+		return
+	}
+	a.arm(probe, entry, taken)
+}
+
 // noValue zeroes %rsi for a probe call that passes no value: a compact
 // trace's runtime reads FLUSH there (mov $0,%esi: no flag changes).
 func (a *Asm) noValue() { a.Emit(0xbe); a.u32(0) }
@@ -46,11 +56,40 @@ func (a *Asm) pathsBit(probe, entry uint64, taken bool) {
 	a.bitEnd(slow, probe, entry, (*Asm).noValue)
 }
 
+// pathsBitFlags is pathsBit where the status flags are dead (INS-OP's
+// partial context switch): the key and the full word are tested with
+// cmp and jne, whose fast path takes no branch, where jrcxz takes one
+// on each test. The four instructions of tntAppend are the same (the
+// runtime's paths_complete_arm knows them).
+//
+//	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx
+//	mov %fs:0,%rcx ; cmp %gs:KEY,%rcx ; jne slow
+//	<tntAppend> ; cmpb $0,FULL/8(%rdx) ; jne full
+//	pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp
+func (a *Asm) pathsBitFlags(probe, entry uint64, taken bool) {
+	slow, full := a.newExit(), a.newExit()
+	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
+	a.Emit(0x51, 0x52)                   // push %rcx; push %rdx
+	a.Emit(0x64, 0x48, 0x8b, 0x0c, 0x25) // mov %fs:0,%rcx
+	a.u32(0)
+	a.Emit(0x65, 0x48, 0x3b, 0x0c, 0x25) // cmp %gs:KEY,%rcx
+	a.u32(runtime.PathsKeyOff)
+	a.shortTo(0x75, slow) // jne slow
+	a.tntAppend(taken)
+	a.Emit(0x80, 0x7a, byte(runtime.PathsTNTFull/8), 0) // cmpb $0,FULL/8(%rdx)
+	a.shortTo(0x75, full)                               // jne full
+	a.bitEndFull(slow, full, probe, entry, (*Asm).noValue)
+}
+
 // bitEnd ends a path that appended a bit: on to what follows when the
 // pending word has room; the flush call when it is full and the slow
 // end for slow, both cold.
 func (a *Asm) bitEnd(slow *exit, probe, entry uint64, setRSI func(*Asm)) {
-	full := a.fullCheck()
+	a.bitEndFull(slow, a.fullCheck(), probe, entry, setRSI)
+}
+
+// bitEndFull is bitEnd once the full word's test (exit full) is made.
+func (a *Asm) bitEndFull(slow, full *exit, probe, entry uint64, setRSI func(*Asm)) {
 	a.undo()
 	out := a.pc()
 	a.slowEnd(slow, probe, entry, setRSI, out)

@@ -438,3 +438,46 @@ func TestInlineCacheCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestJccArmsFlagsDead: a compact trace's jcc arm whose destination has
+// the flags dead tests its key and its full word with cmp and jne; the
+// other arm keeps the flag-free tests; both keep the four instructions
+// the runtime completes after a signal (paths_complete_arm); sizing
+// gives the emitted length.
+func TestJccArmsFlagsDead(t *testing.T) {
+	const site, tramp, probe, entry = 0x401000, 0x500000, 0x600040, 0x480100
+	in, k, tgt := siteFor(t, site, []byte{0x74, 0x10}) // je +0x10
+	dead := func(a uint64) bool { return a == tgt }
+	sz := &Asm{Sizing: true, Inline: true, Paths: true, FlagsDead: dead}
+	sz.Cold = sz.ColdAt(0)
+	sz.Site(runtime.ToolBranch, &in, k, tgt, nil, 0, false)
+	a := &Asm{Base: tramp, Inline: true, Paths: true, FlagsDead: dead}
+	a.Cold = a.ColdAt(0x700000)
+	a.Site(runtime.ToolBranch, &in, k, tgt, []uint64{probe, probe + 64}, entry, false)
+	if a.Err != nil || sz.Err != nil {
+		t.Fatal(a.Err, sz.Err)
+	}
+	if len(a.B) != len(sz.B) {
+		t.Errorf("size: have %d, sized %d", len(a.B), len(sz.B))
+	}
+	le32 := func(v uint32) []byte { return []byte{byte(v), byte(v >> 8), byte(v >> 16), byte(v >> 24)} }
+	count := func(pat ...[]byte) int {
+		var p []byte
+		for _, x := range pat {
+			p = append(p, x...)
+		}
+		return strings.Count(string(a.B), string(p))
+	}
+	if n := count([]byte{0x65, 0x48, 0x3b, 0x0c, 0x25}, le32(runtime.PathsKeyOff)); n != 1 {
+		t.Errorf("cmp %%gs:KEY,%%rcx %d times, want 1 (the taken arm)", n)
+	}
+	if n := count([]byte{0x65, 0x48, 0x8b, 0x14, 0x25}, le32(runtime.PathsKeyOff)); n != 1 {
+		t.Errorf("mov %%gs:KEY,%%rdx %d times, want 1 (the not-taken arm)", n)
+	}
+	if n := count([]byte{0x80, 0x7a, byte(runtime.PathsTNTFull / 8), 0}); n != 1 {
+		t.Errorf("cmpb $0,FULL(%%rdx) %d times, want 1", n)
+	}
+	if n := count([]byte{0x65, 0x48, 0x8b, 0x14, 0x25}, le32(runtime.PathsTNTOff), []byte{0x48, 0x8b, 0x0a}); n != 2 {
+		t.Errorf("the pending word's load %d times, want 2 (one per arm)", n)
+	}
+}
