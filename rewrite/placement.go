@@ -18,7 +18,7 @@ import (
 // the planner and which instructions it patched as sites.
 func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place.AddrSpace, ok []int, shortJumps bool, st *Stats) (*place.Planner, []bool, error) {
 	c := fx.Code
-	p := &place.Planner{Insts: c.Insts, Space: space, Near: tt.near, ShortJumps: shortJumps, Run: plan.PreRunEnd}
+	p := &place.Planner{Insts: c.Insts, Space: space, Near: tt.near, ShortJumps: shortJumps, Run: plan.PreRunEnd, NoHops: fx.Module.Go}
 	// The planner must know every site before the first patch, or a
 	// lower site's bytes may be locked by a higher site's pun.
 	if err := p.MarkSites(ok); err != nil {

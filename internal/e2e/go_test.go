@@ -49,7 +49,13 @@ func TestGoFixturesBehaveLikeNative(t *testing.T) {
 			}
 			for _, m := range goModes {
 				dir := t.TempDir()
-				out, _ := rewritten(t, bin, dir, m.opts)
+				out, st := rewritten(t, bin, dir, m.opts)
+				// no jump to a jump placed in the code (place.Planner.NoHops):
+				// Go's runtime preempted goroutines between the two, and its
+				// unwinder died (about 1 run in 15 under load)
+				if n := st.Patched["T3"]; n != 0 {
+					t.Errorf("%s: %d sites patched with T3 in a Go executable", m.name, n)
+				}
 				for i := 0; i < goRuns; i++ {
 					traces := filepath.Join(dir, fmt.Sprint("traces", i))
 					rOut, rErr, rCode, err := fixtures.RunTimeout(out, f.Args, traceEnv(traces), 5*fixtures.DefaultTimeout)

@@ -130,6 +130,12 @@ type Planner struct {
 	// 16-byte word, first try a 2-byte jump to free bytes nearby
 	// (tryShort), so that one atomic store can undo the patch.
 	ShortJumps bool
+	// NoHops: a site's jump goes straight to its trampoline or a stub,
+	// never to a jump placed elsewhere in the code (no T3). Go's runtime
+	// preempts a goroutine at any PC of its functions: one between the
+	// two jumps is a PC whose frame is not the function's there, and its
+	// unwinder then dies (a Go module).
+	NoHops bool
 	// Run, when set, returns for site i the address up to which the
 	// bytes after it are its own to overwrite (0: none): the plain
 	// instructions and the branch a pre-site's trampoline runs, which

@@ -567,7 +567,7 @@ func (p *Planner) Patch(i int) (Tactic, error) {
 	if st := p.s.st[i]; st != nil && st[0] != bOrig {
 		return fail(ErrLocked)
 	}
-	if p.ShortJumps && p.tryShort(i) {
+	if p.ShortJumps && !p.NoHops && p.tryShort(i) {
 		return TacticT3, nil
 	}
 	for _, reuse := range []bool{true, false} {
@@ -581,7 +581,7 @@ func (p *Planner) Patch(i int) (Tactic, error) {
 	if t, ok := p.trySuccessor(i); ok {
 		return t, nil
 	}
-	if p.tryNeighbour(i) {
+	if !p.NoHops && p.tryNeighbour(i) {
 		return TacticT3, nil
 	}
 	return fail(ErrTooShort)
