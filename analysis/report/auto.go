@@ -69,7 +69,7 @@ func newAuto(ctx context.Context, traces []string, opts AutoOptions) (*auto, err
 	if err != nil {
 		return nil, err
 	}
-	a := &auto{opts: opts, runs: runs, loader: l, ctx: ctx, traces: traces}
+	a := &auto{opts: opts, runs: runs, loader: l}
 	if opts.Full != "" {
 		fl := NewLoader()
 		fl.Progress = bar
@@ -89,8 +89,6 @@ func newAuto(ctx context.Context, traces []string, opts AutoOptions) (*auto, err
 }
 
 type auto struct {
-	ctx              context.Context // the report's (sections that read the traces again)
-	traces           []string
 	opts             AutoOptions
 	runs             []*RunData
 	full             []*RunData

@@ -91,10 +91,7 @@ func (a *auto) flame() (Section, error) {
 		s.nothing = "flame graph (no call events)"
 		return s, nil
 	}
-	f, err := a.callForest()
-	if err != nil {
-		return s, fmt.Errorf("flame graph: %w", err)
-	}
+	f := a.callForest()
 	root := FlameFromTree(f.Merged)
 	if root == nil || root.Total == 0 {
 		s.Blocks = []Block{&Note{Text: "No calling context could be built from these traces."}}
@@ -113,11 +110,11 @@ func (a *auto) flame() (Section, error) {
 
 // callForest builds the runs' call-context trees (once: the flame graph
 // and the self times share them).
-func (a *auto) callForest() (*cct.Forest, error) {
+func (a *auto) callForest() *cct.Forest {
 	if a.forest == nil {
 		a.forest = a.loader.Tree.Forest() // built as the traces were read
 	}
-	return a.forest, nil
+	return a.forest
 }
 
 // selfTimes is the section of the functions that took the most time
@@ -130,10 +127,7 @@ func (a *auto) selfTimes() (Section, error) {
 		s.nothing = "self times (no call events)"
 		return s, nil
 	}
-	f, err := a.callForest()
-	if err != nil {
-		return s, fmt.Errorf("self times: %w", err)
-	}
+	f := a.callForest()
 	if !f.Timed() {
 		s.nothing = "self times (they need every call and return with its own time: rewrite --tool call --every --rows)"
 		return s, nil

@@ -18,7 +18,6 @@ type evSet struct {
 	mask  uint64
 	n     int
 	wide  map[evKey]*int32
-	grown func() // called after the slots moved (pointers into them are stale)
 }
 
 type evSlot struct {
@@ -112,9 +111,6 @@ func (s *evSet) grow() {
 		if e.w0 != 0 {
 			s.put(e.w0, e.w1, e.last)
 		}
-	}
-	if s.grown != nil {
-		s.grown()
 	}
 }
 
