@@ -417,6 +417,40 @@ func (f *File) DynSymbols() []elf.Symbol {
 	return f.dynSyms
 }
 
+// Sym is an entry of a symbol table (Syms).
+type Sym struct {
+	Table       elf.SectionType // SHT_SYMTAB or SHT_DYNSYM
+	Name        []byte          // nil when the string table cannot be read
+	Info        byte
+	Shndx       uint16
+	Value, Size uint64
+}
+
+// Syms calls fn with each entry of every SHT_SYMTAB and SHT_DYNSYM
+// section but the null symbol at index 0. Name aliases the file's
+// bytes, to the end of its string table (the terminating NUL is the
+// caller's to find).
+func (f *File) Syms(fn func(Sym)) {
+	for i := range f.Sects {
+		s := &f.Sects[i]
+		if s.Type != elf.SHT_SYMTAB && s.Type != elf.SHT_DYNSYM {
+			continue
+		}
+		var str []byte
+		if int(s.Link) < len(f.Sects) {
+			str = f.SectData(&f.Sects[s.Link])
+		}
+		b := f.SectData(s)
+		for off := 24; off+24 <= len(b); off += 24 {
+			sym := Sym{Table: s.Type, Info: b[off+4], Shndx: LE.Uint16(b[off+6:]), Value: LE.Uint64(b[off+8:]), Size: LE.Uint64(b[off+16:])}
+			if name := LE.Uint32(b[off:]); int(name) < len(str) {
+				sym.Name = str[name:]
+			}
+			fn(sym)
+		}
+	}
+}
+
 // Relas calls fn with each entry of every SHT_RELA section: where it
 // applies, its type, its symbol index and its addend.
 func (f *File) Relas(fn func(off uint64, t elf.R_X86_64, sym uint32, addend uint64)) {

@@ -15,22 +15,11 @@ import (
 // .eh_frame (or, without it, .eh_frame_hdr) and the entry points.
 func functionStarts(f *elfin.File) []uint64 {
 	var out []uint64
-	for i := range f.Sects {
-		s := &f.Sects[i]
-		switch s.Type {
-		case elf.SHT_SYMTAB, elf.SHT_DYNSYM:
-			b := f.SectData(s)
-			for off := 24; off+24 <= len(b); off += 24 {
-				info := b[off+4]
-				shndx := elfin.LE.Uint16(b[off+6:])
-				val := elfin.LE.Uint64(b[off+8:])
-				t := elf.SymType(info & 0xf)
-				if (t == elf.STT_FUNC || t == 10 /* STT_GNU_IFUNC */) && shndx != 0 && val != 0 {
-					out = append(out, val)
-				}
-			}
+	f.Syms(func(s elfin.Sym) {
+		if t := elf.SymType(s.Info & 0xf); (t == elf.STT_FUNC || t == 10 /* STT_GNU_IFUNC */) && s.Shndx != 0 && s.Value != 0 {
+			out = append(out, s.Value)
 		}
-	}
+	})
 	if s := f.Section(".eh_frame"); s != nil && s.Type == elf.SHT_PROGBITS {
 		out = append(out, ehframe.Starts(f.SectData(s), s.Addr)...)
 	} else if p := f.Prog(elf.PT_GNU_EH_FRAME); p != nil {
@@ -234,22 +223,12 @@ func (fx *Facts) OwnSites(fr ehframe.FDE) (open, jccs []int) {
 // run that restored every patch runs the file's patched copy.
 func v8Builtins(f *elfin.File) (lo, hi uint64) {
 	lo = ^uint64(0)
-	for i := range f.Sects {
-		s := &f.Sects[i]
-		if s.Type != elf.SHT_SYMTAB || int(s.Link) >= len(f.Sects) {
-			continue
+	f.Syms(func(s elfin.Sym) {
+		if s.Table == elf.SHT_SYMTAB && elf.SymType(s.Info&0xf) == elf.STT_FUNC && s.Value != 0 &&
+			bytes.HasPrefix(s.Name, []byte("Builtins_")) {
+			lo, hi = min(lo, s.Value), max(hi, s.Value+s.Size)
 		}
-		b, str := f.SectData(s), f.SectData(&f.Sects[s.Link])
-		for off := 24; off+24 <= len(b); off += 24 {
-			name := elfin.LE.Uint32(b[off:])
-			val, size := elfin.LE.Uint64(b[off+8:]), elfin.LE.Uint64(b[off+16:])
-			if elf.SymType(b[off+4]&0xf) != elf.STT_FUNC || val == 0 || int(name) >= len(str) ||
-				!bytes.HasPrefix(str[name:], []byte("Builtins_")) {
-				continue
-			}
-			lo, hi = min(lo, val), max(hi, val+size)
-		}
-	}
+	})
 	if hi <= lo {
 		return 0, 0
 	}

@@ -47,7 +47,7 @@ const (
 	// evict a neighbour, whose jump is then never undone.
 	InstNoReadSites
 	// InstData: with InstUntouchable, because a rip-relative operand
-	// reads or writes the instruction's bytes (facts: markReads).
+	// reads or writes the instruction's bytes (facts: markRange).
 	InstData
 	// InstRemapped: with InstUntouchable, because the program maps the
 	// instruction's bytes again from its file at another address (V8's
