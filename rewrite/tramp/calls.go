@@ -188,9 +188,7 @@ func (a *Asm) callsSite(k facts.Kind, idx uint32, noPush bool, probe, entry, ret
 	slow, taken := &exit{stub: -1}, &exit{stub: -1}
 	a.stubAhead(slow)
 	a.stubAhead(taken)
-	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
-	a.Emit(0x51, 0x52)                   // push %rcx; push %rdx
-	a.keyTest(slow)
+	a.keyCheckTo(slow)
 	a.takeKey()
 	a.gsOp(0x8b, 0x0c, runtime.PathsRoomOff) // mov %gs:ROOM,%rcx
 	a.shortTo(0xe3, taken)                   // jrcxz taken: no room

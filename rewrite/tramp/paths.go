@@ -68,10 +68,8 @@ func (a *Asm) pathsBit(probe, entry uint64, taken bool) {
 //	pop %rdx ; pop %rcx ; lea 0x80(%rsp),%rsp
 func (a *Asm) pathsBitFlags(probe, entry uint64, taken bool) {
 	slow, full := a.newExit(), a.newExit()
-	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
-	a.Emit(0x51, 0x52)                   // push %rcx; push %rdx
-	a.Emit(0x64, 0x48, 0x8b, 0x0c, 0x25) // mov %fs:0,%rcx
-	a.u32(0)
+	a.save()
+	a.tipThreadBase()                    // mov %fs:0,%rcx (armTo: not Static)
 	a.Emit(0x65, 0x48, 0x3b, 0x0c, 0x25) // cmp %gs:KEY,%rcx
 	a.u32(runtime.PathsKeyOff)
 	a.shortTo(0x75, slow) // jne slow
@@ -122,9 +120,17 @@ func (a *Asm) keyCheck() *exit {
 
 // keyCheckTo is keyCheck with exit slow.
 func (a *Asm) keyCheckTo(slow *exit) {
+	a.save()
+	a.keyTest(slow)
+}
+
+// save steps over the red zone and saves %rcx and %rdx; undo takes
+// them back.
+//
+//	lea -0x80(%rsp),%rsp ; push %rcx ; push %rdx
+func (a *Asm) save() {
 	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80) // lea -0x80(%rsp),%rsp
 	a.Emit(0x51, 0x52)                   // push %rcx; push %rdx
-	a.keyTest(slow)
 }
 
 // keyTest is keyCheck's test, with %rcx and %rdx saved already.

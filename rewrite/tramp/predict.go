@@ -30,8 +30,7 @@ func (a *Asm) pathsPredicted(in *place.Inst, probe, entry uint64, branch func(c 
 	}
 	pred := a.Predict
 	slow := a.newExit()
-	a.Emit(0x48, 0x8d, 0x64, 0x24, 0x80)   // lea -0x80(%rsp),%rsp
-	a.Emit(0x51, 0x52)                     // push %rcx; push %rdx
+	a.save()
 	a.encodeRM(op, true, 0x8b, 1, 0x80+16) // mov OP,%rcx (%rcx and %rdx not changed yet)
 	a.Emit(0x48, 0x8d, 0x15)               // lea PRED(%rip),%rdx
 	a.rel32(pred, 0)
