@@ -53,7 +53,8 @@ type Code struct {
 
 	Undecodable int // bytes that could not be decoded
 
-	noPadding bool // padding is untouchable (Module.Go)
+	noPadding bool    // padding is untouchable (Module.Go)
+	flagsDead []uint8 // FlagsDead's answers by instruction (0: not asked yet)
 }
 
 // Region is an executable section (or segment) of the file.

@@ -56,6 +56,30 @@ var flagUses = func() map[x86asm.Op]flagUse {
 // line with the flags live (a transfer's destination may read them).
 // Bounded to a few instructions: blocks are short.
 func (c *Code) FlagsDead(i int) bool {
+	if c.flagsDead == nil {
+		c.flagsDead = make([]uint8, len(c.Insts))
+	}
+	if v := c.flagsDead[i]; v != 0 {
+		return v == flagsDeadYes
+	}
+	dead := c.flagsDeadAt(i)
+	c.flagsDead[i] = flagsDeadNo
+	if dead {
+		c.flagsDead[i] = flagsDeadYes
+	}
+	return dead
+}
+
+// FlagsDead's answers, kept: a trampoline asks once to size it and once
+// to encode it, and decoding the line again cost a compact rewrite of
+// libsqlite3 a third of its time.
+const (
+	flagsDeadNo  = 1
+	flagsDeadYes = 2
+)
+
+// flagsDeadAt is FlagsDead, worked out.
+func (c *Code) flagsDeadAt(i int) bool {
 	var killed uint8
 	for j := i; j < len(c.Insts) && j < i+16; j++ {
 		if c.Kinds[j] != Other {
