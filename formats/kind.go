@@ -102,6 +102,10 @@ const (
 	// sites (a sampled call tool's call sites count down to their next
 	// sample: rewrite --sample with --tool call).
 	SampleSites = 0x10
+	// SampleEntries, or'ed into the method: every method's strata are
+	// the called functions (a sampled call tool's function entries count
+	// down to their next sample).
+	SampleEntries = 0x20
 )
 
 // KindSampledBase + an event kind marks a sample: an event the sampler

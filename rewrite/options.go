@@ -51,7 +51,9 @@ type Options struct {
 	// tramps.go, predicted); "pre", pre-sites first (a compact trace's
 	// jcc or ret too short for a jmp in place is probed from the
 	// instructions before it when they make room for one:
-	// policy.PreferPreSites).
+	// policy.PreferPreSites); "entry", entry probes (a sampled call
+	// tool probes the functions calls enter, not the calls:
+	// policy.EntrySites).
 	NoOpt []string
 	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
 	// mode. Every call and return reaches the runtime, which keeps a
@@ -424,7 +426,7 @@ func (o *Options) opt(name string) bool {
 }
 
 // Opts are the instrumentation optimisations NoOpt can turn off.
-var Opts = []string{"ppi", "pcs", "dpc", "link", "pred", "pre"}
+var Opts = []string{"ppi", "pcs", "dpc", "link", "pred", "pre", "entry"}
 
 // policy returns the options the policy stage reads.
 func (o *Options) policy() policy.Options {

@@ -226,7 +226,9 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	}
 	st.Notes = append(st.Notes, plan.Notes...)
 	sites := policy.ToolSites(fx.Code, opts.Tool)
-	if opts.Sample != "" && opts.Tool == ToolCall {
+	if opts.entries() {
+		sites = plan.EntrySites()
+	} else if opts.Sample != "" && opts.Tool == ToolCall {
 		// the thesis's samples: calls (their callers); a return says no more
 		sites = policy.WithoutRets(fx.Code, sites)
 	}
@@ -366,6 +368,9 @@ func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.I
 	}
 	if opts.countdown() {
 		h.Flags |= runtime.MFCountdown
+	}
+	if opts.entries() {
+		h.Flags |= runtime.MFEntries
 	}
 	if fx.Module.Shared {
 		h.Flags |= runtime.MFShared

@@ -105,6 +105,18 @@ func (o *Options) sampleCheck() error {
 // the runtime (STINT_MF_COUNTDOWN): a sampled call tool.
 func (o *Options) countdown() bool { return o.Sample != "" && o.Tool == ToolCall }
 
+// entries reports whether a sampled call tool probes the functions
+// calls enter instead of the calls (STINT_MF_ENTRIES; policy.EntrySites):
+// rate and a reservoir per function. Not with --sample-per site, whose
+// strata are the call sites; not for every:N, whose every Nth call of a
+// function follows the period of its callers (on the calls fixture,
+// leaf's callers came out at a total variation distance of 0.124 from
+// their shares); not for all, whose rows are the calls.
+func (o *Options) entries() bool {
+	m := strings.TrimSpace(o.Sample)
+	return o.countdown() && o.SamplePer != "site" && (strings.HasPrefix(m, "rate:") || strings.HasPrefix(m, "reservoir:")) && o.opt("entry")
+}
+
 // sampleOptions is the sampling part of the module's option string.
 func (o *Options) sampleOptions() string {
 	if o.Sample == "" || strings.TrimSpace(o.Sample) == "all" {

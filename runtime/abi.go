@@ -11,7 +11,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 19
+const ABIVersion = 20
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -102,6 +102,11 @@ const SampleMin = 8
 // that every method's strata are sites (call sites counting down).
 const SampleSites = 0x10
 
+// SampleEntries is STINT_SAMPLE_ENTRIES: a sample-run row's src flag
+// saying that every method's strata are the called functions (entry
+// probes counting down).
+const SampleEntries = 0x20
+
 // RefusedBase is STINT_REFUSED_BASE: a refusal row's kind is RefusedBase
 // plus the refused event's kind.
 const RefusedBase = 64
@@ -172,6 +177,9 @@ const (
 	// MFCountdown: a sampled call tool; each call probe's trampoline
 	// counts its probe's Cache2 down and calls the runtime only at 0.
 	MFCountdown uint32 = 0x400
+	// MFEntries (ABI 20): with MFCountdown, calls are probed at the
+	// functions they enter (PFEntry probes), not at their call sites.
+	MFEntries uint32 = 0x2000
 )
 
 // Probe flags (STINT_PF_*).
@@ -186,6 +194,9 @@ const (
 	// PFNoPush (call chains): a call that pushes nothing on the call
 	// stack (STINT_PF_NOPUSH).
 	PFNoPush uint8 = 0x20
+	// PFEntry (ABI 20): a probe at the start of function Dst whose event
+	// is the call that entered it (%rsi: the return address).
+	PFEntry uint8 = 0x40
 )
 
 // ProbeWatched is STINT_PROBE_WATCHED: the initial state of a

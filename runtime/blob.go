@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "7c7132f6d55cd50c4593b7110e3c157dd49e6f815f0438afc0e080ca30e03177"
+const BlobSHA256 = "2ed659493ce5294d4a82b5e45b05ea2de716c55dd05c57f47ff9603a0b111219"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

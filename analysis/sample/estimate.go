@@ -69,6 +69,7 @@ type Share struct {
 type Run struct {
 	Method       int    // formats.SampleRate etc.; 0: no sample-run row
 	Sites        bool   // every method's strata are sites (formats.SampleSites)
+	Entries      bool   // every method's strata are the called functions (formats.SampleEntries)
 	Param        uint64 // ppm of the events, or N
 	IntervalNS   uint64
 	Intervals    int    // distinct interval ends
@@ -115,7 +116,8 @@ func NewEstimator() *Estimator {
 func (e *Estimator) Add(ev formats.Event) {
 	switch ev.Kind {
 	case formats.KindSampleRun:
-		e.run.Method, e.run.Sites = int(ev.Src&^formats.SampleSites), ev.Src&formats.SampleSites != 0
+		e.run.Method = int(ev.Src &^ (formats.SampleSites | formats.SampleEntries))
+		e.run.Sites, e.run.Entries = ev.Src&formats.SampleSites != 0, ev.Src&formats.SampleEntries != 0
 		e.run.Param, e.run.IntervalNS = ev.Dst, ev.Value
 		for _, p := range e.pending {
 			e.addSample(p)
@@ -154,9 +156,14 @@ func (e *Estimator) set(k setKey) *set {
 
 // stratum is the runtime's (smp_key): one stream for rate and every; a
 // call's callee or another event's site for a reservoir per function;
-// the site for one per site.
+// the site for one per site; with countdowns, the counting site, or the
+// callee where the functions count down.
 func (e *Estimator) stratum(k formats.Kind, ev formats.Event) Loc {
 	switch {
+	case e.run.Entries:
+		if k == formats.KindCall || k == formats.KindIndCall {
+			return Loc{ev.DstModule, ev.Dst}
+		}
 	case e.run.Sites:
 	case e.run.Method == formats.SampleRate, e.run.Method == formats.SampleEvery:
 		return Loc{formats.NoModule, 0}

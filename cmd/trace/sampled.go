@@ -36,7 +36,10 @@ func printSampling(w io.Writer, est *sample.Estimator, nm *namer, mods []formats
 		param = fmt.Sprintf("N=%d", run.Param)
 	}
 	name := methodNames[run.Method]
-	if run.Sites && run.Method != formats.SampleResSite {
+	switch {
+	case run.Entries && run.Method != formats.SampleReservoir:
+		name += " per function" // a sampled call tool's function entries count down
+	case run.Sites && run.Method != formats.SampleResSite:
 		name += " per site" // a sampled call tool's call sites count down
 	}
 	fmt.Fprintf(w, "  sampling   %s %s, interval %s: %d intervals, %d strata-intervals, %d samples for %d events\n",

@@ -103,7 +103,7 @@ func (p *Plan) PreferPreSites(short []int, avoid map[int]bool) (add []int, drop 
 func (p *Plan) PreRunEnd(i int) int64 {
 	j, ok := p.preBranch[i]
 	if !ok {
-		return 0
+		return p.entryRunEnd(i)
 	}
 	in := &p.fx.Code.Insts[j]
 	return int64(in.Addr) + int64(in.Len())

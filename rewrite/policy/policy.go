@@ -52,6 +52,7 @@ type Plan struct {
 	markBit   map[int]bool         // a compact complete trace's marks and their bits (marks.go)
 	preBranch map[int]int          // a compact complete trace's pre-site -> its jcc or ret (marks.go)
 	fallbacks []int                // the pre-jcc and mark sites (marks.go)
+	entries   map[int]int          // a sampled call tool's entry sites -> the last instruction their trampolines run (entries.go); nil otherwise
 
 	// Counters for Stats.
 	Covered, Retired, PreCalls, Delegated, Peeks int

@@ -32,7 +32,7 @@ import (
 // indirect call that can be probed from the instruction before it by
 // that instruction, and notes the pair in p.preCall.
 func (p *Plan) planPreCalls(sites []int) []int {
-	if p.opts.EmulateIndirectCalls || (p.opts.Tool != runtime.ToolBranch && p.opts.Tool != runtime.ToolCall) {
+	if p.opts.EmulateIndirectCalls || (p.opts.Tool != runtime.ToolBranch && p.opts.Tool != runtime.ToolCall) || p.entries != nil {
 		return sites
 	}
 	c := p.fx.Code

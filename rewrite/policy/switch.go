@@ -254,6 +254,9 @@ func (pc *Plan) NProbes(i int) int {
 // tool t: its branch's (a pre-site's branch's), and an entry or resume
 // probe's before them at a pre-site that is one.
 func (pc *Plan) SiteSlots(t runtime.Tool, i int) int {
+	if _, ok := pc.entries[i]; ok {
+		return 1 // whatever its first instruction
+	}
 	k, extra := pc.fx.Code.Kinds[i], 0
 	if j, ok := pc.preBranch[i]; ok {
 		k = pc.fx.Code.Kinds[j]

@@ -3,6 +3,8 @@ package tramp
 import (
 	"unsafe"
 
+	"github.com/stint-project/stint/rewrite/facts"
+	"github.com/stint-project/stint/rewrite/place"
 	"github.com/stint-project/stint/runtime"
 )
 
@@ -170,4 +172,54 @@ func (a *Asm) retCacheCheck(probe uint64) (gateField int) {
 func (a *Asm) cacheRestore() {
 	a.Emit(0x59, 0x58)                                     // pop %rcx; pop %rax
 	a.Emit(0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00) // lea 0x80(%rsp),%rsp
+}
+
+// EntryProbe emits a sampled call tool's entry probe (policy.EntrySites)
+// at run[0], a function's first instruction (facts.Kind k, direct target
+// tgt); the plain instructions after it in run run here too. Flags are dead at a function's entry (a call leaves them
+// undefined), so its fast path compares and counts down in memory, with
+// no register and no stack; the probe call, with the return address the
+// function was entered with in %rsi, is cold code:
+//
+//	cmpq $1,gate(%rip) ; je body            # closed
+//	lock decq cache2(%rip) ; js cold        # the countdown
+//	body: [run] ; jmp next
+//	cold: lea -0x80(%rsp),%rsp ; push %rdi ; push %rsi
+//	      mov 0x90(%rsp),%rsi ; lea probe(%rip),%rdi ; call stint_probe_entry
+//	      pop %rsi ; pop %rdi ; lea 0x80(%rsp),%rsp ; jmp body
+//
+// The trampolines a workload runs stay short: the thunk (80 bytes with
+// the call) cost MariaDB under OLTP as much as the calls it skipped.
+func (a *Asm) EntryProbe(run []place.Inst, k facts.Kind, tgt uint64, probe, entry uint64, pic bool) []Probe {
+	in := &run[0]
+	a.Emit(0x48, 0x83, 0x3d) // cmpq $1,gate(%rip)
+	a.rel32(a.Gate, 1)
+	a.Emit(0x01)
+	a.Emit(0x74, 0x00) // je body
+	closed := a.off() - 1
+	a.Emit(0xf0, 0x48, 0xff, 0x0d) // lock decq cache2(%rip)
+	a.rel32(probe+probeCaches[1], 0)
+	a.Emit(0x0f, 0x88) // js cold
+	slow := a.off()
+	a.u32(0)
+	a.patchRel8(closed, a.off())
+	body := a.pc()
+	if len(run) > 1 {
+		for q := range run {
+			a.RelocateBody(&run[q])
+		}
+		last := &run[len(run)-1]
+		a.Jmp(last.Addr + uint64(last.Len()))
+	} else {
+		a.Relocate(in, k, tgt, pic)
+	}
+	a.later(func(c *Asm) {
+		a.PatchRel(slow, c.pc())
+		c.callOnly(probe, entry, func() {
+			c.Emit(0x48, 0x8b, 0xb4, 0x24) // mov thunkFrame(%rsp),%rsi
+			c.u32(thunkFrame)
+		})
+		c.Jmp(body)
+	})
+	return []Probe{{Kind: runtime.KCall, Flags: runtime.PFDirect | runtime.PFEntry, Dst: in.Addr, Arm: -1}}
 }

@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 19
+#define STINT_ABI_VERSION 20
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -83,6 +83,8 @@
 #define STINT_SAMPLE_MIN       8 /* the smallest reservoir: every stratum that ran in an interval has samples in it */
 #define STINT_SAMPLE_SITES  0x10 /* sample-run src flag: every method's strata are sites (a countdown per call
                                   * site, STINT_MF_COUNTDOWN); else rate and every have one stratum */
+#define STINT_SAMPLE_ENTRIES 0x20 /* (ABI 20) sample-run src flag: every method's strata are the called
+                                   * functions (an entry probe counting down per function, STINT_MF_ENTRIES) */
 
 /* Tools (struct stint_module.tool). */
 #define STINT_TOOL_BRANCH  1
@@ -109,6 +111,9 @@
                                 * thread writes to <trace>.paths; a decoder walks the module's branch map
                                 * (section .stint.paths) for the rest. A direct call probe's rets field holds
                                 * the call's length in bits 28-31 (no list) */
+#define STINT_MF_ENTRIES 0x2000 /* (ABI 20) with STINT_MF_COUNTDOWN: calls are probed at the functions they
+                                 * enter (STINT_PF_ENTRY probes), not at the call sites: the processor's
+                                 * return-stack predictor sees every call, and each function counts down */
 #define STINT_MF_CALLS   0x1000 /* (ABI 15) with STINT_MF_PATHS: a call chain (tool call). Only calls and
                                  * rets are probed; each appends its own address (TIP; a ret to the call
                                  * stack's top a RET_TIP, any other ret then its destination, an indirect
@@ -172,6 +177,9 @@
                                * flushes (the bit was appended inline) */
 #define STINT_PF_NOPUSH   0x20 /* (ABI 18; call chains) a call that pushes nothing on the call stack: a PLT
                                * stub's to a function the module does not define (its ret has no probe) */
+#define STINT_PF_ENTRY    0x40 /* (ABI 20; STINT_MF_ENTRIES) a probe at the start of function probe.dst:
+                               * %rsi is the return address it was entered with; the event is the call
+                               * that came there (the call instruction that ends at that address) */
 #define STINT_PROBE_WATCHED 2 /* stint_probe.state: an outcome recorded elsewhere (the log, or STINT_PF_DELEG)
                                * whose arm still calls the runtime (the off-switch's watch) */
 

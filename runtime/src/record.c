@@ -123,6 +123,67 @@ static void row_set_dst(struct stint_global *g, struct row *rw, const struct sti
 	rw->dst = id == DST_MODULE_NONE ? v : v - g->proc.modules[id].base;
 }
 
+/* Whether the n bytes at b are an indirect call (ff /2, a REX prefix
+ * allowed) of exactly that length. */
+static int is_ind_call(const uint8_t *b, int n)
+{
+	int i = (b[0] & 0xf0) == 0x40;
+	if (b[i] != 0xff || ((b[i + 1] >> 3) & 7) != 2)
+		return 0;
+	int mod = b[i + 1] >> 6, rm = b[i + 1] & 7, len = i + 2;
+	if (mod != 3 && rm == 4) {
+		if (len >= n)
+			return 0;
+		if (mod == 0 && (b[len] & 7) == 5)
+			len += 4;
+		len++;
+	}
+	if (mod == 0 && rm == 5)
+		len += 4;
+	else if (mod == 1)
+		len += 1;
+	else if (mod == 2)
+		len += 4;
+	return len == n;
+}
+
+/* The length of the call that ends at r, a return address in rewritten
+ * code, for function f: a direct call to f, else an indirect call, else
+ * a direct call elsewhere (f was reached by a tail call); 0 when no
+ * call ends there. */
+static int call_len_before(const uint8_t *r, uint64_t f)
+{
+	int32_t rel;
+	s_memcpy(&rel, r - 4, 4);
+	if (r[-5] == 0xe8 && (uint64_t)r + (int64_t)rel == f)
+		return 5;
+	for (int n = 2; n <= 7; n++)
+		if (is_ind_call(r - n, n))
+			return n;
+	return r[-5] == 0xe8 ? 5 : 0;
+}
+
+/* The source fields of an entry probe's row (STINT_PF_ENTRY) for
+ * function f entered with return address r: the call that ends at r
+ * when r is in rewritten code (its bytes are read only there: an
+ * address on the stack may be anything); else r itself. */
+static void row_set_caller(struct stint_global *g, struct row *rw, uint64_t r, uint64_t f)
+{
+	uint32_t id = module_of(g, r);
+	int n = 0;
+	if (id != DST_MODULE_NONE) {
+		const struct gmodule *gm = &g->proc.modules[id];
+		const struct stint_module *sm = (const struct stint_module *)gm->smod;
+		if (sm && r >= gm->base + sm->text_lo + 8 && r <= gm->base + sm->text_hi)
+			n = call_len_before((const uint8_t *)r, f);
+	} else {
+		id = module_of_unknown(g, r);
+	}
+	rw->kind = n && n != 5 ? STINT_K_IND_CALL : STINT_K_CALL;
+	rw->src_module = (uint16_t)id;
+	rw->src = (id == DST_MODULE_NONE ? r : r - g->proc.modules[id].base) - (uint64_t)n;
+}
+
 /* A probe in a region-policy run (regions.c): never retires. */
 static int record_region(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v)
 {
@@ -182,6 +243,8 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		}
 		rw.dst_module = (uint16_t)m->module_id;
 		rw.dst = p->dst;
+		if (p->flags & STINT_PF_ENTRY)
+			row_set_caller(g, &rw, v, base + p->dst);
 		emit_event(g, p, &rw, every);
 		if (!every && (rs & RS_PATCHING)) {
 			retarget(base, p);

@@ -377,6 +377,7 @@ struct stint_stacks {
 #define SMP_GRACE_NS 2000000ULL       /* the reader's wait after a flip for probes still on the old half */
 #define SMP_SKIP_MAX (1ULL << 40)
 #define SMP_TAB      1024             /* entries of the log2 and exp2 tables (interpolated) */
+#define SMP_UP_BLOCK 64               /* upper-half slots a stripe claims at a time */
 
 struct smp_slot {
 	uint64_t src, dst;                /* dst: a syscall's number */
@@ -409,7 +410,9 @@ struct smp_fn {
 struct smp_stripe {
 	uint64_t rng;                     /* the draws' Weyl sequence */
 	uint64_t seen[2];                 /* per half: events (rate, every) */
-	uint64_t pad[5];
+	uint64_t up[2];                   /* per half: 1 + its next slot in the arena's upper half, in a block of
+	                                   * SMP_UP_BLOCK it claimed; 0, or at a block's end: claim one */
+	uint64_t pad[3];
 };
 
 struct stint_sample {
@@ -430,7 +433,8 @@ struct stint_sample {
 	uint64_t busy_ns, start_ns;       /* the reader's working time, and its start */
 	uint32_t thread, pending;         /* reader started; a flipped half not yet drained (1 + half) */
 	uint32_t ended;                   /* the run's end wrote the last interval */
-	uint32_t countdown;               /* call sites count down (STINT_MF_COUNTDOWN and rate, every or per site) */
+	uint32_t countdown;               /* call probes count down (STINT_MF_COUNTDOWN and rate, every or per site; with STINT_MF_ENTRIES any) */
+	uint32_t entries, pad3;           /* the countdowns are function entries' (STINT_MF_ENTRIES): strata are functions */
 	int64_t lw_rate;                  /* log2 of P (Q32.32): rate's and fresh strata's geometric skips */
 	uint64_t pend_end;                /* when the pending half's interval ended */
 	uint64_t pow2[32];                /* 2^-(2^-(i+1)), Q0.64: smp_exp2's factors */
@@ -832,6 +836,9 @@ static int hash_add(struct stint_global *g, uint64_t k0, uint64_t k1);
 static inline void hit_note(const struct stint_module *m, const struct stint_probe *p, uint64_t v);
 static int probe_cached(const struct stint_probe *p, uint64_t v);
 static void row_set_dst(struct stint_global *g, struct row *rw, const struct stint_probe *p, uint64_t v);
+static int is_ind_call(const uint8_t *b, int n);
+static int call_len_before(const uint8_t *r, uint64_t f);
+static void row_set_caller(struct stint_global *g, struct row *rw, uint64_t r, uint64_t f);
 static int record_region(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v);
 static inline void emit_event(struct stint_global *g, struct stint_probe *p, const struct row *rw, int every);
 static int record_probe(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs);
