@@ -224,7 +224,6 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	if err != nil {
 		return nil, err
 	}
-	st.Notes = append(st.Notes, plan.Notes...)
 	sites := policy.ToolSites(fx.Code, opts.Tool)
 	if opts.entries() {
 		sites = plan.EntrySites()
@@ -253,6 +252,7 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 		slices.Sort(sites)
 		sites = slices.Compact(sites) // a pre-jcc site may be an entry or resume site already
 	}
+	st.Notes = append(st.Notes, plan.Notes...) // the log's, and what picking the sites noticed
 	st.Sites = len(sites)
 	tt := newTrampTable(fx, plan, fr.TrampStart)
 	tt.counts, tt.atomic = opts.Counts, opts.CountsAtomic

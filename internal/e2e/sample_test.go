@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -71,7 +75,92 @@ func TestSampledCalls(t *testing.T) {
 				}
 			}
 			checkEstimates(t, est, syms, c.method == "reservoir:20%" && c.per == "")
+			checkCallers(t, bin, tr)
 		})
+	}
+}
+
+// checkCallers checks that each sampled call in bin's own code has for
+// its source the call instruction that entered its destination: a
+// direct call to it, or an indirect one (an entry probe reads the
+// return address and finds the call that ends there). A source that is
+// no call instruction fails, as does a run with no sampled call.
+func checkCallers(t *testing.T, bin string, tr *formats.Trace) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	text := f.Section(".text")
+	code, err := text.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, e := range tr.Events {
+		k, ok := e.Kind.Sampled()
+		m := tr.Module(e.SrcModule)
+		if !ok || k != formats.KindCall && k != formats.KindIndCall || m == nil || filepath.Base(m.Path) != filepath.Base(bin) {
+			continue
+		}
+		if e.Src < text.Addr || e.Src+7 > text.Addr+text.Size {
+			continue // _start's, in another section
+		}
+		b := code[e.Src-text.Addr:]
+		direct := b[0] == 0xe8 && e.Src+5+uint64(int64(int32(binary.LittleEndian.Uint32(b[1:])))) == e.Dst
+		indirect := b[0] == 0xff && b[1]>>3&7 == 2 || b[0]&0xf0 == 0x40 && b[1] == 0xff && b[2]>>3&7 == 2
+		if k == formats.KindCall && !direct || k == formats.KindIndCall && !indirect {
+			t.Fatalf("sampled %v %#x -> %#x: the source is no such call (% x)", k, e.Src, e.Dst, b[:7])
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Errorf("no sampled call from the program's own code")
+	}
+}
+
+// TestSampledLoopHead: a function whose first instruction is its own
+// loop's head (the loophead fixture's spin) gets no entry probe, which
+// would count each iteration as a call: the rewrite says so, the
+// program behaves as natively, no sample is a call to spin, and step,
+// called as often, is counted exactly.
+func TestSampledLoopHead(t *testing.T) {
+	bin := fixtures.Build(t, "loophead", fixtures.Variant{Opt: fixtures.O2, PIE: true})
+	const n = 50000
+	args := []string{fmt.Sprint(n)}
+	nOut, _, nCode, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := symbols.Load(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, st := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Sample: "reservoir:20%", Interval: "10ms"})
+	if !slices.ContainsFunc(st.Notes, func(s string) bool { return strings.HasPrefix(s, "1 function starts with a loop's head") }) {
+		t.Errorf("notes %q: want one saying spin is left out", st.Notes)
+	}
+	traces := filepath.Join(dir, "traces")
+	rOut, rErr, code, err := fixtures.Run(out, args, traceEnv(traces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != nCode || !bytes.Equal(rOut, nOut) || len(rErr) != 0 {
+		t.Fatalf("exit %d (native %d), stdout %q (native %q), stderr %q", code, nCode, rOut, nOut, rErr)
+	}
+	counted := map[string]float64{}
+	for _, e := range estimate(oneTrace(t, traces)).Estimates() {
+		if f := syms.Lookup(e.Loc.Addr); e.Kind == formats.KindCall && f != nil && f.Start == e.Loc.Addr {
+			counted[f.Name] = e.Est
+		}
+	}
+	if _, ok := counted["spin"]; ok {
+		t.Errorf("calls to spin estimated at %.0f: its loop's iterations counted as calls", counted["spin"])
+	}
+	if counted["step"] != n {
+		t.Errorf("calls to step estimated at %.0f, want %d exactly", counted["step"], n)
 	}
 }
 

@@ -65,7 +65,11 @@ func (p *Plan) EntrySites() []int {
 		out = append(out, i)
 	}
 	if len(looped) > 0 {
-		p.Notes = append(p.Notes, fmt.Sprintf("%d functions start with a loop's head: calls to them are not sampled", len(looped)))
+		what := "functions start"
+		if len(looped) == 1 {
+			what = "function starts"
+		}
+		p.Notes = append(p.Notes, fmt.Sprintf("%d %s with a loop's head: calls to them are not sampled", len(looped), what))
 	}
 	return out
 }
