@@ -10,7 +10,8 @@
 # Environment: REPS (pairs per config, default 3), SECS (sysbench seconds,
 #   default 10), THREADS (sysbench threads, default 2), REWRITE and TRACE
 #   (the commands, default rewrite and trace on PATH), MARIADBD (default
-#   /usr/sbin/mariadbd).
+#   /usr/sbin/mariadbd), REWRITE_FLAGS (more rewrite flags, e.g.
+#   "--no-opt entry" to probe the call sites instead of the functions).
 # Prints a markdown table: per config the median of its pairs' throughput
 # ratio (rewritten/native), the medians of tps, mean and p95 latency, the
 # trace's size, and the reader thread's busy share.
@@ -72,7 +73,8 @@ echo "|---|---|---|---|---|---|---|"
 for c in "$@"; do
 	per=function
 	case $c in *,site) per=site ;; esac
-	${REWRITE:-rewrite} -q --tool call --sample "${c%,site}" --sample-per $per -o "$work/mariadbd.stint" "$mariadbd"
+	# shellcheck disable=SC2086 # REWRITE_FLAGS holds several words
+	${REWRITE:-rewrite} -q ${REWRITE_FLAGS:-} --tool call --sample "${c%,site}" --sample-per $per -o "$work/mariadbd.stint" "$mariadbd"
 	: >"$work/rows"
 	i=0
 	while [ $i -lt "$reps" ]; do
