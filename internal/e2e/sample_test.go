@@ -42,31 +42,15 @@ func exactCalls(r int) map[string]float64 {
 // leaf's callers' estimated shares are within a total variation
 // distance of 0.05 of 60/30/10%.
 func TestSampledCalls(t *testing.T) {
-	bin := fixtures.Build(t, "calls", fixtures.Variant{Opt: fixtures.O2, PIE: true})
-	args := []string{fmt.Sprint(callsRounds)}
-	nOut, _, nCode, err := fixtures.Run(bin, args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := symbols.Load(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nat := runNative(t, "calls", fmt.Sprint(callsRounds))
 	for _, c := range []struct{ method, per string }{
 		{"reservoir:20%", ""}, {"reservoir:20%", "site"}, {"rate:20%", ""}, {"every:5", ""},
 	} {
 		t.Run(c.method+"/"+c.per, func(t *testing.T) {
 			dir := t.TempDir()
-			out, _ := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Sample: c.method, SamplePer: c.per, Interval: "10ms"})
+			out, _ := rewritten(t, nat.bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Sample: c.method, SamplePer: c.per, Interval: "10ms"})
 			traces := filepath.Join(dir, "traces")
-			env := append(traceEnv(traces), "STINT_TEST_SAMPLE_SEED=calls")
-			rOut, rErr, code, err := fixtures.Run(out, args, env)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if code != nCode || !bytes.Equal(rOut, nOut) || len(rErr) != 0 {
-				t.Fatalf("exit %d (native %d), stdout %q (native %q), stderr %q", code, nCode, rOut, nOut, rErr)
-			}
+			nat.runLike(t, out, append(traceEnv(traces), "STINT_TEST_SAMPLE_SEED=calls"))
 			tr := oneTrace(t, traces)
 			est := estimate(tr)
 			for _, e := range tr.Events {
@@ -74,8 +58,8 @@ func TestSampledCalls(t *testing.T) {
 					t.Errorf("stratum %#x had %d events in the interval ending at %d, and no sample", e.Src, e.Dst, e.Time)
 				}
 			}
-			checkEstimates(t, est, syms, c.method == "reservoir:20%" && c.per == "")
-			checkCallers(t, bin, tr)
+			checkEstimates(t, est, nat.syms, c.method == "reservoir:20%" && c.per == "")
+			checkCallers(t, nat.bin, tr)
 		})
 	}
 }
@@ -126,33 +110,18 @@ func checkCallers(t *testing.T, bin string, tr *formats.Trace) {
 // program behaves as natively, no sample is a call to spin, and step,
 // called as often, is counted exactly.
 func TestSampledLoopHead(t *testing.T) {
-	bin := fixtures.Build(t, "loophead", fixtures.Variant{Opt: fixtures.O2, PIE: true})
 	const n = 50000
-	args := []string{fmt.Sprint(n)}
-	nOut, _, nCode, err := fixtures.Run(bin, args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := symbols.Load(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nat := runNative(t, "loophead", fmt.Sprint(n))
 	dir := t.TempDir()
-	out, st := rewritten(t, bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Sample: "reservoir:20%", Interval: "10ms"})
+	out, st := rewritten(t, nat.bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Sample: "reservoir:20%", Interval: "10ms"})
 	if !slices.ContainsFunc(st.Notes, func(s string) bool { return strings.HasPrefix(s, "1 function starts with a loop's head") }) {
 		t.Errorf("notes %q: want one saying spin is left out", st.Notes)
 	}
 	traces := filepath.Join(dir, "traces")
-	rOut, rErr, code, err := fixtures.Run(out, args, traceEnv(traces))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code != nCode || !bytes.Equal(rOut, nOut) || len(rErr) != 0 {
-		t.Fatalf("exit %d (native %d), stdout %q (native %q), stderr %q", code, nCode, rOut, nOut, rErr)
-	}
+	nat.runLike(t, out, traceEnv(traces))
 	counted := map[string]float64{}
 	for _, e := range estimate(oneTrace(t, traces)).Estimates() {
-		if f := syms.Lookup(e.Loc.Addr); e.Kind == formats.KindCall && f != nil && f.Start == e.Loc.Addr {
+		if f := nat.syms.Lookup(e.Loc.Addr); e.Kind == formats.KindCall && f != nil && f.Start == e.Loc.Addr {
 			counted[f.Name] = e.Est
 		}
 	}
@@ -161,6 +130,42 @@ func TestSampledLoopHead(t *testing.T) {
 	}
 	if counted["step"] != n {
 		t.Errorf("calls to step estimated at %.0f, want %d exactly", counted["step"], n)
+	}
+}
+
+// native is a fixture built and run natively, and its symbols.
+type native struct {
+	bin  string
+	args []string
+	out  []byte
+	code int
+	syms *symbols.Table
+}
+
+// runNative builds fixture name (O2, PIE) and runs it with args.
+func runNative(t *testing.T, name string, args ...string) native {
+	t.Helper()
+	n := native{bin: fixtures.Build(t, name, fixtures.Variant{Opt: fixtures.O2, PIE: true}), args: args}
+	var err error
+	if n.out, _, n.code, err = fixtures.Run(n.bin, args, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n.syms, err = symbols.Load(n.bin); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// runLike runs out, a rewrite of n's fixture, with n's arguments and
+// env, and fails unless it exits and prints as natively, silently.
+func (n native) runLike(t *testing.T, out string, env []string) {
+	t.Helper()
+	rOut, rErr, code, err := fixtures.Run(out, n.args, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != n.code || !bytes.Equal(rOut, n.out) || len(rErr) != 0 {
+		t.Fatalf("exit %d (native %d), stdout %q (native %q), stderr %q", code, n.code, rOut, n.out, rErr)
 	}
 }
 
