@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "2ed659493ce5294d4a82b5e45b05ea2de716c55dd05c57f47ff9603a0b111219"
+const BlobSHA256 = "6153323fcc44acc9dfe428eb88de739caf50c2e785a413bfb3dc7adebbbe0afb"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -176,10 +176,11 @@ func (a *Asm) cacheRestore() {
 
 // EntryProbe emits a sampled call tool's entry probe (policy.EntrySites)
 // at run[0], a function's first instruction (facts.Kind k, direct target
-// tgt); the plain instructions after it in run run here too. Flags are dead at a function's entry (a call leaves them
-// undefined), so its fast path compares and counts down in memory, with
-// no register and no stack; the probe call, with the return address the
-// function was entered with in %rsi, is cold code:
+// tgt), which runs here with the plain instructions after it in run.
+// Flags are dead at a function's entry (a call leaves them undefined),
+// so its fast path compares and counts down in memory, with no register
+// and no stack; the probe call, with the return address the function
+// was entered with in %rsi, is cold code:
 //
 //	cmpq $1,gate(%rip) ; je body            # closed
 //	lock decq cache2(%rip) ; js cold        # the countdown

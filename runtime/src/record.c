@@ -128,8 +128,8 @@ static void row_set_dst(struct stint_global *g, struct row *rw, const struct sti
 static int is_ind_call(const uint8_t *b, int n)
 {
 	int i = (b[0] & 0xf0) == 0x40;
-	if (b[i] != 0xff || ((b[i + 1] >> 3) & 7) != 2)
-		return 0;
+	if (i + 2 > n || b[i] != 0xff || ((b[i + 1] >> 3) & 7) != 2)
+		return 0; /* (never a byte past b[n - 1]: r may end the text) */
 	int mod = b[i + 1] >> 6, rm = b[i + 1] & 7, len = i + 2;
 	if (mod != 3 && rm == 4) {
 		if (len >= n)
