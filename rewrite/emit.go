@@ -40,6 +40,9 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 		a := &tramp.Asm{Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
 			Countdown: e.plan.Countdown(), TextLo: e.fx.Module.TextLo, TextHi: e.fx.Module.TextHi, Module: e.l.RWVaddr,
 			FlagsDead: e.tt.flagsDead}
+		if e.tt.stripe {
+			a.Stripes = &tramp.Stripes{ProbesAt: e.l.ProbesAt, NProbes: len(e.probes), CDBaseAt: e.l.RWVaddr + runtime.ModOffCDBase}
+		}
 		if e.ps.switchable(i) {
 			a.Gate = e.l.GateAt + runtime.GateWord1
 		}

@@ -53,7 +53,9 @@ type Options struct {
 	// instructions before it when they make room for one:
 	// policy.PreferPreSites); "entry", entry probes (a sampled call
 	// tool probes the functions calls enter, not the calls:
-	// policy.EntrySites).
+	// policy.EntrySites); "stripe", per-thread countdowns (an entry
+	// probe counts down in its slot of the calling thread's stripe, not
+	// in one word every thread writes).
 	NoOpt []string
 	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
 	// mode. Every call and return reaches the runtime, which keeps a
@@ -426,7 +428,7 @@ func (o *Options) opt(name string) bool {
 }
 
 // Opts are the instrumentation optimisations NoOpt can turn off.
-var Opts = []string{"ppi", "pcs", "dpc", "link", "pred", "pre", "entry"}
+var Opts = []string{"ppi", "pcs", "dpc", "link", "pred", "pre", "entry", "stripe"}
 
 // policy returns the options the policy stage reads.
 func (o *Options) policy() policy.Options {

@@ -256,6 +256,8 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	st.Sites = len(sites)
 	tt := newTrampTable(fx, plan, fr.TrampStart)
 	tt.counts, tt.atomic = opts.Counts, opts.CountsAtomic
+	// (the slots' stride must fit an imul's imm32)
+	tt.stripe = opts.stripes(fx.Module) && len(sites)*runtime.Stripes*runtime.StripeSlot < 1<<31
 	tt.noPPI, tt.noPCS = !opts.opt("ppi"), !opts.opt("pcs")
 	// Go's runtime turns a fault into a panic only at its own code's
 	// addresses: runs and tails would move more of them into trampolines
@@ -332,6 +334,9 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 		Tramps: tramps, Note: note, Probes: e.probes, Patches: patches, Chunks: rchunks, Stubs: stubs,
 		Deps: deps, TraceEnds: traceEnds, Reads: ps.pairs, Rets: retTable, Logged: e.logged, Dyn: dp, Fini: fini}
 	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize)
+	if tt.stripe {
+		im.Module.Flags |= runtime.MFStripes
+	}
 	if opts.Paths() {
 		im.Extra = []elfout.Section{{Name: formats.PathMapSection, Data: pathMap(fx, plan, tt, st).Encode()}}
 	}

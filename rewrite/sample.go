@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/runtime"
 )
 
@@ -115,6 +116,15 @@ func (o *Options) countdown() bool { return o.Sample != "" && o.Tool == ToolCall
 func (o *Options) entries() bool {
 	m := strings.TrimSpace(o.Sample)
 	return o.countdown() && o.SamplePer != "site" && (strings.HasPrefix(m, "rate:") || strings.HasPrefix(m, "reservoir:")) && o.opt("entry")
+}
+
+// stripes reports whether entry probes count down per stripe of threads
+// (STINT_MF_STRIPES): where %fs:0 is the thread pointer (not in a static
+// or Go executable), unless --no-opt stripe. One countdown per function
+// that every thread writes cost MariaDB under OLTP most of what a
+// skipped call costs.
+func (o *Options) stripes(m facts.Module) bool {
+	return o.entries() && m.FS0IsThreadPointer() && o.opt("stripe")
 }
 
 // sampleOptions is the sampling part of the module's option string.

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,7 +31,7 @@ func TestParseSampleVectors(t *testing.T) {
 
 // TestEntryProbes: a sampled call tool (rate or a reservoir per
 // function) probes function entries: the module says so
-// (MFEntries), every probe is a PFEntry call probe at its own function
+// (MFEntries, and MFStripes unless --no-opt stripe), every probe is a PFEntry call probe at its own function
 // (Src = Dst), and most entries need no stub (their runs make room for
 // a jmp). --no-opt entry, --sample-per site and every:N probe the
 // call sites instead.
@@ -45,6 +46,7 @@ func TestEntryProbes(t *testing.T) {
 		{Options{Tool: ToolCall, Sample: "reservoir:20%", SamplePer: "site"}, false},
 		{Options{Tool: ToolCall, Sample: "every:5"}, false},
 		{Options{Tool: ToolCall, Sample: "rate:20%", NoOpt: []string{"entry"}}, false},
+		{Options{Tool: ToolCall, Sample: "rate:20%", NoOpt: []string{"stripe"}}, true},
 	} {
 		out, st, err := RewriteBytes(orig, c.opts)
 		if err != nil {
@@ -58,6 +60,10 @@ func TestEntryProbes(t *testing.T) {
 		mod, probes, _ := moduleRets(t, path)
 		if got := mod.Flags&runtime.MFEntries != 0; got != c.entries {
 			t.Errorf("%s: MFEntries %v, want %v", name, got, c.entries)
+		}
+		// gzip is a dynamic PIE: %fs:0 is the thread pointer
+		if got, want := mod.Flags&runtime.MFStripes != 0, c.entries && !slices.Contains(c.opts.NoOpt, "stripe"); got != want {
+			t.Errorf("%s: MFStripes %v, want %v", name, got, want)
 		}
 		entries := 0
 		for _, p := range probes {

@@ -35,6 +35,7 @@ type trampTable struct {
 	dpc    bool    // with counts: counted runs (runs.go; off: rewrite --no-opt dpc)
 	link   bool    // a compact trace's tails (links.go; off: rewrite --no-opt link)
 	pred   bool    // a compact trace's predicted indirect jmps (predicted; off: rewrite --no-opt pred)
+	stripe bool    // entry probes count down per stripe of threads (STINT_MF_STRIPES)
 	sites  []int32 // a call chain's: by instruction index, its number among the calls and rets (callSite), nil until needed
 	stop   []bool  // by instruction index: a candidate site, where tails end
 	fx     *facts.Facts
@@ -99,6 +100,9 @@ func (tt *trampTable) emitProbes(a *tramp.Asm, t runtime.Tool, i int, probes []u
 func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
 	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Calls: tt.plan.Calls(), Static: tt.static, Countdown: tt.plan.Countdown(),
 		FlagsDead: tt.flagsDead}
+	if tt.stripe {
+		a.Stripes = &tramp.Stripes{} // the same sizes as the real ones
+	}
 	a.Cold = a.ColdAt(0)
 	a.Counts = tt.countsAt(i, 0, 0, false)
 	a.Tail = tt.tails(false)

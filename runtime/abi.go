@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"unsafe"
 )
 
 // This file mirrors include/stint_abi.h. abi_test.go pins every size and
@@ -102,6 +103,19 @@ const SampleMin = 8
 // that every method's strata are sites (call sites counting down).
 const SampleSites = 0x10
 
+// Stripes of threads for entry probes' countdowns (STINT_STRIPES,
+// STINT_STRIPE_SHIFT, STINT_STRIPE_SLOT): a thread's stripe is its
+// thread pointer shifted right by StripeShift, modulo Stripes; each
+// stripe has a slot of StripeSlot bytes per probe.
+const (
+	Stripes     = 16
+	StripeShift = 12
+	StripeSlot  = 32
+)
+
+// ModOffCDBase is the offset of cd_base in struct stint_module.
+const ModOffCDBase = uint64(unsafe.Offsetof(Module{}.CDBase))
+
 // SampleEntries is STINT_SAMPLE_ENTRIES: a sample-run row's src flag
 // saying that every method's strata are the called functions (entry
 // probes counting down).
@@ -180,6 +194,9 @@ const (
 	// MFEntries (ABI 20): with MFCountdown, calls are probed at the
 	// functions they enter (PFEntry probes), not at their call sites.
 	MFEntries uint32 = 0x2000
+	// MFStripes (ABI 20): with MFEntries, an entry probe counts down in
+	// its slot of the calling thread's stripe (Module.CDBase).
+	MFStripes uint32 = 0x4000
 )
 
 // Probe flags (STINT_PF_*).
@@ -325,7 +342,7 @@ const (
 	BlobOffProbe       = 28
 	BlobOffModuleRel   = 32
 	BlobHeaderSize     = 40
-	ModuleStructSize   = 448
+	ModuleStructSize   = 456
 	ProbeStructSize    = 64
 	PatchStructSize    = 32
 	ChunkStructSize    = 40
@@ -394,6 +411,7 @@ type Module struct {
 	NLogged        uint32
 	LoggedVaddr    uint64 // uint32[NLogged]: the direct probes (not PFDeleg) whose outcome is in that log
 	CountsVaddr    uint64 // ABI 14 (MFCounts): uint64[NProbes], zero in the file: each block probe's executions
+	CDBase         uint64 // ABI 20 (MFStripes): runtime: the entry probes' countdowns per stripe of threads
 }
 
 // StubFile is struct stint_stub_file (ABI 7): the header page of the

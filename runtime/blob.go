@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "6153323fcc44acc9dfe428eb88de739caf50c2e785a413bfb3dc7adebbbe0afb"
+const BlobSHA256 = "13d187dace2e5fa30e233fde3e248425b73c30a9a331e09bb28deaf17f7463ad"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

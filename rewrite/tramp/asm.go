@@ -35,6 +35,10 @@ type Asm struct {
 	// Cache2 and, when it is not 0, decrement it and skip the runtime
 	// (STINT_MF_COUNTDOWN; thunk.go, countdown).
 	Countdown bool
+	// Stripes, when set, makes entry probes count down in their slots of
+	// the calling thread's stripe (STINT_MF_STRIPES; thunk.go,
+	// EntryProbe).
+	Stripes *Stripes
 
 	// Tail, when set, takes a compact trace's trampolines back through
 	// the code that follows them (tail.go).

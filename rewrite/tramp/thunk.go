@@ -198,8 +198,12 @@ func (a *Asm) EntryProbe(run []place.Inst, k facts.Kind, tgt uint64, probe, entr
 	a.Emit(0x01)
 	a.Emit(0x74, 0x00) // je body
 	closed := a.off() - 1
-	a.Emit(0xf0, 0x48, 0xff, 0x0d) // lock decq cache2(%rip)
-	a.rel32(probe+probeCaches[1], 0)
+	if a.Stripes != nil {
+		a.stripeCountdown(probe)
+	} else {
+		a.Emit(0xf0, 0x48, 0xff, 0x0d) // lock decq cache2(%rip)
+		a.rel32(probe+probeCaches[1], 0)
+	}
 	a.Emit(0x0f, 0x88) // js cold
 	slow := a.off()
 	a.u32(0)
@@ -223,4 +227,48 @@ func (a *Asm) EntryProbe(run []place.Inst, k facts.Kind, tgt uint64, probe, entr
 		c.Jmp(body)
 	})
 	return []Probe{{Kind: runtime.KCall, Flags: runtime.PFDirect | runtime.PFEntry, Dst: in.Addr, Arm: -1}}
+}
+
+// Stripes is what an entry probe needs to count down in the calling
+// thread's stripe (STINT_MF_STRIPES): where the probe records start,
+// how many there are, and the link vaddr of the module's cd_base.
+type Stripes struct {
+	ProbesAt uint64
+	NProbes  int
+	CDBaseAt uint64
+}
+
+// stripeCountdown emits an entry probe's countdown in its slot of the
+// calling thread's stripe, with the sign flag set when it went below 0
+// and clear when the module has no slots yet (cd_base 0: nothing is
+// counted before the runtime maps them). At a function's entry the red
+// zone is free: %rax and %rcx are saved there.
+//
+//	mov %rax,-8(%rsp) ; mov cd_base(%rip),%rax ; test %rax,%rax ; jz out
+//	mov %rcx,-16(%rsp) ; mov %fs:0,%rcx ; shr $12,%rcx ; and $15,%ecx
+//	imul $stride,%ecx,%ecx ; lock decq 32*idx+8(%rax,%rcx) ; mov -16(%rsp),%rcx
+//	out: mov -8(%rsp),%rax
+func (a *Asm) stripeCountdown(probe uint64) {
+	st := a.Stripes
+	idx := uint64(0)
+	if probe >= st.ProbesAt {
+		idx = (probe - st.ProbesAt) / runtime.ProbeStructSize
+	}
+	a.Emit(0x48, 0x89, 0x44, 0x24, 0xf8) // mov %rax,-8(%rsp)
+	a.Emit(0x48, 0x8b, 0x05)             // mov cd_base(%rip),%rax
+	a.rel32(st.CDBaseAt, 0)
+	a.Emit(0x48, 0x85, 0xc0) // test %rax,%rax
+	a.Emit(0x74, 0x00)       // jz out
+	out := a.off() - 1
+	a.Emit(0x48, 0x89, 0x4c, 0x24, 0xf0)                         // mov %rcx,-16(%rsp)
+	a.Emit(0x64, 0x48, 0x8b, 0x0c, 0x25, 0x00, 0x00, 0x00, 0x00) // mov %fs:0,%rcx
+	a.Emit(0x48, 0xc1, 0xe9, runtime.StripeShift)                // shr $12,%rcx
+	a.Emit(0x83, 0xe1, runtime.Stripes-1)                        // and $15,%ecx
+	a.Emit(0x69, 0xc9)                                           // imul $stride,%ecx,%ecx
+	a.u32(uint32(st.NProbes * runtime.StripeSlot))
+	a.Emit(0xf0, 0x48, 0xff, 0x8c, 0x08) // lock decq disp32(%rax,%rcx)
+	a.u32(uint32(idx*runtime.StripeSlot + 8))
+	a.Emit(0x48, 0x8b, 0x4c, 0x24, 0xf0) // mov -16(%rsp),%rcx
+	a.patchRel8(out, a.off())
+	a.Emit(0x48, 0x8b, 0x44, 0x24, 0xf8) // out: mov -8(%rsp),%rax
 }

@@ -114,6 +114,12 @@
 #define STINT_MF_ENTRIES 0x2000 /* (ABI 20) with STINT_MF_COUNTDOWN: calls are probed at the functions they
                                  * enter (STINT_PF_ENTRY probes), not at the call sites: the processor's
                                  * return-stack predictor sees every call, and each function counts down */
+#define STINT_MF_STRIPES 0x4000 /* (ABI 20) with STINT_MF_ENTRIES: each entry probe counts down in its slot of
+                                 * the calling thread's stripe (cd_base), not in the probe: a thread's stripe
+                                 * is (%fs:0 >> STINT_STRIPE_SHIFT) % STINT_STRIPES, %fs:0 its thread pointer */
+#define STINT_STRIPES      16
+#define STINT_STRIPE_SHIFT 12
+#define STINT_STRIPE_SLOT  32 /* a slot: the countdown pair (skip last set, countdown), the stratum, unused */
 #define STINT_MF_CALLS   0x1000 /* (ABI 15) with STINT_MF_PATHS: a call chain (tool call). Only calls and
                                  * rets are probed; each appends its own address (TIP; a ret to the call
                                  * stack's top a RET_TIP, any other ret then its destination, an indirect
@@ -357,7 +363,11 @@ struct stint_module {
 	                          *      module, the runtime retires these instead of looking up every probe */
 	uint64_t counts_vaddr;   /* 440: ABI 14 (STINT_MF_COUNTS): uint64_t[nprobes], zero in the file: probe i's
 	                          *      executions (block probes; others stay 0) */
-};                           /* 448 */
+	uint64_t cd_base;        /* 448: ABI 20 (STINT_MF_STRIPES): runtime: the entry probes' countdowns per stripe
+	                          *      of threads, STINT_STRIPES x nprobes slots of STINT_STRIPE_SLOT bytes (slot
+	                          *      i of stripe s at s * nprobes + i), mapped at the module's start; 0 until then
+	                          *      (a trampoline then counts nothing) */
+};                           /* 456 */
 
 /* ABI 7: the header of the stub area stored in the module's file, a page
  * of its own at stub_file_off (page aligned); the area follows it. */

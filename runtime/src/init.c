@@ -286,6 +286,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	if (g->log.on && !g->reg.mode && patching && !(m->flags & STINT_MF_EVERY))
 		log_load_module(g, m, base, chunks_lost);
 	hit_enable(g, m, patching);
+	sample_module(m);
 	__atomic_store_n(&m->runtime_state, RS_ACTIVE | (patching && !(m->flags & STINT_MF_EVERY) ? RS_PATCHING : 0),
 			 __ATOMIC_RELEASE);
 	if (spawn) {

@@ -467,6 +467,45 @@ static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, u
 /* The countdown's stratum: probe p's site, or for an entry probe
  * (STINT_PF_ENTRY) its function. p's cache and cache2 are the countdown
  * pair (16-byte aligned: probes are 64 bytes from a page). */
+/* The calling thread's stripe (STINT_MF_STRIPES), as the entry
+ * probes' trampolines compute it from the thread pointer. */
+static inline uint32_t smp_thread_stripe(void)
+{
+	uint64_t tp;
+	__asm__("mov %%fs:0, %0" : "=r"(tp));
+	return (uint32_t)((tp >> STINT_STRIPE_SHIFT) % STINT_STRIPES);
+}
+
+/*
+ * An entry probe of a module whose countdowns are per stripe of threads
+ * (STINT_MF_STRIPES): the countdown pair is the probe's slot in the
+ * calling thread's stripe, and the stratum the function in that stripe
+ * (the sample-set rows of a function's stripes add up offline), which
+ * the slot's third word remembers. Nothing is shared with a thread of
+ * another stripe.
+ */
+static struct smp_slot *smp_pick_stripe(struct stint_sample *s, const struct stint_module *m, struct stint_probe *p,
+					const struct row *rw)
+{
+	uint64_t base = __atomic_load_n(&m->cd_base, __ATOMIC_ACQUIRE);
+	if (!base)
+		return 0;
+	uint32_t st = smp_thread_stripe();
+	uint64_t idx = (uint64_t)(p - (struct stint_probe *)(m->base + m->probes_vaddr));
+	uint64_t *slot = (uint64_t *)(base + ((uint64_t)st * m->nprobes + idx) * STINT_STRIPE_SLOT);
+	uint64_t key = smp_loc_key(rw->dst_module, rw->dst);
+	struct smp_fn *f = (struct smp_fn *)__atomic_load_n(&slot[2], __ATOMIC_RELAXED);
+	if (!f || __atomic_load_n(&f->key, __ATOMIC_ACQUIRE) != key || f->stripe != 1 + st) {
+		f = smp_find_counted(s, key, 1 + st);
+		if (!f)
+			return 0;
+		__atomic_store_n(&slot[2], (uint64_t)f, __ATOMIC_RELAXED);
+	}
+	if (!__atomic_load_n(&f->cd, __ATOMIC_RELAXED))
+		__atomic_store_n(&f->cd, (uint64_t)slot, __ATOMIC_RELEASE);
+	return smp_countdown(s, f, slot);
+}
+
 static struct smp_slot *smp_pick_countdown(struct stint_sample *s, struct stint_probe *p, const struct row *rw)
 {
 	int entry = (p->flags & STINT_PF_ENTRY) != 0;
@@ -497,7 +536,8 @@ static void sample_event(struct stint_global *g, struct stint_probe *p, const st
 	int cd = (m->flags & STINT_MF_COUNTDOWN) != 0;
 	struct smp_slot *sl;
 	if (cd && g->smp.countdown)
-		sl = smp_pick_countdown(&g->smp, p, rw);
+		sl = (m->flags & STINT_MF_STRIPES) && (p->flags & STINT_PF_ENTRY) ? smp_pick_stripe(&g->smp, m, p, rw)
+										    : smp_pick_countdown(&g->smp, p, rw);
 	else
 		sl = smp_pick(&g->smp, rw, !cd && (smp_stripe_of() & 1) ? &p->cache2 : &p->cache);
 	if (!sl)
@@ -817,6 +857,22 @@ static void smp_forget(struct stint_sample *s, struct smp_fn *f, uint64_t key, u
 	}
 	if (f->cd)
 		((uint64_t *)f->cd)[0] = ((uint64_t *)f->cd)[1] = 0;
+}
+
+/* A module whose entry probes count down per stripe of threads
+ * (STINT_MF_STRIPES): map their slots, touched only where threads run
+ * (until then its trampolines count nothing). */
+static void sample_module(struct stint_module *m)
+{
+	if (!(m->flags & STINT_MF_STRIPES) || __atomic_load_n(&m->cd_base, __ATOMIC_ACQUIRE))
+		return;
+	size_t n = (size_t)STINT_STRIPES * m->nprobes * STINT_STRIPE_SLOT;
+	long a = n ? sys_mmap(0, n, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0) : -1;
+	if (sys_failed(a)) {
+		say_line("cannot map the entry probes' countdowns: calls into this module are not sampled");
+		return;
+	}
+	__atomic_store_n(&m->cd_base, (uint64_t)a, __ATOMIC_RELEASE);
 }
 
 /* A forked child (fork_child_reopen): its own intervals from now, and

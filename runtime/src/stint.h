@@ -900,6 +900,10 @@ static uint64_t smp_key(const struct stint_sample *s, const struct row *rw);
 static struct smp_fn *smp_find_counted(struct stint_sample *s, uint64_t key, uint32_t st);
 static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, uint64_t *cache);
 static struct smp_slot *smp_pick_countdown(struct stint_sample *s, struct stint_probe *p, const struct row *rw);
+static inline uint32_t smp_thread_stripe(void);
+static void sample_module(struct stint_module *m);
+static struct smp_slot *smp_pick_stripe(struct stint_sample *s, const struct stint_module *m, struct stint_probe *p,
+					const struct row *rw);
 static void sample_event(struct stint_global *g, struct stint_probe *p, const struct row *rw);
 static void smp_size(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a);
 static void smp_prepare(struct stint_sample *s, uint32_t a);
