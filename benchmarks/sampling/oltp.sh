@@ -18,36 +18,11 @@
 # Needs mariadb-server and sysbench (apt-get install mariadb-server sysbench).
 set -eu
 reps=${REPS:-3} secs=${SECS:-10} threads=${THREADS:-2}
-mariadbd=${MARIADBD:-/usr/sbin/mariadbd}
 [ $# -gt 0 ] || set -- all rate:20% every:5 reservoir:20% reservoir:20%,site
 work=$(mktemp -d)
 trap 'mariadb-admin -S "$work/sock" -uroot shutdown >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-
-mariadb-install-db --no-defaults --datadir="$work/data" --user="$(id -un)" --auth-root-authentication-method=normal >"$work/install.log" 2>&1
-
-# serve BIN: start BIN on the datadir; returns once it answers
-serve() {
-	STINT_OUT="$work/tr" "$1" --no-defaults --datadir="$work/data" --socket="$work/sock" --skip-networking \
-		--user="$(id -un)" --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=0 >"$work/server.log" 2>&1 &
-	i=0
-	until mariadb -S "$work/sock" -uroot -e "select 1" >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -lt 300 ] || { cat "$work/server.log" >&2; exit 1; }
-		sleep 0.2
-	done
-}
-
-stop() {
-	mariadb-admin -S "$work/sock" -uroot shutdown
-	wait
-}
-
-sb() { sysbench oltp_read_write --mysql-socket="$work/sock" --mysql-user=root --tables=4 --table-size=10000 --threads="$threads" "$@"; }
-
-serve "$mariadbd"
-mariadb -S "$work/sock" -uroot -e "create database sbtest"
-sb prepare >/dev/null
-stop
+. "$(dirname "$0")/lib.sh"
+install
 
 # run BIN: one sysbench run on BIN; prints "tps avg p95 traceMB readerbusy%"
 run() {
