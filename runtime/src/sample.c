@@ -429,6 +429,23 @@ static uint64_t smp_key(const struct stint_sample *s, const struct row *rw)
 	return callee ? smp_loc_key(rw->dst_module, rw->dst) : smp_loc_key(rw->src_module, rw->src);
 }
 
+/* Stratum (key, stripe st): the one cache remembers (0: no cache),
+ * when it still is that one, else the table's, which cache then
+ * remembers; an event whose stratum the full table has no room for is
+ * counted unstratified (0). */
+static struct smp_fn *smp_find_cached(struct stint_sample *s, uint64_t key, uint32_t st, uint64_t *cache)
+{
+	struct smp_fn *f = cache ? (struct smp_fn *)__atomic_load_n(cache, __ATOMIC_RELAXED) : 0;
+	if (f && __atomic_load_n(&f->key, __ATOMIC_ACQUIRE) == key && f->stripe == st)
+		return f;
+	f = smp_find(s, key, st);
+	if (!f)
+		__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
+	else if (cache)
+		__atomic_store_n(cache, (uint64_t)f, __ATOMIC_RELAXED);
+	return f;
+}
+
 /*
  * Where the sampler puts event rw, 0 when it is not taken. cache (0:
  * none) is a word of the event's probe that remembers the stratum it
@@ -437,36 +454,25 @@ static uint64_t smp_key(const struct stint_sample *s, const struct row *rw)
  * reservoir more than its sampling (MariaDB: 0.071 of native against
  * rate's 0.181).
  */
-/* smp_find; an event whose stratum the full table has no room for is
- * counted unstratified (0). */
-static struct smp_fn *smp_find_counted(struct stint_sample *s, uint64_t key, uint32_t st)
-{
-	struct smp_fn *f = smp_find(s, key, st);
-	if (!f)
-		__atomic_fetch_add(&s->unstratified, 1, __ATOMIC_RELAXED);
-	return f;
-}
-
 static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, uint64_t *cache)
 {
 	if (s->method == STINT_SAMPLE_RATE || s->method == STINT_SAMPLE_EVERY)
 		return smp_stream(s);
-	uint64_t key = smp_key(s, rw);
-	uint32_t st = smp_stripe_of();
-	struct smp_fn *f = cache ? (struct smp_fn *)__atomic_load_n(cache, __ATOMIC_RELAXED) : 0;
-	if (!f || __atomic_load_n(&f->key, __ATOMIC_ACQUIRE) != key || f->stripe != st) {
-		f = smp_find_counted(s, key, st);
-		if (!f)
-			return 0;
-		if (cache)
-			__atomic_store_n(cache, (uint64_t)f, __ATOMIC_RELAXED);
-	}
-	return smp_reservoir(s, f);
+	struct smp_fn *f = smp_find_cached(s, smp_key(s, rw), smp_stripe_of(), cache);
+	return f ? smp_reservoir(s, f) : 0;
 }
 
-/* The countdown's stratum: probe p's site, or for an entry probe
- * (STINT_PF_ENTRY) its function. p's cache and cache2 are the countdown
- * pair (16-byte aligned: probes are 64 bytes from a page). */
+/* A countdown's call for stratum f (0: none) with countdown pair cw
+ * (16-byte aligned), which f keeps for the reader's settling. */
+static struct smp_slot *smp_count_in(struct stint_sample *s, struct smp_fn *f, uint64_t *cw)
+{
+	if (!f)
+		return 0;
+	if (!__atomic_load_n(&f->cd, __ATOMIC_RELAXED))
+		__atomic_store_n(&f->cd, (uint64_t)cw, __ATOMIC_RELEASE);
+	return smp_countdown(s, f, cw);
+}
+
 /* The calling thread's stripe (STINT_MF_STRIPES), as the entry
  * probes' trampolines compute it from the thread pointer. */
 static inline uint32_t smp_thread_stripe(void)
@@ -493,35 +499,18 @@ static struct smp_slot *smp_pick_stripe(struct stint_sample *s, const struct sti
 	uint32_t st = smp_thread_stripe();
 	uint64_t idx = (uint64_t)(p - (struct stint_probe *)(m->base + m->probes_vaddr));
 	uint64_t *slot = (uint64_t *)(base + ((uint64_t)st * m->nprobes + idx) * STINT_STRIPE_SLOT);
-	uint64_t key = smp_loc_key(rw->dst_module, rw->dst);
-	struct smp_fn *f = (struct smp_fn *)__atomic_load_n(&slot[2], __ATOMIC_RELAXED);
-	if (!f || __atomic_load_n(&f->key, __ATOMIC_ACQUIRE) != key || f->stripe != 1 + st) {
-		f = smp_find_counted(s, key, 1 + st);
-		if (!f)
-			return 0;
-		__atomic_store_n(&slot[2], (uint64_t)f, __ATOMIC_RELAXED);
-	}
-	if (!__atomic_load_n(&f->cd, __ATOMIC_RELAXED))
-		__atomic_store_n(&f->cd, (uint64_t)slot, __ATOMIC_RELEASE);
-	return smp_countdown(s, f, slot);
+	return smp_count_in(s, smp_find_cached(s, smp_loc_key(rw->dst_module, rw->dst), 1 + st, &slot[2]), slot);
 }
 
+/* The countdown's stratum: probe p's site, or for an entry probe
+ * (STINT_PF_ENTRY) its function, which its arm_to remembers (an entry
+ * probe has no arm). p's cache and cache2 are the countdown pair
+ * (16-byte aligned: probes are 64 bytes from a page). */
 static struct smp_slot *smp_pick_countdown(struct stint_sample *s, struct stint_probe *p, const struct row *rw)
 {
-	int entry = (p->flags & STINT_PF_ENTRY) != 0;
-	uint64_t key = entry ? smp_loc_key(rw->dst_module, rw->dst) : smp_loc_key(rw->src_module, rw->src);
-	/* an entry probe has no arm: its arm_to remembers its stratum */
-	struct smp_fn *f = entry ? (struct smp_fn *)__atomic_load_n(&p->arm_to, __ATOMIC_RELAXED) : 0;
-	if (!f || __atomic_load_n(&f->key, __ATOMIC_ACQUIRE) != key || f->stripe != 0) {
-		f = smp_find_counted(s, key, 0);
-		if (!f)
-			return 0;
-		if (entry)
-			__atomic_store_n(&p->arm_to, (uint64_t)f, __ATOMIC_RELAXED);
-	}
-	if (!__atomic_load_n(&f->cd, __ATOMIC_RELAXED))
-		__atomic_store_n(&f->cd, (uint64_t)&p->cache, __ATOMIC_RELEASE);
-	return smp_countdown(s, f, &p->cache);
+	if (p->flags & STINT_PF_ENTRY)
+		return smp_count_in(s, smp_find_cached(s, smp_loc_key(rw->dst_module, rw->dst), 0, &p->arm_to), &p->cache);
+	return smp_count_in(s, smp_find_cached(s, smp_loc_key(rw->src_module, rw->src), 0, 0), &p->cache);
 }
 
 /* An event of probe p of an every-occurrence module while sampling

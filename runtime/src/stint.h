@@ -897,7 +897,8 @@ static struct smp_slot *smp_countdown(struct stint_sample *s, struct smp_fn *f, 
 static void smp_settle(struct stint_sample *s, struct smp_fn *f, uint64_t key, uint32_t a);
 static inline uint64_t smp_loc_key(uint16_t mod, uint64_t a);
 static uint64_t smp_key(const struct stint_sample *s, const struct row *rw);
-static struct smp_fn *smp_find_counted(struct stint_sample *s, uint64_t key, uint32_t st);
+static struct smp_fn *smp_find_cached(struct stint_sample *s, uint64_t key, uint32_t st, uint64_t *cache);
+static struct smp_slot *smp_count_in(struct stint_sample *s, struct smp_fn *f, uint64_t *cw);
 static struct smp_slot *smp_pick(struct stint_sample *s, const struct row *rw, uint64_t *cache);
 static struct smp_slot *smp_pick_countdown(struct stint_sample *s, struct stint_probe *p, const struct row *rw);
 static inline uint32_t smp_thread_stripe(void);
