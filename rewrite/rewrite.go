@@ -333,10 +333,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	im := &elfout.Image{File: fx.File, Mod: fx.Module, Frame: fr, Layout: l, Blob: blob.Blob, Writes: p.Writes,
 		Tramps: tramps, Note: note, Probes: e.probes, Patches: patches, Chunks: rchunks, Stubs: stubs,
 		Deps: deps, TraceEnds: traceEnds, Reads: ps.pairs, Rets: retTable, Logged: e.logged, Dyn: dp, Fini: fini}
-	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize)
-	if tt.stripe {
-		im.Module.Flags |= runtime.MFStripes
-	}
+	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize, tt.stripe)
 	if opts.Paths() {
 		im.Extra = []elfout.Section{{Name: formats.PathMapSection, Data: pathMap(fx, plan, tt, st).Encode()}}
 	}
@@ -349,8 +346,9 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 }
 
 // moduleHeader fills the fields of struct stint_module the rewrite
-// decides; elfout.Write adds the addresses.
-func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.Image, stubArea uint64) runtime.Module {
+// decides (stripe: the trampolines count down per stripe of threads);
+// elfout.Write adds the addresses.
+func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.Image, stubArea uint64, stripe bool) runtime.Module {
 	h := runtime.Module{Tool: uint32(opts.Tool), NProbes: uint32(len(im.Probes)), ImageEnd: fx.Module.ImageHi,
 		NPatches: uint32(len(im.Patches)), NChunks: uint32(len(im.Chunks)),
 		TextLo: fx.Module.TextLo, TextHi: fx.Module.TextHi, StubAreaSize: stubArea,
@@ -376,6 +374,9 @@ func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.I
 	}
 	if opts.entries() {
 		h.Flags |= runtime.MFEntries
+	}
+	if stripe {
+		h.Flags |= runtime.MFStripes
 	}
 	if fx.Module.Shared {
 		h.Flags |= runtime.MFShared

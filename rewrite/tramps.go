@@ -75,11 +75,7 @@ func (tt *trampTable) emitSite(a *tramp.Asm, t runtime.Tool, i int, probes []uin
 func (tt *trampTable) emitProbes(a *tramp.Asm, t runtime.Tool, i int, probes []uint64, entry uint64) []tramp.Probe {
 	c := tt.code
 	if last, ok := tt.plan.EntryProbe(i); ok {
-		var probe uint64 // 0 while sizing
-		if len(probes) > 0 {
-			probe = probes[0]
-		}
-		return a.EntryProbe(c.Insts[i:last+1], c.Kinds[i], c.Targets[i], probe, entry, tt.pic)
+		return a.EntryProbe(c.Insts[i:last+1], c.Kinds[i], c.Targets[i], probes, entry, tt.pic)
 	}
 	if k, ok := tt.plan.PathsProbe(i); ok {
 		if j, pre := tt.plan.PreSiteOf(i); pre {

@@ -17,6 +17,15 @@ type Probe struct {
 	ArmTo uint64 // link vaddr
 }
 
+// firstProbe returns a site's first probe, 0 while sizing (no probes
+// yet).
+func firstProbe(probes []uint64) uint64 {
+	if len(probes) == 0 {
+		return 0
+	}
+	return probes[0]
+}
+
 // siteTramp emits the probe trampoline of a site. probes holds the link
 // vaddrs of the site's probes (placeholders when sizing); it returns the
 // probe descriptions.
@@ -236,11 +245,7 @@ func (a *Asm) branchAfter(j *place.Inst, jk facts.Kind, tgt uint64, probes []uin
 // address at the program's (%rsp)), then in relocated. None ever
 // retires, so there is no arm.
 func (a *Asm) PathsProbe(k runtime.Kind, in *place.Inst, fk facts.Kind, tgt uint64, probes []uint64, entry uint64, pic bool) []Probe {
-	var probe uint64
-	if len(probes) > 0 {
-		probe = probes[0]
-	}
-	flags := a.pathsCall(k, probe, entry, in.Addr)
+	flags := a.pathsCall(k, firstProbe(probes), entry, in.Addr)
 	a.Relocate(in, fk, tgt, pic)
 	a.flushNear()
 	return []Probe{{Kind: k, Flags: flags, Arm: -1}}
@@ -348,10 +353,7 @@ func (a *Asm) indirectThunk(in *place.Inst, k facts.Kind, probe, entry uint64, e
 // ret above it mispredict; run in place, the call pushes what its ret
 // will pop, and the program still sees its own return address.
 func (a *Asm) PreCall(in *place.Inst, k facts.Kind, call *place.Inst, ck facts.Kind, tgt uint64, probes []uint64, entry uint64, pic bool) []Probe {
-	var probe uint64
-	if len(probes) > 0 {
-		probe = probes[0]
-	}
+	probe := firstProbe(probes)
 	if k != facts.Other {
 		a.setErr(fmt.Errorf("%v at %#x is not a plain instruction", k, in.Addr))
 		return nil

@@ -191,8 +191,8 @@ func (a *Asm) cacheRestore() {
 //
 // The trampolines a workload runs stay short: the thunk (80 bytes with
 // the call) cost MariaDB under OLTP as much as the calls it skipped.
-func (a *Asm) EntryProbe(run []place.Inst, k facts.Kind, tgt uint64, probe, entry uint64, pic bool) []Probe {
-	in := &run[0]
+func (a *Asm) EntryProbe(run []place.Inst, k facts.Kind, tgt uint64, probes []uint64, entry uint64, pic bool) []Probe {
+	in, probe := &run[0], firstProbe(probes)
 	a.Emit(0x48, 0x83, 0x3d) // cmpq $1,gate(%rip)
 	a.rel32(a.Gate, 1)
 	a.Emit(0x01)
