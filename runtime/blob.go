@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "005d7e7d36d93036805e9c4e9a72017270c7035a6136d39d99c4a6825875e964"
+const BlobSHA256 = "b4f1db6b2e493d527c1fc1043d95879f4805461ea50ba39d011aad8cd8ebc8e7"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

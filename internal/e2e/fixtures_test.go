@@ -181,14 +181,10 @@ func TestFixturesBehaveLikeNative(t *testing.T) {
 				} else if compactSupported(v) {
 					sets = append(sets, rewrite.Options{Every: true})
 				}
-				// a sampled call tool: entry probes, per-thread stripes. Not
-				// the fixtures without libc: their main thread ends with
-				// exit, not exit_group, and the sampler's reader thread,
-				// which blocks every signal, then keeps the process alive
-				// (a known gap)
-				if f.Lang != fixtures.Asm {
-					sets = append(sets, rewrite.Options{Tool: rewrite.ToolCall, Sample: "rate:20%"})
-				}
+				// a sampled call tool: entry probes, per-thread stripes (the
+				// fixtures without libc end with exit, not exit_group: the
+				// sampler's reader then ends the run, TestProgramLeftWithExit)
+				sets = append(sets, rewrite.Options{Tool: rewrite.ToolCall, Sample: "rate:20%"})
 				for _, opts := range sets {
 					dir := t.TempDir()
 					out, st := rewritten(t, bin, dir, opts)

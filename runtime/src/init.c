@@ -327,6 +327,20 @@ STINT_API uint64_t stint_init_shared(const uint8_t *blob, long argc, char **argv
 }
 
 /*
+ * End the run: its last rows and end marker, the paths file's end, the
+ * log's last save, the partial batch. At the executable's finalizer, or
+ * from a runtime thread once the program left without exit_group
+ * (program_left). Each step happens once, so two threads may both call.
+ */
+static void run_left(struct stint_global *g)
+{
+	run_end(g);
+	paths_close(g);
+	log_save(g, 1);
+	flush(g);
+}
+
+/*
  * A module's finalizer (DT_FINI). The run ends (its last counts and
  * samples, the paths file's end marker) at the executable's, the first
  * to run at exit, or, when the executable was not rewritten, at the
@@ -339,11 +353,11 @@ STINT_API uint64_t stint_fini(const uint8_t *blob)
 	struct stint_module *m = module_of_blob(blob);
 	if (__atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE) & RS_ACTIVE) {
 		if ((m->flags & STINT_MF_EXEC) || !__atomic_load_n(&G()->proc.exe_registered, __ATOMIC_ACQUIRE)) {
-			run_end(G());
-			paths_close(G());
+			run_left(G());
+		} else {
+			log_save(G(), 1);
+			flush(G());
 		}
-		log_save(G(), 1);
-		flush(G());
 	}
 	uint64_t base = (uint64_t)m - m->self_vaddr;
 	return m->orig_fini ? base + m->orig_fini : 0;

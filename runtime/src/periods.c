@@ -561,10 +561,11 @@ static void period_main(void)
 		}
 		g->sw.sync_tsc = best;
 	}
-	uint64_t last_save = m1;
+	uint64_t last_save = m1, left_check = 0;
 	for (;;) {
 		uint64_t next = g->per.period_mono0 + (g->per.period_ns ? g->per.period_ns : 1000000000ULL);
 		wait_period(g, next);
+		leave_if_program_left(g, &left_check);
 		if (!lock_bounded(&g->per.period_lock))
 			continue;
 		if (__atomic_load_n(&g->per.run_ended, __ATOMIC_ACQUIRE)) {

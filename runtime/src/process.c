@@ -100,6 +100,72 @@ static long read_small(const char *path, char *buf, size_t cap)
 	return (long)n;
 }
 
+/*
+ * From /proc/self/stat: this process's state (field 3, its leader's),
+ * its thread count (field 20) and, with code, its leader's exit status
+ * as wait reports it (field 52, Linux 3.5). A leader that left with
+ * SYS_exit stays listed, a zombie, until the group's last thread
+ * leaves. 0, or -1.
+ */
+static int proc_stat_threads(char *state, uint64_t *threads, uint64_t *code)
+{
+	char buf[1024];
+	long n = read_small("/proc/self/stat", buf, sizeof buf);
+	long i = n - 1;
+	while (i > 0 && buf[i] != ')')
+		i--; /* the command name may hold spaces and parentheses */
+	if (n <= 0 || i <= 0 || i + 2 >= n)
+		return -1;
+	*state = buf[i + 2];
+	uint64_t v[2] = {0, 0};
+	int field = 2, digits[2] = {0, 0}, last = code ? 52 : 20;
+	for (long j = i + 1; j < n && buf[j] != '\n' && field <= last; j++) {
+		if (buf[j] == ' ') {
+			field++;
+		} else if (field == 20 || field == 52) {
+			int k = field == 52;
+			if (buf[j] < '0' || buf[j] > '9')
+				return -1;
+			v[k] = v[k] * 10 + (uint64_t)(buf[j] - '0');
+			digits[k]++;
+		}
+	}
+	*threads = v[0];
+	if (code)
+		*code = v[1];
+	return digits[0] && (!code || digits[1]) ? 0 : -1;
+}
+
+#define LEFT_CHECK_NS 50000000ULL /* program_left reads /proc at most every 50 ms */
+
+/*
+ * A runtime thread's check at each wake, at most every LEFT_CHECK_NS
+ * (*last_check: the caller's clock). When the program's threads have
+ * all left, the last with SYS_exit (exit_group would have ended ours
+ * too), the leader is a zombie and the other threads are the runtime's
+ * (the period thread, the sampler's reader), which block every signal
+ * and would keep the process alive for ever, SIGTERM pending. Then the
+ * run ends here and this thread leaves with the leader's exit status:
+ * the group's last thread's status is the process's (Linux 5.19 on;
+ * before, the leader's).
+ */
+static void leave_if_program_left(struct stint_global *g, uint64_t *last_check)
+{
+	uint64_t now = now_ns(S_CLOCK_MONOTONIC);
+	if (now < *last_check + LEFT_CHECK_NS)
+		return;
+	*last_check = now;
+	uint64_t ours = (__atomic_load_n(&g->per.period_thread, __ATOMIC_ACQUIRE) ? 1 : 0) +
+			(__atomic_load_n(&g->smp.reader_up, __ATOMIC_ACQUIRE) ? 1 : 0);
+	char st = 0;
+	uint64_t n = 0, code = 0;
+	if (proc_stat_threads(&st, &n, &code) || st != 'Z' || n > 1 + ours)
+		return;
+	run_left(g);
+	for (;;)
+		sys_call1(SYS_exit, (long)((code >> 8) & 0xff));
+}
+
 static uint64_t auxv_find(const uint64_t *auxv, uint64_t type)
 {
 	for (; auxv && auxv[0] != S_AT_NULL; auxv += 2)

@@ -667,8 +667,10 @@ static void sample_main(void)
 {
 	struct stint_global *g = G();
 	struct stint_sample *s = &g->smp;
+	uint64_t left_check = 0;
 	for (;;) {
 		sleep_until(s->mono0 + s->interval_ns);
+		leave_if_program_left(g, &left_check);
 		uint64_t c0 = now_ns(S_CLOCK_THREAD_CPUTIME_ID);
 		if (lock_bounded(&s->lock)) {
 			if (!s->ended)
@@ -802,7 +804,9 @@ static void sample_spawn(struct stint_global *g)
 			sys_call2(SYS_munmap, st, (long)SMP_STACK);
 		/* the samples still come out, all at the run's end */
 		say_line("cannot start the sampler's reader thread; samples are written at exit");
+		return;
 	}
+	__atomic_store_n(&s->reader_up, 1, __ATOMIC_RELEASE);
 }
 
 /*
@@ -877,6 +881,7 @@ static void sample_fork(struct stint_global *g)
 	s->used[0] = s->used[1] = s->upper[0] = s->upper[1] = 0;
 	s->lock = 0;
 	s->thread = 0;
+	s->reader_up = 0;
 	s->pending = 0;
 	s->ended = 0;
 	s->busy_ns = s->dropped = s->unstratified = 0;

@@ -434,7 +434,8 @@ struct stint_sample {
 	uint32_t thread, pending;         /* reader started; a flipped half not yet drained (1 + half) */
 	uint32_t ended;                   /* the run's end wrote the last interval */
 	uint32_t countdown;               /* call probes count down (STINT_MF_COUNTDOWN and rate, every or per site; with STINT_MF_ENTRIES any) */
-	uint32_t entries, pad3;           /* the countdowns are function entries' (STINT_MF_ENTRIES): strata are functions */
+	uint32_t entries;                 /* the countdowns are function entries' (STINT_MF_ENTRIES): strata are functions */
+	uint32_t reader_up;               /* the reader thread runs (program_left counts it) */
 	int64_t lw_rate;                  /* log2 of P (Q32.32): rate's and fresh strata's geometric skips */
 	uint64_t pend_end;                /* when the pending half's interval ended */
 	uint64_t pow2[32];                /* 2^-(2^-(i+1)), Q0.64: smp_exp2's factors */
@@ -773,6 +774,9 @@ static int elf64_ident_ok(const struct elf64_ehdr *eh);
 static uint64_t vdso_lookup(uint64_t ehdr_addr, const char *name);
 static long open_ro(const char *path);
 static long read_small(const char *path, char *buf, size_t cap);
+static int proc_stat_threads(char *state, uint64_t *threads, uint64_t *code);
+static void leave_if_program_left(struct stint_global *g, uint64_t *last_check);
+static void run_left(struct stint_global *g);
 static uint64_t auxv_find(const uint64_t *auxv, uint64_t type);
 static uint64_t proc_auxv(uint64_t type);
 static const char *env_get(char **envp, const char *name);

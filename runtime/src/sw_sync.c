@@ -31,28 +31,9 @@ static int sw_alone(struct stint_global *g)
 	struct s_stat st;
 	if (!sys_failed(task_stat(g, &st)) && st.nlink >= 3)
 		return st.nlink - 2 <= 1 + runtime;
-	char buf[512];
-	long n = read_small("/proc/self/stat", buf, sizeof buf);
-	if (n <= 0)
-		return 0;
-	long i = n - 1;
-	while (i > 0 && buf[i] != ')')
-		i--; /* the command name may hold spaces and parentheses */
-	if (i <= 0)
-		return 0;
+	char state;
 	uint64_t v = 0;
-	int field = 2, digits = 0;
-	for (long j = i + 1; j < n && field <= 20; j++) {
-		if (buf[j] == ' ') {
-			field++;
-		} else if (field == 20) {
-			if (buf[j] < '0' || buf[j] > '9')
-				return 0;
-			v = v * 10 + (uint64_t)(buf[j] - '0');
-			digits++;
-		}
-	}
-	return digits && v >= 1 && v <= 1 + runtime;
+	return proc_stat_threads(&state, &v, 0) == 0 && v >= 1 && v <= 1 + runtime;
 }
 
 /*
