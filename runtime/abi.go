@@ -248,6 +248,11 @@ const PatchReader uint8 = 0x20
 // runtime starts it switched off and switches it on only for new code.
 const PatchCold uint8 = 0x40
 
+// PatchHalved is STINT_PATCH_HALVED, set by the runtime: the site runs
+// its original bytes but for its jcc's rel32, which goes to the taken
+// probe's thunk until that outcome too is recorded.
+const PatchHalved uint8 = 0x80
+
 // ReadStructSize is sizeof(struct stint_read).
 const ReadStructSize = 8
 

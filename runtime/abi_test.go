@@ -84,7 +84,7 @@ var abiConsts = map[string]uint64{
 	"STINT_MF_EVERY": uint64(MFEvery), "STINT_MF_SHARED": uint64(MFShared), "STINT_MF_EXEC": uint64(MFExec),
 	"STINT_MF_STATIC": uint64(MFStatic), "STINT_MF_CONTEXT": uint64(MFContext), "STINT_MF_PARK": uint64(MFPark), "STINT_MF_RETS": uint64(MFRets), "STINT_MF_COLD": uint64(MFCold), "STINT_MF_LOGGED": uint64(MFLogged), "STINT_PF_DIRECT": uint64(PFDirect), "STINT_PF_VALUE": uint64(PFValue), "STINT_PF_SLOT": uint64(PFSlot),
 	"STINT_PATCH_RESTORABLE": uint64(PatchRestorable), "STINT_PATCH_AT_START": uint64(PatchAtStart),
-	"STINT_PATCH_SWITCH": uint64(PatchSwitch), "STINT_PATCH_SYNC": uint64(PatchSync), "STINT_PATCH_READ": uint64(PatchRead), "STINT_PATCH_READER": uint64(PatchReader), "STINT_PATCH_COLD": uint64(PatchCold), "STINT_GATE_OPEN": GateOpen, "STINT_GATE_CLOSED": GateClosed,
+	"STINT_PATCH_SWITCH": uint64(PatchSwitch), "STINT_PATCH_SYNC": uint64(PatchSync), "STINT_PATCH_READ": uint64(PatchRead), "STINT_PATCH_READER": uint64(PatchReader), "STINT_PATCH_COLD": uint64(PatchCold), "STINT_PATCH_HALVED": uint64(PatchHalved), "STINT_GATE_OPEN": GateOpen, "STINT_GATE_CLOSED": GateClosed,
 	"STINT_GATE_SWITCH": GateSwitch, "STINT_GATE_WORD1": GateWord1, "STINT_CHUNK_RESERVED": uint64(ChunkReserved),
 	"STINT_NO_PATCH":       uint64(NoPatch),
 	"STINT_BLOB_OFF_MAGIC": BlobOffMagic, "STINT_BLOB_OFF_VERSION": BlobOffVersion,

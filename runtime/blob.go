@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "b4f1db6b2e493d527c1fc1043d95879f4805461ea50ba39d011aad8cd8ebc8e7"
+const BlobSHA256 = "4f7e9fb08400f6d34ad2bd2fec3c82ef52ccabe1663cd6a48797adf1eb221423"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
+	"io"
 	"path/filepath"
 	"testing"
 	"time"
@@ -69,6 +71,65 @@ func TestRecordedPatchesRestored(t *testing.T) {
 	}
 	if wide == 0 {
 		t.Errorf("no recorded patch needed more than one store: the test checks nothing")
+	}
+	checkHalved(t, mem, base, out, table, patches)
+}
+
+// checkHalved: a patch the runtime halved (a rel32 jcc whose not-taken
+// outcome recorded and taken one did not, runtime.PatchHalved) holds its
+// original bytes but for the jcc's rel32, which reaches the taken
+// probe's thunk (its arm's target in the file); once the taken outcome
+// too recorded it holds its original bytes whole (checked above). table
+// is the patch table as the running process holds it.
+func checkHalved(t *testing.T, mem io.ReaderAt, base uint64, out string, table []byte, patches []runtime.Patch) {
+	t.Helper()
+	_, probes, _ := probesAndPatches(t, out)
+	f, err := elf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	taken := map[uint32]runtime.Probe{}
+	for _, p := range probes {
+		if runtime.Kind(p.Kind) == runtime.KJccTaken {
+			taken[p.Patch] = p
+		}
+	}
+	halved, bad := 0, 0
+	for i, pt := range patches {
+		flags, remaining := table[i*32+9], binary.LittleEndian.Uint32(table[i*32+12:])
+		if flags&runtime.PatchHalved == 0 || remaining != 1 {
+			continue
+		}
+		halved++
+		tp, ok := taken[uint32(i)]
+		if !ok {
+			t.Fatalf("patch %d at %#x halved, but no jcc-taken probe of it", i, pt.Addr)
+		}
+		armRel, err := runtime.ReadVaddr(f, tp.Arm, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		thunk := tp.Arm + 4 + uint64(int64(int32(binary.LittleEndian.Uint32(armRel))))
+		want := append([]byte(nil), pt.Orig[:pt.Len]...)
+		at := tp.Src - pt.Addr
+		for uint64(len(want)) < at+6 {
+			want = append(want, 0)
+		}
+		binary.LittleEndian.PutUint32(want[at+2:], uint32(int32(int64(thunk)-int64(tp.Src+6))))
+		got := make([]byte, len(want))
+		if _, err := mem.ReadAt(got, int64(base+pt.Addr)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			if bad++; bad <= 5 {
+				t.Errorf("halved patch %d at %#x holds % x, want % x (the jcc at %#x aimed at its thunk %#x)", i, pt.Addr, got, want, tp.Src, thunk)
+			}
+		}
+	}
+	t.Logf("%d patches halved (their jcc's taken side still to record), %d wrong", halved, bad)
+	if halved == 0 {
+		t.Errorf("no patch halved: the sqlite3 workload leaves hundreds of rel32 jccs with only their not-taken side seen")
 	}
 }
 

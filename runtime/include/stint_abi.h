@@ -207,6 +207,8 @@
                                      * indirect jump, syscall) of a site the rewrite --skip-covered log saw: the
                                      * runtime starts it switched off and switches it on only for new code (its
                                      * function's, a new call's return), not at period starts or rearms */
+#define STINT_PATCH_HALVED     0x80 /* runtime: the site's bytes are the original ones but for its jcc's rel32,
+                                     * which goes to the taken probe's thunk (patch_half) */
 
 /* struct stint_chunk.flags */
 #define STINT_CHUNK_RESERVED 0x1 /* lies inside a PROT_NONE PT_LOAD the loader reserved: map with MAP_FIXED */

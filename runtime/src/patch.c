@@ -139,24 +139,119 @@ static void write_alone(uint64_t addr, const uint8_t *b, uint32_t len)
 	}
 }
 
-/* Probe of patch idx recorded; restore the patch when it was the last.
- * alone: the module's initialisation (write_alone). */
-static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int alone)
+/* Write n bytes of code at addr as a restore does: plain stores while
+ * the module initialises (alone), else one atomic store or the
+ * jmp-to-self sequence. 1 if written. */
+static int code_write(uint64_t addr, const uint8_t *b, uint32_t n, int at_start, int alone)
+{
+	if (alone) {
+		write_alone(addr, b, n);
+		return 1;
+	}
+	return stint_restore_atomic(addr, b, n) || restore_sync(G(), addr, b, n, at_start);
+}
+
+/*
+ * The taken probe of the jcc whose not-taken probe p just recorded, if
+ * that is all patch pt still waits for and the jcc is a rel32 one: a
+ * direct probe of the same site beside p in the table, not recorded,
+ * not an edge probe's, with its arm still on its thunk. Else 0.
+ */
+static struct stint_probe *half_taken(struct stint_module *m, uint64_t base, const struct stint_patch *pt, struct stint_probe *p)
+{
+	if (!p || p->kind != STINT_K_JCC_NOT_TAKEN || !(pt->flags & STINT_PATCH_RESTORABLE) ||
+	    G()->sw.on || p->src < pt->addr || p->src + 2 > pt->addr + pt->len)
+		return 0;
+	const uint8_t *op = pt->orig + (p->src - pt->addr);
+	if (op[0] != 0x0f || (op[1] & 0xf0) != 0x80 || pt->len > 16 || p->src + 6 > pt->addr + 16)
+		return 0;
+	struct stint_probe *first = (struct stint_probe *)(base + m->probes_vaddr), *last = first + m->nprobes;
+	for (struct stint_probe *t = p - 1; t <= p + 1; t += 2)
+		if (t >= first && t < last && t->src == p->src && t->kind == STINT_K_JCC_TAKEN && t->patch == p->patch &&
+		    (t->flags & (STINT_PF_DIRECT | STINT_PF_DELEG)) == STINT_PF_DIRECT && t->arm && t->dst &&
+		    !__atomic_load_n(&t->state, __ATOMIC_ACQUIRE))
+			return t;
+	return 0;
+}
+
+/*
+ * A jcc's not-taken outcome is recorded and only its taken one is left
+ * (patch_done): rather than keep the site's detour, whose every run
+ * costs two jumps, give the site its original bytes with the jcc's rel32
+ * aimed at the taken probe's thunk (which records, then jumps where the
+ * jcc would). The common side then runs as the original code. Only a
+ * rel32 jcc, and only where the bytes past the patch are still the
+ * jcc's own (no other patch holds them). Once the taken outcome records,
+ * patch_done writes the jcc back whole.
+ */
+static int patch_half(struct stint_module *m, uint64_t base, struct stint_patch *pt, struct stint_probe *p, int alone)
+{
+	struct stint_probe *t = half_taken(m, base, pt, p);
+	if (!t)
+		return 0;
+	uint64_t site = base + pt->addr, jcc = base + p->src;
+	uint32_t at = (uint32_t)(p->src - pt->addr), n = at + 6 > pt->len ? at + 6 : pt->len;
+	int64_t orig_rel = (int64_t)t->dst - (int64_t)(p->src + 6);
+	uint64_t thunk = base + t->arm + 4 + (uint64_t)(int64_t)*(const int32_t *)(base + t->arm);
+	int64_t rel = (int64_t)(thunk - (jcc + 6));
+	if (orig_rel != (int32_t)orig_rel || rel != (int32_t)rel)
+		return 0;
+	uint8_t b[16], want[6];
+	s_memcpy(b, pt->orig, pt->len);
+	want[0] = pt->orig[at];
+	want[1] = pt->orig[at + 1];
+	s_memcpy(want + 2, &(int32_t){(int32_t)orig_rel}, 4);
+	for (uint32_t i = pt->len; i < n; i++) {
+		b[i] = ((const uint8_t *)site)[i];
+		if (b[i] != want[i - at])
+			return 0; /* not the jcc's own byte: another patch's */
+	}
+	s_memcpy(b + at + 2, &(int32_t){(int32_t)rel}, 4);
+	__atomic_fetch_or(&pt->flags, STINT_PATCH_HALVED, __ATOMIC_ACQ_REL);
+	if (code_write(site, b, n, (pt->flags & STINT_PATCH_AT_START) != 0, alone))
+		return 1;
+	__atomic_fetch_and(&pt->flags, (uint8_t)~STINT_PATCH_HALVED, __ATOMIC_ACQ_REL);
+	return 0;
+}
+
+/* The whole jcc of halved patch pt back (its taken probe t recorded):
+ * left as it is if no store can write it, still right (the thunk jumps
+ * where the jcc would). */
+static void patch_unhalve(uint64_t base, const struct stint_patch *pt, const struct stint_probe *t, int alone)
+{
+	if (t->src < pt->addr || t->src + 2 > pt->addr + pt->len)
+		return;
+	uint8_t b[6];
+	b[0] = pt->orig[t->src - pt->addr];
+	b[1] = pt->orig[t->src - pt->addr + 1];
+	s_memcpy(b + 2, &(int32_t){(int32_t)((int64_t)t->dst - (int64_t)(t->src + 6))}, 4);
+	code_write(base + t->src, b, 6, 1, alone);
+}
+
+/* Probe p of patch idx recorded; restore the patch when it was the last
+ * (a jcc's taken probe may be left: patch_half). alone: the module's
+ * initialisation (write_alone). */
+static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, struct stint_probe *p, int alone)
 {
 	if (idx == STINT_NO_PATCH || idx >= m->npatches)
 		return;
 	struct stint_patch *pt = (struct stint_patch *)(base + m->patches_vaddr) + idx;
-	if (__atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL) != 0)
+	uint32_t left = __atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL);
+	if (left == 1)
+		patch_half(m, base, pt, p, alone);
+	if (left != 0)
 		return;
 	if (!alone && (pt->flags & STINT_PATCH_SYNC) && sw_owns(m, idx)) {
 		sw_done_sync(m, pt, idx); /* the off-switch restores it (the off-switch) */
 		return;
 	}
+	if (__atomic_load_n(&pt->flags, __ATOMIC_ACQUIRE) & STINT_PATCH_HALVED) {
+		if (p && p->kind == STINT_K_JCC_TAKEN)
+			patch_unhalve(base, pt, p, alone);
+		return;
+	}
 	if (pt->flags & STINT_PATCH_RESTORABLE) {
-		if (alone)
-			write_alone(base + pt->addr, pt->orig, pt->len);
-		else if (!stint_restore_atomic(base + pt->addr, pt->orig, pt->len))
-			restore_sync(G(), base + pt->addr, pt->orig, pt->len, (pt->flags & STINT_PATCH_AT_START) != 0);
+		code_write(base + pt->addr, pt->orig, pt->len, (pt->flags & STINT_PATCH_AT_START) != 0, alone);
 		if (pt->flags & STINT_PATCH_READER)
 			sw_done_stamp(m, idx);
 	}

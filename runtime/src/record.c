@@ -248,7 +248,7 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		emit_event(g, p, &rw, every);
 		if (!every && (rs & RS_PATCHING)) {
 			retarget(base, p);
-			patch_done(m, base, p->patch, 0);
+			patch_done(m, base, p->patch, p, 0);
 		}
 		log_note(g, m, p, p->dst, (uint16_t)m->module_id);
 		return 1;

@@ -537,7 +537,7 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 			continue;
 		}
 		p->state = 1;
-		patch_done(m, base, p->patch, 1);
+		patch_done(m, base, p->patch, p, 1);
 		if (p->patch < m->npatches && pts[p->patch].remaining == 0)
 			done = 1;
 	}

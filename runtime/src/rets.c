@@ -326,5 +326,5 @@ static void ret_watched(struct stint_global *g, struct stint_module *m, struct s
 	if (!__atomic_compare_exchange_n(&p->state, &w, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return;
 	retarget(m->base, p);
-	patch_done(m, m->base, p->patch, 0);
+	patch_done(m, m->base, p->patch, p, 0);
 }

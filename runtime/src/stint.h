@@ -854,7 +854,9 @@ STINT_API int stint_restore_atomic(uint64_t addr, const uint8_t *orig, uint32_t 
 static void restore_all(struct stint_module *m, uint64_t base);
 static int restore_sync(struct stint_global *g, uint64_t addr, const uint8_t *orig, uint32_t len, int at_start);
 static void write_alone(uint64_t addr, const uint8_t *b, uint32_t len);
-static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, int alone);
+static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, struct stint_probe *p, int alone);
+static int code_write(uint64_t addr, const uint8_t *b, uint32_t n, int at_start, int alone);
+static int patch_half(struct stint_module *m, uint64_t base, struct stint_patch *pt, struct stint_probe *p, int alone);
 static void tables_populate(const struct stint_module *m, uint64_t base);
 static int page_rwx(uint64_t lo, uint64_t hi);
 
