@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "4f7e9fb08400f6d34ad2bd2fec3c82ef52ccabe1663cd6a48797adf1eb221423"
+const BlobSHA256 = "1b00ab6861c0f3884d40106557d6a7066cfd07f585c69be830c08cdcd5cd4c2b"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -48,3 +48,38 @@ func TestFileSizeLimitNeverKills(t *testing.T) {
 		}
 	}
 }
+
+// TestAddressSpaceLimitStillTraced: under an address space limit (ulimit
+// -v, which counts every mapping, used or not) the runtime maps the
+// trace with an eighth of the limit instead of its usual 64 GiB, so the
+// run is still traced; before, that mapping failed and the run went
+// untraced. (3 GiB: a rewritten executable's image spans about 2 GiB,
+// its stub space, which the kernel maps whole at exec.)
+func TestAddressSpaceLimitStillTraced(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	f := fixtures.Lookup("recurse")
+	bin := fixtures.Build(t, f.Name, fixtures.Variant{Opt: fixtures.O2, PIE: true})
+	nOut, nErr, nCode, err := fixtures.Run(bin, f.Args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []rewrite.Options{{}, {Every: true}} {
+		dir := t.TempDir()
+		out, _ := rewritten(t, bin, dir, opts)
+		traces := filepath.Join(dir, "traces")
+		script := "ulimit -v 3145728 && exec " + out + " " + strings.Join(f.Args, " ")
+		rOut, rErr, rCode, err := fixtures.Run("/bin/sh", []string{"-c", script}, traceEnv(traces))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rCode != nCode || !bytes.Equal(rOut, nOut) || !bytes.Equal(rErr, nErr) {
+			t.Fatalf("%+v: exit %d (native %d), stdout %q (native %q), stderr %q (native %q)", opts, rCode, nCode, clip(rOut), clip(nOut), clip(rErr), clip(nErr))
+		}
+		trs := readTraces(t, traces)
+		if len(trs) != 1 || len(trs[0].Events) == 0 {
+			t.Errorf("%+v: %d traces, want 1 with events", opts, len(trs))
+		}
+	}
+}

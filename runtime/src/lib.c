@@ -194,16 +194,33 @@ static long pwrite_all(long fd, const uint8_t *buf, uint64_t n, uint64_t off)
 }
 
 /*
+ * How much address space a trace file's mapping takes (its size limit):
+ * FILE_RESERVE, or under an address space limit (ulimit -v, which
+ * counts mappings, used or not) an eighth of it, from 16 MiB, in whole
+ * MiB. Past the limit the mapping would fail and the run go untraced.
+ */
+static uint64_t file_reserve(void)
+{
+	struct {
+		uint64_t cur, max;
+	} rl;
+	if (sys_failed(sys_call4(SYS_prlimit64, 0, 9 /* RLIMIT_AS */, 0, (long)&rl)) || rl.cur / 8 >= FILE_RESERVE)
+		return FILE_RESERVE;
+	uint64_t r = (rl.cur / 8) & ~(((uint64_t)1 << 20) - 1);
+	return r < ((uint64_t)16 << 20) ? (uint64_t)16 << 20 : r;
+}
+
+/*
  * Extends our file fd (dev, ino), *len bytes long, to cover [0, end) with
- * step bytes to spare, within FILE_RESERVE (its mapping) and the file size
+ * step bytes to spare, within reserve (its mapping) and the file size
  * limit: EFBIG when end is past either, without the SIGXFSZ an ftruncate
  * past the limit raises. 0 or -errno.
  */
-static long file_extend(int32_t fd, uint64_t dev, uint64_t ino, uint64_t *len, uint64_t end, uint64_t step)
+static long file_extend(int32_t fd, uint64_t dev, uint64_t ino, uint64_t *len, uint64_t end, uint64_t step, uint64_t reserve)
 {
 	if (end <= *len)
 		return 0;
-	uint64_t most = fsize_limit() < FILE_RESERVE ? fsize_limit() : FILE_RESERVE;
+	uint64_t most = fsize_limit() < reserve ? fsize_limit() : reserve;
 	if (end > most)
 		return -27; /* EFBIG */
 	uint64_t want = end + step;

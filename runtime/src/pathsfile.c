@@ -38,7 +38,9 @@ static long paths_file_open(struct stint_global *g)
 		sys_call1(SYS_close, fd);
 		return -9;
 	}
-	long m = sys_mmap(STINT_PATHS_HINT, FILE_RESERVE, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED | S_MAP_NORESERVE, (int)fd, 0);
+	if (!g->trace.reserve)
+		g->trace.reserve = file_reserve();
+	long m = sys_mmap(STINT_PATHS_HINT, g->trace.reserve, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED | S_MAP_NORESERVE, (int)fd, 0);
 	if (sys_failed(m)) {
 		sys_call1(SYS_close, fd);
 		return m;
@@ -65,7 +67,7 @@ static long paths_file_open(struct stint_global *g)
 /* Extend the paths file to cover [0, end); 0 or -errno. */
 static long paths_extend(struct stint_global *g, uint64_t end)
 {
-	return file_extend(g->paths.fd, g->paths.fd_dev, g->paths.fd_ino, &g->paths.file_len, end, 16 * paths_chunk_size());
+	return file_extend(g->paths.fd, g->paths.fd_dev, g->paths.fd_ino, &g->paths.file_len, end, 16 * paths_chunk_size(), g->trace.reserve);
 }
 
 /*
@@ -263,7 +265,7 @@ static void paths_fork(struct stint_global *g)
 	for (uint32_t i = 0; ts && i < n && i < PATHS_THREADS; i++)
 		ts[i].chunk = 0; /* the parent's: this process appends to none of them */
 	if (g->paths.map)
-		sys_call2(SYS_munmap, (long)g->paths.map, (long)FILE_RESERVE);
+		sys_call2(SYS_munmap, (long)g->paths.map, (long)g->trace.reserve);
 	if (g->paths.fd >= 0)
 		sys_call1(SYS_close, g->paths.fd);
 	g->paths.map = 0;

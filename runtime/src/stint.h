@@ -133,8 +133,9 @@ struct stint_trace {
 	int32_t fd;
 	int32_t pad;
 	uint64_t fd_dev, fd_ino;     /* identity of the trace file behind fd */
-	uint64_t map;                /* file mapping (FILE_RESERVE bytes) */
+	uint64_t map;                /* file mapping (reserve bytes) */
 	uint64_t file_len;           /* current ftruncate length */
+	uint64_t reserve;            /* the trace's and the paths file's mappings: file_reserve() at open */
 	uint64_t next_pos;           /* where the next slot opens */
 	uint64_t slot_size;
 	uint64_t col_off[STINT_ARROW_NCOLS]; /* body-relative column offsets */
@@ -749,7 +750,8 @@ static void sb_putjs(struct sbuf *b, const char *s);
 static const char *errno_name(long e);
 static uint64_t fsize_limit(void);
 static int fd_refers_to(int32_t fd, uint64_t dev, uint64_t ino);
-static long file_extend(int32_t fd, uint64_t dev, uint64_t ino, uint64_t *len, uint64_t end, uint64_t step);
+static long file_extend(int32_t fd, uint64_t dev, uint64_t ino, uint64_t *len, uint64_t end, uint64_t step, uint64_t reserve);
+static uint64_t file_reserve(void);
 static void say_write(const char *line, size_t n);
 static void say_line(const char *msg);
 static void say_untraced(const char *what, const char *arg, long err);

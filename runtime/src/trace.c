@@ -28,7 +28,7 @@ static void set_untraced_once(struct stint_global *g, const char *what, const ch
 /* Extends the file to cover [0, end); returns 0 or -errno. */
 static long ensure_len(struct stint_global *g, uint64_t end)
 {
-	return file_extend(g->trace.fd, g->trace.fd_dev, g->trace.fd_ino, &g->trace.file_len, end, 4 * g->trace.slot_size);
+	return file_extend(g->trace.fd, g->trace.fd_dev, g->trace.fd_ino, &g->trace.file_len, end, 4 * g->trace.slot_size, g->trace.reserve);
 }
 
 static const char *tool_name(uint32_t t)
@@ -189,7 +189,8 @@ static long trace_open(struct stint_global *g, const char **what)
 	 * executable's DT_PREINIT_ARRAY hook) must map its stub chunks. The
 	 * kernel takes the hint when it is free and searches as usual when
 	 * not. */
-	long m = sys_mmap(STINT_TRACE_HINT, FILE_RESERVE, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED | S_MAP_NORESERVE, (int)fd, 0);
+	g->trace.reserve = file_reserve();
+	long m = sys_mmap(STINT_TRACE_HINT, g->trace.reserve, S_PROT_READ | S_PROT_WRITE, S_MAP_SHARED | S_MAP_NORESERVE, (int)fd, 0);
 	if (sys_failed(m)) {
 		sys_call1(SYS_close, fd);
 		*what = "map trace file";
@@ -200,7 +201,7 @@ static long trace_open(struct stint_global *g, const char **what)
 	uint64_t schema_end = pad8(STINT_ARROW_SCHEMA_LEN);
 	long r = ensure_len(g, schema_end + g->trace.slot_size);
 	if (r) {
-		sys_call2(SYS_munmap, m, (long)FILE_RESERVE);
+		sys_call2(SYS_munmap, m, (long)g->trace.reserve);
 		sys_call1(SYS_close, fd);
 		g->trace.map = 0;
 		*what = "extend trace file";
@@ -519,7 +520,7 @@ static void fork_child_reopen(struct stint_global *g)
 	int was = (int)__atomic_load_n(&g->recording, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&g->recording, 0, __ATOMIC_RELEASE);
 	if (g->trace.map)
-		sys_call2(SYS_munmap, (long)g->trace.map, (long)FILE_RESERVE);
+		sys_call2(SYS_munmap, (long)g->trace.map, (long)g->trace.reserve);
 	if (g->trace.fd >= 0 && fd_is_ours(g))
 		sys_call1(SYS_close, g->trace.fd);
 	g->trace.map = 0;
