@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1b00ab6861c0f3884d40106557d6a7066cfd07f585c69be830c08cdcd5cd4c2b"
+const BlobSHA256 = "c8ea663929c67ef79399610db0b71729930cf8e76284f54a01c4ac472b7b0ed5"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -83,3 +83,39 @@ func TestAddressSpaceLimitStillTraced(t *testing.T) {
 		}
 	}
 }
+
+// TestDescriptorsLeftToProgram: the runtime's long-lived descriptors (the
+// trace, the paths file, /proc/self/task) sit at the top of the
+// descriptor table, so the program's opens get the numbers they get
+// natively (3 for the first, not 4 or 6), under a small limit too.
+func TestDescriptorsLeftToProgram(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	bin := filepath.Join(t.TempDir(), "fdnums")
+	if out, err := exec.Command("gcc", "-O2", "-o", bin, filepath.Join("testdata", "fdnums.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, limit := range []string{"64", "1024"} {
+		script := "ulimit -n " + limit + " && exec "
+		nOut, _, _, err := fixtures.Run("/bin/sh", []string{"-c", script + bin}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, opts := range []rewrite.Options{{}, {Budget: "10%"}, {Every: true}} {
+			dir := t.TempDir()
+			out, _ := rewritten(t, bin, dir, opts)
+			traces := filepath.Join(dir, "traces")
+			rOut, rErr, rCode, err := fixtures.Run("/bin/sh", []string{"-c", script + out}, traceEnv(traces))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rCode != 0 || !bytes.Equal(rOut, nOut) {
+				t.Errorf("ulimit -n %s, %+v: exit %d, stdout %q (native %q), stderr %q", limit, opts, rCode, rOut, nOut, clip(rErr))
+			}
+			if trs := readTraces(t, traces); len(trs) != 1 {
+				t.Errorf("ulimit -n %s, %+v: %d traces, want 1", limit, opts, len(trs))
+			}
+		}
+	}
+}

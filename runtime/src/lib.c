@@ -193,6 +193,38 @@ static long pwrite_all(long fd, const uint8_t *buf, uint64_t n, uint64_t off)
 	return 0;
 }
 
+#define SYS_fcntl 72
+#define S_F_DUPFD_CLOEXEC 1030
+
+/*
+ * openat, then the descriptor moved to the top of the table (the highest
+ * free number under RLIMIT_NOFILE, of the top 16): the runtime's long-lived
+ * descriptors (the trace, the paths file, /proc/self/task) then leave
+ * the low numbers to the program, whose opens get the numbers they get
+ * natively (3 for the first, not 4). Where no high number is free the
+ * descriptor stays where it is. The fd, or -errno.
+ */
+static long open_high(const char *path, long flags, long mode)
+{
+	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)path, flags, mode);
+	struct {
+		uint64_t cur, max;
+	} rl;
+	if (sys_failed(fd) || sys_failed(sys_call4(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, 0, (long)&rl)))
+		return fd;
+	uint64_t top = rl.cur < ((uint64_t)1 << 20) ? rl.cur : (uint64_t)1 << 20; /* fs.nr_open's default */
+	for (uint64_t at = top; at > (uint64_t)fd + 1 && at + 16 > top; at--) {
+		long hi = sys_call3(SYS_fcntl, fd, S_F_DUPFD_CLOEXEC, (long)(at - 1));
+		if (!sys_failed(hi) && (uint64_t)hi == at - 1) {
+			sys_call1(SYS_close, fd);
+			return hi;
+		}
+		if (!sys_failed(hi))
+			sys_call1(SYS_close, hi); /* a lower one than asked: keep looking */
+	}
+	return fd;
+}
+
 /*
  * How much address space a trace file's mapping takes (its size limit):
  * FILE_RESERVE, or under an address space limit (ulimit -v, which

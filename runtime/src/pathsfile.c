@@ -30,7 +30,7 @@ static long paths_file_open(struct stint_global *g)
 	if (b.len > b.cap)
 		return -36; /* ENAMETOOLONG */
 	g->paths.path[b.len] = 0;
-	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->paths.path, S_O_RDWR | S_O_CREAT | S_O_TRUNC | S_O_CLOEXEC, 0644);
+	long fd = open_high(g->paths.path, S_O_RDWR | S_O_CREAT | S_O_TRUNC | S_O_CLOEXEC, 0644);
 	if (sys_failed(fd))
 		return fd;
 	struct s_stat st;

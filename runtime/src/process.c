@@ -569,7 +569,7 @@ static long task_stat(struct stint_global *g, struct s_stat *st)
 		return task_stat_path(st);
 	long r = 0;
 	if (__atomic_load_n(&g->proc.task_fd1, __ATOMIC_ACQUIRE) == 0) {
-		long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)"/proc/self/task", S_O_RDONLY | S_O_DIRECTORY | S_O_CLOEXEC, 0);
+		long fd = open_high("/proc/self/task", S_O_RDONLY | S_O_DIRECTORY | S_O_CLOEXEC, 0);
 		r = sys_failed(fd) ? fd : sys_call2(SYS_fstat, fd, (long)st);
 		if (!sys_failed(r)) {
 			g->proc.task_dev = st->dev;

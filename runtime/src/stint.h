@@ -752,6 +752,7 @@ static uint64_t fsize_limit(void);
 static int fd_refers_to(int32_t fd, uint64_t dev, uint64_t ino);
 static long file_extend(int32_t fd, uint64_t dev, uint64_t ino, uint64_t *len, uint64_t end, uint64_t step, uint64_t reserve);
 static uint64_t file_reserve(void);
+static long open_high(const char *path, long flags, long mode);
 static void say_write(const char *line, size_t n);
 static void say_line(const char *msg);
 static void say_untraced(const char *what, const char *arg, long err);

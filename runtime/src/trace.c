@@ -163,8 +163,7 @@ static long trace_open(struct stint_global *g, const char **what)
 			return -36;
 		}
 		g->trace.path[b.len] = 0;
-		fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->trace.path,
-			       S_O_RDWR | S_O_CREAT | S_O_EXCL | S_O_CLOEXEC, 0644);
+		fd = open_high(g->trace.path, S_O_RDWR | S_O_CREAT | S_O_EXCL | S_O_CLOEXEC, 0644);
 		if (fd != -S_EEXIST)
 			break;
 	}
