@@ -146,8 +146,8 @@ static int proc_stat_threads(char *state, uint64_t *threads, uint64_t *code)
  * (the period thread, the sampler's reader), which block every signal
  * and would keep the process alive for ever, SIGTERM pending. Then the
  * run ends here and this thread leaves with the leader's exit status:
- * the group's last thread's status is the process's (Linux 5.19 on;
- * before, the leader's).
+ * newer kernels (6.18 here) report the group's last thread's status as
+ * the process's, older ones the leader's, so this is right on both.
  */
 static void leave_if_program_left(struct stint_global *g, uint64_t *last_check)
 {
