@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "c8ea663929c67ef79399610db0b71729930cf8e76284f54a01c4ac472b7b0ed5"
+const BlobSHA256 = "a1e3a0a22178e6547b3a05cd6d1089dae9d086fef00e91635820fd5d37097645"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -87,7 +87,10 @@ func TestAddressSpaceLimitStillTraced(t *testing.T) {
 // TestDescriptorsLeftToProgram: the runtime's long-lived descriptors (the
 // trace, the paths file, /proc/self/task) sit at the top of the
 // descriptor table, so the program's opens get the numbers they get
-// natively (3 for the first, not 4 or 6), under a small limit too.
+// natively (3 for the first, not 4 or 6), under a small limit too; and
+// a program started with stdout closed does not write into the trace
+// (before, the trace took fd 1 and the program's output overwrote its
+// header).
 func TestDescriptorsLeftToProgram(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
@@ -96,9 +99,9 @@ func TestDescriptorsLeftToProgram(t *testing.T) {
 	if out, err := exec.Command("gcc", "-O2", "-o", bin, filepath.Join("testdata", "fdnums.c")).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, out)
 	}
-	for _, limit := range []string{"64", "1024"} {
-		script := "ulimit -n " + limit + " && exec "
-		nOut, _, _, err := fixtures.Run("/bin/sh", []string{"-c", script + bin}, nil)
+	for _, c := range []struct{ limit, redir string }{{"64", ""}, {"1024", ""}, {"1024", " >&-"}} {
+		limit, script := c.limit, "ulimit -n "+c.limit+" && exec "
+		nOut, _, _, err := fixtures.Run("/bin/sh", []string{"-c", script + bin + c.redir}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,15 +109,15 @@ func TestDescriptorsLeftToProgram(t *testing.T) {
 			dir := t.TempDir()
 			out, _ := rewritten(t, bin, dir, opts)
 			traces := filepath.Join(dir, "traces")
-			rOut, rErr, rCode, err := fixtures.Run("/bin/sh", []string{"-c", script + out}, traceEnv(traces))
+			rOut, rErr, rCode, err := fixtures.Run("/bin/sh", []string{"-c", script + out + c.redir}, traceEnv(traces))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if rCode != 0 || !bytes.Equal(rOut, nOut) {
-				t.Errorf("ulimit -n %s, %+v: exit %d, stdout %q (native %q), stderr %q", limit, opts, rCode, rOut, nOut, clip(rErr))
+				t.Errorf("ulimit -n %s%s, %+v: exit %d, stdout %q (native %q), stderr %q", limit, c.redir, opts, rCode, rOut, nOut, clip(rErr))
 			}
 			if trs := readTraces(t, traces); len(trs) != 1 {
-				t.Errorf("ulimit -n %s, %+v: %d traces, want 1", limit, opts, len(trs))
+				t.Errorf("ulimit -n %s%s, %+v: %d traces, want 1", limit, c.redir, opts, len(trs))
 			}
 		}
 	}

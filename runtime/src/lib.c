@@ -201,8 +201,10 @@ static long pwrite_all(long fd, const uint8_t *buf, uint64_t n, uint64_t off)
  * free number under RLIMIT_NOFILE, of the top 16): the runtime's long-lived
  * descriptors (the trace, the paths file, /proc/self/task) then leave
  * the low numbers to the program, whose opens get the numbers they get
- * natively (3 for the first, not 4). Where no high number is free the
- * descriptor stays where it is. The fd, or -errno.
+ * natively (3 for the first, not 4), and a program started with stdout
+ * closed does not write into the trace through fd 1. Where no high
+ * number is free the descriptor stays where it is, unless that is 0, 1
+ * or 2: EMFILE then. The fd, or -errno.
  */
 static long open_high(const char *path, long flags, long mode)
 {
@@ -210,8 +212,10 @@ static long open_high(const char *path, long flags, long mode)
 	struct {
 		uint64_t cur, max;
 	} rl;
-	if (sys_failed(fd) || sys_failed(sys_call4(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, 0, (long)&rl)))
+	if (sys_failed(fd))
 		return fd;
+	if (sys_failed(sys_call4(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, 0, (long)&rl)))
+		rl.cur = 0;
 	uint64_t top = rl.cur < ((uint64_t)1 << 20) ? rl.cur : (uint64_t)1 << 20; /* fs.nr_open's default */
 	for (uint64_t at = top; at > (uint64_t)fd + 1 && at + 16 > top; at--) {
 		long hi = sys_call3(SYS_fcntl, fd, S_F_DUPFD_CLOEXEC, (long)(at - 1));
@@ -221,6 +225,10 @@ static long open_high(const char *path, long flags, long mode)
 		}
 		if (!sys_failed(hi))
 			sys_call1(SYS_close, hi); /* a lower one than asked: keep looking */
+	}
+	if (fd < 3) {
+		sys_call1(SYS_close, fd);
+		return -24; /* EMFILE */
 	}
 	return fd;
 }
