@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "a1e3a0a22178e6547b3a05cd6d1089dae9d086fef00e91635820fd5d37097645"
+const BlobSHA256 = "21692adea273ea1038837c83c762d6a269297c91e9b25b1fd453543d0c257d7d"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -122,3 +122,40 @@ func TestDescriptorsLeftToProgram(t *testing.T) {
 		}
 	}
 }
+
+// TestDescriptorsClosedByProgram: a program that closes every descriptor
+// it did not open (close_range, as daemons do at start) closes the
+// runtime's too; the runtime opens its files again by name when it next
+// grows or writes them, so the trace goes on, with no message, and the
+// program's own file still gets its native number.
+func TestDescriptorsClosedByProgram(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "closeall")
+	if out, err := exec.Command("gcc", "-O2", "-o", bin, filepath.Join("testdata", "closeall.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	nOut, nErr, nCode, err := fixtures.Run(bin, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []rewrite.Options{{Every: true}, {Every: true, Rows: true}} {
+		dir := t.TempDir()
+		out, _ := rewritten(t, bin, dir, opts)
+		traces := filepath.Join(dir, "traces")
+		rOut, rErr, rCode, err := fixtures.Run(out, nil, traceEnv(traces))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rCode != nCode || !bytes.Equal(rOut, nOut) || !bytes.Equal(rErr, nErr) {
+			t.Fatalf("%+v: exit %d, stdout %q, stderr %q; native %d, %q, %q", opts, rCode, rOut, clip(rErr), nCode, nOut, nErr)
+		}
+		trs := readTraces(t, traces)
+		if len(trs) != 1 {
+			t.Fatalf("%+v: %d traces, want 1", opts, len(trs))
+		}
+		// two million rounds of a loop with a jcc each: the trace holds
+		// every one of them only if the files kept growing
+		if n := len(trs[0].Events); n < 2000000 {
+			t.Errorf("%+v: %d events, want at least 2,000,000", opts, n)
+		}
+	}
+}

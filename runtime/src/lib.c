@@ -251,12 +251,40 @@ static uint64_t file_reserve(void)
 }
 
 /*
- * Extends our file fd (dev, ino), *len bytes long, to cover [0, end) with
- * step bytes to spare, within reserve (its mapping) and the file size
- * limit: EFBIG when end is past either, without the SIGXFSZ an ftruncate
- * past the limit raises. 0 or -errno.
+ * Whether *fd still refers to our file (dev, ino) at path, opened again
+ * when the program closed it or gave its number to a file of its own:
+ * daemons close every descriptor they did not open, often right at
+ * start, and the mapping outlives the descriptor (only growing the file
+ * needs one). 1, or 0 when the file cannot be reached (deleted, renamed,
+ * no descriptor free). The number the program took is never closed.
  */
-static long file_extend(int32_t fd, uint64_t dev, uint64_t ino, uint64_t *len, uint64_t end, uint64_t step, uint64_t reserve)
+static int fd_ours_again(int32_t *fd, uint64_t dev, uint64_t ino, const char *path)
+{
+	int32_t cur = __atomic_load_n(fd, __ATOMIC_ACQUIRE);
+	if (fd_refers_to(cur, dev, ino))
+		return 1;
+	long nfd = open_high(path, S_O_RDWR | S_O_CLOEXEC, 0);
+	if (sys_failed(nfd))
+		return 0;
+	if (!fd_refers_to((int32_t)nfd, dev, ino)) {
+		sys_call1(SYS_close, nfd); /* another file under that name now */
+		return 0;
+	}
+	if (!__atomic_compare_exchange_n(fd, &cur, (int32_t)nfd, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		sys_call1(SYS_close, nfd); /* another thread opened it again first */
+		return fd_refers_to(__atomic_load_n(fd, __ATOMIC_ACQUIRE), dev, ino);
+	}
+	return 1;
+}
+
+/*
+ * Extends our file *fd (dev, ino, at path), *len bytes long, to cover
+ * [0, end) with step bytes to spare, within reserve (its mapping) and the
+ * file size limit: EFBIG when end is past either, without the SIGXFSZ an
+ * ftruncate past the limit raises. 0 or -errno.
+ */
+static long file_extend(int32_t *fd, uint64_t dev, uint64_t ino, const char *path, uint64_t *len, uint64_t end, uint64_t step,
+			uint64_t reserve)
 {
 	if (end <= *len)
 		return 0;
@@ -266,9 +294,9 @@ static long file_extend(int32_t fd, uint64_t dev, uint64_t ino, uint64_t *len, u
 	uint64_t want = end + step;
 	if (want > most)
 		want = most;
-	if (!fd_refers_to(fd, dev, ino))
+	if (!fd_ours_again(fd, dev, ino, path))
 		return -9; /* EBADF */
-	long r = sys_call2(SYS_ftruncate, fd, (long)want);
+	long r = sys_call2(SYS_ftruncate, *fd, (long)want);
 	if (sys_failed(r))
 		return r;
 	*len = want;

@@ -67,7 +67,8 @@ static long paths_file_open(struct stint_global *g)
 /* Extend the paths file to cover [0, end); 0 or -errno. */
 static long paths_extend(struct stint_global *g, uint64_t end)
 {
-	return file_extend(g->paths.fd, g->paths.fd_dev, g->paths.fd_ino, &g->paths.file_len, end, 16 * paths_chunk_size(), g->trace.reserve);
+	return file_extend(&g->paths.fd, g->paths.fd_dev, g->paths.fd_ino, g->paths.path, &g->paths.file_len, end, 16 * paths_chunk_size(),
+			   g->trace.reserve);
 }
 
 /*
@@ -183,7 +184,7 @@ static long paths_chunk_roll(struct stint_global *g, uint64_t pos, uint32_t seq,
 	paths_header(h, STINT_PATHS_BATCH_LEN + blen, n);
 	put64(h + STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_PENDING, 1);
 	*(uint32_t *)(h + STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_OFFS + 4) = (uint32_t)n;
-	long r = fd_refers_to(g->paths.fd, g->paths.fd_dev, g->paths.fd_ino) ? 0 : -9; /* EBADF: the program closed it */
+	long r = fd_ours_again(&g->paths.fd, g->paths.fd_dev, g->paths.fd_ino, g->paths.path) ? 0 : -9; /* EBADF: closed, gone */
 	if (!r)
 		r = pwrite_all(g->paths.fd, body + STINT_PATHS_BODY_DATA, n, at + sizeof h);
 	if (UNLIKELY(g->test.roll_kill) && !r)

@@ -28,7 +28,8 @@ static void set_untraced_once(struct stint_global *g, const char *what, const ch
 /* Extends the file to cover [0, end); returns 0 or -errno. */
 static long ensure_len(struct stint_global *g, uint64_t end)
 {
-	return file_extend(g->trace.fd, g->trace.fd_dev, g->trace.fd_ino, &g->trace.file_len, end, 4 * g->trace.slot_size, g->trace.reserve);
+	return file_extend(&g->trace.fd, g->trace.fd_dev, g->trace.fd_ino, g->trace.path, &g->trace.file_len, end, 4 * g->trace.slot_size,
+			   g->trace.reserve);
 }
 
 static const char *tool_name(uint32_t t)
@@ -470,7 +471,7 @@ static void flush(struct stint_global *g)
 		ensure_len(g, end + 8);
 	if (end + 8 <= g->trace.file_len) {
 		put64(e, 0xffffffffULL);
-		if (fd_is_ours(g))
+		if (fd_ours_again(&g->trace.fd, g->trace.fd_dev, g->trace.fd_ino, g->trace.path))
 			sys_call2(SYS_ftruncate, g->trace.fd, (long)(end + 8));
 		g->trace.file_len = end + 8;
 	}
