@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "21692adea273ea1038837c83c762d6a269297c91e9b25b1fd453543d0c257d7d"
+const BlobSHA256 = "d509776e522e7d68dc4d4a946cc520eadb67583ce12ce94d3a4293d1a3a02bce"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -157,5 +158,44 @@ func TestDescriptorsClosedByProgram(t *testing.T) {
 		if n := len(trs[0].Events); n < 2000000 {
 			t.Errorf("%+v: %d events, want at least 2,000,000", opts, n)
 		}
+	}
+}
+
+// TestDiskFullNeverKills: the runtime writes its trace through a shared
+// mapping, and a store to a page the file system has no room for raises
+// SIGBUS. On a 2 MiB tmpfs a rewritten program with a complete row
+// trace used to die of it (exit 135); the runtime now allocates what it
+// extends (fallocate), so it gets ENOSPC first, says so once and runs
+// on untraced, and the trace written so far reads back. Needs root, to
+// mount the tmpfs.
+func TestDiskFullNeverKills(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	small := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", small).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", small).Run() })
+	bin := filepath.Join(t.TempDir(), "closeall")
+	if out, err := exec.Command("gcc", "-O2", "-o", bin, filepath.Join("testdata", "closeall.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	nOut, nErr, nCode, err := fixtures.Run(bin, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := rewritten(t, bin, t.TempDir(), rewrite.Options{Every: true, Rows: true})
+	rOut, rErr, rCode, err := fixtures.Run(out, nil, traceEnv(small))
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := regexp.MustCompile(`^stint: extend trace file [^\n]*: ENOSPC; running untraced\n`)
+	if rCode != nCode || !bytes.Equal(rOut, nOut) || !bytes.Equal(said.ReplaceAll(rErr, nil), nErr) || !said.Match(rErr) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; native %d, %q, %q and one line saying the disk is full", rCode, rOut, clip(rErr), nCode, nOut, nErr)
+	}
+	trs := readTraces(t, small)
+	if len(trs) != 1 || len(trs[0].Events) == 0 {
+		t.Errorf("%d traces, want 1 with the events written before the disk filled", len(trs))
 	}
 }

@@ -24,6 +24,7 @@
 #define SYS_getpid 39
 #define SYS_kill 62
 #define SYS_exit 60 /* this thread only */
+#define SYS_fallocate 285
 #define SYS_ftruncate 77
 #define SYS_pwrite64 18
 #define SYS_getcwd 79
