@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "d509776e522e7d68dc4d4a946cc520eadb67583ce12ce94d3a4293d1a3a02bce"
+const BlobSHA256 = "e7d61e1de57a5e21717bfa00a4671cea7bd04161ce839b518219d0884a7ce48d"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
