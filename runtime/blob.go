@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "e7d61e1de57a5e21717bfa00a4671cea7bd04161ce839b518219d0884a7ce48d"
+const BlobSHA256 = "3195b41ec78c3d089c5027092afccf29f0a934a5d5e31794c5c4409e4c416610"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

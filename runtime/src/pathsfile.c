@@ -68,7 +68,7 @@ static long paths_file_open(struct stint_global *g)
 static long paths_extend(struct stint_global *g, uint64_t end)
 {
 	return file_extend(&g->paths.fd, g->paths.fd_dev, g->paths.fd_ino, g->paths.path, &g->paths.file_len, end, 16 * paths_chunk_size(),
-			   g->trace.reserve);
+			   g->trace.reserve, 0);
 }
 
 /*

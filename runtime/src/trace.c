@@ -29,7 +29,7 @@ static void set_untraced_once(struct stint_global *g, const char *what, const ch
 static long ensure_len(struct stint_global *g, uint64_t end)
 {
 	return file_extend(&g->trace.fd, g->trace.fd_dev, g->trace.fd_ino, g->trace.path, &g->trace.file_len, end, 4 * g->trace.slot_size,
-			   g->trace.reserve);
+			   g->trace.reserve, 1);
 }
 
 static const char *tool_name(uint32_t t)
