@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "3195b41ec78c3d089c5027092afccf29f0a934a5d5e31794c5c4409e4c416610"
+const BlobSHA256 = "db6952fd99510baccf5082fb8890d814b6698fc55fb7b1095e12b36ce3a429c9"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

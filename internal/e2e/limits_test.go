@@ -199,3 +199,33 @@ func TestDiskFullNeverKills(t *testing.T) {
 		t.Errorf("%d traces, want 1 with the events written before the disk filled", len(trs))
 	}
 }
+
+// TestCompactThreadLimitSaid: a compact trace keeps a block for each
+// thread of the run, and threads past its 4,095 blocks are not traced.
+// That used to be silent (a count nothing reported); now the runtime says
+// so once, and the program runs as natively.
+func TestCompactThreadLimitSaid(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "manythreads")
+	if out, err := exec.Command("gcc", "-O2", "-pthread", "-o", bin, filepath.Join("testdata", "manythreads.c")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	args := []string{"4200"}
+	nOut, nErr, nCode, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true})
+	traces := filepath.Join(dir, "traces")
+	rOut, rErr, rCode, err := fixtures.Run(out, args, traceEnv(traces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := regexp.MustCompile(`^stint: a compact trace keeps a block for each thread of the run, 4095 of them: threads started after the 4095th are not traced\n`)
+	if rCode != nCode || !bytes.Equal(rOut, nOut) || !said.Match(rErr) || !bytes.Equal(said.ReplaceAll(rErr, nil), nErr) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; native %d, %q, %q and the one line", rCode, rOut, clip(rErr), nCode, nOut, nErr)
+	}
+	if trs := readTraces(t, traces); len(trs) != 1 || len(trs[0].Events) == 0 {
+		t.Errorf("%d traces, want 1 with events", len(trs))
+	}
+}

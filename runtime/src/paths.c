@@ -122,7 +122,9 @@ static struct paths_thread *paths_self(struct stint_global *g, uint64_t sync)
 	uint32_t i = __atomic_fetch_add(&g->paths.nthreads, 1, __ATOMIC_ACQ_REL);
 	if (i >= PATHS_THREADS) {
 		__atomic_store_n(&g->paths.nthreads, PATHS_THREADS, __ATOMIC_RELEASE);
-		__atomic_fetch_add(&g->paths.untraced, 1, __ATOMIC_RELAXED);
+		if (__atomic_fetch_add(&g->paths.untraced, 1, __ATOMIC_RELAXED) == 0)
+			say_line("a compact trace keeps a block for each thread of the run, 4095 of them: threads started after "
+				 "the 4095th are not traced");
 		return 0;
 	}
 	struct paths_thread *t = &bs[i];
