@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "db6952fd99510baccf5082fb8890d814b6698fc55fb7b1095e12b36ce3a429c9"
+const BlobSHA256 = "1931228918e02ce36cebe10e8ea8fd16ea752d8defac2e0bc0c7c17649f13817"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

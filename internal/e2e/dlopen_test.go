@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -20,14 +19,8 @@ import (
 func TestDlopenAgain(t *testing.T) {
 	lib := filepath.Join(libdir, "libsqlite3.so.0")
 	need(t, lib)
-	bin := filepath.Join(t.TempDir(), "dlagain")
-	if out, err := exec.Command("gcc", "-O2", "-o", bin, filepath.Join("testdata", "dlagain.c"), "-ldl").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	nOut, nErr, nCode, err := fixtures.Run(bin, []string{"50"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testC(t, "dlagain", "-ldl")
+	nOut, nErr, nCode := nativeRun(t, bin, "50")
 	for _, opts := range []rewrite.Options{{}, {Every: true}} {
 		dir := t.TempDir()
 		rewritten(t, lib, dir, opts)

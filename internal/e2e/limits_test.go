@@ -20,15 +20,7 @@ import (
 // the limit before it extends a file (the trace, the paths file, the
 // stub memfd, the redundancy log, its own lines on stderr).
 func TestFileSizeLimitNeverKills(t *testing.T) {
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
-	}
-	f := fixtures.Lookup("recurse")
-	bin := fixtures.Build(t, f.Name, fixtures.Variant{Opt: fixtures.O2, PIE: true})
-	nOut, nErr, nCode, err := fixtures.Run(bin, f.Args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, bin, nOut, nErr, nCode := recurseNative(t)
 	said := regexp.MustCompile(`^stint: extend trace file [^\n]*: EFBIG; running untraced\n`)
 	for _, opts := range []rewrite.Options{{}, {Every: true, Rows: true}, {Every: true}} {
 		dir := t.TempDir()
@@ -57,15 +49,7 @@ func TestFileSizeLimitNeverKills(t *testing.T) {
 // untraced. (3 GiB: a rewritten executable's image spans about 2 GiB,
 // its stub space, which the kernel maps whole at exec.)
 func TestAddressSpaceLimitStillTraced(t *testing.T) {
-	if _, err := exec.LookPath("sh"); err != nil {
-		t.Skip("no sh")
-	}
-	f := fixtures.Lookup("recurse")
-	bin := fixtures.Build(t, f.Name, fixtures.Variant{Opt: fixtures.O2, PIE: true})
-	nOut, nErr, nCode, err := fixtures.Run(bin, f.Args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, bin, nOut, nErr, nCode := recurseNative(t)
 	for _, opts := range []rewrite.Options{{}, {Every: true}} {
 		dir := t.TempDir()
 		out, _ := rewritten(t, bin, dir, opts)
@@ -96,10 +80,7 @@ func TestDescriptorsLeftToProgram(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
-	bin := filepath.Join(t.TempDir(), "fdnums")
-	if out, err := exec.Command("gcc", "-O2", "-o", bin, filepath.Join("testdata", "fdnums.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := testC(t, "fdnums")
 	for _, c := range []struct{ limit, redir string }{{"64", ""}, {"1024", ""}, {"1024", " >&-"}} {
 		limit, script := c.limit, "ulimit -n "+c.limit+" && exec "
 		nOut, _, _, err := fixtures.Run("/bin/sh", []string{"-c", script + bin + c.redir}, nil)
@@ -130,14 +111,8 @@ func TestDescriptorsLeftToProgram(t *testing.T) {
 // grows or writes them, so the trace goes on, with no message, and the
 // program's own file still gets its native number.
 func TestDescriptorsClosedByProgram(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "closeall")
-	if out, err := exec.Command("gcc", "-O2", "-o", bin, filepath.Join("testdata", "closeall.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	nOut, nErr, nCode, err := fixtures.Run(bin, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testC(t, "closeall")
+	nOut, nErr, nCode := nativeRun(t, bin)
 	for _, opts := range []rewrite.Options{{Every: true}, {Every: true, Rows: true}} {
 		dir := t.TempDir()
 		out, _ := rewritten(t, bin, dir, opts)
@@ -177,14 +152,8 @@ func TestDiskFullNeverKills(t *testing.T) {
 		t.Skipf("mount tmpfs: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", small).Run() })
-	bin := filepath.Join(t.TempDir(), "closeall")
-	if out, err := exec.Command("gcc", "-O2", "-o", bin, filepath.Join("testdata", "closeall.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	nOut, nErr, nCode, err := fixtures.Run(bin, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testC(t, "closeall")
+	nOut, nErr, nCode := nativeRun(t, bin)
 	out, _ := rewritten(t, bin, t.TempDir(), rewrite.Options{Every: true, Rows: true})
 	rOut, rErr, rCode, err := fixtures.Run(out, nil, traceEnv(small))
 	if err != nil {
@@ -205,15 +174,9 @@ func TestDiskFullNeverKills(t *testing.T) {
 // That used to be silent (a count nothing reported); now the runtime says
 // so once, and the program runs as natively.
 func TestCompactThreadLimitSaid(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "manythreads")
-	if out, err := exec.Command("gcc", "-O2", "-pthread", "-o", bin, filepath.Join("testdata", "manythreads.c")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
+	bin := testC(t, "manythreads", "-pthread")
 	args := []string{"4200"}
-	nOut, nErr, nCode, err := fixtures.Run(bin, args, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nOut, nErr, nCode := nativeRun(t, bin, args...)
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{Every: true})
 	traces := filepath.Join(dir, "traces")
@@ -228,4 +191,38 @@ func TestCompactThreadLimitSaid(t *testing.T) {
 	if trs := readTraces(t, traces); len(trs) != 1 || len(trs[0].Events) == 0 {
 		t.Errorf("%d traces, want 1 with events", len(trs))
 	}
+}
+
+// testC compiles testdata/name.c with gcc -O2 (and flags) into a
+// temporary directory and returns the program's path.
+func testC(t *testing.T, name string, flags ...string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	args := append([]string{"-O2", "-o", bin, filepath.Join("testdata", name+".c")}, flags...)
+	if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
+		t.Fatalf("gcc %s: %v\n%s", name, err, out)
+	}
+	return bin
+}
+
+// nativeRun runs bin with args as it is: its stdout, stderr and exit code.
+func nativeRun(t *testing.T, bin string, args ...string) (stdout, stderr []byte, code int) {
+	t.Helper()
+	out, errOut, code, err := fixtures.Run(bin, args, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, errOut, code
+}
+
+// recurseNative builds the recurse fixture (O2, PIE) and runs it natively.
+func recurseNative(t *testing.T) (f *fixtures.Fixture, bin string, stdout, stderr []byte, code int) {
+	t.Helper()
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	f = fixtures.Lookup("recurse")
+	bin = fixtures.Build(t, f.Name, fixtures.Variant{Opt: fixtures.O2, PIE: true})
+	stdout, stderr, code = nativeRun(t, bin, f.Args...)
+	return f, bin, stdout, stderr, code
 }

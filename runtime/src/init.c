@@ -330,7 +330,8 @@ STINT_API uint64_t stint_init_shared(const uint8_t *blob, long argc, char **argv
  * End the run: its last rows and end marker, the paths file's end, the
  * log's last save, the partial batch. At the executable's finalizer, or
  * from a runtime thread once the program left without exit_group
- * (program_left). Each step happens once, so two threads may both call.
+ * (leave_if_program_left). Each step happens once, so two threads may
+ * both call.
  */
 static void run_left(struct stint_global *g)
 {

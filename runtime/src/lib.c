@@ -217,14 +217,13 @@ static long open_high(const char *path, long flags, long mode)
 	if (sys_failed(sys_call4(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, 0, (long)&rl)))
 		rl.cur = 0;
 	uint64_t top = rl.cur < ((uint64_t)1 << 20) ? rl.cur : (uint64_t)1 << 20; /* fs.nr_open's default */
+	/* the lowest free number from at - 1 up: the top one, else lower */
 	for (uint64_t at = top; at > (uint64_t)fd + 1 && at + 16 > top; at--) {
 		long hi = sys_call3(SYS_fcntl, fd, S_F_DUPFD_CLOEXEC, (long)(at - 1));
-		if (!sys_failed(hi) && (uint64_t)hi == at - 1) {
+		if (!sys_failed(hi)) {
 			sys_call1(SYS_close, fd);
 			return hi;
 		}
-		if (!sys_failed(hi))
-			sys_call1(SYS_close, hi); /* a lower one than asked: keep looking */
 	}
 	if (fd < 3) {
 		sys_call1(SYS_close, fd);

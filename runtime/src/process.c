@@ -136,7 +136,7 @@ static int proc_stat_threads(char *state, uint64_t *threads, uint64_t *code)
 	return digits[0] && (!code || digits[1]) ? 0 : -1;
 }
 
-#define LEFT_CHECK_NS 50000000ULL /* program_left reads /proc at most every 50 ms */
+#define LEFT_CHECK_NS 50000000ULL /* leave_if_program_left reads /proc at most every 50 ms */
 
 /*
  * A runtime thread's check at each wake, at most every LEFT_CHECK_NS

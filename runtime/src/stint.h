@@ -436,7 +436,7 @@ struct stint_sample {
 	uint32_t ended;                   /* the run's end wrote the last interval */
 	uint32_t countdown;               /* call probes count down (STINT_MF_COUNTDOWN and rate, every or per site; with STINT_MF_ENTRIES any) */
 	uint32_t entries;                 /* the countdowns are function entries' (STINT_MF_ENTRIES): strata are functions */
-	uint32_t reader_up;               /* the reader thread runs (program_left counts it) */
+	uint32_t reader_up;               /* the reader thread runs (leave_if_program_left counts it) */
 	int64_t lw_rate;                  /* log2 of P (Q32.32): rate's and fresh strata's geometric skips */
 	uint64_t pend_end;                /* when the pending half's interval ended */
 	uint64_t pow2[32];                /* 2^-(2^-(i+1)), Q0.64: smp_exp2's factors */
