@@ -189,7 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&opts.SkipSeenIndirect, "skip-seen-indirect", false, "with --skip-covered, also leave unpatched returns, indirect branches and syscalls with at least one logged outcome (their new destinations are then not traced)")
 	fs.StringVar(&opts.Edges, "edges", "auto", "probe a jcc outcome at its destination, where only the jcc leads, instead of at the jcc, so the jcc's common side runs unpatched and its rare side is recorded whenever it happens: `MODE` auto (the jccs of covered, and every other jcc's at destinations of 5 bytes or more, which a jmp replaces), covered (jccs with one outcome in the --skip-covered log), all (every jcc at any destination: slower on sqlite3), or none")
 	fs.BoolVar(&opts.EmulateIndirectCalls, "emulate-indirect-calls", false, "probe every indirect call in its own trampoline, where it is emulated (push the return address, jump); by default one is probed at the instruction before it where only that instruction leads to it, so that the call runs in place and the processor's return-stack predictor stays in step")
-	fs.Uint64Var(&opts.ChunkGap, "chunk-gap", 0, "merge stub pages closer than `BYTES` into one run-time mapping (0 = default 1 MiB; smaller = fewer resident stub pages, more mappings)")
+	fs.Var(cli.Bytes{N: &opts.ChunkGap}, "chunk-gap", "merge stub pages closer than `SIZE` (bytes, or with K, M, G) into one run-time mapping (0 = default 1M; smaller = fewer resident stub pages, more mappings)")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprint(stdout, usageText)
