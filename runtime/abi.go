@@ -273,6 +273,11 @@ const ChunkReserved uint32 = 0x1
 // patches, as it does when a real mapping fails.
 const TestFailChunkEnv = "STINT_TEST_FAIL_CHUNK"
 
+// TestMaxMapCountEnv is STINT_TEST_MAX_MAP_COUNT_ENV: a test hook. With
+// STINT_TEST_MAX_MAP_COUNT=N the runtime takes N for vm.max_map_count
+// when it decides how many trampoline chunks it may map.
+const TestMaxMapCountEnv = "STINT_TEST_MAX_MAP_COUNT"
+
 // TestNoMemfdEnv is STINT_TEST_NO_MEMFD_ENV: a test hook. With
 // STINT_TEST_NO_MEMFD=1 the runtime maps chunks as anonymous copies, as it
 // does where memfd_create is unavailable and the file has no stub area.

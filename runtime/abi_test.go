@@ -114,7 +114,7 @@ var abiConsts = map[string]uint64{
 
 // abiStrings are the string #defines of stint_abi.h with their Go values.
 var abiStrings = map[string]string{
-	"STINT_QOS_ENV": QoSEnv, "STINT_TEST_FAIL_CHUNK_ENV": TestFailChunkEnv,
+	"STINT_QOS_ENV": QoSEnv, "STINT_TEST_FAIL_CHUNK_ENV": TestFailChunkEnv, "STINT_TEST_MAX_MAP_COUNT_ENV": TestMaxMapCountEnv,
 	"STINT_TEST_NO_MEMFD_ENV": TestNoMemfdEnv, "STINT_TEST_NO_STUB_FILE_ENV": TestNoStubFileEnv,
 	"STINT_TEST_LOG_LOAD_ENV": TestLogLoadEnv, "STINT_TEST_SAVE_HOLD_ENV": TestSaveHoldEnv,
 	"STINT_TEST_SAMPLE_SEED_ENV":  TestSampleSeedEnv,

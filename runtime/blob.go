@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1931228918e02ce36cebe10e8ea8fd16ea752d8defac2e0bc0c7c17649f13817"
+const BlobSHA256 = "25f0428dcd518348c0668c00db9fad185369742d095edfd53558779ea81fd462"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stint-project/stint/internal/fixtures"
 	"github.com/stint-project/stint/rewrite"
+	"github.com/stint-project/stint/runtime"
 )
 
 // TestFileSizeLimitNeverKills: under a file size limit (ulimit -f) far
@@ -225,4 +226,35 @@ func recurseNative(t *testing.T) (f *fixtures.Fixture, bin string, stdout, stder
 	bin = fixtures.Build(t, f.Name, fixtures.Variant{Opt: fixtures.O2, PIE: true})
 	stdout, stderr, code = nativeRun(t, bin, f.Args...)
 	return f, bin, stdout, stderr, code
+}
+
+// TestMapCountRoomLeft: every trampoline chunk is a mapping, and past
+// vm.max_map_count the kernel refuses the program's own mappings too.
+// Where a module's chunks are a quarter of the limit or more, the runtime
+// maps at most half of the room the process has left and says how many
+// it left out (their sites run unprobed); the program runs as natively.
+// The limit comes from a test hook here: lowering the sysctl would touch
+// every process of the machine.
+func TestMapCountRoomLeft(t *testing.T) {
+	lib := filepath.Join(libdir, "libsqlite3.so.0")
+	need(t, lib, "/usr/bin/sqlite3")
+	args := []string{":memory:", "select 1"}
+	nOut, nErr, nCode := nativeRun(t, "/usr/bin/sqlite3", args...)
+	dir := t.TempDir()
+	_, st := rewritten(t, lib, dir, rewrite.Options{})
+	said := regexp.MustCompile(`^stint: (\d+) of (\d+) trampoline chunks could not be mapped \(ENOMEM: vm\.max_map_count leaves too little room\); \d+ sites left unprobed\n`)
+	for _, max := range []string{"", "1200"} {
+		env := append(traceEnv(filepath.Join(dir, "traces"+max)), "LD_LIBRARY_PATH="+dir, runtime.TestMaxMapCountEnv+"="+max)
+		rOut, rErr, rCode, err := fixtures.Run("/usr/bin/sqlite3", args, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := said.FindSubmatch(rErr)
+		if rCode != nCode || !bytes.Equal(rOut, nOut) || !bytes.Equal(said.ReplaceAll(rErr, nil), nErr) || (m != nil) != (max != "") {
+			t.Fatalf("max_map_count %q: exit %d, stdout %q, stderr %q; native %d, %q, %q (%d chunks)", max, rCode, rOut, clip(rErr), nCode, nOut, nErr, st.Chunks)
+		}
+		if m != nil && (string(m[1]) == "0" || string(m[1]) == string(m[2])) {
+			t.Errorf("max_map_count %s: %s of %s chunks left out, want some, not all", max, m[1], m[2])
+		}
+	}
 }

@@ -219,6 +219,9 @@
  * had failed with EEXIST), so tests can exercise the restore path.
  */
 #define STINT_TEST_FAIL_CHUNK_ENV "STINT_TEST_FAIL_CHUNK"
+/* Test hook: STINT_TEST_MAX_MAP_COUNT=N makes the runtime take N for
+ * vm.max_map_count when it decides how many chunks it may map. */
+#define STINT_TEST_MAX_MAP_COUNT_ENV "STINT_TEST_MAX_MAP_COUNT"
 /* Test hook: STINT_TEST_NO_MEMFD=1 makes the runtime map chunks as it
  * does where memfd_create is unavailable and the file has no stub area
  * (anonymous copies). */

@@ -125,19 +125,54 @@ static int chunk_there(uint64_t at, const struct stint_chunk *c, const struct st
 	return 1;
 }
 
-/* STINT_TEST_FAIL_CHUNK=N (a test hook, see stint_abi.h): N, or -1. */
-static long chunk_fail_hook(char **envp)
+/* A decimal number of at most 9 digits at v (up to a newline), or -1. */
+static long decimal(const char *v)
 {
-	const char *v = env_get(envp, STINT_TEST_FAIL_CHUNK_ENV);
-	if (!v || !*v)
+	if (!v || !*v || *v == '\n')
 		return -1;
 	long n = 0;
-	for (; *v; v++) {
+	for (; *v && *v != '\n'; v++) {
 		if (*v < '0' || *v > '9' || n > 100000000)
 			return -1;
 		n = n * 10 + (*v - '0');
 	}
 	return n;
+}
+
+/* STINT_TEST_FAIL_CHUNK=N (a test hook, see stint_abi.h): N, or -1. */
+static long chunk_fail_hook(char **envp)
+{
+	return decimal(env_get(envp, STINT_TEST_FAIL_CHUNK_ENV));
+}
+
+static int count_line(struct maps_line *m, void *arg)
+{
+	(void)m;
+	++*(uint64_t *)arg;
+	return 0;
+}
+
+/*
+ * How many of a module's n chunks it may map without crowding the
+ * program out of vm.max_map_count (past it the kernel refuses every new
+ * mapping, the program's too, and each chunk is one): all of them while
+ * they are under a quarter of the limit, else at most half of what the
+ * process has left (its mappings counted in /proc/self/maps). The limit
+ * is /proc/sys/vm/max_map_count's, or STINT_TEST_MAX_MAP_COUNT's.
+ */
+static uint32_t chunks_allowed(uint32_t n, char **envp)
+{
+	char buf[4096];
+	long max = decimal(env_get(envp, STINT_TEST_MAX_MAP_COUNT_ENV));
+	if (max < 0 && read_small("/proc/sys/vm/max_map_count", buf, 32) > 0)
+		max = decimal(buf);
+	if (max < 0 || (uint64_t)n * 4 < (uint64_t)max)
+		return n;
+	uint64_t used = 0;
+	if (!maps_scan_buf(buf, sizeof buf, count_line, &used) && !used)
+		return n; /* cannot tell */
+	uint64_t room = (uint64_t)max > used ? ((uint64_t)max - used) / 2 : 0;
+	return room < n ? (uint32_t)room : n;
 }
 
 /*
@@ -374,7 +409,7 @@ static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, i
 		fd = stubs_memfd(st, nst, area, envp);
 	}
 
-	uint32_t lost = 0;
+	uint32_t lost = 0, allowed = chunks_allowed(m->nchunks, envp);
 	uint64_t sites = 0;
 	long err = 0;
 	for (uint32_t i = 0; i < m->nchunks; i++) {
@@ -384,6 +419,8 @@ static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, i
 		long r;
 		if ((long)i == fail)
 			r = -S_EEXIST;
+		else if (i >= allowed)
+			r = -12; /* ENOMEM, as the kernel says past vm.max_map_count */
 		else if (c->src_off > area || c->size > area - c->src_off)
 			r = -22; /* EINVAL: a malformed table */
 		else if (fd >= 0)
@@ -430,6 +467,8 @@ static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, i
 		sb_putu(&b, m->nchunks);
 		sb_puts(&b, " trampoline chunks could not be mapped (");
 		sb_puts(&b, errno_name(err));
+		if (allowed < m->nchunks)
+			sb_puts(&b, ": vm.max_map_count leaves too little room");
 		sb_puts(&b, "); ");
 		sb_putu(&b, sites);
 		sb_puts(&b, " sites left unprobed\n");
