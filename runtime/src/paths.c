@@ -91,6 +91,38 @@ static struct paths_thread *paths_blocks(struct stint_global *g)
 	return (struct paths_thread *)g->paths.threads;
 }
 
+#define SYS_tgkill 234
+#define PATHS_REUSE_SCAN 64 /* blocks paths_reuse looks at per search */
+
+/*
+ * A block of a thread that is gone, for thread tid, once every block is
+ * taken: a server starts and ends threads all its life. Searched from
+ * where the last search stopped, PATHS_REUSE_SCAN blocks at most. A
+ * thread is gone when tgkill(pid, its tid, 0) says ESRCH (one that got
+ * its number since is alive, and keeps the block). Its chunk is whole
+ * in the file; it gets its last time, as paths_close gives every other,
+ * and the block starts over, zeroed, owned by tid. 0 when none is found.
+ */
+static struct paths_thread *paths_reuse(struct stint_global *g, struct paths_thread *bs, uint32_t tid)
+{
+	uint32_t start = __atomic_fetch_add(&g->paths.reuse_at, PATHS_REUSE_SCAN, __ATOMIC_RELAXED);
+	for (uint32_t k = 0; k < PATHS_REUSE_SCAN; k++) {
+		struct paths_thread *t = &bs[1 + (start + k) % (PATHS_THREADS - 1)]; /* block 0 is no thread's */
+		uint32_t old = __atomic_load_n(&t->tid, __ATOMIC_ACQUIRE);
+		if (!old || old == tid || t->pid != (uint32_t)g->pid || __atomic_load_n(&t->busy, __ATOMIC_ACQUIRE) ||
+		    sys_call3(SYS_tgkill, g->pid, old, 0) != -3 /* ESRCH */)
+			continue;
+		if (!__atomic_compare_exchange_n(&t->tid, &old, tid, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		if (t->chunk)
+			put64((uint8_t *)paths_chunk_field(g, t->chunk, STINT_PATHS_BODY_LAST), now_ns(S_CLOCK_MONOTONIC));
+		s_memset((uint8_t *)t + sizeof t->key, 0, sizeof *t - sizeof t->key);
+		t->key = 1;
+		return t;
+	}
+	return 0;
+}
+
 /*
  * This thread's block. %gs holds it (glibc leaves %gs alone on x86-64;
  * a thread made by clone inherits its parent's, and a forked child its
@@ -120,14 +152,17 @@ static struct paths_thread *paths_self(struct stint_global *g, uint64_t sync)
 	if (!sync)
 		return 0;
 	uint32_t i = __atomic_fetch_add(&g->paths.nthreads, 1, __ATOMIC_ACQ_REL);
-	if (i >= PATHS_THREADS) {
+	struct paths_thread *t = i < PATHS_THREADS ? &bs[i] : 0;
+	if (!t) {
 		__atomic_store_n(&g->paths.nthreads, PATHS_THREADS, __ATOMIC_RELEASE);
+		t = paths_reuse(g, bs, tid);
+	}
+	if (!t) {
 		if (__atomic_fetch_add(&g->paths.untraced, 1, __ATOMIC_RELAXED) == 0)
-			say_line("a compact trace keeps a block for each thread of the run, 4095 of them: threads started after "
-				 "the 4095th are not traced");
+			say_line("a compact trace keeps a block for each live thread, 4095 of them: threads started while "
+				 "that many are alive are not traced");
 		return 0;
 	}
-	struct paths_thread *t = &bs[i];
 	t->tid = tid;
 	t->pid = (uint32_t)g->pid;
 	t->key = 1;

@@ -280,7 +280,7 @@ struct stint_tests {
 /* A compact complete trace (paths.c, pathsfile.c, STINT_MF_PATHS). */
 #define PATHS_CHUNK_DATA ((uint64_t)256 << 10) /* bytes of packets per chunk */
 #define PATHS_PSB_EVERY  ((long)16 << 10)      /* bytes of packets between PSBs, at most about (STINT_PATHS_PSB_EVERY) */
-#define PATHS_THREADS    4096                  /* thread blocks, never reused */
+#define PATHS_THREADS    4096                  /* thread blocks (a gone thread's is reused: paths_reuse) */
 #define PATHS_STACK      256                   /* call stack entries per thread (a ring: an 8-bit top) */
 #define PATHS_SEARCH     16                    /* entries an unexpected return looks down */
 #define PATHS_ASYNC      8                     /* nested signal handlers a thread tracks */
@@ -337,7 +337,7 @@ struct stint_paths {
 	uint32_t nthreads;           /* blocks handed out */
 	uint32_t failed, closed;
 	int32_t fd;
-	uint32_t pad;
+	uint32_t reuse_at;           /* where paths_reuse looks next */
 	uint64_t fd_dev, fd_ino;
 	uint64_t map, file_len, next_pos;
 	uint64_t threads;            /* struct paths_thread[PATHS_THREADS], mapped on first use */
