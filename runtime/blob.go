@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f228cc01f268ac9db46f4d90ad40287c52c09c0c8771e248d07014aae4686c3e"
+const BlobSHA256 = "a4eda935c30c074a449ae4f44ff6c8c29c1b8deab24ae324cc80a142124696cc"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -271,3 +271,50 @@ func TestMapCountRoomLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestSetuidRunUntraced: a set-user-ID rewritten program started by
+// another user runs with that user's environment, and STINT_OUT (or the
+// working directory) had it create root-owned trace files wherever the
+// user said. The runtime now sees AT_SECURE, as ld.so does for
+// LD_PRELOAD, says so once and runs the program untraced. Needs root
+// (to make the program set-user-ID root) and setpriv (to start it as
+// nobody).
+func TestSetuidRunUntraced(t *testing.T) {
+	setpriv, err := exec.LookPath("setpriv")
+	if os.Geteuid() != 0 || err != nil {
+		t.Skip("needs root and setpriv")
+	}
+	bin := testC(t, "fdnums")
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, _ := rewritten(t, bin, dir, rewrite.Options{})
+	if err := os.Chmod(out, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	traces := filepath.Join(dir, "traces") // writable by nobody too: only the check keeps it empty
+	if err := os.Mkdir(traces, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(traces, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := []string{"--reuid=65534", "--regid=65534", "--clear-groups"}
+	nOut, _, _, err := fixtures.Run(setpriv, append(asNobody, bin), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rOut, rErr, rCode, err := fixtures.Run(setpriv, append(asNobody, out), traceEnv(traces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rCode != 0 || !bytes.Equal(rOut, nOut) || string(rErr) != "stint: a set-user-ID or set-group-ID run (AT_SECURE): not traced\n" {
+		t.Fatalf("exit %d, stdout %q (native %q), stderr %q", rCode, rOut, nOut, rErr)
+	}
+	if left, _ := os.ReadDir(traces); len(left) != 0 {
+		t.Errorf("%d files in the trace directory, want none: %v", len(left), left)
+	}
+}

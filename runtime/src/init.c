@@ -124,6 +124,18 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 			restore_all(m, base); /* run the original code at full speed */
 		return;
 	}
+	/* A set-user-ID, set-group-ID or capability-raised run (AT_SECURE):
+	 * the environment is the invoking user's, and STINT_OUT, STINT_LOG
+	 * or the working directory would have the raised program create and
+	 * write files where that user says. Untraced, as ld.so ignores
+	 * LD_PRELOAD there. */
+	if (auxv ? auxv_find(auxv, S_AT_SECURE) : proc_auxv(S_AT_SECURE)) {
+		if (m->flags & STINT_MF_EXEC)
+			say_line("a set-user-ID or set-group-ID run (AT_SECURE): not traced");
+		if (patching)
+			restore_all(m, base);
+		return;
+	}
 
 	int created, spawn = 0;
 	const char *what = "";

@@ -77,6 +77,7 @@
 #define S_AT_SYSINFO_EHDR 33
 #define S_AT_EXECFN 31
 #define S_AT_HWCAP2 26
+#define S_AT_SECURE 23
 #define S_HWCAP2_FSGSBASE 2
 
 #define S_EEXIST 17
