@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "a4eda935c30c074a449ae4f44ff6c8c29c1b8deab24ae324cc80a142124696cc"
+const BlobSHA256 = "dd07f20e646780826e5d7daf9c1b3e836232b9ab733158187673ad64cfdbcfc5"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

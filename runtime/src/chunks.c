@@ -382,7 +382,7 @@ static long stubs_memfd(const struct stint_stub *st, uint32_t nst, uint64_t area
  * dependent patches restored (text must be writable: writable != 0), and
  * one line on stderr says what was lost. Returns how many were lost.
  */
-static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, int writable, char *path, size_t cap)
+static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, int writable, char *path, size_t cap, int roomy)
 {
 	if (m->nchunks == 0)
 		return 0;
@@ -401,7 +401,7 @@ static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, i
 		/* the copy cost a call chain of libsqlite3 2 ms at start
 		 * (select 1, 21 pairs) for no gain in its runs (0.99-1.00) */
 		const char *huge = env_get(envp, "STINT_HUGE");
-		if ((!huge || huge[0] != '0') && TABLES_WRITTEN(m))
+		if ((!huge || huge[0] != '0') && TABLES_WRITTEN(m) && roomy)
 			tables_huge(m, base, fd, writable);
 		foff = (long)m->stub_file_off + 4096;
 		share = S_MAP_PRIVATE;

@@ -110,7 +110,14 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	 * registration below. */
 	char path[512];
 	path[0] = 0;
-	uint32_t chunks_lost = chunks_map(m, base, envp, patching, path, sizeof path);
+	/* The huge copies and the populate make the pages the runtime will
+	 * write anonymous at once: only where the memory cgroup leaves twice
+	 * their size (else each page is copied when first written). */
+	uint64_t room = mem_room(), start = (uint64_t)m->nprobes * sizeof(struct stint_probe) +
+					     (uint64_t)m->npatches * sizeof(struct stint_patch) + (m->tramp_hi - m->tramp_lo) +
+					     (m->text_hi - m->text_lo);
+	int roomy = room == ~0ULL || room / 2 >= start;
+	uint32_t chunks_lost = chunks_map(m, base, envp, patching, path, sizeof path, roomy);
 	/* The gate page: anonymous and wiped on fork (stint_abi.h). If this
 	 * fails the file's zero page stays: the gate works, but a child
 	 * forked while it is closed records nothing until its next period. */
@@ -284,7 +291,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	m->module_id = id;
 	g->proc.modules[id].bidhash = m->build_id_len ? fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len) : 0;
 	g->proc.modules[id].smod = (uint64_t)m;
-	if (patching && TABLES_WRITTEN(m))
+	if (patching && TABLES_WRITTEN(m) && roomy)
 		tables_populate(m, base);
 	if (g->sw.on && patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT))) {
 		__atomic_store_n(&g->proc.modules[id].sw, sw_module_new(m, base), __ATOMIC_RELEASE);

@@ -100,6 +100,81 @@ static long read_small(const char *path, char *buf, size_t cap)
 	return (long)n;
 }
 
+/* A decimal number at s (up to the first non-digit); ~0 for none, or "max". */
+static uint64_t dec_or_max(const char *s)
+{
+	uint64_t v = 0;
+	int digits = 0;
+	for (; *s >= '0' && *s <= '9' && digits < 20; s++, digits++)
+		v = v * 10 + (uint64_t)(*s - '0');
+	return digits ? v : ~0ULL;
+}
+
+/* The value of the file dir + name (a memory cgroup's), or ~0. */
+static uint64_t cg_value(const char *dir, size_t dl, const char *name)
+{
+	char path[512], buf[32];
+	size_t nl = s_strlen(name);
+	if (dl + nl + 1 > sizeof path)
+		return ~0ULL;
+	s_memcpy(path, dir, dl);
+	s_memcpy(path + dl, name, nl + 1);
+	return read_small(path, buf, sizeof buf) > 0 ? dec_or_max(buf) : ~0ULL;
+}
+
+/*
+ * Bytes this process may still add to its memory cgroup before the
+ * limit (cgroup v2's memory.max less memory.current, or v1's
+ * memory.limit_in_bytes less memory.usage_in_bytes), ~0 when there is
+ * none or it cannot tell. The copies and populates at start take
+ * anonymous memory a tight limit may not hold: sqlite3 'select 1' with a
+ * rewritten libsqlite3 copies 14 MB, and in a 16 MiB cgroup the kernel
+ * killed it where the original ran. In a cgroup namespace the process's
+ * path reads "/" and its own cgroup is the mount's root.
+ */
+static uint64_t mem_room(void)
+{
+	char cg[1024], dir[400];
+	long n = read_small("/proc/self/cgroup", cg, sizeof cg);
+	for (long i = 0; i < n;) {
+		long e = i;
+		while (e < n && cg[e] != '\n')
+			e++;
+		cg[e] = 0;
+		const char *line = cg + i, *c1 = 0, *c2 = 0; /* "id:controllers:path" */
+		for (const char *p = line; *p && !c2; p++) {
+			if (*p == ':' && c1)
+				c2 = p;
+			else if (*p == ':')
+				c1 = p;
+		}
+		i = e + 1;
+		if (!c1 || !c2)
+			continue;
+		int v2 = c1 == line + 1 && line[0] == '0' && c2 == c1 + 1;
+		int v1 = 0;
+		for (const char *p = c1 + 1; p + 6 <= c2 && !v1; p++)
+			v1 = !s_strncmp(p, "memory", 6) && (p[-1] == ':' || p[-1] == ',') && (p[6] == ':' || p[6] == ',');
+		if (!v1 && !v2)
+			continue;
+		const char *root = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory", *rel = c2 + 1;
+		size_t rl = s_strlen(root), pl = s_strlen(rel);
+		if (rl + pl + 2 > sizeof dir)
+			return ~0ULL;
+		s_memcpy(dir, root, rl);
+		s_memcpy(dir + rl, rel, pl);
+		size_t dl = rl + pl;
+		if (dir[dl - 1] != '/')
+			dir[dl++] = '/';
+		uint64_t lim = cg_value(dir, dl, v2 ? "memory.max" : "memory.limit_in_bytes");
+		uint64_t use = cg_value(dir, dl, v2 ? "memory.current" : "memory.usage_in_bytes");
+		if (lim == ~0ULL || use == ~0ULL || lim >= ((uint64_t)1 << 60))
+			return ~0ULL; /* unlimited (v1 says so with a huge number), or unreadable */
+		return lim > use ? lim - use : 0;
+	}
+	return ~0ULL;
+}
+
 /*
  * From /proc/self/stat: this process's state (field 3, its leader's),
  * its thread count (field 20) and, with code, its leader's exit status

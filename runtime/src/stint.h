@@ -780,6 +780,7 @@ static uint64_t vdso_lookup(uint64_t ehdr_addr, const char *name);
 static long open_ro(const char *path);
 static long read_small(const char *path, char *buf, size_t cap);
 static int proc_stat_threads(char *state, uint64_t *threads, uint64_t *code);
+static uint64_t mem_room(void);
 static void leave_if_program_left(struct stint_global *g, uint64_t *last_check);
 static void run_left(struct stint_global *g);
 static uint64_t auxv_find(const uint64_t *auxv, uint64_t type);
@@ -1161,7 +1162,7 @@ static void range_clip(uint64_t *lo, uint64_t *hi, uint64_t xlo, uint64_t xhi);
 static void seg_huge(const struct elf64_phdr *ph, uint64_t base, uint64_t lo, uint64_t hi, long fd, int prot);
 static void tables_huge(const struct stint_module *m, uint64_t base, long fd, int writable);
 static long stubs_memfd(const struct stint_stub *st, uint32_t nst, uint64_t area, char **envp);
-static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, int writable, char *path, size_t cap);
+static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, int writable, char *path, size_t cap, int roomy);
 
 /* testhooks.c */
 static void test_setup(struct stint_global *g, char **envp);
