@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "dd07f20e646780826e5d7daf9c1b3e836232b9ab733158187673ad64cfdbcfc5"
+const BlobSHA256 = "1b308ee4a3867aae38c9c8bdbe94e43422eb75cf3cb3ccb2f5b87f64489234aa"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -125,18 +125,14 @@ static int chunk_there(uint64_t at, const struct stint_chunk *c, const struct st
 	return 1;
 }
 
-/* A decimal number of at most 9 digits at v (up to a newline), or -1. */
+/* The decimal number v holds (up to a newline), at most 10 digits, or -1. */
 static long decimal(const char *v)
 {
-	if (!v || !*v || *v == '\n')
+	const char *e;
+	uint64_t n = v ? parse_dec(v, &e) : 0;
+	if (!v || e == v || (*e && *e != '\n') || e - v > 10)
 		return -1;
-	long n = 0;
-	for (; *v && *v != '\n'; v++) {
-		if (*v < '0' || *v > '9' || n > 100000000)
-			return -1;
-		n = n * 10 + (*v - '0');
-	}
-	return n;
+	return (long)n;
 }
 
 /* STINT_TEST_FAIL_CHUNK=N (a test hook, see stint_abi.h): N, or -1. */

@@ -174,6 +174,17 @@ static struct stint_probe *half_taken(struct stint_module *m, uint64_t base, con
 	return 0;
 }
 
+/* The original 6 bytes of the rel32 jcc whose taken probe is t, in
+ * patch pt: its opcode from the patch's original bytes, its rel32 from
+ * t's destination (bytes past the patch are not in pt->orig). */
+static void jcc_orig(const struct stint_patch *pt, const struct stint_probe *t, uint8_t b[6])
+{
+	b[0] = pt->orig[t->src - pt->addr];
+	b[1] = pt->orig[t->src - pt->addr + 1];
+	int32_t rel = (int32_t)((int64_t)t->dst - (int64_t)(t->src + 6));
+	s_memcpy(b + 2, &rel, 4);
+}
+
 /*
  * A jcc's not-taken outcome is recorded and only its taken one is left
  * (patch_done): rather than keep the site's detour, whose every run
@@ -198,9 +209,7 @@ static int patch_half(struct stint_module *m, uint64_t base, struct stint_patch 
 		return 0;
 	uint8_t b[16], want[6];
 	s_memcpy(b, pt->orig, pt->len);
-	want[0] = pt->orig[at];
-	want[1] = pt->orig[at + 1];
-	s_memcpy(want + 2, &(int32_t){(int32_t)orig_rel}, 4);
+	jcc_orig(pt, t, want);
 	for (uint32_t i = pt->len; i < n; i++) {
 		b[i] = ((const uint8_t *)site)[i];
 		if (b[i] != want[i - at])
@@ -222,9 +231,7 @@ static void patch_unhalve(uint64_t base, const struct stint_patch *pt, const str
 	if (t->src < pt->addr || t->src + 2 > pt->addr + pt->len)
 		return;
 	uint8_t b[6];
-	b[0] = pt->orig[t->src - pt->addr];
-	b[1] = pt->orig[t->src - pt->addr + 1];
-	s_memcpy(b + 2, &(int32_t){(int32_t)((int64_t)t->dst - (int64_t)(t->src + 6))}, 4);
+	jcc_orig(pt, t, b);
 	code_write(base + t->src, b, 6, 1, alone);
 }
 

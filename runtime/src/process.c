@@ -100,14 +100,24 @@ static long read_small(const char *path, char *buf, size_t cap)
 	return (long)n;
 }
 
-/* A decimal number at s (up to the first non-digit); ~0 for none, or "max". */
-static uint64_t dec_or_max(const char *s)
+/* The decimal number at s, up to 19 digits; *end: the first byte after
+ * them (s when there are none). */
+static uint64_t parse_dec(const char *s, const char **end)
 {
 	uint64_t v = 0;
 	int digits = 0;
-	for (; *s >= '0' && *s <= '9' && digits < 20; s++, digits++)
+	for (; *s >= '0' && *s <= '9' && digits < 19; s++, digits++)
 		v = v * 10 + (uint64_t)(*s - '0');
-	return digits ? v : ~0ULL;
+	*end = s;
+	return v;
+}
+
+/* A decimal number at s (up to the first non-digit); ~0 for none, or "max". */
+static uint64_t dec_or_max(const char *s)
+{
+	const char *e;
+	uint64_t v = parse_dec(s, &e);
+	return e != s ? v : ~0ULL;
 }
 
 /* The value of the file dir + name (a memory cgroup's), or ~0. */

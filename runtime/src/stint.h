@@ -781,6 +781,7 @@ static long open_ro(const char *path);
 static long read_small(const char *path, char *buf, size_t cap);
 static int proc_stat_threads(char *state, uint64_t *threads, uint64_t *code);
 static uint64_t mem_room(void);
+static uint64_t parse_dec(const char *s, const char **end);
 static void leave_if_program_left(struct stint_global *g, uint64_t *last_check);
 static void run_left(struct stint_global *g);
 static uint64_t auxv_find(const uint64_t *auxv, uint64_t type);
