@@ -195,6 +195,51 @@ func (r *PacketReader) More() bool {
 // Pos is the offset in the chunk of the next packet.
 func (r *PacketReader) Pos() int { return r.pos }
 
+// NextTNT decodes the next packet when it is a whole, well-formed TNT
+// (padding skipped) and returns its n outcome bits, oldest in bit n-1;
+// ok is false, and nothing is read, for anything else (Next reads it,
+// and names what is wrong). The decoder's fast walk refills with it.
+func (r *PacketReader) NextTNT() (v uint64, n int, ok bool) {
+	r.skipPad()
+	if r.pos >= len(r.data) {
+		return 0, 0, false
+	}
+	b, size := r.data[r.pos], 1
+	switch {
+	case b&1 == 1:
+		v = uint64(b >> 1)
+	case b == PktLongTNT && len(r.data)-r.pos >= 9:
+		v, size = binary.LittleEndian.Uint64(r.data[r.pos+1:]), 9
+	case b > PktTNT && b <= PktTNT+16 && b%2 == 0 && len(r.data)-r.pos > int(b-PktTNT)/2:
+		k := int(b-PktTNT) / 2
+		v, size = r.le(k), 1+k
+	default:
+		return 0, 0, false
+	}
+	if n = bits.Len64(v) - 1; n < 1 {
+		return 0, 0, false
+	}
+	r.pos += size
+	return v &^ (1 << n), n, true
+}
+
+// NextPlainTIP decodes the next packet when it is a whole TIP (not a
+// RET_TIP) and returns its address; ok is false, and nothing is read,
+// for anything else.
+func (r *PacketReader) NextPlainTIP() (addr uint64, ok bool) {
+	r.skipPad()
+	if r.pos >= len(r.data) {
+		return 0, false
+	}
+	kind, k, ok := tipOp(r.data[r.pos])
+	if !ok || kind != PacketTIP || len(r.data)-r.pos < 1+k {
+		return 0, false
+	}
+	r.lastIP ^= r.le(k)
+	r.pos += 1 + k
+	return r.lastIP, true
+}
+
 // NextTIP decodes the next packet when it is a whole TIP or RET_TIP
 // (padding skipped) and returns its kind and address; ok is false, and
 // nothing is read, for anything else (Next reads it). A call chain's

@@ -54,7 +54,7 @@ func (t *thread) runCalls(max int) (err error) {
 // nextTIP reads the next packet when it is a TIP or RET_TIP, most of a
 // call chain's, the fast way (formats.PacketReader.NextTIP).
 func (t *thread) nextTIP() (formats.PacketKind, uint64, bool) {
-	if t.pending != nil {
+	if t.hasPending {
 		return 0, 0, false
 	}
 	return t.pr.NextTIP()

@@ -198,6 +198,9 @@ func (d *Decoder) Stream() *Stream { return &Stream{d: d} }
 // Next returns up to max more events (valid until the next call); nil
 // at the end or on an error (Err).
 func (s *Stream) Next(max int) []formats.Event {
+	if cap(s.buf) < max {
+		s.buf = make([]formats.Event, 0, max)
+	}
 	s.buf = s.buf[:0]
 	for !s.done && len(s.buf) < max {
 		if s.t == nil {
@@ -248,6 +251,7 @@ func (s *Stream) nextChunk() bool {
 	s.c = tc.list[s.ci]
 	s.ci++
 	s.t.chunk = int(s.c.Seq)
+	s.t.lastPos = -1 // a place in another chunk: another time
 	s.t.pr.Reset(s.c.Data)
 	s.st.Chunks++
 	s.st.Bytes += int64(len(s.c.Data))

@@ -41,21 +41,26 @@ type walkRun struct {
 // thread decodes one thread's packets while it walks the code: the
 // runtime's state machine (runtime/src/paths.c) run backwards.
 type thread struct {
-	d       *Decoder
-	tid     uint32
-	pr      formats.PacketReader
-	pending *formats.Packet // a packet read ahead
-	bits    uint64          // outcome bits not yet used, oldest in bit nbits-1
-	nbits   int
-	pos     uint64  // run-time address of the next instruction
-	m       *module // the module of the last lookup
-	bi      int     // the index in m's map of the next branch at or after pos; -1: look it up
-	known   bool    // pos is where the thread is
+	d          *Decoder
+	tid        uint32
+	pr         formats.PacketReader
+	pending    formats.Packet // a packet read ahead (when hasPending)
+	hasPending bool
+	bits       uint64 // outcome bits not yet used, oldest in bit nbits-1
+	nbits      int
+	pos        uint64  // run-time address of the next instruction
+	m          *module // the module of the last lookup
+	bi         int     // the index in m's map of the next branch at or after pos; -1: look it up
+	known      bool    // pos is where the thread is
 	// lostAt: the branch without a probe where the walk lost the
 	// thread's place, until it finds it again (0: not lost there)
 	lostAt  uint64
-	outside bool // the last transfer left instrumented code
+	outside bool   // the last transfer left instrumented code
+	left    uint64 // where it went (fast)
 	stack   [stackSize]uint64
+	// stackBi: of each entry of stack a call of fast's pushed, the index
+	// of the branch at or after it in the call's module; -1: look it up
+	stackBi [stackSize]int32
 	top     uint8
 	async   []saved
 	// rstack is the real call stack: every call the walk took, popped by
@@ -74,14 +79,15 @@ type thread struct {
 	lastPos int     // the packet position of the last event, and its time
 	lastT   uint64
 	emitted int
-	chunk   int      // the chunk being read, for errors
-	waiting callSite // a call chain's event waiting for its destination (calls.go)
-	sitemod *module  // a call chain's: the module SITE packets index (calls.go)
+	chunk   int           // the chunk being read, for errors
+	cache   [1024]indexed // branch indices of destinations (index)
+	waiting callSite      // a call chain's event waiting for its destination (calls.go)
+	sitemod *module       // a call chain's: the module SITE packets index (calls.go)
 }
 
 func (t *thread) push(a uint64) {
 	t.top++
-	t.stack[t.top] = a
+	t.stack[t.top], t.stackBi[t.top] = a, -1
 }
 
 func (t *thread) pop(n int) {
@@ -122,9 +128,9 @@ func (t *thread) unwind(a uint64) {
 func (t *thread) next() (formats.Packet, error) {
 	for {
 		var p formats.Packet
-		if t.pending != nil {
-			p = *t.pending
-			t.pending = nil
+		if t.hasPending {
+			p = t.pending
+			t.hasPending = false
 		} else {
 			q, ok, err := t.pr.Next()
 			if err != nil {
@@ -155,11 +161,11 @@ func (t *thread) next() (formats.Packet, error) {
 	}
 }
 
-func (t *thread) unread(p formats.Packet) { t.pending = &p }
+func (t *thread) unread(p formats.Packet) { t.pending, t.hasPending = p, true }
 
 // more reports whether the walk has a packet or a bit left to go on
 // with (or is walking to the tail, where finish says how far).
-func (t *thread) more() bool { return t.tail || t.nbits > 0 || t.pending != nil || t.pr.More() }
+func (t *thread) more() bool { return t.tail || t.nbits > 0 || t.hasPending || t.pr.More() }
 
 // errResync says the walk met a packet that places the thread anew (a
 // LOST, or a SYNC where the walk did not expect one): place() takes it.
@@ -247,6 +253,10 @@ func (t *thread) run(max int) error {
 			}
 			continue
 		}
+		n := t.emitted
+		if t.fast(max - (n - start)); t.emitted != n {
+			continue // it may have left instrumented code
+		}
 		if err := t.step(); err != nil && err != errResync {
 			return err
 		}
@@ -262,16 +272,14 @@ func (t *thread) out(k formats.Kind, src, dst uint64) error {
 	if s.d.only != 0 && s.d.only&(1<<k) == 0 {
 		return nil
 	}
-	if pos := t.pr.Pos(); pos != t.lastPos {
-		t.lastPos, t.lastT = pos, s.d.timeAt(&s.c, pos)
-	}
+	tm := t.time()
 	n := len(s.buf)
 	if n == cap(s.buf) {
 		s.buf = append(s.buf, formats.Event{})
 	} else {
 		s.buf = s.buf[:n+1]
 	}
-	s.d.fill(&s.buf[n], t.m, k, t.tid, t.lastT, src, dst)
+	s.d.fill(&s.buf[n], t.m, k, t.tid, tm, src, dst)
 	return nil
 }
 
@@ -422,7 +430,7 @@ func (t *thread) branch() (*module, *formats.Branch, error) {
 				return nil, nil, t.errf("at %#x, outside every branch map", t.pos)
 			}
 		}
-		t.m, t.bi = m, m.m.At(t.pos-m.Base)
+		t.m, t.bi = m, t.index(m, t.pos)
 	}
 	if t.bi >= len(t.m.m.Branches) {
 		return nil, nil, t.errf("no branch after %#x in %s", t.pos, t.m.Path)
