@@ -47,7 +47,7 @@ func (s *Suite) compact(ctx context.Context, rep *Report) error {
 // compactSizes notes, for workload name, the bytes per event on disk of
 // its compact (variant compact) and, for variant "compact", row
 // (variant rows) traces (all timed runs), and how fast the compact ones
-// decode (events per second of one thread's decoding); what names the
+// decode (events per second of one thread's decoding, in batches); what names the
 // traces in the notes.
 func (s *Suite) compactSizes(rep *Report, name, compact, what string) error {
 	dir := filepath.Join(s.Config.WorkDir, "traces")
@@ -64,8 +64,8 @@ func (s *Suite) compactSizes(rep *Report, name, compact, what string) error {
 			return fmt.Errorf("%s: %w", tr, err)
 		}
 		t0 := time.Now()
-		n := int64(0)
-		if _, err := d.Events(func(formats.Event) error { n++; return nil }); err != nil {
+		n, err := decodeAll(d)
+		if err != nil {
 			return fmt.Errorf("decode %s: %w", tr, err)
 		}
 		decode += time.Since(t0)
@@ -99,6 +99,17 @@ func (s *Suite) compactSizes(rep *Report, name, compact, what string) error {
 			float64(rbytes)/float64(revents), revents, rbytes, len(rows))
 	}
 	return nil
+}
+
+// decodeAll decodes d's events in batches, as trace and merge read
+// them (paths.Stream), and counts them.
+func decodeAll(d *paths.Decoder) (int64, error) {
+	s := d.Stream()
+	n := int64(0)
+	for evs := s.Next(4096); evs != nil; evs = s.Next(4096) {
+		n += int64(len(evs))
+	}
+	return n, s.Err()
 }
 
 // onDisk is what a file takes on disk: its allocated blocks. A paths
