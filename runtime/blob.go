@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "1b308ee4a3867aae38c9c8bdbe94e43422eb75cf3cb3ccb2f5b87f64489234aa"
+const BlobSHA256 = "924ebfcf032c2332d2a57d7ca21336d372c16d7c22b3c229ce23c5f047fb39bf"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

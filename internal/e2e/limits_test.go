@@ -138,36 +138,50 @@ func TestDescriptorsClosedByProgram(t *testing.T) {
 	}
 }
 
-// TestDiskFullNeverKills: the runtime writes its trace through a shared
-// mapping, and a store to a page the file system has no room for raises
-// SIGBUS. On a 2 MiB tmpfs a rewritten program with a complete row
-// trace used to die of it (exit 135); the runtime now allocates what it
-// extends (fallocate), so it gets ENOSPC first, says so once and runs
-// on untraced, and the trace written so far reads back. Needs root, to
-// mount the tmpfs.
+// TestDiskFullNeverKills: the runtime writes its traces through shared
+// mappings, and a store to a page the file system has no room for raises
+// SIGBUS. On a small tmpfs a rewritten program used to die of it (exit
+// 135): with a complete row trace on 2 MiB, and with a compact trace on
+// 1 MiB, where the paths file stays sparse. The runtime now allocates
+// what it will write through a mapping first (fallocate: the trace's
+// growth; a thread's chunk of the paths file in steps), so it gets
+// ENOSPC, says so once and runs on untraced, and the trace written so
+// far reads back (a compact one decodes whole). Needs root, to mount
+// the tmpfs.
 func TestDiskFullNeverKills(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a small tmpfs needs root")
 	}
-	small := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", small).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", small).Run() })
 	bin := testC(t, "closeall")
 	nOut, nErr, nCode := nativeRun(t, bin)
-	out, _ := rewritten(t, bin, t.TempDir(), rewrite.Options{Every: true, Rows: true})
-	rOut, rErr, rCode, err := fixtures.Run(out, nil, traceEnv(small))
-	if err != nil {
-		t.Fatal(err)
-	}
-	said := regexp.MustCompile(`^stint: extend trace file [^\n]*: ENOSPC; running untraced\n`)
-	if rCode != nCode || !bytes.Equal(rOut, nOut) || !bytes.Equal(said.ReplaceAll(rErr, nil), nErr) || !said.Match(rErr) {
-		t.Fatalf("exit %d, stdout %q, stderr %q; native %d, %q, %q and one line saying the disk is full", rCode, rOut, clip(rErr), nCode, nOut, nErr)
-	}
-	trs := readTraces(t, small)
-	if len(trs) != 1 || len(trs[0].Events) == 0 {
-		t.Errorf("%d traces, want 1 with the events written before the disk filled", len(trs))
+	for _, c := range []struct {
+		name, size string
+		opts       rewrite.Options
+		said       string
+	}{
+		{"rows", "2m", rewrite.Options{Every: true, Rows: true}, `extend trace file [^\n]*`},
+		{"compact", "1m", rewrite.Options{Every: true}, `allocate paths file [^\n]*\.paths`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			small := t.TempDir()
+			if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+c.size, "tmpfs", small).CombinedOutput(); err != nil {
+				t.Skipf("mount tmpfs: %v: %s", err, out)
+			}
+			t.Cleanup(func() { exec.Command("umount", small).Run() })
+			out, _ := rewritten(t, bin, t.TempDir(), c.opts)
+			rOut, rErr, rCode, err := fixtures.Run(out, nil, traceEnv(small))
+			if err != nil {
+				t.Fatal(err)
+			}
+			said := regexp.MustCompile(`^stint: ` + c.said + `: ENOSPC; running untraced\n`)
+			if rCode != nCode || !bytes.Equal(rOut, nOut) || !bytes.Equal(said.ReplaceAll(rErr, nil), nErr) || !said.Match(rErr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; native %d, %q, %q and one line saying the disk is full", rCode, rOut, clip(rErr), nCode, nOut, nErr)
+			}
+			trs := readTraces(t, small)
+			if len(trs) != 1 || len(trs[0].Events) == 0 {
+				t.Errorf("%d traces, want 1 with the events written before the disk filled", len(trs))
+			}
+		})
 	}
 }
 

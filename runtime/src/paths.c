@@ -170,6 +170,8 @@ static struct paths_thread *paths_self(struct stint_global *g, uint64_t sync)
 		t->fs = fs_base();
 	uint64_t now = now_ns(S_CLOCK_MONOTONIC);
 	t->chunk = paths_chunk_new(g, tid, 0, now);
+	uint64_t data = t->chunk + STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_DATA;
+	t->alloc = ((data + 4095) & ~(uint64_t)4095) - data; /* allocated with the header's page */
 	if (t->chunk)
 		paths_use(g, t);
 	if (!gs || (gs >= lo && gs < hi))
@@ -183,7 +185,7 @@ static struct paths_thread *paths_self(struct stint_global *g, uint64_t sync)
 static void paths_use(struct stint_global *g, struct paths_thread *t)
 {
 	t->cur = paths_chunk_data(g, t->chunk);
-	t->end = t->cur + PATHS_CHUNK_DATA;
+	t->end = t->cur + (t->alloc < PATHS_CHUNK_DATA ? t->alloc : PATHS_CHUNK_DATA);
 	t->tnt = paths_chunk_field(g, t->chunk, STINT_PATHS_BODY_PENDING);
 	t->tail = paths_chunk_field(g, t->chunk, STINT_PATHS_BODY_TAIL);
 	t->psb_at = t->cur;
@@ -218,6 +220,12 @@ static int pk_room(struct stint_global *g, struct paths_thread *t)
 		return 1;
 	if (!t->chunk)
 		return 0;
+	if (t->end < paths_chunk_data(g, t->chunk) + PATHS_CHUNK_DATA) {
+		if (paths_grow(g, t))
+			return 1;
+		t->chunk = 0;
+		return 0;
+	}
 	uint64_t now = now_ns(S_CLOCK_MONOTONIC);
 	if (paths_chunk_roll(g, t->chunk, t->seq, (uint64_t)(t->cur - paths_chunk_data(g, t->chunk)), now)) {
 		t->chunk = 0;
@@ -641,7 +649,7 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 	/* how far the thread got, should it die now (with the bits then:
 	 * bits appended later without a probe of this kind make it stale) */
 	t->tail[1] = *t->tnt;
-	*t->tail = t->appended == before ? src : 0;
+	*t->tail = t->appended == before && t->chunk ? src : 0; /* a probe whose packet found no room got nowhere */
 	if (UNLIKELY(t->nested)) {
 		__atomic_fetch_add(&g->paths.nested, t->nested, __ATOMIC_RELAXED);
 		pk_op(g, t, PK_LOST, t->nested, 0, 1);
@@ -655,8 +663,8 @@ static void paths_record(struct stint_global *g, struct stint_module *m, struct 
 	paths_set_room(t);
 	/* inline appends are for a thread with a known %fs base, without a
 	 * budget; outside instrumented code, only its resume probe's pop */
-	if (!t->fs || g->per.budget_on)
-		t->key = 1;
+	if (!t->fs || g->per.budget_on || !t->chunk)
+		t->key = 1; /* (no chunk: its recording stopped; an inline bit would shift its pending word past 64) */
 	else
 		t->key = t->outside ? t->fs + STINT_PATHS_KEY_OUT : t->fs;
 }

@@ -52,6 +52,8 @@ static long paths_file_open(struct stint_global *g)
 	g->paths.file_len = 0;
 	uint64_t end = pad8(STINT_PATHS_SCHEMA_LEN);
 	long r = paths_extend(g, end + 8 * paths_chunk_size());
+	if (!r)
+		r = paths_alloc(g, 0, end);
 	if (r)
 		return r;
 	s_memcpy((void *)m, stint_paths_schema, STINT_PATHS_SCHEMA_LEN);
@@ -72,18 +74,44 @@ static long paths_extend(struct stint_global *g, uint64_t end)
 }
 
 /*
- * With g->paths.lock held: claim len bytes at the stream's end, the file
- * grown to hold them. Their offset, or 0 (no file, closed, or it cannot
- * grow: said once, and recording stops).
+ * Allocate [lo, hi) of the paths file, hi rounded up to its page (within
+ * the file's length), before the mapping writes there: the file stays
+ * sparse (a thread's chunk is 256 KiB, most threads write far less), but
+ * a write through the mapping to a hole the file system cannot fill (a
+ * full disk) is a SIGBUS, which would kill the program, where fallocate
+ * says ENOSPC. pwrite needs none. 0, or -errno; a file system without
+ * fallocate is written as before (0).
  */
-static uint64_t paths_reserve(struct stint_global *g, uint64_t len)
+static long paths_alloc(struct stint_global *g, uint64_t lo, uint64_t hi)
+{
+	hi = (hi + 4095) & ~(uint64_t)4095;
+	if (hi > g->paths.file_len)
+		hi = g->paths.file_len;
+	if (hi <= lo)
+		return 0;
+	if (!fd_ours_again(&g->paths.fd, g->paths.fd_dev, g->paths.fd_ino, g->paths.path))
+		return -9; /* EBADF */
+	long r = sys_call4(SYS_fallocate, g->paths.fd, 0, (long)lo, (long)(hi - lo));
+	return r == -95 /* EOPNOTSUPP */ || r == -38 /* ENOSYS */ ? 0 : r;
+}
+
+/*
+ * With g->paths.lock held: claim len bytes at the stream's end, the file
+ * grown to hold them and their first alloc bytes allocated (what the
+ * caller writes through the mapping). Their offset, or 0 (no file,
+ * closed, or it cannot grow: said once, and recording stops; nothing is
+ * claimed, so the stream has no hole).
+ */
+static uint64_t paths_reserve(struct stint_global *g, uint64_t len, uint64_t alloc)
 {
 	if (!g->paths.map || g->paths.closed)
 		return 0;
 	long r = paths_extend(g, g->paths.next_pos + len);
+	if (!r)
+		r = paths_alloc(g, g->paths.next_pos, g->paths.next_pos + alloc);
 	if (r) {
 		if (!g->paths.failed)
-			set_untraced_once(g, "extend paths file", g->paths.path, -r);
+			set_untraced_once(g, r == -28 ? "allocate paths file" : "extend paths file", g->paths.path, -r);
 		g->paths.failed = 1;
 		return 0;
 	}
@@ -117,7 +145,7 @@ static uint64_t paths_chunk_new(struct stint_global *g, uint32_t tid, uint32_t s
 			set_untraced_once(g, "open paths file", g->paths.path, -r);
 		}
 	}
-	uint64_t pos = paths_reserve(g, paths_chunk_size());
+	uint64_t pos = paths_reserve(g, paths_chunk_size(), STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_DATA);
 	unlock(&g->paths.lock);
 	if (!pos)
 		return 0;
@@ -143,7 +171,7 @@ static uint64_t paths_claim(struct stint_global *g, uint64_t len, uint64_t n)
 {
 	if (!lock_bounded(&g->paths.lock))
 		return 0;
-	uint64_t at = paths_reserve(g, len);
+	uint64_t at = paths_reserve(g, len, STINT_PATHS_BATCH_LEN); /* the body comes by pwrite */
 	unlock(&g->paths.lock);
 	if (!at)
 		return 0;
@@ -214,6 +242,28 @@ static long paths_chunk_roll(struct stint_global *g, uint64_t pos, uint32_t seq,
 	return 0;
 }
 
+/*
+ * Allocate more of thread t's chunk in the file: twice what it has, up
+ * to the whole, and let it append there. 1, or 0 (said once: the disk is
+ * full; the caller stops recording the thread, its chunk whole as it is).
+ */
+static int paths_grow(struct stint_global *g, struct paths_thread *t)
+{
+	uint64_t data = t->chunk + STINT_PATHS_BATCH_LEN + STINT_PATHS_BODY_DATA;
+	uint64_t want = t->alloc * 2 > PATHS_ALLOC_FIRST ? t->alloc * 2 : PATHS_ALLOC_FIRST;
+	want = ((data + want + 4095) & ~(uint64_t)4095) - data; /* what paths_alloc allocates */
+	if (want > PATHS_CHUNK_DATA)
+		want = PATHS_CHUNK_DATA;
+	long r = paths_alloc(g, data + t->alloc, data + want);
+	if (r) {
+		set_untraced_once(g, "allocate paths file", g->paths.path, -r);
+		return 0;
+	}
+	t->alloc = want;
+	t->end = (uint8_t *)g->paths.map + data + want;
+	return 1;
+}
+
 /* The 8-byte body field at off of the chunk at pos. */
 static uint64_t *paths_chunk_field(struct stint_global *g, uint64_t pos, uint32_t off)
 {
@@ -247,9 +297,11 @@ static void paths_close(struct stint_global *g)
 		return;
 	g->paths.closed = 1;
 	uint64_t end = g->paths.next_pos;
-	if (!paths_extend(g, end + 8)) {
+	if (!paths_extend(g, end + 8) && !paths_alloc(g, end, end + 8)) {
 		put64((uint8_t *)g->paths.map + end, 0xffffffffULL);
 		sys_call2(SYS_ftruncate, g->paths.fd, (long)(end + 8));
+	} else if (g->paths.fd >= 0) {
+		sys_call2(SYS_ftruncate, g->paths.fd, (long)end); /* no marker: readers take the stream as cut there */
 	}
 	unlock(&g->paths.lock);
 }

@@ -279,6 +279,7 @@ struct stint_tests {
 
 /* A compact complete trace (paths.c, pathsfile.c, STINT_MF_PATHS). */
 #define PATHS_CHUNK_DATA ((uint64_t)256 << 10) /* bytes of packets per chunk */
+#define PATHS_ALLOC_FIRST ((uint64_t)4 << 10) /* a chunk's data is allocated to its header's page end, then 4 KiB, then doubling */
 #define PATHS_PSB_EVERY  ((long)16 << 10)      /* bytes of packets between PSBs, at most about (STINT_PATHS_PSB_EVERY) */
 #define PATHS_THREADS    4096                  /* thread blocks (a gone thread's is reused: paths_reuse) */
 #define PATHS_STACK      256                   /* call stack entries per thread (a ring: an 8-bit top) */
@@ -328,6 +329,7 @@ struct paths_thread {
 	uint64_t sync_sp;                /* %rsp at the last SYNC_CALL's entry */
 	uint64_t appended;           /* packets and bits appended (a probe that adds none sets tail) */
 	uint64_t chunk;              /* file offset of the chunk being filled, 0 = none */
+	uint64_t alloc;              /* bytes of the chunk's data the file has allocated (end stops there) */
 };
 
 struct stint_paths {
@@ -1099,10 +1101,12 @@ static void ctx_reset(struct stint_global *g);
 static uint64_t paths_chunk_size(void);
 static long paths_file_open(struct stint_global *g);
 static long paths_extend(struct stint_global *g, uint64_t end);
+static long paths_alloc(struct stint_global *g, uint64_t lo, uint64_t hi);
+static int paths_grow(struct stint_global *g, struct paths_thread *t);
 static uint64_t paths_chunk_new(struct stint_global *g, uint32_t tid, uint32_t seq, uint64_t first_ns);
 static void test_roll_kill(struct stint_global *g, uint32_t step);
 static void test_paths_setup(struct stint_global *g, char **envp);
-static uint64_t paths_reserve(struct stint_global *g, uint64_t len);
+static uint64_t paths_reserve(struct stint_global *g, uint64_t len, uint64_t alloc);
 static void paths_header(uint8_t *c, uint64_t len, uint64_t n);
 static uint64_t paths_claim(struct stint_global *g, uint64_t len, uint64_t n);
 static long paths_chunk_roll(struct stint_global *g, uint64_t pos, uint32_t seq, uint64_t n, uint64_t now);
