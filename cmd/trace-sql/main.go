@@ -9,7 +9,7 @@ import "github.com/stint-project/stint/internal/cli"
 
 func main() { cli.Main("trace-sql", run) }
 
-const help = `Usage: trace-sql [--format table|csv|json] EVENTS.parquet QUERY
+const help = `Usage: trace-sql [--format table|csv|json] [--memory-limit SIZE] EVENTS.parquet QUERY
 
 Run QUERY with an embedded DuckDB over a Parquet export of stint traces
 ('trace export -f parquet -o EVENTS.parquet TRACE...', which writes the
@@ -19,6 +19,10 @@ sql QUERY TRACE...' exports the traces and runs this command.
 
 Flags:
       --format F   table (default), csv or json (one object a line)
+      --memory-limit SIZE
+                   DuckDB's memory (default 1G; K, M, G suffixes): what
+                   does not fit spills to a temporary directory, removed
+                   at exit; below about 64M a large load fails
       --arrow      read the rows as an Arrow IPC stream on standard input
                    ('trace export -f arrow'; 'trace sql' does this), the
                    module and run tables beside EVENTS.parquet as usual;

@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/pflag"
+
+	"github.com/stint-project/stint/internal/cli"
 )
 
-const sqlHelp = `Usage: trace sql [--format table|csv|json] [--no-symbols] QUERY TRACE...
+const sqlHelp = `Usage: trace sql [--format table|csv|json] [--no-symbols] [--memory-limit SIZE] QUERY TRACE...
 
 Run an SQL query over traces (trace files or merged traces) with an
 embedded DuckDB. The traces stream to it as 'trace export -f arrow'
@@ -48,6 +50,11 @@ same queries over a Parquet export made earlier:
 Flags:
       --format F     table (default), csv or json (one object a line)
       --no-symbols   addresses only: read no module files
+      --memory-limit SIZE
+                     DuckDB's memory (default 1G; K, M, G suffixes): the
+                     rows beyond it spill to a temporary directory, so a
+                     trace of any length is queried in bounded memory;
+                     below about 64M a large trace fails to load
 
 Examples:
   trace sql "SELECT kind, count(*) AS n FROM events GROUP BY kind ORDER BY n DESC" run.arrow
@@ -70,8 +77,15 @@ func runSQL(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := pflag.NewFlagSet("sql", pflag.ContinueOnError)
 	format := fs.String("format", "table", "")
 	noSyms := fs.Bool("no-symbols", false, "")
+	var limit uint64
+	fs.Var(cli.Bytes{N: &limit}, "memory-limit", "")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	// the engine's own flags (its default limit unless given)
+	eng := []string{"--format", *format}
+	if fs.Changed("memory-limit") {
+		eng = append(eng, "--memory-limit", fmt.Sprint(limit))
 	}
 	switch {
 	case fs.NArg() < 2:
@@ -90,7 +104,7 @@ func runSQL(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer os.RemoveAll(dir)
 	events := filepath.Join(dir, "events.parquet")
 	traces := fs.Args()[1:]
-	ok, err := sqlArrow(ctx, engine, *format, events, fs.Arg(0), traces, *noSyms, stdout, stderr)
+	ok, err := sqlArrow(ctx, engine, eng, events, fs.Arg(0), traces, *noSyms, stdout, stderr)
 	if ok || err != nil {
 		return err
 	}
@@ -102,14 +116,14 @@ func runSQL(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := runExport(ctx, append(eargs, traces...), io.Discard, stderr); err != nil {
 		return err
 	}
-	return sqlQuery(exec.CommandContext(ctx, engine, "--format", *format, events, fs.Arg(0)), engine, stdout, stderr)
+	return sqlQuery(exec.CommandContext(ctx, engine, append(eng, events, fs.Arg(0))...), engine, stdout, stderr)
 }
 
 // sqlArrow runs query with the engine over the traces streamed to it as
 // Arrow IPC (trace export -f arrow), the module and run tables written
 // beside events; ok is false when the engine has no Arrow interface
 // (it exits at once with status 3).
-func sqlArrow(ctx context.Context, engine, format, events, query string, traces []string, noSyms bool, stdout, stderr io.Writer) (ok bool, err error) {
+func sqlArrow(ctx context.Context, engine string, eng []string, events, query string, traces []string, noSyms bool, stdout, stderr io.Writer) (ok bool, err error) {
 	src, err := openSources(traces)
 	if err != nil {
 		return false, err
@@ -123,7 +137,7 @@ func sqlArrow(ctx context.Context, engine, format, events, query string, traces 
 	if err != nil {
 		return false, err
 	}
-	cmd := exec.CommandContext(ctx, engine, "--arrow", "--format", format, events, query)
+	cmd := exec.CommandContext(ctx, engine, append(append([]string{"--arrow"}, eng...), events, query)...)
 	var engErr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pr, stdout, &engErr
 	if err := cmd.Start(); err != nil {

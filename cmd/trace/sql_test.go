@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stint-project/stint/analysis/paths"
@@ -129,7 +131,8 @@ func TestSQL(t *testing.T) {
 // TestSQLUsage: missing arguments and a bad format are usage errors; no
 // engine is a clear error.
 func TestSQLUsage(t *testing.T) {
-	for _, args := range [][]string{{}, {"SELECT 1"}, {"--format", "xml", "SELECT 1", "x.arrow"}} {
+	for _, args := range [][]string{{}, {"SELECT 1"}, {"--format", "xml", "SELECT 1", "x.arrow"},
+		{"--memory-limit", "lots", "SELECT 1", "x.arrow"}} {
 		if err := runSQL(context.Background(), args, &bytes.Buffer{}, &bytes.Buffer{}); cli.ExitCode(err) != 2 {
 			t.Errorf("trace sql %q: exit %d (%v), want 2", args, cli.ExitCode(err), err)
 		}
@@ -142,5 +145,66 @@ func TestSQLUsage(t *testing.T) {
 	err := runSQL(context.Background(), []string{"SELECT 1", "x.arrow"}, &bytes.Buffer{}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "no trace-sql command") {
 		t.Errorf("without the engine: %v", err)
+	}
+}
+
+// TestSQLMemoryBounded: DuckDB's table holds every row of the traces, so
+// its memory grew with them (10 M events: 838 MB). With --memory-limit
+// the rows beyond it spill to a temporary directory: 4 M events load
+// and answer the same under 64 MiB as under 4 GiB, in far less memory
+// (the engine's peak resident set, from its rusage), and the directory
+// is gone afterwards.
+func TestSQLMemoryBounded(t *testing.T) {
+	engine := sqlEngineBuilt(t)
+	const n = 4000000
+	run := formats.Run{Binary: "/usr/bin/demo", Tool: "branch", Options: "tool=branch every=1", PID: 10, PPID: 1}
+	mods := []formats.Module{{ID: 0, Path: "/usr/bin/demo", Base: 0x555555554000, Size: 0x100000, Rewritten: true}}
+	trace := filepath.Join(t.TempDir(), "big.arrow")
+	f, err := os.Create(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := formats.NewWriter(f, run, mods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum uint64
+	for i := uint64(0); i < n; i++ {
+		src := 0x1000 + i%50000*4
+		sum += src
+		w.Write(formats.Event{Kind: formats.KindJccTaken, TID: 10, Time: i, Src: src, Dst: src + 2, DstModule: 0})
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	pq, _ := exportTo(t, "parquet", "--no-symbols", trace) // the module and run tables beside it
+	rows, _ := exportTo(t, "arrow", "--no-symbols", trace)
+	tmp := t.TempDir()
+	query := "SELECT count(*) AS n, sum(src) AS s FROM events"
+	peak := func(limit string) int64 {
+		in, err := os.Open(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		cmd := exec.Command(engine, "--arrow", "--format", "csv", "--memory-limit", limit, pq, query)
+		cmd.Stdin, cmd.Env = in, append(os.Environ(), "TMPDIR="+tmp)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("--memory-limit %s: %v", limit, err)
+		}
+		if want := fmt.Sprintf("n,s\n%d,%d\n", n, sum); string(out) != want {
+			t.Errorf("--memory-limit %s: %q, want %q", limit, out, want)
+		}
+		return cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB
+	}
+	small, large := peak("64M"), peak("4G")
+	t.Logf("peak resident set: %d KiB under 64M, %d KiB under 4G", small, large)
+	if small*5 > large*4 {
+		t.Errorf("peak resident set %d KiB under 64M, %d KiB under 4G: the limit bounds nothing", small, large)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("%d entries left in the temporary directory", len(left))
 	}
 }
