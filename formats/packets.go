@@ -240,6 +240,34 @@ func (r *PacketReader) NextPlainTIP() (addr uint64, ok bool) {
 	return r.lastIP, true
 }
 
+// NextSite decodes the next packet when it is a whole SITE (padding
+// skipped) and returns its number; ok is false, and nothing is read, for
+// anything else. A call chain is mostly SITEs and TIPs.
+func (r *PacketReader) NextSite() (idx uint64, ok bool) {
+	r.skipPad()
+	if r.pos >= len(r.data) {
+		return 0, false
+	}
+	b, left := r.data[r.pos], len(r.data)-r.pos
+	switch {
+	case b < PktSite || b%2 != 0:
+		return 0, false
+	case b < PktSiteLong:
+		if left < 2 {
+			return 0, false
+		}
+		idx = uint64(b-PktSite)/2<<8 | uint64(r.data[r.pos+1])
+		r.pos += 2
+	default:
+		if left < 3 {
+			return 0, false
+		}
+		idx = siteShort + (uint64(b-PktSiteLong)/2<<16 | uint64(r.data[r.pos+2])<<8 | uint64(r.data[r.pos+1]))
+		r.pos += 3
+	}
+	return idx, true
+}
+
 // NextTIP decodes the next packet when it is a whole TIP or RET_TIP
 // (padding skipped) and returns its kind and address; ok is false, and
 // nothing is read, for anything else (Next reads it). A call chain's
@@ -333,18 +361,10 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 		r.pos += 1 + k
 		return Packet{Kind: kind, Addr: r.lastIP}, true, nil
 	case b >= PktSite && b%2 == 0:
-		n := 2
-		if b >= PktSiteLong {
-			n = 3
-		}
-		if !need(n) {
+		idx, ok := r.NextSite()
+		if !ok {
 			return p, false, fmt.Errorf("packet at %d: SITE cut short", at)
 		}
-		idx := uint64(b-PktSite)/2<<8 | uint64(r.data[r.pos+1])
-		if n == 3 {
-			idx = siteShort + (uint64(b-PktSiteLong)/2<<16 | uint64(r.data[r.pos+2])<<8 | uint64(r.data[r.pos+1]))
-		}
-		r.pos += n
 		return Packet{Kind: PacketSite, Addr: idx}, true, nil
 	case b == PktSync || b == PktAsyncEnd || b == PktLost || b == PktPSB:
 		if !need(9) {

@@ -28,6 +28,11 @@ func (t *thread) runCalls(max int) (err error) {
 		var p formats.Packet
 		if k, a, ok := t.nextTIP(); ok {
 			p.Kind, p.Addr = k, a
+		} else if i, ok := t.nextSite(); ok {
+			if err := t.site(i); err != nil {
+				return err
+			}
+			continue
 		} else if p, err = t.next(); err != nil {
 			return err
 		}
@@ -60,6 +65,15 @@ func (t *thread) nextTIP() (formats.PacketKind, uint64, bool) {
 	return t.pr.NextTIP()
 }
 
+// nextSite reads the next packet when it is a SITE and no event waits
+// for a destination (next reads it then, and the wait says what is wrong).
+func (t *thread) nextSite() (uint64, bool) {
+	if t.hasPending || t.waiting.kind != 0 {
+		return 0, false
+	}
+	return t.pr.NextSite()
+}
+
 // callPacket takes one packet of a call chain that starts an event (or
 // none).
 func (t *thread) callPacket(p formats.Packet) error {
@@ -79,12 +93,16 @@ func (t *thread) callPacket(p formats.Packet) error {
 	default:
 		return t.errf("a call chain holds a %v packet", p.Kind)
 	}
-	m, br, ok := t.d.mods.branchAt(p.Addr)
-	if !ok {
+	m := t.d.mods.at(p.Addr)
+	i := -1
+	if m != nil && m.m != nil {
+		i = t.index(m, p.Addr) // a call chain's TIPs name few places
+	}
+	if i < 0 || i >= len(m.m.Branches) || m.Base+m.m.Branches[i].Addr != p.Addr {
 		return t.errf("%v at %#x: no call or ret there", p.Kind, p.Addr)
 	}
 	t.m, t.sitemod = m, m
-	return t.callEvent(m, &br, p.Kind == formats.PacketRetTIP, p.Addr)
+	return t.callEvent(m, &m.m.Branches[i], p.Kind == formats.PacketRetTIP, p.Addr)
 }
 
 // site takes a SITE packet: the direct call or ret number i of the
@@ -127,18 +145,4 @@ func (t *thread) callEvent(m *module, br *formats.Branch, top bool, a uint64) er
 		return t.errf("TIP at %#x, a %v", a, br.Kind)
 	}
 	return nil
-}
-
-// branchAt returns the branch of the branch map at run-time address a.
-func (ms *modules) branchAt(a uint64) (*module, formats.Branch, bool) {
-	m := ms.at(a)
-	if m == nil || m.m == nil {
-		return m, formats.Branch{}, false
-	}
-	off := a - m.Base
-	i := m.m.At(off)
-	if i >= len(m.m.Branches) || m.m.Branches[i].Addr != off {
-		return m, formats.Branch{}, false
-	}
-	return m, m.m.Branches[i], true
 }
