@@ -26,7 +26,7 @@ type chunkOut struct {
 // transitively, every patch whose pun reads bytes that a dependency
 // modified (Planner.Reads): once those bytes are restored the reader's
 // jump would land elsewhere, so it must be restored too.
-func chunkTables(p *place.Planner, layout *place.Layout, fr *elfout.Frame, shared bool, near func(int) uint64, patchIdx map[int]int) ([]chunkOut, []runtime.Stub, int, error) {
+func chunkTables(p *place.Planner, layout *place.Layout, fr *elfout.Frame, shared bool, near func(int) uint64, patchIdx []int32) ([]chunkOut, []runtime.Stub, int, error) {
 	chunks := make([]chunkOut, len(layout.Chunks))
 	for k, c := range layout.Chunks {
 		chunks[k] = chunkOut{r: c.Range, src: c.Src}
@@ -63,8 +63,8 @@ func chunkTables(p *place.Planner, layout *place.Layout, fr *elfout.Frame, share
 		st := runtime.Stub{Off: chunks[k].src + (s.Addr - chunks[k].r.Lo)}
 		copy(st.Code[:], a.B)
 		stubs = append(stubs, st)
-		if pi, ok := patchIdx[s.Inst]; ok {
-			direct[k] = append(direct[k], pi)
+		if pi := patchIdx[s.Inst]; pi >= 0 {
+			direct[k] = append(direct[k], int(pi))
 		}
 	}
 	sort.Slice(stubs, func(i, j int) bool { return stubs[i].Off < stubs[j].Off })
@@ -83,12 +83,11 @@ func chunkTables(p *place.Planner, layout *place.Layout, fr *elfout.Frame, share
 
 // readersOf maps each patch index to the patches whose puns read bytes it
 // modified (Planner.Reads, translated from instructions to patches).
-func readersOf(reads [][2]int, patchIdx map[int]int) map[int][]int {
+func readersOf(reads [][2]int, patchIdx []int32) map[int][]int {
 	readers := map[int][]int{}
 	for _, r := range reads {
-		rd, ok1 := patchIdx[r[0]]
-		wr, ok2 := patchIdx[r[1]]
-		if ok1 && ok2 && rd != wr {
+		rd, wr := int(patchIdx[r[0]]), int(patchIdx[r[1]])
+		if rd >= 0 && wr >= 0 && rd != wr {
 			readers[wr] = append(readers[wr], rd)
 		}
 	}

@@ -269,7 +269,13 @@ func TestDepsClosure(t *testing.T) {
 	// Patches 0..3 (instructions 10..13); stub of instruction 10 in chunk
 	// 0, of 12 in chunk 1. 11 reads 10's bytes, 13 reads 11's: restoring
 	// 10 forces 11 and then 13.
-	patchIdx := map[int]int{10: 0, 11: 1, 12: 2, 13: 3}
+	patchIdx := make([]int32, 14)
+	for i := range patchIdx {
+		patchIdx[i] = -1
+	}
+	for k := range 4 {
+		patchIdx[10+k] = int32(k)
+	}
 	reads := [][2]int{{11, 10}, {13, 11}}
 	have := closure([][]int{{0}, {2}}, readersOf(reads, patchIdx))
 	want := [][]uint32{{0, 1, 3}, {2}}

@@ -20,11 +20,11 @@ type emitter struct {
 	tt      *trampTable
 	ps      *patchSet
 	l       *elfout.Layout
-	entry   uint64            // stint_probe_entry's link vaddr
-	retWord map[int]uint32    // stint_probe.rets of the sites' direct probes
-	probes  []runtime.Probe   // by probe index
-	logged  []uint32          // direct probes whose outcome the --skip-covered log has
-	seen    map[uint32][2]int // per patch index: probes, and open-ended ones the log saw
+	entry   uint64          // stint_probe_entry's link vaddr
+	retWord map[int]uint32  // stint_probe.rets of the sites' direct probes
+	probes  []runtime.Probe // by probe index
+	logged  []uint32        // direct probes whose outcome the --skip-covered log has
+	seen    [][2]int        // per patch index: probes, and open-ended ones the log saw
 }
 
 // emit encodes every allocated trampoline: a patched site's probe

@@ -15,7 +15,7 @@ import (
 type patchSet struct {
 	rec     []*policy.PatchRec // by instruction index, nil = not modified
 	order   []int              // the modified instructions in address order
-	idx     map[int]int        // instruction index -> patch index
+	idx     []int32            // by instruction index: its patch index, -1 = none (a dense table: looked up per site and per stub)
 	evicted []bool             // by instruction index: moved for another site's tactic
 	pairs   []runtime.Read     // (reader, read) patch pairs the runtime must order
 }
@@ -24,7 +24,10 @@ type patchSet struct {
 // written with their own value are no change) and lets the plan decide
 // which of them the off-switch may undo and redo.
 func collectPatches(c *facts.Code, p *place.Planner, plan *policy.Plan, patched []bool) (*patchSet, error) {
-	ps := &patchSet{rec: make([]*policy.PatchRec, len(c.Insts)), idx: map[int]int{}, evicted: make([]bool, len(c.Insts))}
+	ps := &patchSet{rec: make([]*policy.PatchRec, len(c.Insts)), idx: make([]int32, len(c.Insts)), evicted: make([]bool, len(c.Insts))}
+	for i := range ps.idx {
+		ps.idx[i] = -1
+	}
 	for _, w := range p.Writes {
 		for k, b := range w.Bytes {
 			a := w.Addr + uint64(k)
@@ -56,7 +59,7 @@ func collectPatches(c *facts.Code, p *place.Planner, plan *policy.Plan, patched 
 		read[r[1]] = true
 	}
 	for k, i := range ps.order {
-		ps.idx[i] = k
+		ps.idx[i] = int32(k)
 		pr := ps.rec[i]
 		if pr.Hi-pr.Lo > 16 {
 			return nil, fmt.Errorf("patch of %#x modifies %d bytes", c.Insts[i].Addr, pr.Hi-pr.Lo)
@@ -75,7 +78,7 @@ func collectPatches(c *facts.Code, p *place.Planner, plan *policy.Plan, patched 
 
 // patchIndex returns instruction i's patch index, or runtime.NoPatch.
 func (ps *patchSet) patchIndex(i int) uint32 {
-	if k, ok := ps.idx[i]; ok {
+	if k := ps.idx[i]; k >= 0 {
 		return uint32(k)
 	}
 	return runtime.NoPatch
@@ -109,7 +112,7 @@ func numberProbes(c *facts.Code, tt *trampTable, plan *policy.Plan, patched, evi
 // its probes and how many of them are open-ended ones of a site the
 // --skip-covered log saw, which makes a switchable patch cold
 // (STINT_PATCH_COLD: the runtime starts it off).
-func (ps *patchSet) runtimePatches(c *facts.Code, seen map[uint32][2]int) (out []runtime.Patch, cold int) {
+func (ps *patchSet) runtimePatches(c *facts.Code, seen [][2]int) (out []runtime.Patch, cold int) {
 	out = make([]runtime.Patch, len(ps.order))
 	for k, i := range ps.order {
 		pr := ps.rec[i]
@@ -134,7 +137,7 @@ func (ps *patchSet) runtimePatches(c *facts.Code, seen map[uint32][2]int) (out [
 		if pr.Reader {
 			rp.Flags |= runtime.PatchReader
 		}
-		if n := seen[uint32(k)]; pr.Switchable && !pr.Sync && !pr.Readee && n[0] > 0 && n[1] == n[0] {
+		if n := seen[k]; pr.Switchable && !pr.Sync && !pr.Readee && n[0] > 0 && n[1] == n[0] {
 			rp.Flags |= runtime.PatchCold
 			cold++
 		}

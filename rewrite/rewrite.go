@@ -322,7 +322,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	st.Chunks, st.ChunkBytes, st.Deps, st.StubPages = len(chunks), area.SrcSize, ndeps, stubPages(stubs)
 
 	e := &emitter{fx: fx, plan: plan, tt: tt, ps: ps, l: l, entry: fr.RXVaddr + uint64(blob.probe), retWord: retWord,
-		probes: make([]runtime.Probe, nprobe), seen: map[uint32][2]int{}}
+		probes: make([]runtime.Probe, nprobe), seen: make([][2]int, len(ps.order))}
 	tramps, err := e.emit()
 	if err != nil {
 		return nil, err

@@ -89,6 +89,7 @@ func (p *Plan) AddEdges(ok []int) []int {
 	}
 	c := p.fx.Code
 	p.edgeOf = map[int]EdgeSite{}
+	p.edgeAt = make([]bool, len(c.Insts))
 	p.edgesOf = map[int][2]int{}
 	p.covOut = map[int][2]bool{}
 	indirect := p.fx.IndirectTargets()
@@ -105,7 +106,7 @@ func (p *Plan) AddEdges(ok []int) []int {
 	usable := func(d int) bool {
 		in := &c.Insts[d]
 		k := c.Kinds[d]
-		if _, taken := p.edgeOf[d]; k != facts.Other || isSite[d] || taken {
+		if k != facts.Other || isSite[d] || p.isEdge(d) {
 			return false
 		}
 		if in.Flags&(place.InstUntouchable|place.InstPadding) != 0 || in.Flags&place.InstRelocatable == 0 {
@@ -175,6 +176,7 @@ func (p *Plan) AddEdges(ok []int) []int {
 		for o, d := range ds {
 			if d >= 0 {
 				p.edgeOf[d] = EdgeSite{Jcc: j, Outcome: o}
+				p.edgeAt[d] = true
 				// Once its outcome is recorded it must be undone for
 				// good: no other patch may come to depend on it.
 				// Nor may it depend on a site's patch, which would then
@@ -214,9 +216,15 @@ func (p *Plan) noFallInto(d int) bool {
 
 // EdgeOf returns the jcc and outcome destination probe i stands for.
 func (p *Plan) EdgeOf(i int) (EdgeSite, bool) {
+	if !p.isEdge(i) {
+		return EdgeSite{}, false
+	}
 	e, ok := p.edgeOf[i]
 	return e, ok
 }
+
+// isEdge reports whether instruction i is a destination probe.
+func (p *Plan) isEdge(i int) bool { return i < len(p.edgeAt) && p.edgeAt[i] }
 
 // Delegate records, for jcc site i, which of its outcomes need no probe
 // at the jcc: those whose destination probe placement patched (patched,

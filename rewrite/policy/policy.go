@@ -43,6 +43,7 @@ type Plan struct {
 	coldRet   map[uint64]bool      // rets new code alone can give a new destination (coldRets)
 	preCall   map[int]int          // pre-call site -> the indirect call it probes (precall.go)
 	edgeOf    map[int]EdgeSite     // destination probe -> its jcc and outcome (edges.go)
+	edgeAt    []bool               // by instruction: a key of edgeOf (asked per site; most are not)
 	edgesOf   map[int][2]int       // jcc -> its destination probes (taken, not taken; -1 = none)
 	covOut    map[int][2]bool      // jcc -> outcomes the --skip-covered log holds
 	deleg     map[int][2]bool      // jcc -> outcomes with no probe at the jcc (patched destination, or covered)

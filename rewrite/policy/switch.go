@@ -107,7 +107,7 @@ func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified []*Patch
 		// parkable, or without --switch-sync) must be no readee either:
 		// readees are switched with threads parked.
 		parkable := pr.Lo == in.Addr && pr.Hi-pr.Lo >= 3 && pr.Lo&15 != 15
-		_, edge := pc.edgeOf[i]
+		edge := pc.isEdge(i)
 		self := !readee && pr.NProbes > 0 && (edge || directProbes(pc.opts.Tool, c.Kinds[i]))
 		pr.Sync = pr.Hi-pr.Lo <= 16 && !readsEvicted[i] && (pc.opts.SwitchSync && parkable || self)
 		return pr.Sync
@@ -236,7 +236,7 @@ func (pc *Plan) Watch(modified []*PatchRec) {
 // --skip-covered log took (Deleg), any other site nprobes. The
 // patch's remaining count starts there.
 func (pc *Plan) NProbes(i int) int {
-	if _, ok := pc.edgeOf[i]; ok {
+	if pc.isEdge(i) {
 		return 1
 	}
 	n := pc.SiteSlots(pc.opts.Tool, i)
