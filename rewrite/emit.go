@@ -34,10 +34,23 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 	var out []elfout.Tramp
 	c := e.fx.Code
 	tails := e.tt.tails(true)
+	// every trampoline's code (and cold code) is carved from one slab, at
+	// its size: a million trampolines grew their buffers a few bytes at a
+	// time (a tenth of cc1plus's rewrite in growslice and the collector)
+	total := 0
+	for _, i := range e.tt.order {
+		total += e.tt.at[i].size + e.tt.cold[i]
+	}
+	slab := make([]byte, 0, total)
+	carve := func(n int) []byte {
+		b := slab[len(slab) : len(slab) : len(slab)+n]
+		slab = slab[:len(slab)+n]
+		return b
+	}
 	for _, i := range e.tt.order {
 		t := e.tt.at[i]
 		in := &c.Insts[i]
-		a := &tramp.Asm{Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
+		a := &tramp.Asm{B: carve(t.size), Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
 			Countdown: e.plan.Countdown(), TextLo: e.fx.Module.TextLo, TextHi: e.fx.Module.TextHi, Module: e.l.RWVaddr,
 			FlagsDead: e.tt.flagsDead}
 		if e.tt.stripe {
@@ -47,6 +60,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 			a.Gate = e.l.GateAt + runtime.GateWord1
 		}
 		a.Cold = a.ColdAt(e.tt.coldBase + t.cold)
+		a.Cold.B = carve(e.tt.cold[i])
 		a.Counts = e.tt.countsAt(i, e.l.CountsAt, e.l.ProbesAt, true)
 		a.Tail = tails
 		if t.addr+uint64(t.size) > e.tt.coldBase {
