@@ -2,6 +2,9 @@ package paths
 
 import "github.com/stint-project/stint/formats"
 
+// noFast turns the fast walk off: TestFastSameAsStep decodes both ways.
+var noFast = false
+
 // fast takes, in one loop, the transfers most of a trace is made of,
 // from module t.m: direct jmps and calls and probed jccs with the
 // thread's hot state in locals (a jcc's two sides chosen without a
@@ -297,5 +300,3 @@ type indexed struct {
 	m  *module
 	bi int32
 }
-
-var noFast = false
