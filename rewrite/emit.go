@@ -21,7 +21,7 @@ type emitter struct {
 	ps      *patchSet
 	l       *elfout.Layout
 	entry   uint64          // stint_probe_entry's link vaddr
-	retWord map[int]uint32  // stint_probe.rets of the sites' direct probes
+	retWord []uint32        // by instruction: stint_probe.rets of its direct probes (0: none)
 	probes  []runtime.Probe // by probe index
 	logged  []uint32        // direct probes whose outcome the --skip-covered log has
 	seen    [][2]int        // per patch index: probes, and open-ended ones the log saw
@@ -210,7 +210,7 @@ func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64,
 	} else if s.Flags&runtime.PFDirect != 0 && e.plan.Logged(src, s.Dst, s.Kind) {
 		e.logged = append(e.logged, uint32(idx))
 	}
-	if w, ok := e.retWord[i]; ok && s.Flags&runtime.PFDirect != 0 {
+	if w := e.retWord[i]; w != 0 && s.Flags&runtime.PFDirect != 0 {
 		pr.Rets = w
 	}
 	if e.plan.Paths() && (s.Kind == runtime.KCall || s.Kind == runtime.KIndCall) {

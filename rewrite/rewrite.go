@@ -321,7 +321,11 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	}
 	st.Chunks, st.ChunkBytes, st.Deps, st.StubPages = len(chunks), area.SrcSize, ndeps, stubPages(stubs)
 
-	e := &emitter{fx: fx, plan: plan, tt: tt, ps: ps, l: l, entry: fr.RXVaddr + uint64(blob.probe), retWord: retWord,
+	retAt := make([]uint32, len(fx.Code.Insts)) // looked up per probe: dense (a word of 0 sets nothing either way)
+	for i, w := range retWord {
+		retAt[i] = w
+	}
+	e := &emitter{fx: fx, plan: plan, tt: tt, ps: ps, l: l, entry: fr.RXVaddr + uint64(blob.probe), retWord: retAt,
 		probes: make([]runtime.Probe, nprobe), seen: make([][2]int, len(ps.order))}
 	tramps, err := e.emit()
 	if err != nil {

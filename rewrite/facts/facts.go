@@ -59,7 +59,7 @@ type Facts struct {
 	Fini *Fini
 
 	stable   [][2]uint64 // StableSlot's ranges
-	indirect map[uint64]bool
+	indirect *AddrSet
 	plt      map[uint64]uint64
 	pltDone  bool
 	bound    map[uint64]bool // GOT slots the dynamic linker binds (IsPLTSlotJmp)

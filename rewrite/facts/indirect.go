@@ -17,15 +17,15 @@ const maxTable = 1 << 16
 // fixed-address module, any word of data, and any immediate). It errs on
 // the side of more. It is worked out once; callers must not modify the
 // map.
-func (fx *Facts) IndirectTargets() map[uint64]bool {
+func (fx *Facts) IndirectTargets() *AddrSet {
 	if fx.indirect == nil {
 		fx.indirect = indirectTargets(fx.File, fx.Code, fx.Module.PIC)
 	}
 	return fx.indirect
 }
 
-func indirectTargets(f *elfin.File, c *Code, pic bool) map[uint64]bool {
-	out := map[uint64]bool{}
+func indirectTargets(f *elfin.File, c *Code, pic bool) *AddrSet {
+	out := newAddrSet(c.Regions)
 	isStart := func(a uint64) bool {
 		i := c.Index(a)
 		return i >= 0 && c.Insts[i].Addr == a && c.Kinds[i] != Bad
@@ -77,7 +77,7 @@ func indirectTargets(f *elfin.File, c *Code, pic bool) map[uint64]bool {
 			if !inCode(v) || !isStart(v) {
 				return
 			}
-			out[v] = true
+			out.add(v)
 		}
 	}
 	for i := range c.Insts {
@@ -117,27 +117,21 @@ func indirectTargets(f *elfin.File, c *Code, pic bool) map[uint64]bool {
 	// module every aligned word of data and every immediate.
 	f.Relas(func(_ uint64, t elf.R_X86_64, _ uint32, addend uint64) {
 		if inCode(addend) {
-			out[addend] = true
+			out.add(addend)
 		}
 	})
 	if !pic {
 		for _, s := range dataSects {
 			d := f.SectData(s)
 			for o := 0; o+8 <= len(d); o += 4 {
-				if v := elfin.LE.Uint64(d[o:]); inCode(v) {
-					out[v] = true
-				}
-				if v := uint64(elfin.LE.Uint32(d[o:])); inCode(v) {
-					out[v] = true
-				}
+				out.add(elfin.LE.Uint64(d[o:]))
+				out.add(uint64(elfin.LE.Uint32(d[o:])))
 			}
 		}
 		for i := range c.Insts {
 			b := c.Insts[i].Bytes
 			for o := 1; o+4 <= len(b); o++ {
-				if v := uint64(elfin.LE.Uint32(b[o:])); inCode(v) {
-					out[v] = true
-				}
+				out.add(uint64(elfin.LE.Uint32(b[o:])))
 			}
 		}
 	}

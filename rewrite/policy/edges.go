@@ -112,7 +112,7 @@ func (p *Plan) AddEdges(ok []int) []int {
 		if in.Flags&(place.InstUntouchable|place.InstPadding) != 0 || in.Flags&place.InstRelocatable == 0 {
 			return false
 		}
-		if p.fx.Fini.Reserved(d) || p.fx.Early[d] || c.Starts[in.Addr] || indirect[in.Addr] || facts.IsEndbr(in.Bytes) {
+		if p.fx.Fini.Reserved(d) || p.fx.Early[d] || c.Starts[in.Addr] || indirect.Has(in.Addr) || facts.IsEndbr(in.Bytes) {
 			return false
 		}
 		return true
@@ -242,11 +242,17 @@ func (p *Plan) Delegate(i int, patched []bool) bool {
 		d[o] = cov[o] || ds[o] >= 0 && patched[ds[o]]
 	}
 	p.deleg[i] = d
+	p.mark(&p.delegAt, i)
 	return d[0] && d[1]
 }
 
 // Deleg returns which outcomes of jcc i have no probe at the jcc.
-func (p *Plan) Deleg(i int) [2]bool { return p.deleg[i] }
+func (p *Plan) Deleg(i int) [2]bool {
+	if !maybe(p.delegAt, i) {
+		return [2]bool{}
+	}
+	return p.deleg[i]
+}
 
 // Watched reports whether jcc i keeps a STINT_PF_DELEG probe (Watch).
 func (p *Plan) Watched(i int) bool { return p.watch[i] }

@@ -112,7 +112,7 @@ func (p *Plan) entryRun(i int) int {
 		in := &c.Insts[q]
 		prev := &c.Insts[q-1]
 		if prev.Addr+uint64(prev.Len()) != in.Addr || !p.entryRunnable(q) || in.Flags&place.InstTarget != 0 ||
-			c.Starts[in.Addr] || p.fx.IndirectTargets()[in.Addr] {
+			c.Starts[in.Addr] || p.fx.IndirectTargets().Has(in.Addr) {
 			return i
 		}
 		n += in.Len()

@@ -45,6 +45,7 @@ func (p *Plan) PathsUnpatched(failed []int, avoid map[int]bool) (add []int, drop
 		marks := p.opts.Fallbacks && n%2 == 1 && k != facts.Ret
 		if i := p.preSiteFor(j, avoid); !marks && i >= 0 {
 			p.preBranch[i] = j
+			p.mark(&p.preAt, i)
 			drop[j] = true
 			add = append(add, i)
 			continue
@@ -89,6 +90,7 @@ func (p *Plan) PreferPreSites(short []int, avoid map[int]bool) (add []int, drop 
 			continue
 		}
 		p.preBranch[i] = j
+		p.mark(&p.preAt, i)
 		drop[j] = true
 		add = append(add, i)
 	}

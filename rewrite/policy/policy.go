@@ -44,6 +44,8 @@ type Plan struct {
 	preCall   map[int]int          // pre-call site -> the indirect call it probes (precall.go)
 	edgeOf    map[int]EdgeSite     // destination probe -> its jcc and outcome (edges.go)
 	edgeAt    []bool               // by instruction: a key of edgeOf (asked per site; most are not)
+	preAt     []bool               // by instruction: maybe a key of preCall or preBranch (set with them, never cleared)
+	delegAt   []bool               // by instruction: maybe a key of deleg
 	edgesOf   map[int][2]int       // jcc -> its destination probes (taken, not taken; -1 = none)
 	covOut    map[int][2]bool      // jcc -> outcomes the --skip-covered log holds
 	deleg     map[int][2]bool      // jcc -> outcomes with no probe at the jcc (patched destination, or covered)
@@ -95,3 +97,16 @@ func (p *Plan) Tool() runtime.Tool { return p.opts.Tool }
 func (p *Plan) fail(reason string, addr uint64) {
 	p.Failed = append(p.Failed, Failure{reason, addr})
 }
+
+// mark notes instruction i in the filter *set (made on first use): a
+// per-instruction lookup that misses the filter skips its map.
+func (p *Plan) mark(set *[]bool, i int) {
+	if *set == nil {
+		*set = make([]bool, len(p.fx.Code.Insts))
+	}
+	(*set)[i] = true
+}
+
+// maybe reports whether instruction i may be a key of the map set
+// filters.
+func maybe(set []bool, i int) bool { return i < len(set) && set[i] }

@@ -51,6 +51,7 @@ func (p *Plan) planPreCalls(sites []int) []int {
 		}
 		call.Flags |= place.InstUntouchable
 		p.preCall[i] = j
+		p.mark(&p.preAt, i)
 		sites[k] = i
 		p.PreCalls++
 	}
@@ -85,7 +86,7 @@ func (p *Plan) preSiteable(i, j int) bool {
 	if in.Flags&(place.InstUntouchable|place.InstPadding) != 0 || in.Flags&place.InstRelocatable == 0 {
 		return false
 	}
-	if call.Flags&(place.InstTarget|place.InstUntouchable) != 0 || c.Starts[call.Addr] || p.fx.IndirectTargets()[call.Addr] {
+	if call.Flags&(place.InstTarget|place.InstUntouchable) != 0 || c.Starts[call.Addr] || p.fx.IndirectTargets().Has(call.Addr) {
 		return false
 	}
 	fini := p.fx.Fini
@@ -99,6 +100,9 @@ func (p *Plan) preSiteable(i, j int) bool {
 // or a compact trace's jcc or ret the planner could not patch in place
 // (marks.go).
 func (p *Plan) PreSiteOf(i int) (branch int, ok bool) {
+	if !maybe(p.preAt, i) {
+		return 0, false
+	}
 	if branch, ok = p.preCall[i]; ok {
 		return branch, ok
 	}

@@ -73,11 +73,11 @@ func (p *Plan) coldRets() map[uint64]bool {
 		fr, ok := p.fx.FDEOf(a)
 		return ok && fr.Lo == a
 	}
-	for a := range p.fx.IndirectTargets() {
+	p.fx.IndirectTargets().Each(func(a uint64) {
 		if isFunc(a) {
 			warm = append(warm, a)
 		}
-	}
+	})
 	syms := f.DynSymbols()
 	f.Relas(func(_ uint64, t elf.R_X86_64, k uint32, _ uint64) {
 		// a symbol's address taken by a data or GOT word (a JUMP_SLOT is

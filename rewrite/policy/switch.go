@@ -240,6 +240,9 @@ func (pc *Plan) NProbes(i int) int {
 		return 1
 	}
 	n := pc.SiteSlots(pc.opts.Tool, i)
+	if !maybe(pc.delegAt, i) {
+		return n
+	}
 	if d, ok := pc.deleg[i]; ok {
 		for _, x := range d {
 			if x {
