@@ -223,21 +223,32 @@ func (r *PacketReader) NextTNT() (v uint64, n int, ok bool) {
 	return v &^ (1 << n), n, true
 }
 
+// badTNT says what is wrong with the TNT at the reader's position
+// (opening byte b, at offset at), which NextTNT would not read: cut
+// short, or without bits.
+func (r *PacketReader) badTNT(at int, b byte) error {
+	left := len(r.data) - r.pos
+	switch {
+	case b&1 == 1:
+		return fmt.Errorf("packet at %d: short TNT %#02x without bits", at, b)
+	case b == PktLongTNT && left < 9:
+		return fmt.Errorf("packet at %d: long TNT cut short", at)
+	case b == PktLongTNT:
+		return fmt.Errorf("packet at %d: long TNT %#x without bits", at, binary.LittleEndian.Uint64(r.data[r.pos+1:]))
+	}
+	k := int(b-PktTNT) / 2
+	if left < 1+k {
+		return fmt.Errorf("packet at %d: TNT of %d bytes cut short", at, k)
+	}
+	return fmt.Errorf("packet at %d: TNT %#x without bits", at, r.le(k))
+}
+
 // NextPlainTIP decodes the next packet when it is a whole TIP (not a
 // RET_TIP) and returns its address; ok is false, and nothing is read,
 // for anything else.
 func (r *PacketReader) NextPlainTIP() (addr uint64, ok bool) {
-	r.skipPad()
-	if r.pos >= len(r.data) {
-		return 0, false
-	}
-	kind, k, ok := tipOp(r.data[r.pos])
-	if !ok || kind != PacketTIP || len(r.data)-r.pos < 1+k {
-		return 0, false
-	}
-	r.lastIP ^= r.le(k)
-	r.pos += 1 + k
-	return r.lastIP, true
+	_, addr, ok = r.nextTIP(true)
+	return addr, ok
 }
 
 // NextSite decodes the next packet when it is a whole SITE (padding
@@ -272,13 +283,16 @@ func (r *PacketReader) NextSite() (idx uint64, ok bool) {
 // (padding skipped) and returns its kind and address; ok is false, and
 // nothing is read, for anything else (Next reads it). A call chain's
 // decoder takes most of its packets this way, without a Packet.
-func (r *PacketReader) NextTIP() (kind PacketKind, addr uint64, ok bool) {
+func (r *PacketReader) NextTIP() (kind PacketKind, addr uint64, ok bool) { return r.nextTIP(false) }
+
+// nextTIP is NextTIP, or NextPlainTIP when plain.
+func (r *PacketReader) nextTIP(plain bool) (kind PacketKind, addr uint64, ok bool) {
 	r.skipPad()
 	if r.pos >= len(r.data) {
 		return 0, 0, false
 	}
 	kind, k, ok := tipOp(r.data[r.pos])
-	if !ok || len(r.data)-r.pos < 1+k {
+	if !ok || plain && kind != PacketTIP || len(r.data)-r.pos < 1+k {
 		return 0, 0, false
 	}
 	r.lastIP ^= r.le(k)
@@ -321,45 +335,17 @@ func (r *PacketReader) Next() (p Packet, ok bool, err error) {
 	need := func(n int) bool { return len(r.data)-r.pos >= n }
 	u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(r.data[r.pos+off:]) }
 	switch {
-	case b&1 == 1:
-		v := uint64(b >> 1)
-		n := bits.Len64(v) - 1
-		if n < 1 {
-			return p, false, fmt.Errorf("packet at %d: short TNT %#02x without bits", at, b)
+	case b&1 == 1 || b == PktLongTNT || b > PktTNT && b <= PktTNT+16 && b%2 == 0:
+		if v, n, ok := r.NextTNT(); ok {
+			return Packet{Kind: PacketTNT, Bits: v, N: n}, true, nil
 		}
-		r.pos++
-		return Packet{Kind: PacketTNT, Bits: v &^ (1 << n), N: n}, true, nil
-	case b == PktLongTNT:
-		if !need(9) {
-			return p, false, fmt.Errorf("packet at %d: long TNT cut short", at)
-		}
-		v := u64(1)
-		n := bits.Len64(v) - 1
-		if n < 1 {
-			return p, false, fmt.Errorf("packet at %d: long TNT %#x without bits", at, v)
-		}
-		r.pos += 9
-		return Packet{Kind: PacketTNT, Bits: v &^ (1 << n), N: n}, true, nil
-	case b > PktTNT && b <= PktTNT+16 && b%2 == 0:
-		k := int(b-PktTNT) / 2
-		if !need(1 + k) {
-			return p, false, fmt.Errorf("packet at %d: TNT of %d bytes cut short", at, k)
-		}
-		v := r.le(k)
-		n := bits.Len64(v) - 1
-		if n < 1 {
-			return p, false, fmt.Errorf("packet at %d: TNT %#x without bits", at, v)
-		}
-		r.pos += 1 + k
-		return Packet{Kind: PacketTNT, Bits: v &^ (1 << n), N: n}, true, nil
+		return p, false, r.badTNT(at, b)
 	case isTIP(b):
-		kind, k, _ := tipOp(b)
-		if !need(1 + k) {
-			return p, false, fmt.Errorf("packet at %d: %s of %d bytes cut short", at, kind, k)
+		if kind, a, ok := r.NextTIP(); ok {
+			return Packet{Kind: kind, Addr: a}, true, nil
 		}
-		r.lastIP ^= r.le(k)
-		r.pos += 1 + k
-		return Packet{Kind: kind, Addr: r.lastIP}, true, nil
+		kind, k, _ := tipOp(b)
+		return p, false, fmt.Errorf("packet at %d: %s of %d bytes cut short", at, kind, k)
 	case b >= PktSite && b%2 == 0:
 		idx, ok := r.NextSite()
 		if !ok {
