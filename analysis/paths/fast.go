@@ -24,7 +24,7 @@ func (t *thread) fast(max int) {
 	}
 	if t.bi < 0 {
 		// where branch would look first
-		if t.pos-m.Base < m.m.TextLo || t.pos-m.Base >= m.m.TextHi {
+		if !m.inText(t.pos) {
 			return
 		}
 		t.bi = t.index(m, t.pos)
@@ -149,7 +149,7 @@ func (t *thread) fastOther(m *module, br *formats.Branch, at uint64) (k formats.
 			if dst, sbi := t.stack[t.top], t.stackBi[t.top]; dst != 0 && t.fastBit(true) {
 				t.pop(1)
 				t.rret(dst)
-				if sbi >= 0 && dst-m.Base >= m.m.TextLo && dst-m.Base < m.m.TextHi {
+				if sbi >= 0 && m.inText(dst) {
 					// a call of m pushed it: the branch after that call
 					t.pos, t.bi = dst, int(sbi)
 				} else {
@@ -255,7 +255,7 @@ func (t *thread) fastBit(want bool) bool {
 
 // fastGo puts the thread at a, looked up in m first.
 func (t *thread) fastGo(m *module, a uint64) {
-	if a-m.Base >= m.m.TextLo && a-m.Base < m.m.TextHi {
+	if m.inText(a) {
 		t.pos, t.bi = a, t.index(m, a)
 		return
 	}

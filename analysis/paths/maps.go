@@ -131,6 +131,12 @@ func (ms *modules) inside(a uint64) (*module, bool) {
 	if m == nil || m.m == nil {
 		return m, false
 	}
-	off := a - m.Base
-	return m, off >= m.m.TextLo && off < m.m.TextHi
+	return m, m.inText(a)
+}
+
+// inText reports whether run-time address a lies in md's code (md has a
+// branch map).
+func (md *module) inText(a uint64) bool {
+	off := a - md.Base
+	return off >= md.m.TextLo && off < md.m.TextHi
 }

@@ -327,7 +327,7 @@ func (t *thread) markedSide(m *module, br *formats.Branch, at, next uint64) (tak
 // onRun reports whether a lies on the run from d to its mark: straight
 // on, through direct jmps of module m.
 func (t *thread) onRun(m *module, d, a uint64) bool {
-	if d < m.Base+m.m.TextLo || d >= m.Base+m.m.TextHi {
+	if !m.inText(d) {
 		return false
 	}
 	bi := m.m.At(d - m.Base)

@@ -424,7 +424,7 @@ func (t *thread) walkTo(a uint64) error {
 func (t *thread) branch() (*module, *formats.Branch, error) {
 	if t.bi < 0 {
 		m := t.m
-		if m == nil || t.pos-m.Base < m.m.TextLo || t.pos-m.Base >= m.m.TextHi {
+		if m == nil || !m.inText(t.pos) {
 			var in bool
 			if m, in = t.d.mods.inside(t.pos); !in {
 				return nil, nil, t.errf("at %#x, outside every branch map", t.pos)
