@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "924ebfcf032c2332d2a57d7ca21336d372c16d7c22b3c229ce23c5f047fb39bf"
+const BlobSHA256 = "c06f7994543b771b2208a3f9213ed669e0249346218645f27854e120a66ff466"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

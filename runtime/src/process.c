@@ -203,22 +203,24 @@ static int proc_stat_threads(char *state, uint64_t *threads, uint64_t *code)
 		return -1;
 	*state = buf[i + 2];
 	uint64_t v[2] = {0, 0};
-	int field = 2, digits[2] = {0, 0}, last = code ? 52 : 20;
+	int field = 2, got[2] = {0, 0}, last = code ? 52 : 20;
 	for (long j = i + 1; j < n && buf[j] != '\n' && field <= last; j++) {
 		if (buf[j] == ' ') {
 			field++;
 		} else if (field == 20 || field == 52) {
 			int k = field == 52;
-			if (buf[j] < '0' || buf[j] > '9')
+			const char *e;
+			v[k] = parse_dec(buf + j, &e);
+			if (e == buf + j || (*e && *e != ' ' && *e != '\n'))
 				return -1;
-			v[k] = v[k] * 10 + (uint64_t)(buf[j] - '0');
-			digits[k]++;
+			got[k] = 1;
+			j = e - buf - 1; /* the loop's j++ lands on what ended it */
 		}
 	}
 	*threads = v[0];
 	if (code)
 		*code = v[1];
-	return digits[0] && (!code || digits[1]) ? 0 : -1;
+	return got[0] && (!code || got[1]) ? 0 : -1;
 }
 
 #define LEFT_CHECK_NS 50000000ULL /* leave_if_program_left reads /proc at most every 50 ms */
