@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "c06f7994543b771b2208a3f9213ed669e0249346218645f27854e120a66ff466"
+const BlobSHA256 = "c1684510f2785cf12ffe13bc4795f1513f163a8288360fdee84ce2bb85b8610c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

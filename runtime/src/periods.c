@@ -59,6 +59,16 @@ static uint64_t tsc_to_ns(struct stint_global *g, uint64_t t) { return mul_div(t
 
 static uint64_t ns_to_tsc(struct stint_global *g, uint64_t ns) { return mul_div(ns, g->per.tsc_hz, 1000000000ULL); }
 
+/* A period's budget ticks in ns as its gate judged them: scaled by the
+ * budget (granted ns over budget_tsc, fixed at the period's start), not
+ * by a calibration taken since, so that a gate closed at used + reserve
+ * >= budget_tsc reads as reaching the granted ns (a recalibration at the
+ * roll moved them by 1.1% in a CI run). */
+static uint64_t budget_tsc_ns(struct stint_global *g, uint64_t t, uint64_t budget_tsc)
+{
+	return g->per.budget_ns && budget_tsc ? mul_div(t, g->per.budget_ns, budget_tsc) : tsc_to_ns(g, t);
+}
+
 /* Open or close the gate of every rewritten module. While the gate is
  * closed, gate word 1 (the off-switch's sites) reads STINT_GATE_SWITCH:
  * a site that runs then switches itself off (the off-switch). */
@@ -348,7 +358,7 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 		g->sw.quiet++;
 	uint64_t granted = g->per.budget_ns;
 	uint64_t rows = 2; /* the rows emitted here, which count as events */
-	emit_record(STINT_K_PERIOD, g->per.period_mono0, g->per.period_idx, granted, tsc_to_ns(g, used));
+	emit_record(STINT_K_PERIOD, g->per.period_mono0, g->per.period_idx, granted, budget_tsc_ns(g, used, budget_tsc));
 	emit_record(STINT_K_PERIOD_STATS, g->per.period_mono0, recorded, suppressed,
 		    (int64_t)enabled_tsc > 0 ? tsc_to_ns(g, enabled_tsc) : 0);
 	if (g->qos.on) {
@@ -362,8 +372,9 @@ static void period_roll(struct stint_global *g, uint64_t now_tsc, uint64_t now_m
 	}
 	if (closed) {
 		int noted = how != STINT_CLOSE_UNKNOWN;
-		emit_record(STINT_K_PERIOD_CLOSE, g->per.period_mono0, how, noted ? tsc_to_ns(g, g->per.close_reserve_tsc) : 0,
-			    noted ? tsc_to_ns(g, g->per.close_used_tsc) : 0);
+		emit_record(STINT_K_PERIOD_CLOSE, g->per.period_mono0, how,
+			    noted ? budget_tsc_ns(g, g->per.close_reserve_tsc, budget_tsc) : 0,
+			    noted ? budget_tsc_ns(g, g->per.close_used_tsc, budget_tsc) : 0);
 		rows++;
 	}
 	g->per.period_idx++;
