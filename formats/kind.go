@@ -49,7 +49,8 @@ const (
 	// value = budget computed by the controller (ns).
 	KindPeriodQoS Kind = 34
 	// time = end (CLOCK_MONOTONIC ns), src = exit status or
-	// RunEndStatusUnknown, value = run time (ns since mono_start_ns).
+	// RunEndStatusUnknown, value = run time (ns since mono_start_ns),
+	// dst = traps the int3 sites took until then (ABI 21).
 	// The runtime writes it when the executable's finaliser runs (exit
 	// or return from main), after the last, partial period's rows; a
 	// process killed by a signal or leaving through _exit has none.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/policy"
 	"github.com/stint-project/stint/runtime"
 )
@@ -57,6 +58,14 @@ type Options struct {
 	// probe counts down in its slot of the calling thread's stripe, not
 	// in one word every thread writes).
 	NoOpt []string
+	// NoTraps leaves a site no jump fits unpatched (counted as failed)
+	// instead of patching it with an int3 that the runtime's SIGTRAP
+	// handler sends to its trampoline (place.Planner.Trap: a signal per
+	// execution until the site is restored).
+	NoTraps bool
+	// TrapAll (testing): every site gets an int3 (place.Planner.Trap),
+	// not a jump, so that the oracle tests the SIGTRAP path on all of them.
+	TrapAll bool
 	// Context (tool call only): STINT_MF_CONTEXT, the context-preserving
 	// mode. Every call and return reaches the runtime, which keeps a
 	// shadow stack per thread and records each distinct calling context
@@ -416,6 +425,13 @@ func (o *Options) Paths() bool {
 // Calls reports whether the compact trace is a call chain
 // (STINT_MF_CALLS): calls and rets append their own addresses.
 func (o *Options) Calls() bool { return o.Paths() && o.Tool == ToolCall }
+
+// traps reports whether sites no jump fits get an int3. Not in a Go
+// module (its runtime takes SIGTRAP for its own), nor in a compact trace
+// (its fallbacks probe such sites from elsewhere, at no signal per run).
+func (o *Options) traps(m facts.Module) bool {
+	return !m.Go && (o.TrapAll || !o.NoTraps && !o.Paths())
+}
 
 // opt reports whether optimisation name is on.
 func (o *Options) opt(name string) bool {

@@ -7,6 +7,7 @@ import (
 	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/place"
 	"github.com/stint-project/stint/rewrite/policy"
+	"github.com/stint-project/stint/runtime"
 )
 
 // placeSites patches the sites ok (sorted instruction indices) with the
@@ -14,9 +15,11 @@ import (
 // site's successor has already been decided when the site is planned. A
 // jcc whose outcomes are all probed elsewhere (its destination probes,
 // or the --skip-covered log) is not patched; a pre-call site the planner
-// cannot patch gives its call back to be probed where it is. It returns
+// cannot patch gives its call back to be probed where it is; with traps,
+// a site too short for any jump gets an int3 (place.Planner.Trap), with
+// trapAll (testing) every site does. It returns
 // the planner and which instructions it patched as sites.
-func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place.AddrSpace, ok []int, shortJumps bool, st *Stats) (*place.Planner, []bool, error) {
+func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place.AddrSpace, ok []int, shortJumps, traps, trapAll bool, st *Stats) (*place.Planner, []bool, error) {
 	c := fx.Code
 	p := &place.Planner{Insts: c.Insts, Space: space, Near: tt.near, ShortJumps: shortJumps, Run: plan.PreRunEnd, NoHops: fx.Module.Go}
 	// The planner must know every site before the first patch, or a
@@ -43,7 +46,15 @@ func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place
 			tt.isSite[i] = false
 			continue
 		}
-		t, err := p.Patch(i)
+		var t place.Tactic
+		var err error
+		if trapAll {
+			if t, err = p.Trap(i); err == nil {
+				tt.near(i)
+			}
+		} else {
+			t, err = p.Patch(i)
+		}
 		if _, pre := plan.PreSiteOf(i); err != nil && pre {
 			tt.isSite[i] = false
 			// a call is probed where it is after all; a jcc, which
@@ -52,6 +63,12 @@ func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place
 			if (c.Kinds[j] == facts.IndCall || c.Kinds[j] == facts.Call) && tt.sizeSite(plan.Tool(), j) == nil {
 				i = j
 				t, err = p.Patch(i)
+			}
+		}
+		if err != nil && traps && errors.Is(err, place.ErrTooShort) {
+			if _, terr := p.Trap(i); terr == nil {
+				t, err = place.TacticTrap, nil
+				tt.near(i) // its trampoline, which the planner had no jump to
 			}
 		}
 		if err != nil {
@@ -80,4 +97,18 @@ func reasonOf(err error) string {
 		}
 		err = u
 	}
+}
+
+// trapTable lists the int3 sites (place.TacticTrap) with their
+// trampolines, as link vaddrs (the runtime adds the load bias), and
+// their patches (patchIdx: by instruction), in address order (the
+// runtime's SIGTRAP handler searches it).
+func trapTable(fx *facts.Facts, p *place.Planner, tt *trampTable, patchIdx []int32) []runtime.Trap {
+	var out []runtime.Trap
+	for i, t := range p.Tactics {
+		if t == place.TacticTrap {
+			out = append(out, runtime.Trap{Site: fx.Code.Insts[i].Addr, Tramp: tt.at[i].addr, Patch: uint32(patchIdx[i])})
+		}
+	}
+	return out
 }

@@ -271,7 +271,7 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	ok = plan.AddEdges(ok)
 	tt.sizeEdges(ok)
 	plan.MarkOpenEnded(ok)
-	p, patched, err := placeSites(fx, plan, tt, fr.Space, ok, !opts.Every && !opts.Context, st)
+	p, patched, err := placeSites(fx, plan, tt, fr.Space, ok, !opts.Every && !opts.Context, opts.traps(fx.Module), opts.TrapAll, st)
 	if err != nil {
 		return nil, err
 	}
@@ -303,10 +303,11 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	}
 	note := markerNote(opts.Tool)
 	traceEnds := fx.TraceEnds()
+	traps := trapTable(fx, p, tt, ps.idx)
 	sizes := elfout.Sizes{TrampEnd: tt.seal(), BlobLen: uint64(len(blob.Data)), Progs: len(fx.File.Progs),
 		Note: len(note), Stubs: len(stubs), Deps: ndeps, TraceEnds: len(traceEnds), Reads: len(ps.pairs),
 		Rets: len(retTable), LoggedCap: plan.LogEntries(), Probes: nprobe, Patches: len(ps.order),
-		Chunks: len(chunks), Preinit: dp.Preinit, Dynamic: -1}
+		Chunks: len(chunks), Preinit: dp.Preinit, Dynamic: -1, Traps: len(traps)}
 	if opts.Counts {
 		sizes.Counts = nprobe
 	}
@@ -337,7 +338,8 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	rchunks, deps := runtimeChunks(chunks)
 	im := &elfout.Image{File: fx.File, Mod: fx.Module, Frame: fr, Layout: l, Blob: blob.Blob, Writes: p.Writes,
 		Tramps: tramps, Note: note, Probes: e.probes, Patches: patches, Chunks: rchunks, Stubs: stubs,
-		Deps: deps, TraceEnds: traceEnds, Reads: ps.pairs, Rets: retTable, Logged: e.logged, Dyn: dp, Fini: fini}
+		Deps: deps, TraceEnds: traceEnds, Reads: ps.pairs, Rets: retTable, Logged: e.logged, Dyn: dp, Fini: fini,
+		Traps: traps}
 	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize, tt.stripe)
 	if opts.Paths() {
 		im.Extra = []elfout.Section{{Name: formats.PathMapSection, Data: pathMap(fx, plan, tt, st).Encode()}}
@@ -363,7 +365,7 @@ func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.I
 		NPatches: uint32(len(im.Patches)), NChunks: uint32(len(im.Chunks)),
 		TextLo: fx.Module.TextLo, TextHi: fx.Module.TextHi, StubAreaSize: stubArea,
 		NStubs: uint32(len(im.Stubs)), NDeps: uint32(len(im.Deps)), NTraceEnds: uint32(len(im.TraceEnds)),
-		NReads: uint32(len(im.Reads)), NRets: uint32(len(im.Rets))}
+		NReads: uint32(len(im.Reads)), NRets: uint32(len(im.Rets)), NTraps: uint32(len(im.Traps))}
 	if opts.Every || opts.Context {
 		h.Flags |= runtime.MFEvery
 	}

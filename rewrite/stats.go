@@ -122,6 +122,7 @@ func (s *Stats) JSON() []byte {
 var tacticNames = map[place.Tactic]string{
 	place.TacticB1: "B1", place.TacticB2: "B2", place.TacticT1: "T1",
 	place.TacticT2: "T2", place.TacticT3: "T3", place.TacticP: "P",
+	place.TacticTrap: "trap",
 }
 
 // addPlan adds what the plan decided and refused, and the patches'

@@ -12,7 +12,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 20
+const ABIVersion = 21
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -352,7 +352,7 @@ const (
 	BlobOffProbe       = 28
 	BlobOffModuleRel   = 32
 	BlobHeaderSize     = 40
-	ModuleStructSize   = 456
+	ModuleStructSize   = 472
 	ProbeStructSize    = 64
 	PatchStructSize    = 32
 	ChunkStructSize    = 40
@@ -422,7 +422,23 @@ type Module struct {
 	LoggedVaddr    uint64 // uint32[NLogged]: the direct probes (not PFDeleg) whose outcome is in that log
 	CountsVaddr    uint64 // ABI 14 (MFCounts): uint64[NProbes], zero in the file: each block probe's executions
 	CDBase         uint64 // ABI 20 (MFStripes): runtime: the entry probes' countdowns per stripe of threads
+	TrapsVaddr     uint64 // ABI 21: [NTraps]Trap sorted by Site: the int3 sites (place.TacticTrap)
+	NTraps         uint32
+	PadTp          uint32
 }
+
+// Trap is struct stint_trap (ABI 21): an int3 site and its trampoline,
+// module-relative. The runtime's SIGTRAP handler resumes a thread that
+// trapped at Site at Tramp.
+type Trap struct {
+	Site  uint64
+	Tramp uint64
+	Patch uint32 // the site's patch index
+	Hits  uint32 // runtime: traps taken (zero in the file)
+}
+
+// TrapStructSize is sizeof(struct stint_trap).
+const TrapStructSize = 24
 
 // StubFile is struct stint_stub_file (ABI 7): the header page of the
 // stub area the rewriter stores in the module's own file, so the runtime

@@ -25,11 +25,11 @@ func (m *Module) Put(b []byte) {
 	for _, f := range []*uint64{&m.SelfVaddr, &m.ImageEnd, &m.ProbesVaddr, &m.PatchesVaddr, &m.ChunksVaddr,
 		&m.TextLo, &m.TextHi, &m.TrampLo, &m.TrampHi, &m.OrigEntry, &m.OrigFini, &m.Base, &m.RuntimeState,
 		&m.StubsVaddr, &m.DepsVaddr, &m.StubAreaSize, &m.TraceEndsVaddr, &m.GateVaddr, &m.ReadsVaddr,
-		&m.RetsVaddr, &m.StubFileOff, &m.StubFileTag, &m.LogSum, &m.LoggedVaddr, &m.CountsVaddr, &m.CDBase} {
+		&m.RetsVaddr, &m.StubFileOff, &m.StubFileTag, &m.LogSum, &m.LoggedVaddr, &m.CountsVaddr, &m.CDBase, &m.TrapsVaddr} {
 		le.PutUint64(b[off(m, unsafe.Pointer(f)):], *f)
 	}
 	for _, f := range []*uint32{&m.NPatches, &m.NChunks, &m.BuildIDLen, &m.ModuleID, &m.NStubs, &m.NDeps,
-		&m.NTraceEnds, &m.Hit, &m.NReads, &m.PadRd, &m.NRets, &m.PadRt, &m.LogCount, &m.NLogged} {
+		&m.NTraceEnds, &m.Hit, &m.NReads, &m.PadRd, &m.NRets, &m.PadRt, &m.LogCount, &m.NLogged, &m.NTraps, &m.PadTp} {
 		le.PutUint32(b[off(m, unsafe.Pointer(f)):], *f)
 	}
 	copy(b[off(m, unsafe.Pointer(&m.BuildID)):], m.BuildID[:])
@@ -86,6 +86,15 @@ func (s *StubFile) Put(b []byte) {
 	for _, f := range []*uint64{&s.Magic, &s.Tag, &s.AreaSize, &s.NStubs} {
 		le.PutUint64(b[off(s, unsafe.Pointer(f)):], *f)
 	}
+}
+
+// Put writes t into b[:TrapStructSize].
+func (t *Trap) Put(b []byte) {
+	_ = b[TrapStructSize-1]
+	le.PutUint64(b[off(t, unsafe.Pointer(&t.Site)):], t.Site)
+	le.PutUint64(b[off(t, unsafe.Pointer(&t.Tramp)):], t.Tramp)
+	le.PutUint32(b[off(t, unsafe.Pointer(&t.Patch)):], t.Patch)
+	le.PutUint32(b[off(t, unsafe.Pointer(&t.Hits)):], t.Hits)
 }
 
 // Put writes r into b[:ReadStructSize].

@@ -168,6 +168,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.VarP(toolValue{&opts.Tool}, "tool", "t", "probe sites: branch, call, syscall or block")
 	fs.BoolVar(&opts.Every, "every", false, "record every occurrence of an event, not just the first (never undoes patches); with --tool branch a compact complete trace: each thread's path as packets in <trace>.paths, which trace cat and the other commands decode; with --tool call a compact call chain: each call and return appends its own address")
 	fs.StringSliceVar(&opts.NoOpt, "no-opt", nil, "turn instrumentation optimisations off, to measure what each buys: ppi (a compact trace's probes append inline, calling the runtime only on their slow paths; --counts adds inline instead of calling the runtime), pcs (--counts saves the flags only where they are live; a compact trace's jcc arm tests with cmp where they are dead), dpc (--counts: a block's trampoline runs on through the blocks only a jcc falls into, counting each, and jumps straight into the next trampoline), link (--every with the branch tool: a trampoline goes on through the plain code after it and jumps straight into the next one), pred (--every with the branch tool: a PLT stub to a function of the module's own appends one bit when it goes there), pre (--every with the branch tool: a jcc or ret too short for a jump in place is probed from the instructions before it), entry (--sample with the call tool: calls are probed at the functions they enter, each counting down to its next sample, not at the call sites), stripe (with entry: each thread counts down in a slot of its own)")
+	fs.BoolVar(&opts.NoTraps, "no-traps", false, "leave a site no jump fits unpatched (reported as failed) instead of patching it with an int3 that the runtime's SIGTRAP handler sends to its trampoline; for programs that block SIGTRAP in threads that run such sites, or install a SIGTRAP handler of their own (Go executables and compact traces never get int3 sites)")
 	fs.BoolVar(&opts.Counts, "counts", false, "with --tool block: count every execution of every block (no runtime call: each trampoline adds 1 inline); the trace gets the counts that moved each second and at exit, which the exports carry as hit counts")
 	fs.BoolVar(&opts.CountsAtomic, "counts-atomic", false, "with --counts: increment with a lock prefix, so that threads running one block at the same instant lose no count (slower)")
 	fs.BoolVar(&opts.Rows, "rows", false, "with --every and --tool branch or call: write a row per event instead of a compact trace (the older, larger and slower encoding)")
@@ -247,6 +248,9 @@ func summary(name string, st *rewrite.Stats) string {
 	}
 	if n := st.Patched["edge"]; n > 0 {
 		tactics = append(tactics, fmt.Sprintf("jccs probed at their destinations %d", n))
+	}
+	if n := st.Patched["trap"]; n > 0 {
+		tactics = append(tactics, fmt.Sprintf("int3 %d (a signal per execution: no jump fits)", n))
 	}
 	if len(tactics) > 0 {
 		fmt.Fprintf(&b, " (%s)", strings.Join(tactics, ", "))

@@ -63,6 +63,7 @@ type fileStats struct {
 	first    uint64
 	last     uint64
 	periods  formats.PeriodBuilder
+	traps    uint64 // run-end rows' dst: int3 sites' traps taken
 }
 
 type triple struct {
@@ -121,6 +122,9 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 		if e.Kind == formats.KindBlockCount {
 			s.counted[triple{srcMod: e.SrcModule, src: e.Src}] += e.Dst
 		}
+		if e.Kind == formats.KindRunEnd {
+			s.traps += e.Dst
+		}
 		s.first = min(s.first, e.Time)
 		s.last = max(s.last, e.Time)
 		s.periods.Add(e)
@@ -163,6 +167,9 @@ func statsFile(ctx context.Context, w io.Writer, name string) error {
 	printPathStats(w, pst, s.events)
 	fmt.Fprintf(w, "  events     %d (distinct (src,dst,kind): %d)\n", s.events, len(s.distinct))
 	printCounted(w, s.counted)
+	if s.traps > 0 {
+		fmt.Fprintf(w, "  int3 traps %d (sites no jump fits run through a SIGTRAP each time, until restored)\n", s.traps)
+	}
 	if s.events == 0 {
 		return nil
 	}

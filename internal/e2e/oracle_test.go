@@ -120,7 +120,9 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 				// --every) likewise, as rows and compact: its calls
 				// and returns.
 				call := rewrite.Options{Tool: rewrite.ToolCall, Every: true}
-				sets := []rewrite.Options{{}, {Edges: rewrite.EdgesAll}, {Every: true, Rows: true}, {Tool: rewrite.ToolCall, Every: true, Rows: true}}
+				// and with an int3 at every site (the SIGTRAP fallback)
+				sets := []rewrite.Options{{}, {Edges: rewrite.EdgesAll}, {Every: true, Rows: true}, {Tool: rewrite.ToolCall, Every: true, Rows: true},
+					{TrapAll: true}, {Every: true, Rows: true, TrapAll: true}}
 				if compactSupported(v) {
 					// and with every jcc and ret probed from elsewhere
 					// where it can be (pre-sites, marks: policy/marks.go),
@@ -132,6 +134,9 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 					every := opts.Every
 					dir := t.TempDir()
 					out, st := rewritten(t, bin, dir, opts)
+					if opts.TrapAll && st.Patched["trap"] == 0 {
+						t.Errorf("TrapAll: no int3 sites (%v)", st.Patched)
+					}
 					if opts.Fallbacks && (st.PreJccs == 0 || st.PreRets == 0) {
 						t.Errorf("Fallbacks: %d jccs and %d rets probed from the instruction before them, want some of each", st.PreJccs, st.PreRets)
 					}

@@ -20,6 +20,7 @@ type Sizes struct {
 	Reads     int // (reader, read) pairs, each written twice
 	Rets      int // words of the rets table
 	LoggedCap int // room for the logged-probe list, in words
+	Traps     int // int3 sites (runtime.Trap)
 	Probes    int
 	Counts    int // block counters (rewrite --counts), one per probe
 	Patches   int
@@ -41,6 +42,7 @@ type Layout struct {
 	RWVaddr, RWOff, RWSize  uint64
 	ProbesAt, PatchesAt     uint64 // link vaddrs in the RW segment
 	ChunksAt, PreinitAt     uint64
+	TrapsAt                 uint64
 	DynAt, DynSize, GateAt  uint64
 	CountsAt                uint64 // the block counters after the gate page (0 = none)
 	FileEnd                 uint64 // the end of the RW segment in the file
@@ -86,7 +88,8 @@ func NewLayout(fr *Frame, s Sizes) (*Layout, error) {
 	l.ProbesAt = l.RWVaddr + PageSize
 	l.PatchesAt = l.ProbesAt + uint64(s.Probes)*runtime.ProbeStructSize
 	l.ChunksAt = l.PatchesAt + uint64(s.Patches)*runtime.PatchStructSize
-	tablesEnd := l.ChunksAt + uint64(s.Chunks)*runtime.ChunkStructSize
+	l.TrapsAt = AlignUp(l.ChunksAt+uint64(s.Chunks)*runtime.ChunkStructSize, 8)
+	tablesEnd := l.TrapsAt + uint64(s.Traps)*runtime.TrapStructSize
 	l.PreinitAt = AlignUp(tablesEnd, 16)
 	if tablesEnd-l.ProbesAt > HugePage {
 		l.PreinitAt = AlignUp(tablesEnd, HugePage)

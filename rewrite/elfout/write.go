@@ -56,6 +56,7 @@ type Image struct {
 	Deps      []uint32
 	TraceEnds []uint32
 	Reads     []runtime.Read // sorted by reader, then by read
+	Traps     []runtime.Trap // sorted by site
 	Rets      []uint32
 	Logged    []uint32 // written when Module.Flags has MFLogged
 	Dyn       *DynPlan
@@ -164,7 +165,7 @@ func putWords(b []byte, ws []uint32) {
 	}
 }
 
-// writeTables writes the probes, patches and chunks into the RW segment m.
+// writeTables writes the probes, patches, chunks and traps into the RW segment m.
 func writeTables(m []byte, im *Image) {
 	l := im.Layout
 	for k := range im.Probes {
@@ -175,6 +176,9 @@ func writeTables(m []byte, im *Image) {
 	}
 	for k := range im.Chunks {
 		im.Chunks[k].Put(m[l.ChunksAt-l.RWVaddr+uint64(k)*runtime.ChunkStructSize:])
+	}
+	for k := range im.Traps {
+		im.Traps[k].Put(m[l.TrapsAt-l.RWVaddr+uint64(k)*runtime.TrapStructSize:])
 	}
 }
 
@@ -200,6 +204,9 @@ func fillHeader(h *runtime.Module, im *Image, origEntry, origFini uint64) {
 		h.LoggedVaddr = l.RVaddr + l.LoggedOff
 	}
 	h.CountsVaddr = l.CountsAt
+	if h.NTraps > 0 {
+		h.TrapsVaddr = l.TrapsAt
+	}
 }
 
 // writeEntries points the entry points at the blob: e_entry (an

@@ -122,6 +122,13 @@ func checkInvariants(t testing.TB, p *Planner) {
 		if tac == TacticNone {
 			continue
 		}
+		if tac == TacticTrap {
+			// an int3 (the runtime's SIGTRAP handler goes to Near)
+			if b := im.bytes[i]; b == nil || b[0] != 0xcc {
+				t.Errorf("instruction %d (%#x): a trap without its int3", i, p.Insts[i].Addr)
+			}
+			continue
+		}
 		if got, want := im.follow(t, i), p.Near(i); got != want {
 			t.Errorf("instruction %d (%#x, %v): jumps to %#x, want Near %#x", i, p.Insts[i].Addr, tac, got, want)
 			if fails++; fails > 10 {

@@ -77,6 +77,7 @@ const (
 	TacticT2                 // pun into an evicted successor's punned jump
 	TacticT3                 // jmp rel8 to an evicted neighbour
 	TacticP                  // overwrite of padding after the site
+	TacticTrap               // int3 at the site's first byte: the runtime's SIGTRAP handler goes to its trampoline (Planner.Trap)
 )
 
 // Write is a change to the original code: the new bytes of one

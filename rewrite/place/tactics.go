@@ -62,7 +62,7 @@ func (e *PatchError) Error() string {
 
 func (e *PatchError) Unwrap() error { return e.Err }
 
-var tacticNames = [...]string{"none", "B1", "B2", "T1", "T2", "T3", "P"}
+var tacticNames = [...]string{"none", "B1", "B2", "T1", "T2", "T3", "P", "trap"}
 
 func (t Tactic) String() string {
 	if int(t) < len(tacticNames) {
@@ -326,7 +326,7 @@ func (p *Planner) commit(tx *txn) bool {
 		}
 		// r[0] may be an instruction evicted for the site being patched
 		// (a T3 neighbour whose jump is punned): the rule is the site's.
-		if p.Insts[r[1]].Flags&InstNoRead != 0 ||
+		if p.Insts[r[1]].Flags&InstNoRead != 0 || p.Tactics[r[1]] == TacticTrap ||
 			p.Insts[p.s.patching].Flags&InstNoReadSites != 0 && p.s.site[r[1]] && r[1] != p.s.patching {
 			p.rollback(tx)
 			return false
@@ -585,6 +585,46 @@ func (p *Planner) Patch(i int) (Tactic, error) {
 		return TacticT3, nil
 	}
 	return fail(ErrTooShort)
+}
+
+// Trap is the fallback for a site Patch left unpatched: an int3 at its
+// first byte, which the runtime's SIGTRAP handler sends to the site's
+// trampoline (a signal per execution: slow, so only where no jump fits).
+// The byte must be the original one and unread by any pun (a read byte
+// would change a pun's rel32); the rest of the instruction stays. No
+// later pun may read it either, as of an InstNoRead instruction: the
+// runtime must always be able to restore it.
+func (p *Planner) Trap(i int) (Tactic, error) {
+	if err := p.init(); err != nil {
+		return TacticNone, err
+	}
+	if i < 0 || i >= len(p.Insts) {
+		return TacticNone, &PatchError{Inst: i, Err: ErrBadIndex}
+	}
+	if t := p.Tactics[i]; t != TacticNone {
+		return t, nil
+	}
+	in := &p.Insts[i]
+	if in.Flags&InstUntouchable != 0 {
+		return TacticNone, &PatchError{Inst: i, Addr: in.Addr, Err: ErrUntouchable}
+	}
+	if !p.isOrig(int64(in.Addr)) {
+		return TacticNone, &PatchError{Inst: i, Addr: in.Addr, Err: ErrLocked}
+	}
+	p.s.site[i] = true
+	p.s.patching = i
+	tx := p.newTx()
+	if !p.set(tx, int64(in.Addr), 0xcc, bJump) {
+		p.rollback(tx)
+		p.s.site[i] = false
+		return TacticNone, &PatchError{Inst: i, Addr: in.Addr, Err: ErrLocked}
+	}
+	p.setTactic(tx, i, TacticTrap)
+	if !p.commit(tx) {
+		p.s.site[i] = false
+		return TacticNone, &PatchError{Inst: i, Addr: in.Addr, Err: ErrLocked}
+	}
+	return TacticTrap, nil
 }
 
 // tryShort (Planner.ShortJumps): a site whose 5-byte jump would straddle

@@ -513,3 +513,54 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// TestTrap: where no tactic applies, Trap writes an int3 over the site's
+// first byte alone; it refuses an untouchable site and a byte a pun has
+// read, and no later pun reads the int3 (the runtime must be able to
+// restore it alone).
+func TestTrap(t *testing.T) {
+	p := newPlanner(stream(t, codeBase, "74 05/r", "48 8b 45 f8/u", "c3/u"))
+	if _, err := p.Patch(0); !errors.Is(err, ErrTooShort) {
+		t.Fatalf("Patch = %v, want ErrTooShort", err)
+	}
+	if tc, err := p.Trap(0); err != nil || tc != TacticTrap {
+		t.Fatalf("Trap = %v, %v", tc, err)
+	}
+	if len(p.Writes) != 1 || !bytes.Equal(p.Writes[0].Bytes, []byte{0xcc, 0x05}) || len(p.Stubs) != 0 {
+		t.Fatalf("writes %v stubs %v, want 74 05 -> cc 05 alone", p.Writes, p.Stubs)
+	}
+	if tc, _ := p.Patch(0); tc != TacticTrap {
+		t.Errorf("Patch after Trap = %v, want the trap kept", tc)
+	}
+	checkInvariants(t, p)
+
+	p = newPlanner(stream(t, codeBase, "c3/u"))
+	if _, err := p.Trap(0); !errors.Is(err, ErrUntouchable) {
+		t.Errorf("Trap of an untouchable site = %v", err)
+	}
+
+	// site 0's pun reads site 1's first byte: site 1 can trap only first
+	words := []string{"74 05/r", "75 03/r", "48 8b 45 f8/u", "c3/u"}
+	p = newPlanner(stream(t, codeBase, words...), wide...)
+	if _, err := p.Patch(0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Trap(1); !errors.Is(err, ErrLocked) {
+		t.Errorf("Trap of a byte a pun read = %v, want ErrLocked", err)
+	}
+	p = newPlanner(stream(t, codeBase, words...), wide...)
+	if err := p.MarkSites([]int{0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Trap(1); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := p.Patch(0)
+	for _, r := range p.Reads {
+		if r[1] == 1 {
+			t.Errorf("Reads %v: patch %d reads the int3 of site 1", p.Reads, r[0])
+		}
+	}
+	t.Logf("site 0 after site 1's trap: %v (%v)", tc, err)
+	checkInvariants(t, p)
+}

@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 20
+#define STINT_ABI_VERSION 21
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -62,7 +62,8 @@
 #define STINT_CLOSE_CHARGE    1  /* period-close src: a probe's charge spent the budget (used + reserve) */
 #define STINT_CLOSE_START     2  /* at the period's start: no budget, or earlier periods' debt spent it */
 #define STINT_CLOSE_ROLL      3  /* at the period's end: a charge spent it but had not closed the gate */
-#define STINT_K_RUN_END       35 /* time = end, src = exit status or STINT_RUN_END_UNKNOWN, value = run ns */
+#define STINT_K_RUN_END       35 /* time = end, src = exit status or STINT_RUN_END_UNKNOWN, value = run ns,
+                                  * dst = int3 sites' traps taken (ABI 21, trap.c) */
 #define STINT_RUN_END_UNKNOWN 0xffffffffu /* run-end src: exit status not seen (exit through DT_FINI) */
 /* STINT_K_REFUSED + event kind: the log refused the event (once per run) */
 #define STINT_REFUSED_BASE    64
@@ -372,7 +373,22 @@ struct stint_module {
 	                          *      of threads, STINT_STRIPES x nprobes slots of STINT_STRIPE_SLOT bytes (slot
 	                          *      i of stripe s at s * nprobes + i), mapped at the module's start; 0 until then
 	                          *      (a trampoline then counts nothing) */
-};                           /* 456 */
+	uint64_t traps_vaddr;    /* 456: ABI 21: struct stint_trap[ntraps] (RW, after the chunks), sorted by site: the sites no jump fits,
+	                          *      patched with an int3 that the runtime's SIGTRAP handler sends on to
+	                          *      their trampolines */
+	uint32_t ntraps;         /* 464 */
+	uint32_t pad_tp;         /* 468 */
+};                           /* 472 */
+
+/* ABI 21: an int3 site (place.TacticTrap) and its trampoline, both
+ * module-relative. A SIGTRAP whose int3 lies at base + site resumes at
+ * base + tramp, the state being the site's, as a jump would leave it. */
+struct stint_trap {
+	uint64_t site;   /*  0 */
+	uint64_t tramp;  /*  8 */
+	uint32_t patch;  /* 16: the site's patch index */
+	uint32_t hits;   /* 20: runtime: traps taken (0 in the file) */
+};                   /* 24 */
 
 /* ABI 7: the header of the stub area stored in the module's file, a page
  * of its own at stub_file_off (page aligned); the area follows it. */

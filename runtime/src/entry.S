@@ -215,3 +215,15 @@ stint_spawn:
 	syscall
 	hlt
 1:	ret
+
+/*
+ * The restorer of the runtime's SIGTRAP handler (trap.c): rt_sigreturn,
+ * in glibc's __restore_rt bytes (paths.c, is_restorer, knows them).
+ */
+	.p2align 4
+	.globl stint_sigreturn
+	.hidden stint_sigreturn
+stint_sigreturn:
+	movq $15, %rax
+	syscall
+	hlt

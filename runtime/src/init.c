@@ -282,6 +282,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	uint64_t size = m->image_end; /* link vaddrs start near 0 for PIE and shared objects */
 	uint32_t id = add_module(g, base, size, path, m->build_id, m->build_id_len, 1);
 	if (id == DST_MODULE_NONE) {
+		if (patching && m->ntraps)
+			trap_restore(m, base); /* no handler finds an unlisted module */
 		if (spawn) {
 			periods_spawn(g);
 			sample_spawn(g);
@@ -290,7 +292,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	}
 	m->module_id = id;
 	g->proc.modules[id].bidhash = m->build_id_len ? fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len) : 0;
-	g->proc.modules[id].smod = (uint64_t)m;
+	__atomic_store_n(&g->proc.modules[id].smod, (uint64_t)m, __ATOMIC_RELEASE);
+	trap_install(g, m, base, patching);
 	if (patching && TABLES_WRITTEN(m) && roomy)
 		tables_populate(m, base);
 	if (g->sw.on && patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT))) {

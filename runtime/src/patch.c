@@ -243,7 +243,14 @@ static void patch_done(struct stint_module *m, uint64_t base, uint32_t idx, stru
 	if (idx == STINT_NO_PATCH || idx >= m->npatches)
 		return;
 	struct stint_patch *pt = (struct stint_patch *)(base + m->patches_vaddr) + idx;
-	uint32_t left = __atomic_sub_fetch(&pt->remaining, 1, __ATOMIC_ACQ_REL);
+	/* never below 0: an int3 site retired hot (trap_retire) counts as
+	 * done while its probes may still record */
+	uint32_t left = __atomic_load_n(&pt->remaining, __ATOMIC_ACQUIRE);
+	do {
+		if (!left)
+			return;
+	} while (!__atomic_compare_exchange_n(&pt->remaining, &left, left - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	left--;
 	if (left == 1)
 		patch_half(m, base, pt, p, alone);
 	if (left != 0)

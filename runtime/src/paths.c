@@ -91,7 +91,6 @@ static struct paths_thread *paths_blocks(struct stint_global *g)
 	return (struct paths_thread *)g->paths.threads;
 }
 
-#define SYS_tgkill 234
 #define PATHS_REUSE_SCAN 64 /* blocks paths_reuse looks at per search */
 
 /*

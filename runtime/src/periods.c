@@ -622,7 +622,8 @@ static void run_end(struct stint_global *g)
 	sample_end(g);
 	if (g->per.counts_on)
 		counts_dump(g, nm);
-	emit_record(STINT_K_RUN_END, nm, STINT_RUN_END_UNKNOWN, 0, nm > g->proc.mono_start_ns ? nm - g->proc.mono_start_ns : 0);
+	emit_record(STINT_K_RUN_END, nm, STINT_RUN_END_UNKNOWN, __atomic_load_n(&g->trap.hits, __ATOMIC_RELAXED),
+		    nm > g->proc.mono_start_ns ? nm - g->proc.mono_start_ns : 0);
 	__atomic_store_n(&g->per.run_ended, 1, __ATOMIC_RELEASE);
 	if (locked)
 		unlock(&g->per.period_lock);

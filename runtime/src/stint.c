@@ -69,5 +69,6 @@
 #include "paths.c"
 #include "counts.c"
 #include "chunks.c"
+#include "trap.c"
 #include "testhooks.c"
 #include "init.c"

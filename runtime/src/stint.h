@@ -452,6 +452,24 @@ struct stint_hashset {
 	uint64_t pages[HASH_SLOTS * 16 / 4096 / 64]; /* bit per page of hash: written to (hash_add) */
 };
 
+/* The kernel's struct sigaction (rt_sigaction, an 8-byte mask). */
+struct k_sigaction {
+	uint64_t handler;
+	uint64_t flags;
+	uint64_t restorer;
+	uint64_t mask;
+};
+
+/* The int3 fallback (trap.c). */
+struct stint_traps {
+	uint32_t installed;     /* the SIGTRAP handler is in */
+	uint32_t lock;
+	uint64_t hits;          /* traps sent on to a trampoline (the run-end row's dst) */
+	uint64_t passed;        /* other SIGTRAPs, passed to the program's action */
+	uint64_t retired;       /* sites retired hot (TRAP_HOT) */
+	struct k_sigaction old; /* the action the handler replaced */
+};
+
 /*
  * The process-wide state: one anonymous mapping at STINT_GLOBAL_ADDR that
  * every rewritten module of the process finds and joins (init.c,
@@ -483,6 +501,7 @@ struct stint_global {
 	struct stint_paths paths;
 	struct stint_sample smp;
 	struct stint_hashset hs;
+	struct stint_traps trap;
 	uint64_t hash[] __attribute__((aligned(16)));
 };
 
@@ -1168,6 +1187,12 @@ static void seg_huge(const struct elf64_phdr *ph, uint64_t base, uint64_t lo, ui
 static void tables_huge(const struct stint_module *m, uint64_t base, long fd, int writable);
 static long stubs_memfd(const struct stint_stub *st, uint32_t nst, uint64_t area, char **envp);
 static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, int writable, char *path, size_t cap, int roomy);
+
+/* trap.c */
+static struct stint_trap *trap_find(struct stint_global *g, uint64_t addr, struct stint_module **mod);
+static void trap_retire(struct stint_module *m, const struct stint_trap *t);
+static void trap_restore(struct stint_module *m, uint64_t base);
+static void trap_install(struct stint_global *g, struct stint_module *m, uint64_t base, int patching);
 
 /* testhooks.c */
 static void test_setup(struct stint_global *g, char **envp);

@@ -16,7 +16,10 @@
 #define SYS_fstat 5
 #define SYS_newfstatat 262
 #define SYS_mmap 9
+#define SYS_rt_sigaction 13
 #define SYS_rt_sigprocmask 14
+#define SYS_rt_sigreturn 15
+#define SYS_tgkill 234
 #define SYS_mprotect 10
 #define SYS_munmap 11
 #define SYS_madvise 28
