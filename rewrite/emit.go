@@ -39,7 +39,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 	// time (a tenth of cc1plus's rewrite in growslice and the collector)
 	total := 0
 	for _, i := range e.tt.order {
-		total += e.tt.at[i].size + e.tt.cold[i]
+		total += e.tt.at[i].size + int(e.tt.cold[i])
 	}
 	slab := make([]byte, 0, total)
 	carve := func(n int) []byte {
@@ -60,7 +60,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 			a.Gate = e.l.GateAt + runtime.GateWord1
 		}
 		a.Cold = a.ColdAt(e.tt.coldBase + t.cold)
-		a.Cold.B = carve(e.tt.cold[i])
+		a.Cold.B = carve(int(e.tt.cold[i]))
 		a.Counts = e.tt.countsAt(i, e.l.CountsAt, e.l.ProbesAt, true)
 		a.Tail = tails
 		if t.addr+uint64(t.size) > e.tt.coldBase {
@@ -96,7 +96,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 			return nil, fmt.Errorf("trampoline for %#x: %d bytes, sized %d", in.Addr, len(a.B), t.size)
 		}
 		out = append(out, elfout.Tramp{Addr: t.addr, Code: a.B})
-		if t.site && t.probe0 >= 0 && len(a.Cold.B) != e.tt.cold[i] {
+		if t.site && t.probe0 >= 0 && len(a.Cold.B) != int(e.tt.cold[i]) {
 			return nil, fmt.Errorf("trampoline for %#x: %d bytes of cold code, sized %d", in.Addr, len(a.Cold.B), e.tt.cold[i])
 		}
 		if len(a.Cold.B) > 0 {

@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"math/bits"
+
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/rewrite/elfout"
 	"github.com/stint-project/stint/rewrite/facts"
@@ -40,9 +42,9 @@ type trampTable struct {
 	stop   []bool  // by instruction index: a candidate site, where tails end
 	fx     *facts.Facts
 	isSite []bool        // by instruction index
-	size   []int         // by instruction index: bytes of the site's trampoline
-	cold   []int         // by instruction index: bytes of its cold code (tramp/cold.go)
-	arms   [][]int       // by instruction index: offsets of the site trampoline's arm rel32 fields
+	size   []int32       // by instruction index: bytes of the site's trampoline
+	cold   []int32       // by instruction index: bytes of its cold code (tramp/cold.go)
+	arms   []uint64      // by instruction index: bit k set = an arm's rel32 field at an offset ≡ k (mod 64) in the site's trampoline
 	at     []*trampoline // by instruction index: near trampoline, nil until allocated
 	order  []int         // instruction indices in allocation order
 	cursor uint64        // where the next trampoline goes
@@ -55,7 +57,7 @@ type trampTable struct {
 func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable {
 	n := len(fx.Code.Insts)
 	return &trampTable{code: fx.Code, fx: fx, plan: plan, pic: fx.Module.PIC, static: !fx.Module.FS0IsThreadPointer(), cursor: start,
-		isSite: make([]bool, n), size: make([]int, n), cold: make([]int, n), arms: make([][]int, n), at: make([]*trampoline, n)}
+		isSite: make([]bool, n), size: make([]int32, n), cold: make([]int32, n), arms: make([]uint64, n), at: make([]*trampoline, n)}
 }
 
 // emitSite emits (or sizes) the trampoline of site i with tool t: a
@@ -106,15 +108,15 @@ func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
 	if a.Err != nil {
 		return a.Err
 	}
-	tt.arms[i] = nil
+	tt.arms[i] = 0
 	for _, pr := range sp {
 		if pr.Arm >= 0 {
-			tt.arms[i] = append(tt.arms[i], pr.Arm)
+			tt.arms[i] |= 1 << (pr.Arm & 63)
 		}
 	}
 	tt.isSite[i] = true
-	tt.size[i] = len(a.B)
-	tt.cold[i] = len(a.Cold.B)
+	tt.size[i] = int32(len(a.B))
+	tt.cold[i] = int32(len(a.Cold.B))
 	return nil
 }
 
@@ -148,7 +150,7 @@ func (tt *trampTable) near(i int) uint64 {
 	}
 	t := &trampoline{addr: tt.cursor, site: tt.isSite[i], probe0: -1}
 	if t.site {
-		t.size = tt.size[i]
+		t.size = int(tt.size[i])
 		t.cold = tt.coldLen
 		tt.coldLen += uint64(tt.cold[i])
 		// The runtime retargets an arm with one 4-byte store, which it
@@ -172,10 +174,11 @@ func (tt *trampTable) near(i int) uint64 {
 }
 
 // armsCrossLine reports whether a trampoline at addr would have an arm's
-// rel32 (at the given offsets) straddle a 64-byte line.
-func armsCrossLine(addr uint64, arms []int) bool {
-	for _, off := range arms {
-		if (addr+uint64(off))&63 > 60 {
+// rel32 (at offsets whose residues mod 64 arms has bits for) straddle a
+// 64-byte line.
+func armsCrossLine(addr uint64, arms uint64) bool {
+	for ; arms != 0; arms &= arms - 1 {
+		if (addr+uint64(bits.TrailingZeros64(arms)))&63 > 60 {
 			return true
 		}
 	}

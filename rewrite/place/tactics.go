@@ -114,12 +114,12 @@ type txn struct {
 }
 
 type pstate struct {
-	hint     int      // last index find returned
-	tx       txn      // reused by newTx
-	site     []bool   // known sites (MarkSites, PatchAll, Patch)
-	patching int      // the site Patch is placing
-	cur      [][]byte // current bytes, nil while original
-	st       [][]uint8
+	hint     int     // last index find returned
+	tx       txn     // reused by newTx
+	site     []bool  // known sites (MarkSites, PatchAll, Patch)
+	patching int     // the site Patch is placing
+	mat      []int32 // by instruction: 1 + where its current bytes are in the arena, 0 while original
+	arena    arena
 	written  []bool // Writes has an entry for the instruction
 	reads    map[[2]int]bool
 	peeks    map[[2]int]bool
@@ -150,8 +150,7 @@ func (p *Planner) init() error {
 	n := len(p.Insts)
 	p.s = &pstate{
 		site:    make([]bool, n),
-		cur:     make([][]byte, n),
-		st:      make([][]uint8, n),
+		mat:     make([]int32, n),
 		written: make([]bool, n),
 		reads:   map[[2]int]bool{},
 		peeks:   map[[2]int]bool{},
@@ -197,10 +196,11 @@ func (p *Planner) peek(addr int64) (byte, uint8, int, bool) {
 		return 0, 0, -1, false
 	}
 	off := addr - p.addr(x)
-	if p.s.cur[x] == nil {
+	cur, st := p.cur(x)
+	if cur == nil {
 		return p.Insts[x].Bytes[off], bOrig, x, true
 	}
-	return p.s.cur[x][off], p.s.st[x][off], x, true
+	return cur[off], st[off], x, true
 }
 
 // isOrig: the byte holds its original value, unread by any pun, in an
@@ -226,11 +226,23 @@ func (p *Planner) isFree(addr int64) bool {
 	return st == bFill || st == bOrig && f&InstPadding != 0 && f&InstTarget == 0
 }
 
-func (p *Planner) materialize(x int) {
-	if p.s.cur[x] == nil {
-		p.s.cur[x] = append([]byte(nil), p.Insts[x].Bytes...)
-		p.s.st[x] = make([]uint8, p.Insts[x].Len())
+// materialize gives instruction x current bytes (its original ones) and
+// byte states (bOrig), and returns them.
+func (p *Planner) materialize(x int) ([]byte, []uint8) {
+	if p.s.mat[x] == 0 {
+		p.s.mat[x] = 1 + p.s.arena.alloc(p.Insts[x].Bytes)
 	}
+	return p.cur(x)
+}
+
+// cur returns instruction x's current bytes and byte states, nil while
+// it is original. The bytes stay where they are (Write.Bytes aliases them).
+func (p *Planner) cur(x int) ([]byte, []uint8) {
+	m := p.s.mat[x]
+	if m == 0 {
+		return nil, nil
+	}
+	return p.s.arena.at(m-1, p.Insts[x].Len())
 }
 
 // set writes val at addr as a byte of the given kind. It refuses bytes of
@@ -241,15 +253,15 @@ func (p *Planner) set(tx *txn, addr int64, val byte, kind uint8) bool {
 	if x < 0 || p.Insts[x].Flags&InstUntouchable != 0 {
 		return false
 	}
-	p.materialize(x)
+	cur, sts := p.materialize(x)
 	off := addr - p.addr(x)
-	st := p.s.st[x][off]
-	if st&bKind == bJump || st&bLock != 0 && p.s.cur[x][off] != val {
+	st := sts[off]
+	if st&bKind == bJump || st&bLock != 0 && cur[off] != val {
 		return false
 	}
-	tx.undo = append(tx.undo, undoRec{int32(x), uint8(off), p.s.cur[x][off], st})
-	p.s.cur[x][off] = val
-	p.s.st[x][off] = kind | st&bLock
+	tx.undo = append(tx.undo, undoRec{int32(x), uint8(off), cur[off], st})
+	cur[off] = val
+	sts[off] = kind | st&bLock
 	tx.touched = append(tx.touched, x)
 	return true
 }
@@ -264,21 +276,21 @@ func (p *Planner) lock(tx *txn, reader int, addr int64) (byte, bool) {
 		// Reading a site that is still to be patched would lock it.
 		return 0, false
 	}
-	p.materialize(x)
+	cur, sts := p.materialize(x)
 	off := addr - p.addr(x)
-	st := p.s.st[x][off]
-	tx.undo = append(tx.undo, undoRec{int32(x), uint8(off), p.s.cur[x][off], st})
-	p.s.st[x][off] = st | bLock
+	st := sts[off]
+	tx.undo = append(tx.undo, undoRec{int32(x), uint8(off), cur[off], st})
+	sts[off] = st | bLock
 	switch {
 	case st&bKind == bOrig || x == reader:
-	case p.s.cur[x][off] == p.Insts[x].Bytes[off]:
+	case cur[off] == p.Insts[x].Bytes[off]:
 		// A byte the patch wrote with its own value: the pun reads the
 		// same whether x is patched or not (a jmp rel32's opcode byte).
 		tx.peeks = append(tx.peeks, [2]int{reader, x})
 	default:
 		tx.reads = append(tx.reads, [2]int{reader, x})
 	}
-	return p.s.cur[x][off], true
+	return cur[off], true
 }
 
 // newTx returns an empty transaction, reusing the previous one's memory
@@ -290,11 +302,16 @@ func (p *Planner) newTx() *txn {
 	return t
 }
 
+// undo puts back the byte u recorded.
+func (p *Planner) undo(u undoRec) {
+	cur, st := p.cur(int(u.x))
+	cur[u.off] = u.val
+	st[u.off] = u.st
+}
+
 func (p *Planner) rollback(tx *txn) {
 	for k := len(tx.undo) - 1; k >= 0; k-- {
-		u := tx.undo[k]
-		p.s.cur[u.x][u.off] = u.val
-		p.s.st[u.x][u.off] = u.st
+		p.undo(tx.undo[k])
 	}
 	for _, st := range tx.stubs {
 		p.Space.release(int64(st.Addr))
@@ -335,7 +352,8 @@ func (p *Planner) commit(tx *txn) bool {
 	for _, x := range tx.touched {
 		if !p.s.written[x] {
 			p.s.written[x] = true
-			p.Writes = append(p.Writes, Write{Addr: p.Insts[x].Addr, Bytes: p.s.cur[x], Inst: x})
+			cur, _ := p.cur(x)
+			p.Writes = append(p.Writes, Write{Addr: p.Insts[x].Addr, Bytes: cur, Inst: x})
 		}
 	}
 	p.Stubs = append(p.Stubs, tx.stubs...)
@@ -483,10 +501,8 @@ func (p *Planner) fill(tx *txn, lo, hi int64) bool {
 
 // untouched: the instruction has no modified or locked byte.
 func (p *Planner) untouched(x int) bool {
-	if p.s.st[x] == nil {
-		return true
-	}
-	for _, st := range p.s.st[x] {
+	_, sts := p.cur(x)
+	for _, st := range sts {
 		if st != bOrig {
 			return false
 		}
@@ -564,7 +580,7 @@ func (p *Planner) Patch(i int) (Tactic, error) {
 	if in.Flags&InstUntouchable != 0 {
 		return fail(ErrUntouchable)
 	}
-	if st := p.s.st[i]; st != nil && st[0] != bOrig {
+	if _, st := p.cur(i); st != nil && st[0] != bOrig {
 		return fail(ErrLocked)
 	}
 	if p.ShortJumps && !p.NoHops && p.tryShort(i) {
@@ -982,9 +998,7 @@ func (p *Planner) t3fill(i int, pt int64, x int, fill bool) bool {
 			}
 			// Undo this prefix count only.
 			for u := len(tx.undo) - 1; u >= mark; u-- {
-				r := tx.undo[u]
-				p.s.cur[r.x][r.off] = r.val
-				p.s.st[r.x][r.off] = r.st
+				p.undo(tx.undo[u])
 			}
 			tx.undo = tx.undo[:mark]
 			for _, st := range tx.stubs[nstubs:] {
@@ -1023,10 +1037,11 @@ func (p *Planner) padReserved(addr int64) bool {
 // reads or jumps into, so its rel32 may be chosen again (jointly with the
 // pun of the instruction before it) at no run-time cost.
 func (p *Planner) repatchable(j int) bool {
-	if p.Tactics[j] != TacticB1 || !p.s.site[j] || p.s.st[j] == nil {
+	_, sts := p.cur(j)
+	if p.Tactics[j] != TacticB1 || !p.s.site[j] || sts == nil {
 		return false
 	}
-	for off, st := range p.s.st[j] {
+	for off, st := range sts {
 		if off < StubLen && st != bJump || off >= StubLen && st != bFill {
 			return false
 		}
@@ -1036,10 +1051,11 @@ func (p *Planner) repatchable(j int) bool {
 
 // unpatch gives j's bytes back their original state within tx.
 func (p *Planner) unpatch(tx *txn, j int) {
-	for off := range p.s.st[j] {
-		tx.undo = append(tx.undo, undoRec{int32(j), uint8(off), p.s.cur[j][off], p.s.st[j][off]})
-		p.s.cur[j][off] = p.Insts[j].Bytes[off]
-		p.s.st[j][off] = bOrig
+	cur, sts := p.cur(j)
+	for off := range sts {
+		tx.undo = append(tx.undo, undoRec{int32(j), uint8(off), cur[off], sts[off]})
+		cur[off] = p.Insts[j].Bytes[off]
+		sts[off] = bOrig
 	}
 	tx.touched = append(tx.touched, j)
 }
