@@ -427,10 +427,13 @@ func (o *Options) Paths() bool {
 func (o *Options) Calls() bool { return o.Paths() && o.Tool == ToolCall }
 
 // traps reports whether sites no jump fits get an int3. Not in a Go
-// module (its runtime takes SIGTRAP for its own), nor in a compact trace
-// (its fallbacks probe such sites from elsewhere, at no signal per run).
+// module (its runtime takes SIGTRAP for its own), nor in the C library
+// or a static executable (their clone, fork and raise run with every
+// signal blocked, and an int3 there kills: the kernel forces a blocked
+// SIGTRAP's default action), nor in a compact trace (its fallbacks probe
+// such sites from elsewhere, at no signal per run).
 func (o *Options) traps(m facts.Module) bool {
-	return !m.Go && (o.TrapAll || !o.NoTraps && !o.Paths())
+	return !m.Go && !m.Static && !m.Libc && (o.TrapAll || !o.NoTraps && !o.Paths())
 }
 
 // opt reports whether optimisation name is on.

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "21a4faa64e0a89765dc27ae4679f885e6ca3cda1e589e5e636a98874bf900363"
+const BlobSHA256 = "aea853baf93884ddf730e12e1477d37642b0e884c1834f19d5c06a520e850cb1"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -121,8 +121,12 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 				// and returns.
 				call := rewrite.Options{Tool: rewrite.ToolCall, Every: true}
 				// and with an int3 at every site (the SIGTRAP fallback)
-				sets := []rewrite.Options{{}, {Edges: rewrite.EdgesAll}, {Every: true, Rows: true}, {Tool: rewrite.ToolCall, Every: true, Rows: true},
-					{TrapAll: true}, {Every: true, Rows: true, TrapAll: true}}
+				// (not in a static executable: it carries libc, which
+				// blocks SIGTRAP at times)
+				sets := []rewrite.Options{{}, {Edges: rewrite.EdgesAll}, {Every: true, Rows: true}, {Tool: rewrite.ToolCall, Every: true, Rows: true}}
+				if !v.Static {
+					sets = append(sets, rewrite.Options{TrapAll: true}, rewrite.Options{Every: true, Rows: true, TrapAll: true})
+				}
 				if compactSupported(v) {
 					// and with every jcc and ret probed from elsewhere
 					// where it can be (pre-sites, marks: policy/marks.go),
@@ -145,7 +149,11 @@ func TestBranchTraceMatchesOracle(t *testing.T) {
 						t.Fatal(err)
 					}
 					traces := filepath.Join(dir, "traces")
-					if _, _, _, err := fixtures.Run(out, f.Args, append(traceEnv(traces), "LD_BIND_NOW=1")); err != nil {
+					env := append(traceEnv(traces), "LD_BIND_NOW=1")
+					if opts.TrapAll {
+						env = append(env, "STINT_TRAP_RETIRE=0") // a hot int3 site retires, its later outcomes unseen
+					}
+					if _, _, _, err := fixtures.Run(out, f.Args, env); err != nil {
 						t.Fatal(err)
 					}
 					have, haveSeqs := traceEdges(t, readTraces(t, traces), fmt.Sprintf("%x", m.BuildID[:m.BuildIDLen]))

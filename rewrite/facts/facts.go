@@ -17,6 +17,10 @@ type Module struct {
 	// interrupts in its own tables, and dies on one in a function's int3
 	// padding, so no padding may hold code of ours (facts: noPadding).
 	Go bool
+	// Libc: the module holds the C library (it defines
+	// __libc_start_main; a static executable always does), whose code
+	// runs with every signal blocked around clone, fork and raise.
+	Libc bool
 	// V8Builtins: the bytes of V8's embedded builtins, left unprobed
 	// (v8Builtins); 0 without them.
 	V8Builtins uint64
@@ -57,6 +61,7 @@ type Facts struct {
 	// Fini: a static executable's .fini, reserved for the exit hook;
 	// nil when there is none to hook.
 	Fini *Fini
+	fini [2]uint64 // .fini's address range (AfterEnd)
 
 	stable   [][2]uint64 // StableSlot's ranges
 	indirect *AddrSet
@@ -87,6 +92,9 @@ func Compute(f *elfin.File) (*Facts, error) {
 	if fx.Module.Exec && f.Prog(elf.PT_DYNAMIC) == nil {
 		fx.Fini = markFini(f, c)
 	}
+	if s := f.Section(".fini"); s != nil {
+		fx.fini = [2]uint64{s.Addr, s.Addr + s.Size}
+	}
 	if fx.Module.Shared {
 		fx.Early = markEarly(f, c)
 	}
@@ -109,6 +117,7 @@ func (fx *Facts) Classify() {
 	pieFlag := flags1&uint64(elf.DF_1_PIE) != 0
 	m.PIC = f.Hdr.Type == elf.ET_DYN
 	m.Go = f.GoBuilt()
+	m.Libc = definesLibcStart(f)
 	if p := f.Prog(elf.PT_GNU_RELRO); p != nil {
 		fx.stable = append(fx.stable, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})
 	}

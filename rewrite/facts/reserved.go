@@ -42,6 +42,20 @@ func earlyEntries(f *elfin.File) []uint64 {
 	return out
 }
 
+// definesLibcStart reports whether the module defines __libc_start_main
+// (in its dynamic symbols or, unstripped, its symbol table).
+func definesLibcStart(f *elfin.File) bool {
+	const name = "__libc_start_main"
+	found := false
+	f.Syms(func(s elfin.Sym) {
+		if !found && s.Shndx != uint16(elf.SHN_UNDEF) && s.Value != 0 && len(s.Name) > len(name) &&
+			string(s.Name[:len(name)]) == name && s.Name[len(name)] == 0 {
+			found = true
+		}
+	})
+	return found
+}
+
 // markEarly marks the instructions reachable from the early entries
 // untouchable and returns them (nil: none).
 func markEarly(f *elfin.File, c *Code) map[int]bool {
@@ -96,6 +110,15 @@ type Fini struct {
 
 // Reserved reports whether instruction i is reserved for the hook.
 func (h *Fini) Reserved(i int) bool { return h != nil && i >= h.Lo && i < h.Hi }
+
+// AfterEnd reports whether the instruction at addr lies in .fini: the
+// module's DT_FINI function, which its finaliser calls after the
+// runtime's has ended the run (its run-end row, the log saved), so that
+// a probe there would record past the end. (A static executable's .fini
+// holds the exit hook: Fini.)
+func (fx *Facts) AfterEnd(addr uint64) bool {
+	return addr >= fx.fini[0] && addr < fx.fini[1]
+}
 
 // markFini reserves .fini's instructions. nil: no .fini fit to hook.
 func markFini(f *elfin.File, c *Code) *Fini {

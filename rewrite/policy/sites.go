@@ -81,6 +81,8 @@ func (p *Plan) Sites(sites []int) []int {
 		switch {
 		case p.fx.Fini.Reserved(i):
 			p.fail("reserved for the exit hook (a static executable's .fini)", in.Addr)
+		case p.fx.AfterEnd(in.Addr):
+			p.fail("runs after the run's end (.fini, which the module's finaliser calls after the runtime's)", in.Addr)
 		case p.fx.Early[i]:
 			p.fail("runs before the module's initializer (an IFUNC resolver or __libc_early_init, or code they call)", in.Addr)
 		case in.Flags&place.InstRemapped != 0:

@@ -293,7 +293,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	m->module_id = id;
 	g->proc.modules[id].bidhash = m->build_id_len ? fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len) : 0;
 	__atomic_store_n(&g->proc.modules[id].smod, (uint64_t)m, __ATOMIC_RELEASE);
-	trap_install(g, m, base, patching);
+	trap_install(g, m, base, patching, envp);
 	if (patching && TABLES_WRITTEN(m) && roomy)
 		tables_populate(m, base);
 	if (g->sw.on && patching && !(m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT))) {

@@ -464,6 +464,8 @@ struct k_sigaction {
 struct stint_traps {
 	uint32_t installed;     /* the SIGTRAP handler is in */
 	uint32_t lock;
+	uint32_t keep;          /* STINT_TRAP_RETIRE=0: hot sites are never retired */
+	uint32_t pad;
 	uint64_t hits;          /* traps sent on to a trampoline (the run-end row's dst) */
 	uint64_t passed;        /* other SIGTRAPs, passed to the program's action */
 	uint64_t retired;       /* sites retired hot (TRAP_HOT) */
@@ -1192,7 +1194,7 @@ static uint32_t chunks_map(struct stint_module *m, uint64_t base, char **envp, i
 static struct stint_trap *trap_find(struct stint_global *g, uint64_t addr, struct stint_module **mod);
 static void trap_retire(struct stint_module *m, const struct stint_trap *t);
 static void trap_restore(struct stint_module *m, uint64_t base);
-static void trap_install(struct stint_global *g, struct stint_module *m, uint64_t base, int patching);
+static void trap_install(struct stint_global *g, struct stint_module *m, uint64_t base, int patching, char **envp);
 
 /* testhooks.c */
 static void test_setup(struct stint_global *g, char **envp);

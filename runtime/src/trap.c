@@ -107,9 +107,10 @@ static void trap_handler(int sig, void *si, void *uc)
 	/* A hot site costs a signal a run (about 2 us here: a libsqlite3
 	 * ret took 1.36 M in the sqlite3 workload): where a site retires
 	 * anyway (not --every or --counts, which must see every run), it
-	 * is retired after TRAP_HOT, its later new outcomes unrecorded. */
+	 * is retired after TRAP_HOT, its later new outcomes unrecorded
+	 * (STINT_TRAP_RETIRE=0: never). */
 	if (__atomic_add_fetch(&t->hits, 1, __ATOMIC_RELAXED) == TRAP_HOT && TABLES_WRITTEN(m) &&
-	    (m->runtime_state & RS_PATCHING)) {
+	    (m->runtime_state & RS_PATCHING) && !g->trap.keep) {
 		trap_retire(m, t);
 		__atomic_fetch_add(&g->trap.retired, 1, __ATOMIC_RELAXED);
 	}
@@ -130,9 +131,10 @@ static void trap_restore(struct stint_module *m, uint64_t base)
  * Once per process, when a module with int3 sites registers (its smod
  * set, so trap_find sees it): install the handler, keeping the action it
  * replaces. Where that fails, the module's int3 sites are restored.
- * patching: the module's text is writable.
+ * patching: the module's text is writable. STINT_TRAP_RETIRE=0 keeps
+ * hot sites (trap_handler).
  */
-static void trap_install(struct stint_global *g, struct stint_module *m, uint64_t base, int patching)
+static void trap_install(struct stint_global *g, struct stint_module *m, uint64_t base, int patching, char **envp)
 {
 	if (!m->ntraps || __atomic_load_n(&g->trap.installed, __ATOMIC_ACQUIRE))
 		return;
@@ -140,6 +142,7 @@ static void trap_install(struct stint_global *g, struct stint_module *m, uint64_
 	if (lock_bounded(&g->trap.lock)) {
 		ok = g->trap.installed;
 		if (!ok) {
+			g->trap.keep = env_is_zero(env_get(envp, "STINT_TRAP_RETIRE"));
 			struct k_sigaction sa = {(uint64_t)trap_handler, S_SA_SIGINFO | S_SA_ONSTACK | S_SA_RESTART | S_SA_RESTORER,
 						 (uint64_t)stint_sigreturn, 0};
 			ok = !sys_failed(sys_call4(SYS_rt_sigaction, S_SIGTRAP, (long)&sa, (long)&g->trap.old, 8));
