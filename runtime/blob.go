@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "aea853baf93884ddf730e12e1477d37642b0e884c1834f19d5c06a520e850cb1"
+const BlobSHA256 = "c4acdf18659640a309def4bc339fa9f85f96f7e1cc384e1e4ba13466c170c87b"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -134,6 +134,10 @@ Environment read by the rewritten program:
                     switching the patches that straddle a word itself
                     (they then stay on, or with --switch-sync the
                     runtime's thread parks the program to switch them)
+  STINT_TRAP_RETIRE set to 0 to keep a hot int3 site (one no jump fits)
+                    trapping; by default its 1,024th trap restores it,
+                    its later new outcomes unrecorded (--every and
+                    --counts never retire one)
   STINT_SAMPLE      sampling method, overriding --sample; a bad value is
                     reported and --sample holds
   STINT_SAMPLE_PER  function or site, overriding --sample-per

@@ -25,7 +25,7 @@
  * the sigcontext's r8-r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip */
 #define UC_RIP_OFF    168
 /* traps a site takes before it is retired (trap_handler) */
-#define TRAP_HOT      256
+#define TRAP_HOT      1024
 
 void stint_sigreturn(void); /* entry.S: mov $15,%rax; syscall */
 
@@ -104,8 +104,8 @@ static void trap_handler(int sig, void *si, void *uc)
 	}
 	*rip = m->base + t->tramp;
 	__atomic_fetch_add(&g->trap.hits, 1, __ATOMIC_RELAXED);
-	/* A hot site costs a signal a run (about 2 us here: a libsqlite3
-	 * ret took 1.36 M in the sqlite3 workload): where a site retires
+	/* A hot site costs a signal a run (about 1.2 us here: a libsqlite3
+	 * ret took 1.36 M, 1.65 s, in the sqlite3 workload): where a site retires
 	 * anyway (not --every or --counts, which must see every run), it
 	 * is retired after TRAP_HOT, its later new outcomes unrecorded
 	 * (STINT_TRAP_RETIRE=0: never). */
