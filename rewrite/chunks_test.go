@@ -372,3 +372,28 @@ func TestRunSharedStubFile(t *testing.T) {
 		}
 	}
 }
+
+// TestRewriteFileSameAsBytes: RewriteFile writes the stub area page by
+// page (elfout.StubArea.Pages), RewriteBytes appends it whole; the files
+// must be the same.
+func TestRewriteFileSameAsBytes(t *testing.T) {
+	orig := readInput(t, gzipPath)
+	want, st, err := RewriteBytes(orig, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Stubs == 0 {
+		t.Fatal("no stubs: the test needs punned sites")
+	}
+	out := filepath.Join(t.TempDir(), "gzip")
+	if _, err := RewriteFile(gzipPath, out, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("RewriteFile wrote %d bytes, RewriteBytes made %d, not the same", len(got), len(want))
+	}
+}

@@ -30,11 +30,26 @@ func RewriteFile(inPath, outPath string, opts Options) (*Stats, error) {
 	if fi.Size() > MaxInputSize {
 		return nil, fmt.Errorf("%s: %w", inPath, ErrTooLarge)
 	}
-	out, st, err := Rewrite(in, opts)
+	data, err := readAll(in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read: %w", inPath, err)
+	}
+	out, sa, st, err := rewriteParts(data, opts, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", inPath, err)
 	}
-	if err := WriteFileAtomic(outPath, out, fi.Mode().Perm()); err != nil {
+	// the stub area page by page after the rest: never whole in memory
+	more := func(f *os.File) (int64, error) {
+		if sa == nil {
+			return int64(len(out)), nil
+		}
+		err := sa.Pages(func(off uint64, page []byte) error {
+			_, err := f.WriteAt(page, int64(off))
+			return err
+		})
+		return int64(sa.End()), err
+	}
+	if err := writeFileAtomic(outPath, out, fi.Mode().Perm(), more); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -43,6 +58,12 @@ func RewriteFile(inPath, outPath string, opts Options) (*Stats, error) {
 // WriteFileAtomic writes data to path through a temporary file in the same
 // directory and a rename; mode is applied before the rename.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
+	return writeFileAtomic(path, data, mode, nil)
+}
+
+// writeFileAtomic is WriteFileAtomic with more (nil: none) writing the
+// rest of the file after data and saying where the file ends.
+func writeFileAtomic(path string, data []byte, mode os.FileMode, more func(*os.File) (int64, error)) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".stint-*")
 	if err != nil {
@@ -56,6 +77,15 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 	}()
 	if err = writeSparse(tmp, data); err != nil {
 		return fmt.Errorf("write output: %w", err)
+	}
+	if more != nil {
+		end, err := more(tmp)
+		if err == nil {
+			err = tmp.Truncate(end)
+		}
+		if err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
 	}
 	if err = tmp.Chmod(mode); err != nil {
 		return fmt.Errorf("write output: %w", err)

@@ -62,42 +62,52 @@ func readAll(r io.ReaderAt) ([]byte, error) {
 // which probe) → placement (package place) → the patches the runtime
 // switches → trampolines (package tramp) → the output (package elfout).
 func RewriteBytes(data []byte, opts Options) (out []byte, st *Stats, err error) {
+	out, sa, st, err := rewriteParts(data, opts, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sa.AppendTo(out), st, nil
+}
+
+// rewriteParts is RewriteBytes but for the stub area, which sa (nil:
+// none) writes after out; with areaRoom out has the capacity for it.
+func rewriteParts(data []byte, opts Options, areaRoom bool) (out []byte, sa *elfout.StubArea, st *Stats, err error) {
 	if len(data) > MaxInputSize {
-		return nil, nil, ErrTooLarge
+		return nil, nil, nil, ErrTooLarge
 	}
 	if opts.Tool == 0 {
 		opts.Tool = ToolBranch
 	}
 	if opts.Tool < ToolBranch || opts.Tool > ToolBlock {
-		return nil, nil, &OptionError{fmt.Errorf("unknown tool %d", opts.Tool)}
+		return nil, nil, nil, &OptionError{fmt.Errorf("unknown tool %d", opts.Tool)}
 	}
 	if err := opts.check(); err != nil {
-		return nil, nil, &OptionError{err}
+		return nil, nil, nil, &OptionError{err}
 	}
 	if opts.Sample != "" {
 		opts.Every = true // the sampler sees every occurrence
 	}
 	f, err := elfin.Parse(data)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if f.Rewritten() {
-		return nil, nil, ErrAlreadyRewritten
+		return nil, nil, nil, ErrAlreadyRewritten
 	}
 	blob, err := parseBlob(opts.Blob)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	fx, err := facts.Compute(f)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	st = &Stats{Module: fx.Module.Name(), Tool: opts.Tool.String(), Insts: len(fx.Code.Insts),
 		Undecodable: fx.Code.Undecodable, Patched: map[string]int{}, Reasons: map[string]*Reason{}}
-	if out, err = rewrite(opts, fx, blob, st); err != nil {
-		return nil, nil, err
+	if out, sa, err = rewrite(opts, fx, blob, st, areaRoom); err != nil {
+		return nil, nil, nil, err
 	}
-	return out, st, nil
+	return out, sa, st, nil
 }
 
 // blobInfo is a validated runtime blob.
@@ -120,24 +130,25 @@ func parseBlob(b []byte) (blobInfo, error) {
 
 // rewrite runs the stages after the facts: policy, placement, patches,
 // then the output.
-func rewrite(opts Options, fx *facts.Facts, blob blobInfo, st *Stats) ([]byte, error) {
+func rewrite(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, areaRoom bool) ([]byte, *elfout.StubArea, error) {
 	a, err := placeWithFallbacks(opts, fx, blob, st)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	plan, tt, p := a.plan, a.tt, a.p
 	ps, err := collectPatches(fx.Code, p, plan, a.patched)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	p.Release() // placement is done; emission is the peak of a big rewrite
 	st.addPlan(plan, ps)
 	nprobe, err := numberProbes(fx.Code, tt, plan, a.patched, ps.evicted)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st.Probes = nprobe
 	st.Patches = len(ps.order)
-	return output(opts, fx, blob, st, a.fr, plan, tt, p, ps, nprobe)
+	return output(opts, fx, blob, st, a.fr, plan, tt, p, ps, nprobe, areaRoom)
 }
 
 // attempt is one plan and its placement.
@@ -280,7 +291,7 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 
 // output builds the tables of the patched module and writes the file.
 func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.Frame, plan *policy.Plan,
-	tt *trampTable, p *place.Planner, ps *patchSet, nprobe int) ([]byte, error) {
+	tt *trampTable, p *place.Planner, ps *patchSet, nprobe int, areaRoom bool) ([]byte, *elfout.StubArea, error) {
 	retTable, retWord, callRets := plan.RetLists(func(i int) int {
 		if t := tt.at[i]; t != nil {
 			return t.probe0 // -1 unless numbered
@@ -292,14 +303,14 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	st.Stubs = len(p.Stubs)
 	dp, err := elfout.PlanDynamic(fx.File, fx.Module)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The hook's trampoline comes after the others: the layout follows.
 	fini := placeFiniHook(fx, tt, p.Writes, fr.RXVaddr+uint64(blob.EntryFini))
 	area := fr.Space.Layout(elfout.PageSize)
 	chunks, stubs, ndeps, err := chunkTables(p, area, fr, fx.Module.Shared, tt.near, ps.idx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	note := markerNote(opts.Tool)
 	traceEnds := fx.TraceEnds()
@@ -319,7 +330,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	}
 	l, err := elfout.NewLayout(fr, sizes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st.Chunks, st.ChunkBytes, st.Deps, st.StubPages = len(chunks), area.SrcSize, ndeps, stubPages(stubs)
 
@@ -331,7 +342,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 		probes: make([]runtime.Probe, nprobe), seen: make([][2]int, len(ps.order))}
 	tramps, err := e.emit()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	patches, cold := ps.runtimePatches(fx.Code, e.seen)
 	st.Cold = cold
@@ -349,12 +360,16 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	// would stay beside it: collected first, its pages take the image
 	// (cc1plus peaked at 3.3 GB in some runs, 2.2 GB in others).
 	goruntime.GC()
-	out, notes, err := elfout.Write(im)
+	write := elfout.WriteParts
+	if areaRoom {
+		write = elfout.WriteWithRoom
+	}
+	out, sa, notes, err := write(im)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st.Notes = append(st.Notes, notes...)
-	return out, nil
+	return out, sa, nil
 }
 
 // moduleHeader fills the fields of struct stint_module the rewrite

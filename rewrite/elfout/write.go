@@ -72,15 +72,32 @@ type Section struct {
 	Data []byte
 }
 
-// Write assembles the output file: original | RX | R | RW | [section
-// name table copy, section headers] | [stub area]. It returns the notes
-// on what it could not do.
-func Write(im *Image) (out []byte, notes []string, err error) {
+// WriteParts assembles the output file: original | RX | R | RW |
+// [section name table copy, section headers] | [stub area]; all but the
+// stub area, which sa (nil: none) writes page by page after out: what a
+// file needs, not the whole area in memory. notes say what it could not
+// do.
+func WriteParts(im *Image) (out []byte, sa *StubArea, notes []string, err error) {
+	return write(im, false)
+}
+
+// WriteWithRoom is WriteParts with room in out's capacity for the stub
+// area (sa.AppendTo then appends it in place).
+func WriteWithRoom(im *Image) (out []byte, sa *StubArea, notes []string, err error) {
+	return write(im, true)
+}
+
+// write assembles the output but the stub area; with areaRoom out has
+// the capacity for it.
+func write(im *Image, areaRoom bool) (out []byte, sa *StubArea, notes []string, err error) {
 	f, l := im.File, im.Layout
 	// Room for all of it up front: the stub area can be a gigabyte of
 	// mostly zeros (a big executable's), which growing the slice would
 	// copy and clear again; capacity never written is never resident.
-	room := l.FileEnd + uint64(len(f.Sects)+4)*elfin.ShdrSize + 1<<20 + 2*PageSize + im.Module.StubAreaSize
+	room := l.FileEnd + uint64(len(f.Sects)+4)*elfin.ShdrSize + 1<<20 + 2*PageSize
+	if areaRoom {
+		room += im.Module.StubAreaSize
+	}
 	for _, x := range im.Extra {
 		room += uint64(len(x.Data)) + 8
 	}
@@ -89,7 +106,7 @@ func Write(im *Image) (out []byte, notes []string, err error) {
 	for _, w := range im.Writes {
 		off, ok := f.OffsetOf(w.Addr, uint64(len(w.Bytes)))
 		if !ok {
-			return nil, nil, fmt.Errorf("patched bytes %#x+%d are not in the file", w.Addr, len(w.Bytes))
+			return nil, nil, nil, fmt.Errorf("patched bytes %#x+%d are not in the file", w.Addr, len(w.Bytes))
 		}
 		copy(out[off:], w.Bytes)
 	}
@@ -100,7 +117,7 @@ func Write(im *Image) (out []byte, notes []string, err error) {
 	writeTables(m, im)
 	newDyn, origEntry, origFini, dnotes, err := writeEntries(out, rbuf, m, im)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	notes = append(notes, dnotes...)
 	hdr := im.Module
@@ -115,11 +132,11 @@ func Write(im *Image) (out []byte, notes []string, err error) {
 	out, snote := sections(f, out, l, uint64(len(im.Note)), newDyn, im.Extra)
 	if snote != "" {
 		if len(im.Extra) > 0 {
-			return nil, nil, fmt.Errorf("cannot add section %s: %s", im.Extra[0].Name, snote)
+			return nil, nil, nil, fmt.Errorf("cannot add section %s: %s", im.Extra[0].Name, snote)
 		}
 		notes = append(notes, snote)
 	}
-	return appendStubFile(out, l.RWOff, hdr.StubAreaSize, im.Stubs), notes, nil
+	return out, newStubArea(out, uint64(len(out)), l.RWOff, hdr.StubAreaSize, im.Stubs), notes, nil
 }
 
 // writeRX writes the blob, its module_rel, int3 fill and the trampolines.

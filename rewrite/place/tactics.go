@@ -603,6 +603,14 @@ func (p *Planner) Patch(i int) (Tactic, error) {
 	return fail(ErrTooShort)
 }
 
+// Release drops what the planner keeps to plan (byte states, the
+// transaction's buffers, the read maps) once every site is patched;
+// Writes, Stubs, Reads, Peeks, Evicted and Tactics stay. Patch and Trap
+// must not be called after it.
+func (p *Planner) Release() {
+	p.s = nil
+}
+
 // Trap is the fallback for a site Patch left unpatched: an int3 at its
 // first byte, which the runtime's SIGTRAP handler sends to the site's
 // trampoline (a signal per execution: slow, so only where no jump fits).
