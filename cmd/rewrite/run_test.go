@@ -133,3 +133,27 @@ func hashLog(t *testing.T) string {
 	}
 	return p
 }
+
+// TestCodeBytes: the memory limit follows the code of the input, which
+// for a Go test binary is its .text (and a little more), less than the
+// file; a file that is not ELF gives 0 (no limit set).
+func TestCodeBytes(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := codeBytes(exe); n <= 0 || n >= fi.Size() {
+		t.Errorf("codeBytes(%s) = %d of a %d-byte file", exe, n, fi.Size())
+	}
+	text := filepath.Join(t.TempDir(), "text")
+	if err := os.WriteFile(text, []byte("not an ELF file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n := codeBytes(text); n != 0 {
+		t.Errorf("codeBytes of a text file = %d, want 0", n)
+	}
+}
