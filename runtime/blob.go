@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "c4acdf18659640a309def4bc339fa9f85f96f7e1cc384e1e4ba13466c170c87b"
+const BlobSHA256 = "d9540c263a511bf22f3c59179eedf33a281563c65d3d5556348aa53b2b487328"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -556,18 +556,24 @@ func (p *Planner) PatchAll(sites []int) []error {
 	return errs
 }
 
-// Patch redirects instruction i to Near(i) and returns the tactic used.
-// If i was already patched (evicted by a neighbour's tactic, or patched
-// before) it returns that tactic again. Errors are *PatchError.
-func (p *Planner) Patch(i int) (Tactic, error) {
+// start readies the planner for site i and returns the tactic i already
+// has (TacticNone: not patched yet).
+func (p *Planner) start(i int) (Tactic, error) {
 	if err := p.init(); err != nil {
 		return TacticNone, err
 	}
 	if i < 0 || i >= len(p.Insts) {
 		return TacticNone, &PatchError{Inst: i, Err: ErrBadIndex}
 	}
-	if t := p.Tactics[i]; t != TacticNone {
-		return t, nil
+	return p.Tactics[i], nil
+}
+
+// Patch redirects instruction i to Near(i) and returns the tactic used.
+// If i was already patched (evicted by a neighbour's tactic, or patched
+// before) it returns that tactic again. Errors are *PatchError.
+func (p *Planner) Patch(i int) (Tactic, error) {
+	if t, err := p.start(i); err != nil || t != TacticNone {
+		return t, err
 	}
 	p.s.site[i] = true
 	p.s.patching = i
@@ -619,14 +625,8 @@ func (p *Planner) Release() {
 // later pun may read it either, as of an InstNoRead instruction: the
 // runtime must always be able to restore it.
 func (p *Planner) Trap(i int) (Tactic, error) {
-	if err := p.init(); err != nil {
-		return TacticNone, err
-	}
-	if i < 0 || i >= len(p.Insts) {
-		return TacticNone, &PatchError{Inst: i, Err: ErrBadIndex}
-	}
-	if t := p.Tactics[i]; t != TacticNone {
-		return t, nil
+	if t, err := p.start(i); err != nil || t != TacticNone {
+		return t, err
 	}
 	in := &p.Insts[i]
 	if in.Flags&InstUntouchable != 0 {

@@ -20,6 +20,7 @@
 #define S_SA_RESTORER 0x04000000
 #define S_SA_ONSTACK  0x08000000
 #define S_SA_RESTART  0x10000000
+#define S_SA_NODEFER  0x40000000
 #define S_SI_KERNEL   0x80
 /* struct ucontext's rip: uc_flags, uc_link, uc_stack (40 bytes), then
  * the sigcontext's r8-r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip */
@@ -143,7 +144,11 @@ static void trap_install(struct stint_global *g, struct stint_module *m, uint64_
 		ok = g->trap.installed;
 		if (!ok) {
 			g->trap.keep = env_is_zero(env_get(envp, "STINT_TRAP_RETIRE"));
-			struct k_sigaction sa = {(uint64_t)trap_handler, S_SA_SIGINFO | S_SA_ONSTACK | S_SA_RESTART | S_SA_RESTORER,
+			/* SA_NODEFER: an int3 site in a handler the program had
+			 * (trap_pass calls it) would otherwise trap with SIGTRAP
+			 * blocked, which kills */
+			struct k_sigaction sa = {(uint64_t)trap_handler,
+						 S_SA_SIGINFO | S_SA_ONSTACK | S_SA_RESTART | S_SA_RESTORER | S_SA_NODEFER,
 						 (uint64_t)stint_sigreturn, 0};
 			ok = !sys_failed(sys_call4(SYS_rt_sigaction, S_SIGTRAP, (long)&sa, (long)&g->trap.old, 8));
 			__atomic_store_n(&g->trap.installed, ok, __ATOMIC_RELEASE);
