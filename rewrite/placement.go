@@ -65,7 +65,8 @@ func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place
 				t, err = p.Patch(i)
 			}
 		}
-		if err != nil && traps && errors.Is(err, place.ErrTooShort) {
+		// (a site with its trampoline sized: not a pre-site given up)
+		if err != nil && traps && tt.isSite[i] && errors.Is(err, place.ErrTooShort) {
 			if _, terr := p.Trap(i); terr == nil {
 				t, err = place.TacticTrap, nil
 				tt.near(i) // its trampoline, which the planner had no jump to
