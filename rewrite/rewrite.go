@@ -374,7 +374,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 
 // moduleHeader fills the fields of struct stint_module the rewrite
 // decides (stripe: the trampolines count down per stripe of threads);
-// elfout.Write adds the addresses.
+// elfout.WriteParts adds the addresses.
 func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.Image, stubArea uint64, stripe bool) runtime.Module {
 	h := runtime.Module{Tool: uint32(opts.Tool), NProbes: uint32(len(im.Probes)), ImageEnd: fx.Module.ImageHi,
 		NPatches: uint32(len(im.Patches)), NChunks: uint32(len(im.Chunks)),

@@ -25,9 +25,10 @@ func runEndTraps(tr *formats.Trace) (traps uint64, ends int) {
 
 // TestTrapFallback: with an int3 at every site (TrapAll), the sigtrap
 // fixture prints and exits as natively, its trace has the same distinct
-// events as with jumps (and those of the sites no jump fits), and the run-end row counts the traps taken; a
-// SIGTRAP the program raises itself still kills it by the default action
-// (the handler passes on what is not an int3 site's).
+// events as with jumps (and those of the sites no jump fits), and the
+// run-end row counts the traps taken; a SIGTRAP the program raises
+// itself still kills it by the default action (the handler passes on
+// what is not an int3 site's).
 func TestTrapFallback(t *testing.T) {
 	nat := runNative(t, "sigtrap")
 	sets := map[string]map[edge]int{}
