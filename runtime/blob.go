@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "d9540c263a511bf22f3c59179eedf33a281563c65d3d5556348aa53b2b487328"
+const BlobSHA256 = "e3ff9a94656cc9d14715f79d20f79287dab470d89719a55317b3773743b2ae2c"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

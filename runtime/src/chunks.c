@@ -18,15 +18,8 @@
 /* Index of the first stub with off >= lo (stubs are sorted by off). */
 static uint32_t stubs_from(const struct stint_stub *st, uint32_t n, uint64_t lo)
 {
-	uint32_t a = 0, b = n;
-	while (a < b) {
-		uint32_t mid = a + (b - a) / 2;
-		if (st[mid].off < lo)
-			a = mid + 1;
-		else
-			b = mid;
-	}
-	return a;
+	_Static_assert(__builtin_offsetof(struct stint_stub, off) == 0, "the key first");
+	return first_key_at_least(st, n, sizeof *st, lo);
 }
 
 /*

@@ -424,6 +424,22 @@ static inline uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c)
 	return q;
 }
 
+/* Index of the first of the n entries of table (each stride bytes,
+ * sorted by the uint64_t each starts with) whose key is >= key; n if
+ * none: the stub list by offset, the trap table by site. */
+static uint32_t first_key_at_least(const void *table, uint32_t n, size_t stride, uint64_t key)
+{
+	uint32_t a = 0, b = n;
+	while (a < b) {
+		uint32_t mid = a + (b - a) / 2;
+		if (*(const uint64_t *)((const char *)table + (size_t)mid * stride) < key)
+			a = mid + 1;
+		else
+			b = mid;
+	}
+	return a;
+}
+
 /* The median of the n timings t (sorted in place: an insertion sort, n
  * is small), the upper one of the middle two when n is even. */
 static uint64_t median_of(uint64_t *t, int n)

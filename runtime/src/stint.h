@@ -467,8 +467,6 @@ struct stint_traps {
 	uint32_t keep;          /* STINT_TRAP_RETIRE=0: hot sites are never retired */
 	uint32_t pad;
 	uint64_t hits;          /* traps sent on to a trampoline (the run-end row's dst) */
-	uint64_t passed;        /* other SIGTRAPs, passed to the program's action */
-	uint64_t retired;       /* sites retired hot (TRAP_HOT) */
 	struct k_sigaction old; /* the action the handler replaced */
 };
 
@@ -762,6 +760,7 @@ struct thr_slot;
 
 /* lib.c */
 static void s_memcpy(void *d, const void *s, size_t n);
+static uint32_t first_key_at_least(const void *table, uint32_t n, size_t stride, uint64_t key);
 static void s_memset(void *d, int c, size_t n);
 static size_t s_strlen(const char *s);
 static int s_strncmp(const char *a, const char *b, size_t n);

@@ -46,14 +46,8 @@ static struct stint_trap *trap_find(struct stint_global *g, uint64_t addr, struc
 		if (a < m->text_lo || a >= m->text_hi)
 			continue;
 		struct stint_trap *t = (void *)(m->base + m->traps_vaddr);
-		uint32_t lo = 0, hi = m->ntraps;
-		while (lo < hi) {
-			uint32_t mid = lo + (hi - lo) / 2;
-			if (t[mid].site < a)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
+		_Static_assert(__builtin_offsetof(struct stint_trap, site) == 0, "the key first");
+		uint32_t lo = first_key_at_least(t, m->ntraps, sizeof *t, a);
 		*mod = m;
 		return lo < m->ntraps && t[lo].site == a ? &t[lo] : 0;
 	}
@@ -75,7 +69,6 @@ static void trap_retire(struct stint_module *m, const struct stint_trap *t)
 static void trap_pass(struct stint_global *g, int sig, void *si, void *uc, int code)
 {
 	const struct k_sigaction *o = &g->trap.old;
-	__atomic_fetch_add(&g->trap.passed, 1, __ATOMIC_RELAXED);
 	if (o->handler > 1) { /* neither SIG_DFL nor SIG_IGN */
 		if (o->flags & S_SA_SIGINFO)
 			((void (*)(int, void *, void *))o->handler)(sig, si, uc);
@@ -111,10 +104,8 @@ static void trap_handler(int sig, void *si, void *uc)
 	 * is retired after TRAP_HOT, its later new outcomes unrecorded
 	 * (STINT_TRAP_RETIRE=0: never). */
 	if (__atomic_add_fetch(&t->hits, 1, __ATOMIC_RELAXED) == TRAP_HOT && TABLES_WRITTEN(m) &&
-	    (m->runtime_state & RS_PATCHING) && !g->trap.keep) {
-		trap_retire(m, t);
-		__atomic_fetch_add(&g->trap.retired, 1, __ATOMIC_RELAXED);
-	}
+	    (m->runtime_state & RS_PATCHING) && !g->trap.keep)
+		trap_retire(m, t); /* (a site's hits say whether it retired) */
 }
 
 /* Write the original first byte of each of m's int3 sites back (m runs
