@@ -46,15 +46,11 @@ func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place
 			tt.isSite[i] = false
 			continue
 		}
-		var t place.Tactic
-		var err error
+		patch := p.Patch
 		if trapAll {
-			if t, err = p.Trap(i); err == nil {
-				tt.near(i)
-			}
-		} else {
-			t, err = p.Patch(i)
+			patch = p.Trap
 		}
+		t, err := patch(i)
 		if _, pre := plan.PreSiteOf(i); err != nil && pre {
 			tt.isSite[i] = false
 			// a call is probed where it is after all; a jcc, which
@@ -69,7 +65,6 @@ func placeSites(fx *facts.Facts, plan *policy.Plan, tt *trampTable, space *place
 		if err != nil && traps && tt.isSite[i] && errors.Is(err, place.ErrTooShort) {
 			if _, terr := p.Trap(i); terr == nil {
 				t, err = place.TacticTrap, nil
-				tt.near(i) // its trampoline, which the planner had no jump to
 			}
 		}
 		if err != nil {

@@ -619,7 +619,8 @@ func (p *Planner) Release() {
 
 // Trap is the fallback for a site Patch left unpatched: an int3 at its
 // first byte, which the runtime's SIGTRAP handler sends to the site's
-// trampoline (a signal per execution: slow, so only where no jump fits).
+// trampoline, Near(i) (a signal per execution: slow, so only where no
+// jump fits).
 // The byte must be the original one and unread by any pun (a read byte
 // would change a pun's rel32); the rest of the instruction stays. No
 // later pun may read it either, as of an InstNoRead instruction: the
@@ -648,6 +649,7 @@ func (p *Planner) Trap(i int) (Tactic, error) {
 		p.s.site[i] = false
 		return TacticNone, &PatchError{Inst: i, Addr: in.Addr, Err: ErrLocked}
 	}
+	p.Near(i) // no jump asks for it, but the trap goes there
 	return TacticTrap, nil
 }
 
