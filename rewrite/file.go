@@ -39,15 +39,15 @@ func RewriteFile(inPath, outPath string, opts Options) (*Stats, error) {
 		return nil, fmt.Errorf("%s: %w", inPath, err)
 	}
 	// the stub area page by page after the rest: never whole in memory
-	more := func(f *os.File) (int64, error) {
-		if sa == nil {
-			return int64(len(out)), nil
+	var more func(f *os.File) (int64, error)
+	if sa != nil {
+		more = func(f *os.File) (int64, error) {
+			err := sa.Pages(func(off uint64, page []byte) error {
+				_, err := f.WriteAt(page, int64(off))
+				return err
+			})
+			return int64(sa.End()), err
 		}
-		err := sa.Pages(func(off uint64, page []byte) error {
-			_, err := f.WriteAt(page, int64(off))
-			return err
-		})
-		return int64(sa.End()), err
 	}
 	if err := writeFileAtomic(outPath, out, fi.Mode().Perm(), more); err != nil {
 		return nil, err

@@ -1,5 +1,7 @@
 package facts
 
+import "math/bits"
+
 // AddrSet is a set of addresses inside code regions: a bit per byte of
 // each region. A fixed-address module's indirect targets take every
 // data word and immediate that points into its code: millions of
@@ -46,13 +48,8 @@ func (s *AddrSet) Has(a uint64) bool {
 func (s *AddrSet) Each(fn func(a uint64)) {
 	for k, ws := range s.bits {
 		for w, x := range ws {
-			for x != 0 {
-				b := uint64(0)
-				for x>>b&1 == 0 {
-					b++
-				}
-				fn(s.regions[k].Lo + uint64(w)*64 + b)
-				x &= x - 1
+			for ; x != 0; x &= x - 1 {
+				fn(s.regions[k].Lo + uint64(w)*64 + uint64(bits.TrailingZeros64(x)))
 			}
 		}
 	}

@@ -224,7 +224,7 @@ func (p *Plan) EdgeOf(i int) (EdgeSite, bool) {
 }
 
 // isEdge reports whether instruction i is a destination probe.
-func (p *Plan) isEdge(i int) bool { return i < len(p.edgeAt) && p.edgeAt[i] }
+func (p *Plan) isEdge(i int) bool { return maybe(p.edgeAt, i) }
 
 // Delegate records, for jcc site i, which of its outcomes need no probe
 // at the jcc: those whose destination probe placement patched (patched,
