@@ -31,7 +31,7 @@ func placeFiniHook(fx *facts.Facts, tt *trampTable, writes []place.Write, entryF
 		if c.Kinds[i] == facts.Ret {
 			return last
 		}
-		d, ok := facts.DecodeOne(c.Insts[i].Bytes)
+		d, ok := facts.DecodeOne(c.Insts[i].Bytes())
 		return c.Kinds[i] == facts.Other && ok && d.PCRel == 0
 	}
 next:
@@ -66,7 +66,7 @@ func finiHookAt(fx *facts.Facts, tt *trampTable, insts []int, addr, cover, entry
 	for k, i := range insts {
 		in := &c.Insts[i]
 		if k < len(insts)-1 {
-			a.Emit(in.Bytes...)
+			a.Emit(in.Bytes()...)
 		} else {
 			a.Relocate(in, c.Kinds[i], 0, fx.Module.PIC) // jumps back, or is the ret
 		}

@@ -36,7 +36,7 @@ func collectPatches(c *facts.Code, p *place.Planner, plan *policy.Plan, patched 
 				return nil, fmt.Errorf("planner wrote outside the decoded code at %#x", a)
 			}
 			in := &c.Insts[i]
-			if in.Bytes[a-in.Addr] == b {
+			if in.Bytes()[a-in.Addr] == b {
 				continue
 			}
 			pr := ps.rec[i]
@@ -144,7 +144,7 @@ func (ps *patchSet) runtimePatches(c *facts.Code, seen [][2]int) (out []runtime.
 		rp.NProbes = uint16(pr.NProbes)
 		rp.Remaining = uint32(pr.NProbes)
 		in := &c.Insts[i]
-		copy(rp.Orig[:], in.Bytes[pr.Lo-in.Addr:pr.Hi-in.Addr])
+		copy(rp.Orig[:], in.Bytes()[pr.Lo-in.Addr:pr.Hi-in.Addr])
 	}
 	return out, cold
 }

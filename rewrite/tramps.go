@@ -279,7 +279,7 @@ func (tt *trampTable) noPush(i int) bool {
 	if j < 0 || c.Insts[j].Addr != t {
 		return false
 	}
-	if facts.IsEndbr(c.Insts[j].Bytes) && j+1 < len(c.Insts) {
+	if facts.IsEndbr(c.Insts[j].Bytes()) && j+1 < len(c.Insts) {
 		j++
 	}
 	if c.Kinds[j] != facts.IndJmp || !tt.fx.IsPLTSlotJmp(j) {

@@ -238,7 +238,7 @@ func decode(f *elfin.File, functionStarts []uint64, noPadding bool, keep [][2]ui
 		return starts[i]
 	}
 	add := func(a uint64, b []byte, k Kind, tgt uint64, fl place.InstFlags) {
-		c.Insts = append(c.Insts, place.Inst{Addr: a, Bytes: b, Flags: fl})
+		c.Insts = append(c.Insts, place.NewInst(a, b, fl))
 		c.Kinds = append(c.Kinds, k)
 		c.Targets = append(c.Targets, tgt)
 	}
@@ -466,7 +466,7 @@ func isPad(in *place.Inst, k Kind) bool {
 	if k != Other {
 		return false
 	}
-	b := in.Bytes
+	b := in.Bytes()
 	if len(b) == 1 && (b[0] == 0x90 || b[0] == 0xcc) {
 		return true
 	}

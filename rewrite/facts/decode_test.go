@@ -141,7 +141,7 @@ func objdumpAgrees(t *testing.T, path string, f *elfin.File, c *Code) {
 		if !theirs[in.Addr] {
 			mismatch++
 			if mismatch < 5 {
-				t.Errorf("instruction at %#x (% x) is not an objdump instruction boundary", in.Addr, in.Bytes)
+				t.Errorf("instruction at %#x (% x) is not an objdump instruction boundary", in.Addr, in.Bytes())
 			}
 		}
 	}

@@ -88,7 +88,7 @@ func (c *Code) flagsDeadAt(i int) bool {
 		if j > i && c.Insts[j].Addr != c.Insts[j-1].Addr+uint64(c.Insts[j-1].Len()) {
 			return false // a gap: not one straight line
 		}
-		in, err := x86asm.Decode(c.Insts[j].Bytes, 64)
+		in, err := x86asm.Decode(c.Insts[j].Bytes(), 64)
 		if err != nil {
 			return false
 		}

@@ -35,7 +35,7 @@ func TestFlagsDead(t *testing.T) {
 			if b[0] == 0x74 {
 				k = Jcc
 			}
-			code.Insts = append(code.Insts, place.Inst{Addr: addr, Bytes: b})
+			code.Insts = append(code.Insts, place.NewInst(addr, b, 0))
 			code.Kinds = append(code.Kinds, k)
 			addr += uint64(len(b))
 		}

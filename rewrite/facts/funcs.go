@@ -107,7 +107,7 @@ func pltCallees(f *elfin.File, c *Code) map[uint64]uint64 {
 			continue
 		}
 		out[in.Addr] = fn
-		if i > 0 && bytes.Equal(c.Insts[i-1].Bytes, []byte{0xf3, 0x0f, 0x1e, 0xfa}) {
+		if i > 0 && bytes.Equal(c.Insts[i-1].Bytes(), []byte{0xf3, 0x0f, 0x1e, 0xfa}) {
 			out[c.Insts[i-1].Addr] = fn
 		}
 	}

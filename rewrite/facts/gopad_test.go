@@ -34,7 +34,7 @@ func TestGoPaddingUntouchable(t *testing.T) {
 			if in.Flags&place.InstPadding != 0 {
 				padding++
 			}
-			if fx.Code.Kinds[i] != Bad && len(in.Bytes) == 1 && in.Bytes[0] == 0xcc {
+			if fx.Code.Kinds[i] != Bad && len(in.Bytes()) == 1 && in.Bytes()[0] == 0xcc {
 				int3++
 			}
 		}

@@ -82,7 +82,7 @@ func indirectTargets(f *elfin.File, c *Code, pic bool) *AddrSet {
 	}
 	for i := range c.Insts {
 		in := &c.Insts[i]
-		b := in.Bytes
+		b := in.Bytes()
 		if c.Kinds[i] == Bad || len(b) < 6 {
 			continue
 		}
@@ -129,7 +129,7 @@ func indirectTargets(f *elfin.File, c *Code, pic bool) *AddrSet {
 			}
 		}
 		for i := range c.Insts {
-			b := c.Insts[i].Bytes
+			b := c.Insts[i].Bytes()
 			for o := 1; o+4 <= len(b); o++ {
 				out.add(uint64(elfin.LE.Uint32(b[o:])))
 			}

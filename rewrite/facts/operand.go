@@ -26,7 +26,7 @@ var ErrIndirectForm = errors.New("unsupported indirect branch operand")
 // ParseRM parses the operand of an indirect jmp or call (FF /4, FF /2)
 // and returns it with the ModRM reg field.
 func ParseRM(in *place.Inst) (*RMOp, byte, error) {
-	b := in.Bytes
+	b := in.Bytes()
 	op := &RMOp{Next: in.Addr + uint64(len(b))}
 	i := 0
 	for ; i < len(b); i++ {

@@ -33,5 +33,5 @@ func IsRestorer(c *Code, i int) bool {
 		return false
 	}
 	a, b := &c.Insts[i], &c.Insts[i+1]
-	return bytes.Equal(a.Bytes, restorerCode[0]) && bytes.Equal(b.Bytes, restorerCode[1]) && b.Addr == a.Addr+uint64(a.Len())
+	return bytes.Equal(a.Bytes(), restorerCode[0]) && bytes.Equal(b.Bytes(), restorerCode[1]) && b.Addr == a.Addr+uint64(a.Len())
 }

@@ -24,7 +24,7 @@ func SwitchesStack(c *Code, i int) bool {
 		if in.Addr+uint64(in.Len()) != next.Addr || c.Kinds[q] != Other {
 			return false
 		}
-		if d, ok := DecodeOne(in.Bytes); ok && loadsRSP(&d) {
+		if d, ok := DecodeOne(in.Bytes()); ok && loadsRSP(&d) {
 			return true
 		}
 		if in.Flags&place.InstTarget != 0 {

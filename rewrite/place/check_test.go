@@ -46,7 +46,7 @@ func (im *image) at(addr uint64, n int) []byte {
 		if x < 0 {
 			break
 		}
-		b := im.p.Insts[x].Bytes
+		b := im.p.Insts[x].Bytes()
 		if w, ok := im.bytes[x]; ok {
 			b = w
 		}
@@ -107,7 +107,7 @@ func checkInvariants(t testing.TB, p *Planner) {
 	}
 	for x, b := range im.bytes {
 		in := &p.Insts[x]
-		if bytes.Equal(b, in.Bytes) {
+		if bytes.Equal(b, in.Bytes()) {
 			continue
 		}
 		if in.Flags&InstUntouchable != 0 {
@@ -172,7 +172,7 @@ func checkInvariants(t testing.TB, p *Planner) {
 				continue
 			}
 			off := ad - p.Insts[x].Addr
-			if w, mod := im.bytes[x]; mod && w[off] != p.Insts[x].Bytes[off] && !reads[[2]int{i, x}] {
+			if w, mod := im.bytes[x]; mod && w[off] != p.Insts[x].Bytes()[off] && !reads[[2]int{i, x}] {
 				t.Errorf("instruction %d reads modified bytes of %d, not in Reads", i, x)
 			}
 		}

@@ -21,13 +21,13 @@ func sweep(text []byte, vaddr uint64) ([]Inst, []int) {
 	for off := 0; off < len(text); {
 		in, err := x86asm.Decode(text[off:], 64)
 		if err != nil || in.Len == 0 {
-			insts = append(insts, Inst{Addr: vaddr + uint64(off), Bytes: text[off : off+1], Flags: InstUntouchable})
+			insts = append(insts, NewInst(vaddr+uint64(off), text[off:off+1], InstUntouchable))
 			isBranch = append(isBranch, false)
 			uncond = append(uncond, false)
 			off++
 			continue
 		}
-		insts = append(insts, Inst{Addr: vaddr + uint64(off), Bytes: text[off : off+in.Len], Flags: InstRelocatable})
+		insts = append(insts, NewInst(vaddr+uint64(off), text[off:off+in.Len], InstRelocatable))
 		br, un := false, false
 		switch in.Op {
 		case x86asm.JMP, x86asm.RET, x86asm.UD2, x86asm.HLT:
@@ -54,7 +54,7 @@ func sweep(text []byte, vaddr uint64) ([]Inst, []int) {
 		return lo - 1
 	}
 	for k := range insts {
-		in, err := x86asm.Decode(insts[k].Bytes, 64)
+		in, err := x86asm.Decode(insts[k].Bytes(), 64)
 		if err != nil || !isBranch[k] {
 			continue
 		}
@@ -62,7 +62,7 @@ func sweep(text []byte, vaddr uint64) ([]Inst, []int) {
 		if !ok {
 			continue
 		}
-		t := insts[k].Addr + uint64(len(insts[k].Bytes)) + uint64(int64(rel))
+		t := insts[k].Addr + uint64(len(insts[k].Bytes())) + uint64(int64(rel))
 		if t < vaddr || t >= vaddr+uint64(len(text)) {
 			continue
 		}
@@ -78,7 +78,7 @@ func sweep(text []byte, vaddr uint64) ([]Inst, []int) {
 	var sites []int
 	for k := range insts {
 		in := &insts[k]
-		b := in.Bytes
+		b := in.Bytes()
 		isPad := b[0] == 0xcc || b[0] == 0x90 || len(b) > 1 && (b[0] == 0x0f && b[1] == 0x1f || b[0] == 0x66 && (b[1] == 0x90 || b[1] == 0x0f || b[1] == 0x2e || b[1] == 0x66))
 		if pad && isPad && in.Flags&(InstTarget|InstUntouchable) == 0 {
 			in.Flags |= InstPadding

@@ -134,7 +134,7 @@ func (p *Planner) init() error {
 	}
 	for k := range p.Insts {
 		in := &p.Insts[k]
-		if in.Len() < 1 || in.Len() > 15 || in.Addr >= 1<<63 {
+		if in.Len() < 1 || in.Addr >= 1<<63 {
 			return &PatchError{Inst: k, Addr: in.Addr, Err: ErrBadInsts}
 		}
 		if k > 0 && in.Addr < p.Insts[k-1].Addr+uint64(p.Insts[k-1].Len()) {
@@ -198,7 +198,7 @@ func (p *Planner) peek(addr int64) (byte, uint8, int, bool) {
 	off := addr - p.addr(x)
 	cur, st := p.cur(x)
 	if cur == nil {
-		return p.Insts[x].Bytes[off], bOrig, x, true
+		return p.Insts[x].Bytes()[off], bOrig, x, true
 	}
 	return cur[off], st[off], x, true
 }
@@ -230,7 +230,7 @@ func (p *Planner) isFree(addr int64) bool {
 // byte states (bOrig), and returns them.
 func (p *Planner) materialize(x int) ([]byte, []uint8) {
 	if p.s.mat[x] == 0 {
-		p.s.mat[x] = 1 + p.s.arena.alloc(p.Insts[x].Bytes)
+		p.s.mat[x] = 1 + p.s.arena.alloc(p.Insts[x].Bytes())
 	}
 	return p.cur(x)
 }
@@ -283,7 +283,7 @@ func (p *Planner) lock(tx *txn, reader int, addr int64) (byte, bool) {
 	sts[off] = st | bLock
 	switch {
 	case st&bKind == bOrig || x == reader:
-	case cur[off] == p.Insts[x].Bytes[off]:
+	case cur[off] == p.Insts[x].Bytes()[off]:
 		// A byte the patch wrote with its own value: the pun reads the
 		// same whether x is patched or not (a jmp rel32's opcode byte).
 		tx.peeks = append(tx.peeks, [2]int{reader, x})
@@ -1064,7 +1064,7 @@ func (p *Planner) unpatch(tx *txn, j int) {
 	cur, sts := p.cur(j)
 	for off := range sts {
 		tx.undo = append(tx.undo, undoRec{int32(j), uint8(off), cur[off], sts[off]})
-		cur[off] = p.Insts[j].Bytes[off]
+		cur[off] = p.Insts[j].Bytes()[off]
 		sts[off] = bOrig
 	}
 	tx.touched = append(tx.touched, j)

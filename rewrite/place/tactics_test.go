@@ -38,7 +38,7 @@ func stream(t *testing.T, base uint64, words ...string) []Inst {
 				f |= InstNoReadSites
 			}
 		}
-		out = append(out, Inst{Addr: a, Bytes: b, Flags: f})
+		out = append(out, NewInst(a, b, f))
 		a += uint64(len(b))
 	}
 	return out
@@ -105,7 +105,7 @@ func TestTactics(t *testing.T) {
 			}
 			for _, x := range tc.readAlone {
 				for _, w := range p.Writes {
-					if w.Inst == x && !bytes.Equal(w.Bytes, p.Insts[x].Bytes) {
+					if w.Inst == x && !bytes.Equal(w.Bytes, p.Insts[x].Bytes()) {
 						t.Errorf("instruction %d was only read but changed to % x", x, w.Bytes)
 					}
 				}
@@ -218,13 +218,14 @@ func TestFailures(t *testing.T) {
 		{"no tactic", []string{"74 05/r", "48 8b 45 f8/u", "c3/u"}, 0, true, ErrTooShort},
 		{"bad index", []string{"c3/r"}, 3, true, ErrBadIndex},
 		{"overlapping instructions", nil, 0, true, ErrBadInsts},
+		{"instruction longer than 15 bytes", []string{"66 66 66 66 66 66 66 66 66 66 66 66 66 66 66 90/r"}, 0, true, ErrBadInsts},
 		{"no Near", []string{"c3/r"}, 0, false, ErrNoNear},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			insts := stream(t, codeBase, tc.insts...)
 			if tc.insts == nil {
-				insts = []Inst{{Addr: 0x1000, Bytes: []byte{0x90, 0x90}}, {Addr: 0x1001, Bytes: []byte{0x90}}}
+				insts = []Inst{NewInst(0x1000, []byte{0x90, 0x90}, 0), NewInst(0x1001, []byte{0x90}, 0)}
 			}
 			p := newPlanner(insts)
 			if !tc.near {
@@ -393,7 +394,7 @@ func TestNeverTwoPatchesOnSameBytes(t *testing.T) {
 	insts := stream(t, codeBase, words...)
 	var sites []int
 	for k, in := range insts {
-		if in.Bytes[0] == 0x74 || in.Bytes[0] == 0xc3 {
+		if in.Bytes()[0] == 0x74 || in.Bytes()[0] == 0xc3 {
 			sites = append(sites, k)
 		}
 	}
@@ -451,7 +452,7 @@ func TestShortJumps(t *testing.T) {
 			}
 			changed := 0
 			for k := range site {
-				if site[k] != in.Bytes[k] {
+				if site[k] != in.Bytes()[k] {
 					changed = k + 1
 				}
 			}

@@ -112,7 +112,7 @@ func (p *Plan) AddEdges(ok []int) []int {
 		if in.Flags&(place.InstUntouchable|place.InstPadding) != 0 || in.Flags&place.InstRelocatable == 0 {
 			return false
 		}
-		if p.fx.Fini.Reserved(d) || p.fx.Early[d] || c.Starts[in.Addr] || indirect.Has(in.Addr) || facts.IsEndbr(in.Bytes) {
+		if p.fx.Fini.Reserved(d) || p.fx.Early[d] || c.Starts[in.Addr] || indirect.Has(in.Addr) || facts.IsEndbr(in.Bytes()) {
 			return false
 		}
 		return true

@@ -348,7 +348,7 @@ func (p *Plan) markable(i int) bool {
 	if in.Flags&(place.InstUntouchable|place.InstPadding) != 0 || in.Flags&place.InstRelocatable == 0 {
 		return false
 	}
-	if p.fx.Fini.Reserved(i) || p.fx.Early[i] || facts.IsEndbr(in.Bytes) {
+	if p.fx.Fini.Reserved(i) || p.fx.Early[i] || facts.IsEndbr(in.Bytes()) {
 		return false
 	}
 	return facts.Relocatable(in, c.Kinds[i]) == nil

@@ -110,7 +110,7 @@ func (p *Plan) mayLeave(callee uint64, memo map[uint64]bool) bool {
 	c := p.fx.Code
 	v := true
 	if i := c.Index(callee); i >= 0 && c.Insts[i].Addr == callee {
-		if facts.IsEndbr(c.Insts[i].Bytes) && i+1 < len(c.Insts) {
+		if facts.IsEndbr(c.Insts[i].Bytes()) && i+1 < len(c.Insts) {
 			i++
 		}
 		if c.Kinds[i] != facts.IndJmp {

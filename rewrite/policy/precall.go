@@ -90,7 +90,7 @@ func (p *Plan) preSiteable(i, j int) bool {
 		return false
 	}
 	fini := p.fx.Fini
-	if p.fx.Early[i] || p.fx.Early[j] || fini.Reserved(i) || fini.Reserved(j) || facts.IsEndbr(in.Bytes) {
+	if p.fx.Early[i] || p.fx.Early[j] || fini.Reserved(i) || fini.Reserved(j) || facts.IsEndbr(in.Bytes()) {
 		return false
 	}
 	return true

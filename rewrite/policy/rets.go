@@ -90,7 +90,7 @@ func (p *Plan) coldRets() map[uint64]bool {
 	})
 	for i := range c.Insts {
 		in := &c.Insts[i]
-		b := in.Bytes
+		b := in.Bytes()
 		// any disp32(%rip) operand naming a function start: lea, mov
 		// into a register or memory
 		for o := 0; o+5 <= len(b); o++ {

@@ -19,9 +19,9 @@ func TestPlanSwitch(t *testing.T) {
 	const n = 10
 	insts := make([]place.Inst, n)
 	for i := range insts {
-		insts[i] = place.Inst{Addr: 0x1000 + 16*uint64(i), Bytes: []byte{0x74, 0, 0, 0}}
+		insts[i] = place.NewInst(0x1000+16*uint64(i), []byte{0x74, 0, 0, 0}, 0)
 	}
-	insts[8] = place.Inst{Addr: 0x1000 + 16*8 + 12, Bytes: []byte{0xe8, 0, 0, 0, 0}} // bytes 12..16 of its word
+	insts[8] = place.NewInst(0x1000+16*8+12, []byte{0xe8, 0, 0, 0, 0}, 0) // bytes 12..16 of its word
 	// 1 reads 2 (a B2 pun); 3 (a T3 site) lands in 4; 5 reads 6, which
 	// reads 7 (a chain); 8 straddles a word and reads 9.
 	reads := [][2]int{{1, 2}, {3, 4}, {5, 6}, {6, 7}, {8, 9}}
@@ -61,7 +61,7 @@ func TestPlanSwitch(t *testing.T) {
 			var order []int
 			for i := range insts {
 				a := insts[i].Addr
-				pr := &PatchRec{Inst: i, Lo: a, Hi: a + uint64(len(insts[i].Bytes)), Restorable: !read[i]}
+				pr := &PatchRec{Inst: i, Lo: a, Hi: a + uint64(len(insts[i].Bytes())), Restorable: !read[i]}
 				if patched[i] {
 					pr.NProbes = 1
 				}

@@ -78,7 +78,7 @@ func (a *Asm) Relocate(in *place.Inst, k facts.Kind, tgt uint64, pic bool) {
 // call still pushes the original return address).
 func (a *Asm) relocateOn(in *place.Inst, k facts.Kind, tgt, on uint64, pic bool) {
 	next := in.Addr + uint64(in.Len())
-	b := in.Bytes
+	b := in.Bytes()
 	switch k {
 	case facts.Jcc:
 		a.jccTo(in, tgt)
@@ -115,7 +115,7 @@ func (a *Asm) relocateOn(in *place.Inst, k facts.Kind, tgt, on uint64, pic bool)
 
 // jccTo emits jcc in as a jcc rel32 to dst.
 func (a *Asm) jccTo(in *place.Inst, dst uint64) {
-	a.Emit(0x0f, 0x80|jccCond(in.Bytes))
+	a.Emit(0x0f, 0x80|jccCond(in.Bytes()))
 	a.rel32(dst, 0)
 }
 
@@ -124,7 +124,7 @@ func (a *Asm) jccTo(in *place.Inst, dst uint64) {
 // any, is fixed; nothing follows it.
 func (a *Asm) RelocateBody(in *place.Inst) {
 	next := in.Addr + uint64(in.Len())
-	b := in.Bytes
+	b := in.Bytes()
 	{
 		d, ok := facts.DecodeOne(b)
 		start := a.off()

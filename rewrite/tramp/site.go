@@ -132,7 +132,7 @@ func (a *Asm) retSite(in *place.Inst, probe, entry uint64) []Probe {
 		} else {
 			a.pathsRet(probe, entry)
 		}
-		a.Emit(in.Bytes...)
+		a.Emit(in.Bytes()...)
 		a.flushNear()
 		return []Probe{{Kind: runtime.KRet, Arm: -1}}
 	}
@@ -142,12 +142,12 @@ func (a *Asm) retSite(in *place.Inst, probe, entry uint64) []Probe {
 	a.callOnly(probe, entry, func() {
 		a.Emit(0x48, 0x8b, 0xb4, 0x24, thunkFrame, 0, 0, 0) // mov 144(%rsp),%rsi
 	})
-	a.Emit(in.Bytes...)
+	a.Emit(in.Bytes()...)
 	a.patchRel8(hitField, a.off())
 	a.patchRel8(gateField, a.off())
 	a.patchExtraHits()
 	a.cacheRestore()
-	a.Emit(in.Bytes...)
+	a.Emit(in.Bytes()...)
 	return []Probe{{Kind: runtime.KRet, Arm: -1}}
 }
 
@@ -161,14 +161,14 @@ func (a *Asm) jccArms(in *place.Inst, k facts.Kind, tgt, probeT, probeNT, entry 
 	var tArm, ntArm int
 	// Placeholders for the thunk addresses; patched below.
 	if k == facts.Jcc {
-		a.Emit(0x0f, 0x80|jccCond(in.Bytes))
+		a.Emit(0x0f, 0x80|jccCond(in.Bytes()))
 		tArm = a.off()
 		a.u32(0)
 		a.Emit(0xe9)
 		ntArm = a.off()
 		a.u32(0)
 	} else {
-		ntArm, tArm = a.jcxzPlaceholder(in.Bytes)
+		ntArm, tArm = a.jcxzPlaceholder(in.Bytes())
 	}
 	thunkT := a.pc()
 	a.arm(probeT, entry, true)
@@ -191,7 +191,7 @@ func (a *Asm) jccArms(in *place.Inst, k facts.Kind, tgt, probeT, probeNT, entry 
 // that neither outcome takes a branch the original did not.
 func (a *Asm) jccFallThrough(in *place.Inst, tgt, probeT, probeNT, entry uint64) []Probe {
 	next := in.Addr + uint64(in.Len())
-	a.Emit(0x0f, 0x80|jccCond(in.Bytes))
+	a.Emit(0x0f, 0x80|jccCond(in.Bytes()))
 	tArm := a.off()
 	a.u32(0)
 	a.armTo(probeNT, entry, false, next)

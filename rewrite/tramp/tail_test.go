@@ -20,7 +20,7 @@ func TestJmpOnTail(t *testing.T) {
 	for _, n := range []int{3, 40} {
 		var plain []place.Inst // mov %rax,0x8(%rbx,%rcx,8), 5 bytes each
 		for i := 0; i < n; i++ {
-			plain = append(plain, place.Inst{Addr: uint64(0x403000 + 5*i), Bytes: []byte{0x48, 0x89, 0x44, 0xcb, 0x08}})
+			plain = append(plain, place.NewInst(uint64(0x403000+5*i), []byte{0x48, 0x89, 0x44, 0xcb, 0x08}, 0))
 		}
 		const end = 0x404000
 		a := &Asm{Base: base, Inline: true, Paths: true}

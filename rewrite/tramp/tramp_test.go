@@ -58,7 +58,7 @@ func siteFor(t *testing.T, addr uint64, b []byte) (place.Inst, facts.Kind, uint6
 	if k == facts.Jcc || k == facts.Jcxz || k == facts.Jmp || k == facts.Call {
 		tgt = addr + uint64(len(b)) + uint64(rel)
 	}
-	return place.Inst{Addr: addr, Bytes: b}, k, tgt
+	return place.NewInst(addr, b, 0), k, tgt
 }
 
 // TestSiteTrampolines generates each trampoline shape, decodes it back
