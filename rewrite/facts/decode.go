@@ -53,8 +53,9 @@ type Code struct {
 
 	Undecodable int // bytes that could not be decoded
 
-	noPadding bool    // padding is untouchable (Module.Go)
-	flagsDead []uint8 // FlagsDead's answers by instruction (0: not asked yet)
+	noPadding bool     // padding is untouchable (Module.Go)
+	flagsDead []uint8  // FlagsDead's answers by instruction (0: not asked yet)
+	block     []uint32 // Index's table (buildIndex); nil: binary search
 }
 
 // Region is an executable section (or segment) of the file.
@@ -293,6 +294,7 @@ func decode(f *elfin.File, functionStarts []uint64, noPadding bool, keep [][2]ui
 	c.markRange(keep, place.InstUntouchable|place.InstRemapped)
 	c.markRange(reads, place.InstUntouchable|place.InstData)
 	c.markFlags()
+	c.buildIndex()
 	return c
 }
 
@@ -389,11 +391,57 @@ func (c *Code) addTail(f *elfin.File, r Region, next uint64, add func(uint64, []
 	}
 }
 
-// Index returns the instruction that contains addr, or -1.
+// blockShift sets the span of the address index's blocks (16 bytes:
+// about four instructions).
+const blockShift = 4
+
+// buildIndex makes Index's table: for each 16-byte block from the first
+// instruction to the end of the last, the last instruction starting at
+// or before the block's first byte. Code whose span is sparse (more
+// blocks than four per instruction: sections far apart) keeps the
+// binary search, so that the table stays within 16 bytes an
+// instruction.
+func (c *Code) buildIndex() {
+	c.block = nil
+	n := len(c.Insts)
+	if n == 0 {
+		return
+	}
+	lo, last := c.Insts[0].Addr, &c.Insts[n-1]
+	blocks := (last.Addr + uint64(last.Len()) - lo + (1<<blockShift - 1)) >> blockShift
+	if blocks > 4*uint64(n) || n > 1<<31 {
+		return
+	}
+	c.block = make([]uint32, blocks)
+	i := 0
+	for b := range c.block {
+		at := lo + uint64(b)<<blockShift
+		for i+1 < n && c.Insts[i+1].Addr <= at {
+			i++
+		}
+		c.block[b] = uint32(i)
+	}
+}
+
+// Index returns the instruction that contains addr, or -1: a lookup in
+// the block table and a few steps from there, or a binary search where
+// there is no table.
 func (c *Code) Index(addr uint64) int {
-	i := sort.Search(len(c.Insts), func(i int) bool { return c.Insts[i].Addr > addr }) - 1
-	if i < 0 {
+	var i int
+	switch {
+	case len(c.Insts) == 0 || addr < c.Insts[0].Addr:
 		return -1
+	case c.block != nil:
+		b := (addr - c.Insts[0].Addr) >> blockShift
+		if b >= uint64(len(c.block)) {
+			return -1
+		}
+		i = int(c.block[b])
+		for i+1 < len(c.Insts) && c.Insts[i+1].Addr <= addr {
+			i++
+		}
+	default:
+		i = sort.Search(len(c.Insts), func(i int) bool { return c.Insts[i].Addr > addr }) - 1
 	}
 	in := &c.Insts[i]
 	if addr >= in.Addr+uint64(in.Len()) {

@@ -151,3 +151,39 @@ func objdumpAgrees(t *testing.T, path string, f *elfin.File, c *Code) {
 	}
 
 }
+
+// TestIndexTable: the block table answers as the binary search does, at
+// every byte of gzip's code and just outside it, and a Code whose
+// sections lie far apart keeps the search.
+func TestIndexTable(t *testing.T) {
+	f, err := elfin.Parse(readInput(t, gzipPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := decode(f, functionStarts(f), false, nil)
+	if c.block == nil {
+		t.Fatal("no block table for gzip")
+	}
+	search := &Code{Insts: c.Insts}
+	lo, last := c.Insts[0].Addr, c.Insts[len(c.Insts)-1]
+	hi := last.Addr + uint64(last.Len())
+	for a := lo - 2; a < hi+40; a++ {
+		if got, want := c.Index(a), search.Index(a); got != want {
+			t.Fatalf("Index(%#x) = %d, the search says %d", a, got, want)
+		}
+	}
+	if c.Index(0) != -1 || c.Index(^uint64(0)) != -1 {
+		t.Error("addresses far outside found an instruction")
+	}
+	sparse := &Code{Insts: []place.Inst{
+		place.NewInst(0x1000, []byte{0x90}, 0),
+		place.NewInst(0x7000_0000, []byte{0xc3}, 0),
+	}}
+	sparse.buildIndex()
+	if sparse.block != nil {
+		t.Errorf("a table of %d blocks for two instructions", len(sparse.block))
+	}
+	if sparse.Index(0x7000_0000) != 1 || sparse.Index(0x1001) != -1 {
+		t.Error("the search fallback answers wrong")
+	}
+}
