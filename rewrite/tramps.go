@@ -52,6 +52,7 @@ type trampTable struct {
 	// coldBase is fixed by seal, once nothing more is allocated.
 	coldLen  uint64
 	coldBase uint64
+	sizer    tramp.Asm // sizeSite's, recycled from site to site
 }
 
 func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable {
@@ -96,12 +97,12 @@ func (tt *trampTable) emitProbes(a *tramp.Asm, t runtime.Tool, i int, probes []u
 // sizeSite sizes site i's trampoline with tool t and marks i a site; it
 // fails when the site can have no trampoline.
 func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
-	a := &tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Calls: tt.plan.Calls(), Static: tt.static, Countdown: tt.plan.Countdown(),
-		FlagsDead: tt.flagsDead}
+	a := &tt.sizer
+	a.Recycle(tramp.Asm{Sizing: true, Inline: tt.plan.Inline(), Paths: tt.plan.Paths(), Calls: tt.plan.Calls(), Static: tt.static, Countdown: tt.plan.Countdown(),
+		FlagsDead: tt.flagsDead})
 	if tt.stripe {
 		a.Stripes = &tramp.Stripes{} // the same sizes as the real ones
 	}
-	a.Cold = a.ColdAt(0)
 	a.Counts = tt.countsAt(i, 0, 0, false)
 	a.Tail = tt.tails(false)
 	sp := tt.emitSite(a, t, i, nil, 0)

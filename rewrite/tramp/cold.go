@@ -16,8 +16,36 @@ func (a *Asm) later(f func(c *Asm)) { a.colds = append(a.colds, f) }
 // ColdAt returns an assembler for a's cold code at base: a's settings,
 // a's gate.
 func (a *Asm) ColdAt(base uint64) *Asm {
-	return &Asm{Base: base, Sizing: a.Sizing, Gate: a.Gate, Inline: a.Inline, Paths: a.Paths, Calls: a.Calls, Static: a.Static, Countdown: a.Countdown,
+	c := a.coldAt(base)
+	return &c
+}
+
+func (a *Asm) coldAt(base uint64) Asm {
+	return Asm{Base: base, Sizing: a.Sizing, Gate: a.Gate, Inline: a.Inline, Paths: a.Paths, Calls: a.Calls, Static: a.Static, Countdown: a.Countdown,
 		TextLo: a.TextLo, TextHi: a.TextHi, Module: a.Module}
+}
+
+// Recycle makes a the assembler cfg describes, with a cold one at 0
+// (ColdAt), keeping the buffers of a's last use, its cold one's too:
+// the rewriter sizes every site's trampoline (cc1plus: 1.3 M of them),
+// and two new assemblers each time were a quarter of its allocations.
+// cfg's B and Cold are not used.
+func (a *Asm) Recycle(cfg Asm) {
+	b, cold := a.B[:0], a.Cold
+	var cb []byte
+	if cold == nil {
+		cold = new(Asm)
+	} else {
+		cb = cold.B[:0]
+	}
+	hits, exits := a.extraHits[:0], a.exits[:0]
+	clear(a.colds[:cap(a.colds)]) // drop the closures, keep the array
+	colds := a.colds[:0]
+	*a = cfg
+	a.B, a.extraHits, a.exits, a.colds = b, hits, exits, colds
+	*cold = a.coldAt(0)
+	cold.B = cb
+	a.Cold = cold
 }
 
 // FlushCold emits the stubs still to emit (flushNear), then the queued
