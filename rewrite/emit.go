@@ -38,8 +38,9 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 	// its size: a million trampolines grew their buffers a few bytes at a
 	// time (a tenth of cc1plus's rewrite in growslice and the collector)
 	total := 0
-	for _, i := range e.tt.order {
-		total += e.tt.at[i].size + int(e.tt.cold[i])
+	for k := range e.tt.ntramp {
+		t := e.tt.nth(k)
+		total += int(t.size) + int(e.tt.cold[t.inst])
 	}
 	slab := make([]byte, 0, total)
 	carve := func(n int) []byte {
@@ -47,10 +48,11 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 		slab = slab[:len(slab)+n]
 		return b
 	}
-	for _, i := range e.tt.order {
-		t := e.tt.at[i]
+	for k := range e.tt.ntramp {
+		t := e.tt.nth(k)
+		i := int(t.inst)
 		in := &c.Insts[i]
-		a := &tramp.Asm{B: carve(t.size), Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
+		a := &tramp.Asm{B: carve(int(t.size)), Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
 			Countdown: e.plan.Countdown(), TextLo: e.fx.Module.TextLo, TextHi: e.fx.Module.TextHi, Module: e.l.RWVaddr,
 			FlagsDead: e.tt.flagsDead}
 		if e.tt.stripe {
@@ -72,7 +74,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 				return nil, err
 			}
 			if a.Counts != nil && a.Counts.Run != nil {
-				for len(a.B) < t.size {
+				for len(a.B) < int(t.size) {
 					a.Emit(0xcc) // a run stopped before a block with no counter
 				}
 			}
@@ -80,11 +82,11 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 			continue // a failed attempt of the planner: leave int3
 		default:
 			a.Relocate(in, c.Kinds[i], c.Targets[i], e.fx.Module.PIC)
-			if t.site && len(a.B) <= t.size {
+			if t.site && len(a.B) <= int(t.size) {
 				// sized as a site that ended up with no probes (a jcc
 				// its destination probes took over, an edge site that
 				// failed), then evicted
-				for len(a.B) < t.size {
+				for len(a.B) < int(t.size) {
 					a.Emit(0xcc)
 				}
 			}
@@ -92,7 +94,7 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 		if a.Err != nil {
 			return nil, fmt.Errorf("trampoline for %#x: %w", in.Addr, a.Err)
 		}
-		if len(a.B) != t.size {
+		if len(a.B) != int(t.size) {
 			return nil, fmt.Errorf("trampoline for %#x: %d bytes, sized %d", in.Addr, len(a.B), t.size)
 		}
 		out = append(out, elfout.Tramp{Addr: t.addr, Code: a.B})
@@ -129,7 +131,7 @@ func (e *emitter) site(a *tramp.Asm, i int, t *trampoline) error {
 	if plan.Watched(i) {
 		skip = [2]bool{}
 	}
-	probeAt := func(k int) uint64 { return e.l.ProbesAt + uint64(t.probe0+k)*runtime.ProbeStructSize }
+	probeAt := func(k int) uint64 { return e.l.ProbesAt + uint64(int(t.probe0)+k)*runtime.ProbeStructSize }
 	pv := make([]uint64, n)
 	kept := 0
 	for k := range pv {
@@ -165,7 +167,7 @@ func (e *emitter) site(a *tramp.Asm, i int, t *trampoline) error {
 		if s.Kind == runtime.KEntry || s.Kind == runtime.KResume {
 			at = c.Insts[i].Addr // its own (an entry or resume probe's at a pre-site)
 		}
-		e.probe(a, i, t, t.probe0+k, at, s)
+		e.probe(a, i, t, int(t.probe0)+k, at, s)
 	}
 	return nil
 }

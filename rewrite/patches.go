@@ -98,11 +98,11 @@ func numberProbes(c *facts.Code, tt *trampTable, plan *policy.Plan, patched, evi
 		if !site || !(patched[i] || evicted[i]) {
 			continue
 		}
-		t := tt.at[i]
+		t := tt.tramp(i)
 		if t == nil {
 			return 0, fmt.Errorf("site %#x patched without a trampoline", c.Insts[i].Addr)
 		}
-		t.probe0 = n
+		t.probe0 = int32(n)
 		n += plan.NSlots(i)
 	}
 	return n, nil

@@ -13,7 +13,7 @@ import (
 // instruction before it (a pre-call site) counts as probed.
 func pathMap(fx *facts.Facts, plan *policy.Plan, tt *trampTable, st *Stats) *formats.PathMap {
 	c := fx.Code
-	numbered := func(i int) bool { t := tt.at[i]; return t != nil && t.site && t.probe0 >= 0 }
+	numbered := func(i int) bool { t := tt.tramp(i); return t != nil && t.site && t.probe0 >= 0 }
 	probed := make(map[int]bool)
 	for i := range c.Insts {
 		if !numbered(i) {

@@ -103,7 +103,7 @@ func trapTable(fx *facts.Facts, p *place.Planner, tt *trampTable, patchIdx []int
 	var out []runtime.Trap
 	for i, t := range p.Tactics {
 		if t == place.TacticTrap {
-			out = append(out, runtime.Trap{Site: fx.Code.Insts[i].Addr, Tramp: tt.at[i].addr, Patch: uint32(patchIdx[i])})
+			out = append(out, runtime.Trap{Site: fx.Code.Insts[i].Addr, Tramp: tt.tramp(i).addr, Patch: uint32(patchIdx[i])})
 		}
 	}
 	return out

@@ -293,8 +293,8 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.Frame, plan *policy.Plan,
 	tt *trampTable, p *place.Planner, ps *patchSet, nprobe int, areaRoom bool) ([]byte, *elfout.StubArea, error) {
 	retTable, retWord, callRets := plan.RetLists(func(i int) int {
-		if t := tt.at[i]; t != nil {
-			return t.probe0 // -1 unless numbered
+		if t := tt.tramp(i); t != nil {
+			return int(t.probe0) // -1 unless numbered
 		}
 		return -1
 	})

@@ -85,7 +85,7 @@ func (tt *trampTable) countRun(i int, counter func(j int) uint64) []tramp.RunSte
 // it and its probes are numbered (nil otherwise): what runs instruction
 // j when jumped to, with its probe.
 func (tt *trampTable) placedSite(j int) *trampoline {
-	if t := tt.at[j]; t != nil && t.site && t.probe0 >= 0 && tt.isSite[j] {
+	if t := tt.tramp(j); t != nil && t.site && t.probe0 >= 0 && tt.isSite[j] {
 		return t
 	}
 	return nil

@@ -15,11 +15,17 @@ import (
 // trampoline or an evicted instruction's relocated copy.
 type trampoline struct {
 	addr   uint64
-	size   int
 	cold   uint64 // offset of its cold code in the cold region
+	size   int32
+	probe0 int32 // first probe index, -1 until numbered
+	inst   int32 // the instruction it runs
 	site   bool
-	probe0 int // first probe index, -1 until numbered
 }
+
+// trampBlockShift sets the trampolines' blocks (4,096 a block): a
+// trampoline's pointer stays valid as more are added, and cc1plus's
+// 1.4 M are not 1.4 M objects for the collector.
+const trampBlockShift = 12
 
 // trampTable sizes the sites' trampolines and allocates trampolines in
 // the RX segment as placement asks for them (place.Planner.Near). Every
@@ -45,8 +51,9 @@ type trampTable struct {
 	size   []int32       // by instruction index: bytes of the site's trampoline
 	cold   []int32       // by instruction index: bytes of its cold code (tramp/cold.go)
 	arms   []uint64      // by instruction index: bit k set = an arm's rel32 field at an offset ≡ k (mod 64) in the site's trampoline
-	at     []*trampoline // by instruction index: near trampoline, nil until allocated
-	order  []int         // instruction indices in allocation order
+	at     []int32        // by instruction index: 1 + its near trampoline's number, 0 until allocated
+	blocks [][]trampoline // the trampolines by number (allocation order), in blocks of 1<<trampBlockShift
+	ntramp int            // trampolines allocated
 	cursor uint64        // where the next trampoline goes
 	// The cold region follows every trampoline (and the .fini hook's):
 	// coldBase is fixed by seal, once nothing more is allocated.
@@ -58,7 +65,7 @@ type trampTable struct {
 func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable {
 	n := len(fx.Code.Insts)
 	return &trampTable{code: fx.Code, fx: fx, plan: plan, pic: fx.Module.PIC, static: !fx.Module.FS0IsThreadPointer(), cursor: start,
-		isSite: make([]bool, n), size: make([]int32, n), cold: make([]int32, n), arms: make([]uint64, n), at: make([]*trampoline, n)}
+		isSite: make([]bool, n), size: make([]int32, n), cold: make([]int32, n), arms: make([]uint64, n), at: make([]int32, n)}
 }
 
 // emitSite emits (or sizes) the trampoline of site i with tool t: a
@@ -144,14 +151,33 @@ func (tt *trampTable) sizeEdges(ok []int) {
 	}
 }
 
+// tramp returns the near trampoline of instruction i, nil if it has none.
+func (tt *trampTable) tramp(i int) *trampoline {
+	if k := tt.at[i]; k > 0 {
+		return tt.nth(int(k) - 1)
+	}
+	return nil
+}
+
+// nth returns trampoline number k (k < ntramp), in allocation order.
+func (tt *trampTable) nth(k int) *trampoline {
+	return &tt.blocks[k>>trampBlockShift][k&(1<<trampBlockShift-1)]
+}
+
 // near allocates the near trampoline of instruction i (Planner.Near).
 func (tt *trampTable) near(i int) uint64 {
-	if t := tt.at[i]; t != nil {
+	if t := tt.tramp(i); t != nil {
 		return t.addr
 	}
-	t := &trampoline{addr: tt.cursor, site: tt.isSite[i], probe0: -1}
+	if tt.ntramp>>trampBlockShift == len(tt.blocks) {
+		tt.blocks = append(tt.blocks, make([]trampoline, 1<<trampBlockShift))
+	}
+	t := tt.nth(tt.ntramp)
+	*t = trampoline{addr: tt.cursor, site: tt.isSite[i], probe0: -1, inst: int32(i)}
+	tt.ntramp++
+	tt.at[i] = int32(tt.ntramp)
 	if t.site {
-		t.size = int(tt.size[i])
+		t.size = tt.size[i]
 		t.cold = tt.coldLen
 		tt.coldLen += uint64(tt.cold[i])
 		// The runtime retargets an arm with one 4-byte store, which it
@@ -166,11 +192,9 @@ func (tt *trampTable) near(i int) uint64 {
 		a := &tramp.Asm{Sizing: true}
 		// Errors surface when an evicted instruction is emitted.
 		a.Relocate(&tt.code.Insts[i], tt.code.Kinds[i], tt.code.Targets[i], tt.pic)
-		t.size = len(a.B)
+		t.size = int32(len(a.B))
 	}
 	tt.cursor += uint64(t.size)
-	tt.at[i] = t
-	tt.order = append(tt.order, i)
 	return t.addr
 }
 
