@@ -38,8 +38,8 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 	// its size: a million trampolines grew their buffers a few bytes at a
 	// time (a tenth of cc1plus's rewrite in growslice and the collector)
 	total := 0
-	for k := range e.tt.ntramp {
-		t := e.tt.nth(k)
+	for k := range e.tt.at.Len() {
+		t := e.tt.at.Nth(k)
 		total += int(t.size) + int(e.tt.cold[t.inst])
 	}
 	slab := make([]byte, 0, total)
@@ -48,8 +48,8 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 		slab = slab[:len(slab)+n]
 		return b
 	}
-	for k := range e.tt.ntramp {
-		t := e.tt.nth(k)
+	for k := range e.tt.at.Len() {
+		t := e.tt.at.Nth(k)
 		i := int(t.inst)
 		in := &c.Insts[i]
 		a := &tramp.Asm{B: carve(int(t.size)), Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),

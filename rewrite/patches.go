@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/stint-project/stint/internal/blocks"
 	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/place"
 	"github.com/stint-project/stint/rewrite/policy"
@@ -13,18 +14,18 @@ import (
 // patchSet is what placement changed in the original code, as the
 // runtime sees it: one patch per modified instruction.
 type patchSet struct {
-	rec     []*policy.PatchRec // by instruction index, nil = not modified
-	order   []int              // the modified instructions in address order
-	idx     []int32            // by instruction index: its patch index, -1 = none (a dense table: looked up per site and per stub)
-	evicted []bool             // by instruction index: moved for another site's tactic
-	pairs   []runtime.Read     // (reader, read) patch pairs the runtime must order
+	rec     *policy.PatchRecs // by instruction index
+	order   []int             // the modified instructions in address order
+	idx     []int32           // by instruction index: its patch index, -1 = none (a dense table: looked up per site and per stub)
+	evicted []bool            // by instruction index: moved for another site's tactic
+	pairs   []runtime.Read    // (reader, read) patch pairs the runtime must order
 }
 
 // collectPatches builds the patches from the planner's writes (bytes
 // written with their own value are no change) and lets the plan decide
 // which of them the off-switch may undo and redo.
 func collectPatches(c *facts.Code, p *place.Planner, plan *policy.Plan, patched []bool) (*patchSet, error) {
-	ps := &patchSet{rec: make([]*policy.PatchRec, len(c.Insts)), idx: make([]int32, len(c.Insts)), evicted: make([]bool, len(c.Insts))}
+	ps := &patchSet{rec: blocks.New[policy.PatchRec](len(c.Insts)), idx: make([]int32, len(c.Insts)), evicted: make([]bool, len(c.Insts))}
 	for i := range ps.idx {
 		ps.idx[i] = -1
 	}
@@ -39,10 +40,10 @@ func collectPatches(c *facts.Code, p *place.Planner, plan *policy.Plan, patched 
 			if in.Bytes()[a-in.Addr] == b {
 				continue
 			}
-			pr := ps.rec[i]
+			pr := ps.rec.Get(i)
 			if pr == nil {
-				pr = &policy.PatchRec{Inst: i, Lo: a, Hi: a + 1}
-				ps.rec[i] = pr
+				pr = ps.rec.Add(i)
+				*pr = policy.PatchRec{Inst: i, Lo: a, Hi: a + 1}
 				ps.order = append(ps.order, i)
 			}
 			pr.Lo = min(pr.Lo, a)
@@ -60,7 +61,7 @@ func collectPatches(c *facts.Code, p *place.Planner, plan *policy.Plan, patched 
 	}
 	for k, i := range ps.order {
 		ps.idx[i] = int32(k)
-		pr := ps.rec[i]
+		pr := ps.rec.Get(i)
 		if pr.Hi-pr.Lo > 16 {
 			return nil, fmt.Errorf("patch of %#x modifies %d bytes", c.Insts[i].Addr, pr.Hi-pr.Lo)
 		}
@@ -86,7 +87,7 @@ func (ps *patchSet) patchIndex(i int) uint32 {
 
 // switchable reports whether instruction i's patch is switchable.
 func (ps *patchSet) switchable(i int) bool {
-	pr := ps.rec[i]
+	pr := ps.rec.Get(i)
 	return pr != nil && pr.Switchable
 }
 
@@ -115,7 +116,7 @@ func numberProbes(c *facts.Code, tt *trampTable, plan *policy.Plan, patched, evi
 func (ps *patchSet) runtimePatches(c *facts.Code, seen [][2]int) (out []runtime.Patch, cold int) {
 	out = make([]runtime.Patch, len(ps.order))
 	for k, i := range ps.order {
-		pr := ps.rec[i]
+		pr := ps.rec.Get(i)
 		rp := &out[k]
 		rp.Addr = pr.Lo
 		rp.Len = byte(pr.Hi - pr.Lo)

@@ -134,7 +134,7 @@ func (s *Stats) addPlan(plan *policy.Plan, ps *patchSet) {
 	s.Covered, s.Retired = plan.Covered, plan.Retired
 	s.PreCalls, s.Delegated, s.Peeks = plan.PreCalls, plan.Delegated, plan.Peeks
 	for _, i := range ps.order {
-		if pr := ps.rec[i]; pr.Switchable {
+		if pr := ps.rec.Get(i); pr.Switchable {
 			s.Switchable++
 			if pr.Readee {
 				s.SwitchableRead++

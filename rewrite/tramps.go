@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/stint-project/stint/formats"
+	"github.com/stint-project/stint/internal/blocks"
 	"github.com/stint-project/stint/rewrite/elfout"
 	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/policy"
@@ -21,11 +22,6 @@ type trampoline struct {
 	inst   int32 // the instruction it runs
 	site   bool
 }
-
-// trampBlockShift sets the trampolines' blocks (4,096 a block): a
-// trampoline's pointer stays valid as more are added, and cc1plus's
-// 1.4 M are not 1.4 M objects for the collector.
-const trampBlockShift = 12
 
 // trampTable sizes the sites' trampolines and allocates trampolines in
 // the RX segment as placement asks for them (place.Planner.Near). Every
@@ -47,14 +43,12 @@ type trampTable struct {
 	sites  []int32 // a call chain's: by instruction index, its number among the calls and rets (callSite), nil until needed
 	stop   []bool  // by instruction index: a candidate site, where tails end
 	fx     *facts.Facts
-	isSite []bool        // by instruction index
-	size   []int32       // by instruction index: bytes of the site's trampoline
-	cold   []int32       // by instruction index: bytes of its cold code (tramp/cold.go)
-	arms   []uint64      // by instruction index: bit k set = an arm's rel32 field at an offset ≡ k (mod 64) in the site's trampoline
-	at     []int32        // by instruction index: 1 + its near trampoline's number, 0 until allocated
-	blocks [][]trampoline // the trampolines by number (allocation order), in blocks of 1<<trampBlockShift
-	ntramp int            // trampolines allocated
-	cursor uint64        // where the next trampoline goes
+	isSite []bool                    // by instruction index
+	size   []int32                   // by instruction index: bytes of the site's trampoline
+	cold   []int32                   // by instruction index: bytes of its cold code (tramp/cold.go)
+	arms   []uint64                  // by instruction index: bit k set = an arm's rel32 field at an offset ≡ k (mod 64) in the site's trampoline
+	at     *blocks.Table[trampoline] // by instruction index: its near trampoline, numbered in allocation order
+	cursor uint64                    // where the next trampoline goes
 	// The cold region follows every trampoline (and the .fini hook's):
 	// coldBase is fixed by seal, once nothing more is allocated.
 	coldLen  uint64
@@ -65,7 +59,7 @@ type trampTable struct {
 func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable {
 	n := len(fx.Code.Insts)
 	return &trampTable{code: fx.Code, fx: fx, plan: plan, pic: fx.Module.PIC, static: !fx.Module.FS0IsThreadPointer(), cursor: start,
-		isSite: make([]bool, n), size: make([]int32, n), cold: make([]int32, n), arms: make([]uint64, n), at: make([]int32, n)}
+		isSite: make([]bool, n), size: make([]int32, n), cold: make([]int32, n), arms: make([]uint64, n), at: blocks.New[trampoline](n)}
 }
 
 // emitSite emits (or sizes) the trampoline of site i with tool t: a
@@ -152,30 +146,15 @@ func (tt *trampTable) sizeEdges(ok []int) {
 }
 
 // tramp returns the near trampoline of instruction i, nil if it has none.
-func (tt *trampTable) tramp(i int) *trampoline {
-	if k := tt.at[i]; k > 0 {
-		return tt.nth(int(k) - 1)
-	}
-	return nil
-}
-
-// nth returns trampoline number k (k < ntramp), in allocation order.
-func (tt *trampTable) nth(k int) *trampoline {
-	return &tt.blocks[k>>trampBlockShift][k&(1<<trampBlockShift-1)]
-}
+func (tt *trampTable) tramp(i int) *trampoline { return tt.at.Get(i) }
 
 // near allocates the near trampoline of instruction i (Planner.Near).
 func (tt *trampTable) near(i int) uint64 {
 	if t := tt.tramp(i); t != nil {
 		return t.addr
 	}
-	if tt.ntramp>>trampBlockShift == len(tt.blocks) {
-		tt.blocks = append(tt.blocks, make([]trampoline, 1<<trampBlockShift))
-	}
-	t := tt.nth(tt.ntramp)
+	t := tt.at.Add(i)
 	*t = trampoline{addr: tt.cursor, site: tt.isSite[i], probe0: -1, inst: int32(i)}
-	tt.ntramp++
-	tt.at[i] = int32(tt.ntramp)
 	if t.site {
 		t.size = tt.size[i]
 		t.cold = tt.coldLen

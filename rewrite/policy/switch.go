@@ -4,10 +4,15 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/stint-project/stint/internal/blocks"
 	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/place"
 	"github.com/stint-project/stint/runtime"
 )
+
+// PatchRecs are the patch records of a module's modified instructions,
+// by instruction index (Get: nil = not modified).
+type PatchRecs = blocks.Table[PatchRec]
 
 // PatchRec is the record of one modified instruction's patch.
 type PatchRec struct {
@@ -30,13 +35,13 @@ type PatchRec struct {
 // depend on it: neither is a reader nor a readee for it. On libsqlite3
 // those are rets whose pun reads the opcode of a following jmp rel32
 // whose patch changed only its rel32.
-func (pc *Plan) KeepPeeks(p *place.Planner, modified []*PatchRec) {
+func (pc *Plan) KeepPeeks(p *place.Planner, modified *PatchRecs) {
 	strong := make(map[[2]int]bool, len(p.Reads))
 	for _, r := range p.Reads {
 		strong[r] = true
 	}
 	for _, r := range p.Peeks {
-		switch pr := modified[r[1]]; {
+		switch pr := modified.Get(r[1]); {
 		case strong[r]:
 		case pr != nil && !OneWord(pr.Lo, pr.Hi-pr.Lo):
 			p.Reads = append(p.Reads, r)
@@ -78,19 +83,19 @@ const maxReadDepth = 4
 // neighbour, where a thread may rest for as long as it is descheduled, so
 // the neighbour must never change. The runtime switches readers off
 // before what they read, and what they read on before them.
-func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified []*PatchRec, patched, evicted, read []bool) []runtime.Read {
+func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified *PatchRecs, patched, evicted, read []bool) []runtime.Read {
 	c := pc.fx.Code
 	allowed := !pc.opts.Every && !pc.opts.Context
 	// fits extends a patch to its instruction's first byte when that lets
 	// threads be parked there, and reports whether the runtime can write it.
-	readsEvicted := make([]bool, len(modified))
+	readsEvicted := make([]bool, modified.Keys())
 	for _, r := range p.Reads {
 		if r[0] != r[1] && evicted[r[1]] {
 			readsEvicted[r[0]] = true
 		}
 	}
 	fits := func(i int, readee bool) bool {
-		pr, in := modified[i], &c.Insts[i]
+		pr, in := modified.Get(i), &c.Insts[i]
 		if !OneWord(pr.Lo, pr.Hi-pr.Lo) && pr.Lo > in.Addr && pr.Hi-in.Addr <= 16 {
 			// The patch left the instruction's first bytes as they were
 			// (a jmp rel32 whose opcode stays): take them in, so that the
@@ -114,12 +119,12 @@ func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified []*Patch
 	}
 	readers := map[int][]int{} // read instruction -> reader instructions
 	for _, r := range p.Reads {
-		if r[0] != r[1] && modified[r[1]] != nil {
+		if r[0] != r[1] && modified.Get(r[1]) != nil {
 			readers[r[1]] = append(readers[r[1]], r[0])
 		}
 	}
 	for _, i := range patchOrder {
-		pr := modified[i]
+		pr := modified.Get(i)
 		if pr.Restorable && pr.NProbes > 0 && allowed {
 			pr.Switchable = fits(i, false)
 		}
@@ -140,7 +145,7 @@ func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified []*Patch
 			}
 			ok, ready := true, true
 			for _, r := range readers[i] {
-				rp := modified[r]
+				rp := modified.Get(r)
 				switch {
 				case rp == nil || p.Tactics[r] == place.TacticT3:
 					ok = false
@@ -163,8 +168,8 @@ func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified []*Patch
 		for _, i := range now {
 			delete(pending, i)
 			if fits(i, true) {
-				modified[i].Switchable = true
-				modified[i].Readee = true
+				modified.Get(i).Switchable = true
+				modified.Get(i).Readee = true
 			}
 		}
 		if len(now) == 0 && len(out) == 0 {
@@ -177,11 +182,11 @@ func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified []*Patch
 	}
 	var pairs []runtime.Read
 	for _, i := range patchOrder {
-		if !modified[i].Readee {
+		if !modified.Get(i).Readee {
 			continue
 		}
 		for _, r := range readers[i] {
-			modified[r].Reader = true
+			modified.Get(r).Reader = true
 			pairs = append(pairs, runtime.Read{Reader: uint32(patchIdx[r]), Read: uint32(patchIdx[i])})
 		}
 	}
@@ -221,10 +226,10 @@ func (pc *Plan) NSlots(i int) int {
 // it starts watched (the runtime's PROBE_WATCHED), as an outcome the log
 // holds does, so its first runs list the site and, if the program keeps
 // running it, leave it to the windows.
-func (pc *Plan) Watch(modified []*PatchRec) {
+func (pc *Plan) Watch(modified *PatchRecs) {
 	pc.watch = map[int]bool{}
 	for i, d := range pc.deleg {
-		if d[0] != d[1] && modified[i] != nil && modified[i].Switchable {
+		if d[0] != d[1] && modified.Get(i) != nil && modified.Get(i).Switchable {
 			pc.watch[i] = true
 			pc.Delegated++
 		}

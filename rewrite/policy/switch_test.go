@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stint-project/stint/internal/blocks"
 	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/place"
 )
@@ -57,22 +58,22 @@ func TestPlanSwitch(t *testing.T) {
 			}
 			kinds[8] = tc.k8
 			pc := &Plan{opts: Options{SwitchSync: sync}, fx: &facts.Facts{Code: &facts.Code{Insts: insts, Kinds: kinds}}}
-			modified := make([]*PatchRec, n)
+			modified := blocks.New[PatchRec](n)
 			var order []int
 			for i := range insts {
 				a := insts[i].Addr
-				pr := &PatchRec{Inst: i, Lo: a, Hi: a + uint64(len(insts[i].Bytes())), Restorable: !read[i]}
+				pr := modified.Add(i)
+				*pr = PatchRec{Inst: i, Lo: a, Hi: a + uint64(len(insts[i].Bytes())), Restorable: !read[i]}
 				if patched[i] {
 					pr.NProbes = 1
 				}
-				modified[i] = pr
 				order = append(order, i)
 			}
 			p := &place.Planner{Insts: insts, Reads: reads, Tactics: tactics}
 			pairs := pc.Switchable(p, order, modified, patched, evicted, read)
 			want := map[int]bool{0: true, 1: true, 2: true, 3: true, 5: true, 6: true, 7: true, 8: (sync || tc.k8 == facts.Call) && !tc.evict}
-			for i, pr := range modified {
-				if pr.Switchable != want[i] {
+			for i := range n {
+				if pr := modified.Get(i); pr.Switchable != want[i] {
 					t.Errorf("patch %d: switchable %v, want %v", i, pr.Switchable, want[i])
 				}
 			}
@@ -80,16 +81,16 @@ func TestPlanSwitch(t *testing.T) {
 			// 4 (a T3 landing pad) is not, nor 9 (its reader is switched
 			// with threads parked, or not at all).
 			for i, w := range map[int]bool{2: true, 4: false, 6: true, 7: true, 9: false} {
-				if modified[i].Readee != w {
-					t.Errorf("patch %d: readee %v, want %v", i, modified[i].Readee, w)
+				if modified.Get(i).Readee != w {
+					t.Errorf("patch %d: readee %v, want %v", i, modified.Get(i).Readee, w)
 				}
 			}
 			if have, wantPairs := fmt.Sprint(pairs), "[{1 2} {5 6} {6 7}]"; have != wantPairs {
 				t.Errorf("pairs %s, want %s", have, wantPairs)
 			}
 			for i, w := range map[int]bool{1: true, 5: true, 6: true, 3: false, 8: false} {
-				if modified[i].Reader != w {
-					t.Errorf("patch %d: reader %v, want %v", i, modified[i].Reader, w)
+				if modified.Get(i).Reader != w {
+					t.Errorf("patch %d: reader %v, want %v", i, modified.Get(i).Reader, w)
 				}
 			}
 		})
@@ -103,10 +104,13 @@ func TestPlanSwitch(t *testing.T) {
 // is a read anyway is not added twice.
 func TestKeepPeeks(t *testing.T) {
 	pc := &Plan{}
-	modified := []*PatchRec{
+	modified := blocks.New[PatchRec](6)
+	for i, r := range map[int]PatchRec{
 		1: {Lo: 0x1005, Hi: 0x1009}, // within one word
 		3: {Lo: 0x100c, Hi: 0x1011}, // straddles 0x1010
 		5: {Lo: 0x1020, Hi: 0x1025},
+	} {
+		*modified.Add(i) = r
 	}
 	p := &place.Planner{Reads: [][2]int{{4, 5}}, Peeks: [][2]int{{0, 1}, {2, 3}, {4, 5}}}
 	pc.KeepPeeks(p, modified)
