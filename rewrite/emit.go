@@ -20,58 +20,46 @@ type emitter struct {
 	tt      *trampTable
 	ps      *patchSet
 	l       *elfout.Layout
-	entry   uint64          // stint_probe_entry's link vaddr
-	retWord []uint32        // by instruction: stint_probe.rets of its direct probes (0: none)
-	probes  []runtime.Probe // by probe index
-	logged  []uint32        // direct probes whose outcome the --skip-covered log has
-	seen    [][2]int        // per patch index: probes, and open-ended ones the log saw
+	entry   uint64        // stint_probe_entry's link vaddr
+	im      *elfout.Image // the output (elfout.Prepare): trampolines and probe records go there
+	retWord []uint32      // by instruction: stint_probe.rets of its direct probes (0: none)
+	nprobe  int           // probe records
+	logged  []uint32      // direct probes whose outcome the --skip-covered log has
+	seen    [][2]int      // per patch index: probes, and open-ended ones the log saw
 }
 
 // emit encodes every allocated trampoline: a patched site's probe
 // trampoline (filling its probe records) or an evicted instruction's
-// relocated copy. Trampolines of the planner's failed attempts stay int3.
-func (e *emitter) emit() ([]elfout.Tramp, error) {
-	var out []elfout.Tramp
+// relocated copy, each in its place in the output (elfout.Image.RX,
+// at its size: an assembler appends there). Trampolines of the planner's
+// failed attempts stay int3.
+func (e *emitter) emit() error {
 	c := e.fx.Code
 	tails := e.tt.tails(true)
-	// every trampoline's code (and cold code) is carved from one slab, at
-	// its size: a million trampolines grew their buffers a few bytes at a
-	// time (a tenth of cc1plus's rewrite in growslice and the collector)
-	total := 0
-	for k := range e.tt.at.Len() {
-		t := e.tt.at.Nth(k)
-		total += int(t.size) + int(e.tt.cold[t.inst])
-	}
-	slab := make([]byte, 0, total)
-	carve := func(n int) []byte {
-		b := slab[len(slab) : len(slab) : len(slab)+n]
-		slab = slab[:len(slab)+n]
-		return b
-	}
 	for k := range e.tt.at.Len() {
 		t := e.tt.at.Nth(k)
 		i := int(t.inst)
 		in := &c.Insts[i]
-		a := &tramp.Asm{B: carve(int(t.size)), Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
+		a := &tramp.Asm{B: e.im.RX(t.addr, int(t.size)), Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
 			Countdown: e.plan.Countdown(), TextLo: e.fx.Module.TextLo, TextHi: e.fx.Module.TextHi, Module: e.l.RWVaddr,
 			FlagsDead: e.tt.flagsDead}
 		if e.tt.stripe {
-			a.Stripes = &tramp.Stripes{ProbesAt: e.l.ProbesAt, NProbes: len(e.probes), CDBaseAt: e.l.RWVaddr + runtime.ModOffCDBase}
+			a.Stripes = &tramp.Stripes{ProbesAt: e.l.ProbesAt, NProbes: e.nprobe, CDBaseAt: e.l.RWVaddr + runtime.ModOffCDBase}
 		}
 		if e.ps.switchable(i) {
 			a.Gate = e.l.GateAt + runtime.GateWord1
 		}
 		a.Cold = a.ColdAt(e.tt.coldBase + t.cold)
-		a.Cold.B = carve(int(e.tt.cold[i]))
+		a.Cold.B = e.im.RX(a.Cold.Base, int(e.tt.cold[i]))
 		a.Counts = e.tt.countsAt(i, e.l.CountsAt, e.l.ProbesAt, true)
 		a.Tail = tails
 		if t.addr+uint64(t.size) > e.tt.coldBase {
-			return nil, fmt.Errorf("trampoline for %#x: allocated after the cold region was placed", in.Addr)
+			return fmt.Errorf("trampoline for %#x: allocated after the cold region was placed", in.Addr)
 		}
 		switch {
 		case t.site && t.probe0 >= 0:
 			if err := e.site(a, i, t); err != nil {
-				return nil, err
+				return err
 			}
 			if a.Counts != nil && a.Counts.Run != nil {
 				for len(a.B) < int(t.size) {
@@ -92,20 +80,16 @@ func (e *emitter) emit() ([]elfout.Tramp, error) {
 			}
 		}
 		if a.Err != nil {
-			return nil, fmt.Errorf("trampoline for %#x: %w", in.Addr, a.Err)
+			return fmt.Errorf("trampoline for %#x: %w", in.Addr, a.Err)
 		}
 		if len(a.B) != int(t.size) {
-			return nil, fmt.Errorf("trampoline for %#x: %d bytes, sized %d", in.Addr, len(a.B), t.size)
+			return fmt.Errorf("trampoline for %#x: %d bytes, sized %d", in.Addr, len(a.B), t.size)
 		}
-		out = append(out, elfout.Tramp{Addr: t.addr, Code: a.B})
 		if t.site && t.probe0 >= 0 && len(a.Cold.B) != int(e.tt.cold[i]) {
-			return nil, fmt.Errorf("trampoline for %#x: %d bytes of cold code, sized %d", in.Addr, len(a.Cold.B), e.tt.cold[i])
-		}
-		if len(a.Cold.B) > 0 {
-			out = append(out, elfout.Tramp{Addr: a.Cold.Base, Code: a.Cold.B})
+			return fmt.Errorf("trampoline for %#x: %d bytes of cold code, sized %d", in.Addr, len(a.Cold.B), e.tt.cold[i])
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // site emits site i's trampoline t and fills its probe records.
@@ -172,10 +156,9 @@ func (e *emitter) site(a *tramp.Asm, i int, t *trampoline) error {
 	return nil
 }
 
-// probe fills probe record idx, of site i's trampoline t, for probe s.
+// probe writes probe record idx, of site i's trampoline t, for probe s.
 func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64, s tramp.Probe) {
-	pr := &e.probes[idx]
-	pr.Src = src
+	pr := &runtime.Probe{Src: src}
 	if s.Flags&runtime.PFSlot != 0 && !e.fx.StableSlot(s.Dst) {
 		s.Flags &^= runtime.PFSlot
 	}
@@ -220,4 +203,5 @@ func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64,
 		c := e.fx.Code
 		pr.Rets = uint32(c.Insts[c.Index(src)].Len()) << 28
 	}
+	pr.Put(e.im.Probe(idx))
 }

@@ -338,28 +338,30 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	for i, w := range retWord {
 		retAt[i] = w
 	}
-	e := &emitter{fx: fx, plan: plan, tt: tt, ps: ps, l: l, entry: fr.RXVaddr + uint64(blob.probe), retWord: retAt,
-		probes: make([]runtime.Probe, nprobe), seen: make([][2]int, len(ps.order))}
-	tramps, err := e.emit()
-	if err != nil {
+	im := &elfout.Image{File: fx.File, Mod: fx.Module, Frame: fr, Layout: l, Blob: blob.Blob, Note: note}
+	im.Module.StubAreaSize = area.SrcSize
+	if opts.Paths() {
+		im.Extra = []elfout.Section{{Name: formats.PathMapSection, Data: pathMap(fx, plan, tt, st).Encode()}}
+	}
+	// The output image is the rewrite's biggest allocation (cc1plus: 360
+	// MB without its stub area), the trampolines and probe records
+	// written straight into it. Placement's garbage, which a high GOGC
+	// leaves uncollected, would stay beside it: collected first, its
+	// pages take the image (cc1plus peaked at 3.3 GB in some runs, 2.2
+	// GB in others).
+	goruntime.GC()
+	elfout.Prepare(im, areaRoom)
+	e := &emitter{fx: fx, plan: plan, tt: tt, ps: ps, l: l, im: im, entry: fr.RXVaddr + uint64(blob.probe), retWord: retAt,
+		nprobe: nprobe, seen: make([][2]int, len(ps.order))}
+	if err := e.emit(); err != nil {
 		return nil, nil, err
 	}
 	patches, cold := ps.runtimePatches(fx.Code, e.seen)
 	st.Cold = cold
 	rchunks, deps := runtimeChunks(chunks)
-	im := &elfout.Image{File: fx.File, Mod: fx.Module, Frame: fr, Layout: l, Blob: blob.Blob, Writes: p.Writes,
-		Tramps: tramps, Note: note, Probes: e.probes, Patches: patches, Chunks: rchunks, Stubs: stubs,
-		Deps: deps, TraceEnds: traceEnds, Reads: ps.pairs, Rets: retTable, Logged: e.logged, Dyn: dp, Fini: fini,
-		Traps: traps}
-	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize, tt.stripe)
-	if opts.Paths() {
-		im.Extra = []elfout.Section{{Name: formats.PathMapSection, Data: pathMap(fx, plan, tt, st).Encode()}}
-	}
-	// The output image is the rewrite's biggest allocation (cc1plus: 1.3
-	// GB). Placement's garbage, which a high GOGC leaves uncollected,
-	// would stay beside it: collected first, its pages take the image
-	// (cc1plus peaked at 3.3 GB in some runs, 2.2 GB in others).
-	goruntime.GC()
+	im.Writes, im.Patches, im.Chunks, im.Stubs, im.Deps = p.Writes, patches, rchunks, stubs, deps
+	im.TraceEnds, im.Reads, im.Rets, im.Logged, im.Dyn, im.Fini, im.Traps = traceEnds, ps.pairs, retTable, e.logged, dp, fini, traps
+	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize, tt.stripe, nprobe)
 	write := elfout.WriteParts
 	if areaRoom {
 		write = elfout.WriteWithRoom
@@ -375,8 +377,8 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 // moduleHeader fills the fields of struct stint_module the rewrite
 // decides (stripe: the trampolines count down per stripe of threads);
 // elfout.WriteParts adds the addresses.
-func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.Image, stubArea uint64, stripe bool) runtime.Module {
-	h := runtime.Module{Tool: uint32(opts.Tool), NProbes: uint32(len(im.Probes)), ImageEnd: fx.Module.ImageHi,
+func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.Image, stubArea uint64, stripe bool, nprobe int) runtime.Module {
+	h := runtime.Module{Tool: uint32(opts.Tool), NProbes: uint32(nprobe), ImageEnd: fx.Module.ImageHi,
 		NPatches: uint32(len(im.Patches)), NChunks: uint32(len(im.Chunks)),
 		TextLo: fx.Module.TextLo, TextHi: fx.Module.TextHi, StubAreaSize: stubArea,
 		NStubs: uint32(len(im.Stubs)), NDeps: uint32(len(im.Deps)), NTraceEnds: uint32(len(im.TraceEnds)),

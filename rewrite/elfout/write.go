@@ -64,6 +64,11 @@ type Image struct {
 	// Extra are sections that are not loaded, added after the segments
 	// (a compact trace's branch map); they need section headers.
 	Extra []Section
+
+	// Out, when Prepare made it, is the output being written: the
+	// trampolines and probe records may be in it already (RX, Probe).
+	Out      []byte
+	areaRoom bool
 }
 
 // Section is a section that is not loaded: its name and contents.
@@ -87,9 +92,14 @@ func WriteWithRoom(im *Image) (out []byte, sa *StubArea, notes []string, err err
 	return write(im, true)
 }
 
-// write assembles the output but the stub area; with areaRoom out has
-// the capacity for it.
-func write(im *Image, areaRoom bool) (out []byte, sa *StubArea, notes []string, err error) {
+// Prepare allocates im's output, with room for the stub area when
+// areaRoom (im.Module.StubAreaSize and im.Extra must be known), and
+// writes the blob and int3 in its RX segment: trampolines and probe
+// records can then be written where they go (RX, Probe) instead of
+// being built apart and copied (cc1plus: 160 MB of trampolines and
+// 155 MB of probe records). WriteParts and WriteWithRoom finish it
+// (with the same areaRoom).
+func Prepare(im *Image, areaRoom bool) {
 	f, l := im.File, im.Layout
 	// Room for all of it up front: the stub area can be a gigabyte of
 	// mostly zeros (a big executable's), which growing the slice would
@@ -101,7 +111,37 @@ func write(im *Image, areaRoom bool) (out []byte, sa *StubArea, notes []string, 
 	for _, x := range im.Extra {
 		room += uint64(len(x.Data)) + 8
 	}
-	out = make([]byte, l.FileEnd, room)
+	im.Out, im.areaRoom = make([]byte, l.FileEnd, room), areaRoom
+	copy(im.Out[l.RXOff:], im.Blob.Data)
+	elfin.LE.PutUint64(im.Out[l.RXOff+runtime.BlobOffModuleRel:], l.RWVaddr-l.RXVaddr)
+	FillInt3(im.Out[l.RXOff+uint64(len(im.Blob.Data)) : l.RXOff+l.RXSize])
+}
+
+// RX returns the n bytes at link vaddr addr in Prepare's RX segment,
+// empty, with capacity n: an assembler appends a trampoline there (one
+// longer than n would move out, which its caller checks).
+func (im *Image) RX(addr uint64, n int) []byte {
+	off := im.Layout.RXOff + (addr - im.Layout.RXVaddr)
+	return im.Out[off : off : off+uint64(n)]
+}
+
+// Probe returns the bytes of probe record k in Prepare's RW segment.
+func (im *Image) Probe(k int) []byte {
+	off := im.Layout.RWOff + im.Layout.ProbesAt - im.Layout.RWVaddr + uint64(k)*runtime.ProbeStructSize
+	return im.Out[off : off+runtime.ProbeStructSize]
+}
+
+// write assembles the output but the stub area; with areaRoom out has
+// the capacity for it.
+func write(im *Image, areaRoom bool) (out []byte, sa *StubArea, notes []string, err error) {
+	f, l := im.File, im.Layout
+	switch {
+	case im.Out == nil:
+		Prepare(im, areaRoom)
+	case im.areaRoom != areaRoom:
+		return nil, nil, nil, errors.New("output prepared with another room for the stub area")
+	}
+	out = im.Out
 	copy(out, f.Data)
 	for _, w := range im.Writes {
 		off, ok := f.OffsetOf(w.Addr, uint64(len(w.Bytes)))
@@ -139,12 +179,10 @@ func write(im *Image, areaRoom bool) (out []byte, sa *StubArea, notes []string, 
 	return out, newStubArea(out, uint64(len(out)), l.RWOff, hdr.StubAreaSize, im.Stubs), notes, nil
 }
 
-// writeRX writes the blob, its module_rel, int3 fill and the trampolines.
+// writeRX copies im.Tramps, the trampolines not written in place, into
+// the RX segment Prepare made.
 func writeRX(out []byte, im *Image) {
 	l := im.Layout
-	copy(out[l.RXOff:], im.Blob.Data)
-	elfin.LE.PutUint64(out[l.RXOff+runtime.BlobOffModuleRel:], l.RWVaddr-l.RXVaddr)
-	FillInt3(out[l.RXOff+uint64(len(im.Blob.Data)) : l.RXOff+l.RXSize])
 	for _, t := range im.Tramps {
 		copy(out[l.RXOff+(t.Addr-l.RXVaddr):], t.Code)
 	}
