@@ -294,8 +294,22 @@ func decode(f *elfin.File, functionStarts []uint64, noPadding bool, keep [][2]ui
 	c.markRange(keep, place.InstUntouchable|place.InstRemapped)
 	c.markRange(reads, place.InstUntouchable|place.InstData)
 	c.markFlags()
+	c.fit()
 	c.buildIndex()
 	return c
+}
+
+// fit copies the per-instruction tables to their length when the
+// guess of their capacity was long by more than an eighth (cc1plus:
+// 6.3 M slots for 5.1 M instructions, 50 MB kept to the end of the
+// rewrite otherwise). The copies are made early, while little else
+// is allocated.
+func (c *Code) fit() {
+	if n := len(c.Insts); cap(c.Insts)-n > n/8 {
+		c.Insts = slices.Clone(c.Insts)
+		c.Kinds = slices.Clone(c.Kinds)
+		c.Targets = slices.Clone(c.Targets)
+	}
 }
 
 // ripData returns the bytes a rip-relative memory operand of in reads
