@@ -50,7 +50,7 @@ func (e *emitter) emit() error {
 			a.Gate = e.l.GateAt + runtime.GateWord1
 		}
 		a.Cold = a.ColdAt(e.tt.coldBase + t.cold)
-		a.Cold.B = e.im.RX(a.Cold.Base, int(e.tt.cold[i]))
+		a.Cold.B = e.im.RX(a.Cold.Base, e.tt.coldSize(i))
 		a.Counts = e.tt.countsAt(i, e.l.CountsAt, e.l.ProbesAt, true)
 		a.Tail = tails
 		if t.addr+uint64(t.size) > e.tt.coldBase {
@@ -85,8 +85,8 @@ func (e *emitter) emit() error {
 		if len(a.B) != int(t.size) {
 			return fmt.Errorf("trampoline for %#x: %d bytes, sized %d", in.Addr, len(a.B), t.size)
 		}
-		if t.site && t.probe0 >= 0 && len(a.Cold.B) != int(e.tt.cold[i]) {
-			return fmt.Errorf("trampoline for %#x: %d bytes of cold code, sized %d", in.Addr, len(a.Cold.B), e.tt.cold[i])
+		if t.site && t.probe0 >= 0 && len(a.Cold.B) != e.tt.coldSize(i) {
+			return fmt.Errorf("trampoline for %#x: %d bytes of cold code, sized %d", in.Addr, len(a.Cold.B), e.tt.coldSize(i))
 		}
 	}
 	return nil

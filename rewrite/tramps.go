@@ -23,6 +23,12 @@ type trampoline struct {
 	site   bool
 }
 
+// sizing is what sizing a site's trampoline found.
+type sizing struct {
+	arms       uint64 // bit k set = an arm's rel32 field at an offset ≡ k (mod 64) in the trampoline
+	size, cold int32  // bytes of the trampoline and of its cold code (tramp/cold.go)
+}
+
 // trampTable sizes the sites' trampolines and allocates trampolines in
 // the RX segment as placement asks for them (place.Planner.Near). Every
 // encoding has a length that does not depend on where it is placed, so a
@@ -44,9 +50,7 @@ type trampTable struct {
 	stop   []bool  // by instruction index: a candidate site, where tails end
 	fx     *facts.Facts
 	isSite []bool                    // by instruction index
-	size   []int32                   // by instruction index: bytes of the site's trampoline
-	cold   []int32                   // by instruction index: bytes of its cold code (tramp/cold.go)
-	arms   []uint64                  // by instruction index: bit k set = an arm's rel32 field at an offset ≡ k (mod 64) in the site's trampoline
+	sized  *blocks.Table[sizing]     // by instruction index: the site's sizing (sizeSite)
 	at     *blocks.Table[trampoline] // by instruction index: its near trampoline, numbered in allocation order
 	cursor uint64                    // where the next trampoline goes
 	// The cold region follows every trampoline (and the .fini hook's):
@@ -59,7 +63,7 @@ type trampTable struct {
 func newTrampTable(fx *facts.Facts, plan *policy.Plan, start uint64) *trampTable {
 	n := len(fx.Code.Insts)
 	return &trampTable{code: fx.Code, fx: fx, plan: plan, pic: fx.Module.PIC, static: !fx.Module.FS0IsThreadPointer(), cursor: start,
-		isSite: make([]bool, n), size: make([]int32, n), cold: make([]int32, n), arms: make([]uint64, n), at: blocks.New[trampoline](n)}
+		isSite: make([]bool, n), sized: blocks.New[sizing](n), at: blocks.New[trampoline](n)}
 }
 
 // emitSite emits (or sizes) the trampoline of site i with tool t: a
@@ -110,15 +114,14 @@ func (tt *trampTable) sizeSite(t runtime.Tool, i int) error {
 	if a.Err != nil {
 		return a.Err
 	}
-	tt.arms[i] = 0
+	sz := tt.sized.Add(i)
+	*sz = sizing{size: int32(len(a.B)), cold: int32(len(a.Cold.B))}
 	for _, pr := range sp {
 		if pr.Arm >= 0 {
-			tt.arms[i] |= 1 << (pr.Arm & 63)
+			sz.arms |= 1 << (pr.Arm & 63)
 		}
 	}
 	tt.isSite[i] = true
-	tt.size[i] = int32(len(a.B))
-	tt.cold[i] = int32(len(a.Cold.B))
 	return nil
 }
 
@@ -148,6 +151,14 @@ func (tt *trampTable) sizeEdges(ok []int) {
 // tramp returns the near trampoline of instruction i, nil if it has none.
 func (tt *trampTable) tramp(i int) *trampoline { return tt.at.Get(i) }
 
+// coldSize returns the bytes of site i's cold code (0: none).
+func (tt *trampTable) coldSize(i int) int {
+	if sz := tt.sized.Get(i); sz != nil {
+		return int(sz.cold)
+	}
+	return 0
+}
+
 // near allocates the near trampoline of instruction i (Planner.Near).
 func (tt *trampTable) near(i int) uint64 {
 	if t := tt.tramp(i); t != nil {
@@ -156,14 +167,15 @@ func (tt *trampTable) near(i int) uint64 {
 	t := tt.at.Add(i)
 	*t = trampoline{addr: tt.cursor, site: tt.isSite[i], probe0: -1, inst: int32(i)}
 	if t.site {
-		t.size = tt.size[i]
+		sz := tt.sized.Get(i)
+		t.size = sz.size
 		t.cold = tt.coldLen
-		tt.coldLen += uint64(tt.cold[i])
+		tt.coldLen += uint64(sz.cold)
 		// The runtime retargets an arm with one 4-byte store, which it
 		// only does when the rel32 stays inside a 64-byte line (else the
 		// probe keeps calling in): move the trampoline until every arm
 		// does. The skipped bytes stay int3.
-		for k := 0; k < 64 && armsCrossLine(t.addr, tt.arms[i]); k++ {
+		for k := 0; k < 64 && armsCrossLine(t.addr, sz.arms); k++ {
 			t.addr++
 		}
 		tt.cursor = t.addr
