@@ -293,9 +293,9 @@ func decode(f *elfin.File, functionStarts []uint64, noPadding bool, keep [][2]ui
 	}
 	c.markRange(keep, place.InstUntouchable|place.InstRemapped)
 	c.markRange(reads, place.InstUntouchable|place.InstData)
-	c.markFlags()
 	c.fit()
 	c.buildIndex()
+	c.markFlags()
 	return c
 }
 
