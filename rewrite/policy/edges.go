@@ -3,6 +3,7 @@ package policy
 import (
 	"slices"
 
+	"github.com/stint-project/stint/internal/blocks"
 	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/place"
 	"github.com/stint-project/stint/runtime"
@@ -44,6 +45,38 @@ import (
 type EdgeSite struct {
 	Jcc     int
 	Outcome int
+}
+
+// edgeRec is an instruction's record in Plan.edges: a jcc's (its
+// destination probes, the outcomes the log holds, those delegated, and
+// whether it is watched), or a destination probe's (its jcc and
+// outcome). A destination probe is never a jcc.
+type edgeRec struct {
+	dests     [2]int32 // a jcc's destination probes (taken, not taken; -1 = none)
+	jcc       int32    // a destination probe's jcc
+	inst      int32    // the instruction
+	outcome   uint8    // a destination probe's outcome
+	isDest    bool     // a destination probe's record (else a jcc's)
+	cov       [2]bool  // a jcc's outcomes the --skip-covered log holds
+	deleg     [2]bool  // a jcc's outcomes with no probe at the jcc (patched destination, or covered)
+	delegated bool     // Delegate set deleg
+	watch     bool     // a watched jcc (Watch)
+}
+
+// edge returns instruction i's record, nil if it has none.
+func (p *Plan) edge(i int) *edgeRec {
+	if p.edges == nil {
+		return nil
+	}
+	return p.edges.Get(i)
+}
+
+// jccEdge returns jcc i's record, nil if it has no destination probes.
+func (p *Plan) jccEdge(i int) *edgeRec {
+	if r := p.edge(i); r != nil && !r.isDest {
+		return r
+	}
+	return nil
 }
 
 // Options.Edges values.
@@ -88,18 +121,18 @@ func (p *Plan) AddEdges(ok []int) []int {
 		return ok
 	}
 	c := p.fx.Code
-	p.edgeOf = map[int]EdgeSite{}
-	p.edgeAt = make([]bool, len(c.Insts))
-	p.edgesOf = map[int][2]int{}
-	p.covOut = map[int][2]bool{}
+	p.edges = blocks.New[edgeRec](len(c.Insts))
 	indirect := p.fx.IndirectTargets()
-	npred := map[uint64]int{}
+	// direct branches to each instruction's start, 2 meaning more than one
+	npred := make([]uint8, len(c.Insts))
 	for i, k := range c.Kinds {
 		if k == facts.Jcc || k == facts.Jcxz || k == facts.Jmp || k == facts.Call {
-			npred[c.Targets[i]]++
+			if d := c.Index(c.Targets[i]); d >= 0 && c.Insts[d].Addr == c.Targets[i] && npred[d] < 2 {
+				npred[d]++
+			}
 		}
 	}
-	isSite := make(map[int]bool, len(ok))
+	isSite := make([]bool, len(c.Insts))
 	for _, i := range ok {
 		isSite[i] = true
 	}
@@ -141,8 +174,8 @@ func (p *Plan) AddEdges(ok []int) []int {
 		// Taken: a forward target only this jcc names, after an
 		// instruction that never falls through (padding between them is
 		// never run).
-		if t := c.Targets[j]; !cov[0] && t > next && npred[t] == 1 {
-			if d := c.Index(t); d > j+1 && c.Insts[d].Addr == t && usable(d) && p.noFallInto(d) {
+		if t := c.Targets[j]; !cov[0] && t > next {
+			if d := c.Index(t); d > j+1 && c.Insts[d].Addr == t && npred[d] == 1 && usable(d) && p.noFallInto(d) {
 				ds[0] = d
 			}
 		}
@@ -171,12 +204,10 @@ func (p *Plan) AddEdges(ok []int) []int {
 		if ds[0] < 0 && ds[1] < 0 {
 			continue
 		}
-		p.edgesOf[j] = ds
-		p.covOut[j] = cov
+		*p.edges.Add(j) = edgeRec{dests: [2]int32{int32(ds[0]), int32(ds[1])}, inst: int32(j), cov: cov}
 		for o, d := range ds {
 			if d >= 0 {
-				p.edgeOf[d] = EdgeSite{Jcc: j, Outcome: o}
-				p.edgeAt[d] = true
+				*p.edges.Add(d) = edgeRec{jcc: int32(j), inst: int32(d), outcome: uint8(o), isDest: true}
 				// Once its outcome is recorded it must be undone for
 				// good: no other patch may come to depend on it.
 				// Nor may it depend on a site's patch, which would then
@@ -216,15 +247,17 @@ func (p *Plan) noFallInto(d int) bool {
 
 // EdgeOf returns the jcc and outcome destination probe i stands for.
 func (p *Plan) EdgeOf(i int) (EdgeSite, bool) {
-	if !p.isEdge(i) {
-		return EdgeSite{}, false
+	if r := p.edge(i); r != nil && r.isDest {
+		return EdgeSite{Jcc: int(r.jcc), Outcome: int(r.outcome)}, true
 	}
-	e, ok := p.edgeOf[i]
-	return e, ok
+	return EdgeSite{}, false
 }
 
 // isEdge reports whether instruction i is a destination probe.
-func (p *Plan) isEdge(i int) bool { return maybe(p.edgeAt, i) }
+func (p *Plan) isEdge(i int) bool {
+	r := p.edge(i)
+	return r != nil && r.isDest
+}
 
 // Delegate records, for jcc site i, which of its outcomes need no probe
 // at the jcc: those whose destination probe placement patched (patched,
@@ -232,27 +265,27 @@ func (p *Plan) isEdge(i int) bool { return maybe(p.edgeAt, i) }
 // decided) and those the --skip-covered log holds. It reports whether no
 // outcome is left, so that the jcc needs no patch at all.
 func (p *Plan) Delegate(i int, patched []bool) bool {
-	ds, has := p.edgesOf[i]
-	if !has {
+	r := p.jccEdge(i)
+	if r == nil {
 		return false
 	}
-	cov := p.covOut[i]
-	var d [2]bool
-	for o := range ds {
-		d[o] = cov[o] || ds[o] >= 0 && patched[ds[o]]
+	for o, d := range r.dests {
+		r.deleg[o] = r.cov[o] || d >= 0 && patched[d]
 	}
-	p.deleg[i] = d
-	p.mark(&p.delegAt, i)
-	return d[0] && d[1]
+	r.delegated = true
+	return r.deleg[0] && r.deleg[1]
 }
 
 // Deleg returns which outcomes of jcc i have no probe at the jcc.
 func (p *Plan) Deleg(i int) [2]bool {
-	if !maybe(p.delegAt, i) {
-		return [2]bool{}
+	if r := p.jccEdge(i); r != nil && r.delegated {
+		return r.deleg
 	}
-	return p.deleg[i]
+	return [2]bool{}
 }
 
 // Watched reports whether jcc i keeps a STINT_PF_DELEG probe (Watch).
-func (p *Plan) Watched(i int) bool { return p.watch[i] }
+func (p *Plan) Watched(i int) bool {
+	r := p.jccEdge(i)
+	return r != nil && r.watch
+}

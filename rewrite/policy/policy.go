@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/stint-project/stint/internal/blocks"
 	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/runtime"
 )
@@ -38,24 +39,18 @@ type Plan struct {
 	fx   *facts.Facts
 	opts Options
 
-	cov       *coveredSet          // --skip-covered, nil = none
-	old       map[[2]uint64]int    // --retire-since: outcomes per (src, kind) in the older log
-	coldRet   map[uint64]bool      // rets new code alone can give a new destination (coldRets)
-	preCall   map[int]int          // pre-call site -> the indirect call it probes (precall.go)
-	edgeOf    map[int]EdgeSite     // destination probe -> its jcc and outcome (edges.go)
-	edgeAt    []bool               // by instruction: a key of edgeOf (asked per site; most are not)
-	preAt     []bool               // by instruction: maybe a key of preCall or preBranch (set with them, never cleared)
-	delegAt   []bool               // by instruction: maybe a key of deleg
-	edgesOf   map[int][2]int       // jcc -> its destination probes (taken, not taken; -1 = none)
-	covOut    map[int][2]bool      // jcc -> outcomes the --skip-covered log holds
-	deleg     map[int][2]bool      // jcc -> outcomes with no probe at the jcc (patched destination, or covered)
-	watch     map[int]bool         // watched jccs (Watch)
-	paths     map[int]runtime.Kind // a compact complete trace's entry, resume and mark sites (paths.go, marks.go); nil otherwise
-	calls     bool                 // the compact trace is a call chain (CallsSites)
-	markBit   map[int]bool         // a compact complete trace's marks and their bits (marks.go)
-	preBranch map[int]int          // a compact complete trace's pre-site -> its jcc or ret (marks.go)
-	fallbacks []int                // the pre-jcc and mark sites (marks.go)
-	entries   map[int]int          // a sampled call tool's entry sites -> the last instruction their trampolines run (entries.go); nil otherwise
+	cov       *coveredSet            // --skip-covered, nil = none
+	old       map[[2]uint64]int      // --retire-since: outcomes per (src, kind) in the older log
+	coldRet   map[uint64]bool        // rets new code alone can give a new destination (coldRets)
+	preCall   map[int]int            // pre-call site -> the indirect call it probes (precall.go)
+	edges     *blocks.Table[edgeRec] // by instruction: a jcc's destination probes, or a destination probe's jcc (edges.go); nil without edges
+	preAt     []bool                 // by instruction: maybe a key of preCall or preBranch (set with them, never cleared)
+	paths     map[int]runtime.Kind   // a compact complete trace's entry, resume and mark sites (paths.go, marks.go); nil otherwise
+	calls     bool                   // the compact trace is a call chain (CallsSites)
+	markBit   map[int]bool           // a compact complete trace's marks and their bits (marks.go)
+	preBranch map[int]int            // a compact complete trace's pre-site -> its jcc or ret (marks.go)
+	fallbacks []int                  // the pre-jcc and mark sites (marks.go)
+	entries   map[int]int            // a sampled call tool's entry sites -> the last instruction their trampolines run (entries.go); nil otherwise
 
 	// Counters for Stats.
 	Covered, Retired, PreCalls, Delegated, Peeks int
@@ -68,7 +63,7 @@ type Plan struct {
 // takes the module's entries of the logs (its errors and notes are the
 // logs').
 func New(fx *facts.Facts, opts Options) (*Plan, error) {
-	p := &Plan{fx: fx, opts: opts, deleg: map[int][2]bool{}}
+	p := &Plan{fx: fx, opts: opts}
 	if opts.Covered == nil {
 		return p, nil
 	}

@@ -209,7 +209,7 @@ func directProbes(t runtime.Tool, k facts.Kind) bool {
 // NSlots returns how many probe records instruction i's site has:
 // NProbes, and a watched jcc's STINT_PF_DELEG probe.
 func (pc *Plan) NSlots(i int) int {
-	if pc.watch[i] {
+	if pc.Watched(i) {
 		return pc.NProbes(i) + 1
 	}
 	return pc.NProbes(i)
@@ -227,10 +227,17 @@ func (pc *Plan) NSlots(i int) int {
 // holds does, so its first runs list the site and, if the program keeps
 // running it, leave it to the windows.
 func (pc *Plan) Watch(modified *PatchRecs) {
-	pc.watch = map[int]bool{}
-	for i, d := range pc.deleg {
-		if d[0] != d[1] && modified.Get(i) != nil && modified.Get(i).Switchable {
-			pc.watch[i] = true
+	if pc.edges == nil {
+		return
+	}
+	for k := range pc.edges.Len() {
+		r := pc.edges.Nth(k)
+		r.watch = false
+		if !r.delegated || r.deleg[0] == r.deleg[1] {
+			continue
+		}
+		if pr := modified.Get(int(r.inst)); pr != nil && pr.Switchable {
+			r.watch = true
 			pc.Delegated++
 		}
 	}
@@ -245,14 +252,9 @@ func (pc *Plan) NProbes(i int) int {
 		return 1
 	}
 	n := pc.SiteSlots(pc.opts.Tool, i)
-	if !maybe(pc.delegAt, i) {
-		return n
-	}
-	if d, ok := pc.deleg[i]; ok {
-		for _, x := range d {
-			if x {
-				n--
-			}
+	for _, x := range pc.Deleg(i) {
+		if x {
+			n--
 		}
 	}
 	return n
