@@ -292,14 +292,14 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 // output builds the tables of the patched module and writes the file.
 func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.Frame, plan *policy.Plan,
 	tt *trampTable, p *place.Planner, ps *patchSet, nprobe int, areaRoom bool) ([]byte, *elfout.StubArea, error) {
-	retTable, retWord, callRets := plan.RetLists(func(i int) int {
+	retTable, retWord, nwords, callRets := plan.RetLists(func(i int) int {
 		if t := tt.tramp(i); t != nil {
 			return int(t.probe0) // -1 unless numbered
 		}
 		return -1
 	})
 	st.CallRets = callRets
-	st.OwnSites = len(retWord) - callRets
+	st.OwnSites = nwords - callRets
 	st.Stubs = len(p.Stubs)
 	dp, err := elfout.PlanDynamic(fx.File, fx.Module)
 	if err != nil {
@@ -334,9 +334,8 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	}
 	st.Chunks, st.ChunkBytes, st.Deps, st.StubPages = len(chunks), area.SrcSize, ndeps, stubPages(stubs)
 
-	retAt := make([]uint32, len(fx.Code.Insts)) // looked up per probe: dense (a word of 0 sets nothing either way)
-	for i, w := range retWord {
-		retAt[i] = w
+	if retWord == nil {
+		retWord = make([]uint32, len(fx.Code.Insts)) // looked up per probe (a word of 0 sets nothing)
 	}
 	im := &elfout.Image{File: fx.File, Mod: fx.Module, Frame: fr, Layout: l, Blob: blob.Blob, Note: note}
 	im.Module.StubAreaSize = area.SrcSize
@@ -351,7 +350,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	// GB in others).
 	goruntime.GC()
 	elfout.Prepare(im, areaRoom)
-	e := &emitter{fx: fx, plan: plan, tt: tt, ps: ps, l: l, im: im, entry: fr.RXVaddr + uint64(blob.probe), retWord: retAt,
+	e := &emitter{fx: fx, plan: plan, tt: tt, ps: ps, l: l, im: im, entry: fr.RXVaddr + uint64(blob.probe), retWord: retWord,
 		nprobe: nprobe, seen: make([][2]int, len(ps.order))}
 	if err := e.emit(); err != nil {
 		return nil, nil, err

@@ -96,6 +96,15 @@ func (p *Plan) preSiteable(i, j int) bool {
 	return true
 }
 
+// isPreCall reports whether instruction i is a pre-call site.
+func (p *Plan) isPreCall(i int) bool {
+	if !maybe(p.preAt, i) {
+		return false
+	}
+	_, ok := p.preCall[i]
+	return ok
+}
+
 // PreSiteOf returns the branch that pre-site i probes: an indirect call,
 // or a compact trace's jcc or ret the planner could not patch in place
 // (marks.go).

@@ -133,27 +133,29 @@ func (p *Plan) coldRets() map[uint64]bool {
 	return out
 }
 
-// RetLists builds the rets table and, per direct probe's site
-// (instruction index), its stint_probe.rets word; calls counts the call
-// sites among them. probeOf gives a site's probe index, or -1 when the
-// site has none. Lists are shared by the calls of one callee and by the
-// sites of one function; one without probes, or too long, is left out.
-func (pc *Plan) RetLists(probeOf func(i int) int) (table []uint32, word map[int]uint32, calls int) {
+// RetLists builds the rets table and, per direct probe's site, its
+// stint_probe.rets word (word, by instruction index; 0 = none, and nil
+// when there are none at all); n counts the sites with a word, calls the
+// call sites among them. probeOf gives a site's probe index, or -1 when
+// the site has none. Lists are shared by the calls of one callee and by
+// the sites of one function; one without probes, or too long, is left
+// out.
+func (pc *Plan) RetLists(probeOf func(i int) int) (table, word []uint32, n, calls int) {
 	if pc.opts.Tool != runtime.ToolBranch && pc.opts.Tool != runtime.ToolCall || pc.opts.Every || pc.opts.Context {
-		return nil, nil, 0
+		return nil, nil, 0, 0
 	}
 	c := pc.fx.Code
 	if len(pc.fx.FDEs) == 0 {
-		return nil, nil, 0
+		return nil, nil, 0, 0
 	}
-	word = map[int]uint32{}
+	word = make([]uint32, len(c.Insts))
 	// add appends the list of sites' probes, returning its offset + 1,
 	// or 0 when it has no probes or more than max
 	add := func(sites []int, max int) uint32 {
 		var ps []uint32
 		for _, r := range sites {
 			p := probeOf(r)
-			if p < 0 && r > 0 && pc.preCall[r-1] == r {
+			if p < 0 && r > 0 && pc.isPreCall(r-1) && pc.preCall[r-1] == r {
 				p = probeOf(r - 1) // an indirect call probed before it (precall.go)
 			}
 			if p >= 0 {
@@ -172,7 +174,7 @@ func (pc *Plan) RetLists(probeOf func(i int) int) (table []uint32, word map[int]
 	byFunc := map[uint64]uint32{}   // FDE start -> offset + 1 of its own list
 	for i := range c.Insts {
 		k := c.Kinds[i]
-		if _, pre := pc.preCall[i]; pre || k == facts.Ret || k == facts.IndJmp || k == facts.IndCall || probeOf(i) < 0 {
+		if pc.isPreCall(i) || k == facts.Ret || k == facts.IndJmp || k == facts.IndCall || probeOf(i) < 0 {
 			continue
 		}
 		if k != facts.Call {
@@ -190,6 +192,7 @@ func (pc *Plan) RetLists(probeOf func(i int) int) (table []uint32, word map[int]
 			}
 			if off != 0 {
 				word[i] = off
+				n++
 			}
 			continue
 		}
@@ -201,10 +204,11 @@ func (pc *Plan) RetLists(probeOf func(i int) int) (table []uint32, word map[int]
 			}
 			byCallee[callee] = off
 		}
-		if n := c.Insts[i].Len(); off != 0 && n < 16 {
-			word[i] = off | uint32(n)<<retsOffBits
+		if l := c.Insts[i].Len(); off != 0 && l < 16 {
+			word[i] = off | uint32(l)<<retsOffBits
+			n++
 			calls++
 		}
 	}
-	return table, word, calls
+	return table, word, n, calls
 }

@@ -121,8 +121,7 @@ func (p *Plan) MarkOpenEnded(ok []int) {
 	}
 	c := p.fx.Code
 	for _, i := range ok {
-		_, pre := p.preCall[i]
-		if k := c.Kinds[i]; k == facts.Ret || k == facts.IndJmp || k == facts.IndCall || pre {
+		if k := c.Kinds[i]; k == facts.Ret || k == facts.IndJmp || k == facts.IndCall || p.isPreCall(i) {
 			c.Insts[i].Flags |= place.InstNoRead
 		}
 	}

@@ -83,6 +83,9 @@ const maxReadDepth = 4
 // neighbour, where a thread may rest for as long as it is descheduled, so
 // the neighbour must never change. The runtime switches readers off
 // before what they read, and what they read on before them.
+//
+// patchOrder lists the modified instructions in ascending order: a
+// pair's patch indices are their places in it.
 func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified *PatchRecs, patched, evicted, read []bool) []runtime.Read {
 	c := pc.fx.Code
 	allowed := !pc.opts.Every && !pc.opts.Context
@@ -131,13 +134,14 @@ func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified *PatchRe
 	}
 	// Readees, in rounds: one is decided once all its readers are (a
 	// reader may itself be a readee), from what earlier rounds decided.
-	pending := map[int]bool{}
+	pending, npending := make([]bool, len(c.Insts)), 0 // by instruction
 	for _, i := range patchOrder {
 		if read[i] && (patched[i] || evicted[i]) && allowed {
 			pending[i] = true
+			npending++
 		}
 	}
-	for round := 0; round < maxReadDepth && len(pending) > 0; round++ {
+	for round := 0; round < maxReadDepth && npending > 0; round++ {
 		var now, out []int
 		for _, i := range patchOrder {
 			if !pending[i] {
@@ -163,10 +167,11 @@ func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified *PatchRe
 			}
 		}
 		for _, i := range out {
-			delete(pending, i)
+			pending[i] = false
 		}
+		npending -= len(out) + len(now)
 		for _, i := range now {
-			delete(pending, i)
+			pending[i] = false
 			if fits(i, true) {
 				modified.Get(i).Switchable = true
 				modified.Get(i).Readee = true
@@ -176,10 +181,7 @@ func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified *PatchRe
 			break // a cycle: what is left stays patched
 		}
 	}
-	patchIdx := make(map[int]int, len(patchOrder))
-	for k, i := range patchOrder {
-		patchIdx[i] = k
-	}
+	patchIdx := func(i int) int { k, _ := slices.BinarySearch(patchOrder, i); return k } // patchOrder is sorted
 	var pairs []runtime.Read
 	for _, i := range patchOrder {
 		if !modified.Get(i).Readee {
@@ -187,7 +189,7 @@ func (pc *Plan) Switchable(p *place.Planner, patchOrder []int, modified *PatchRe
 		}
 		for _, r := range readers[i] {
 			modified.Get(r).Reader = true
-			pairs = append(pairs, runtime.Read{Reader: uint32(patchIdx[r]), Read: uint32(patchIdx[i])})
+			pairs = append(pairs, runtime.Read{Reader: uint32(patchIdx(r)), Read: uint32(patchIdx(i))})
 		}
 	}
 	slices.SortFunc(pairs, func(a, b runtime.Read) int {
