@@ -98,7 +98,7 @@ type AddrSpace struct {
 	reserved []span
 	free     []span // allowed minus reserved, page aligned, sorted
 	pages    map[int64]*stubPage
-	used     []int64 // sorted page numbers of pages
+	used     pageSet // page numbers of pages
 	nstubs   int
 }
 
@@ -138,7 +138,7 @@ func (s *AddrSpace) Free() []Range {
 func (s *AddrSpace) Stubs() int { return s.nstubs }
 
 // Pages returns the number of StubPage pages that hold stubs.
-func (s *AddrSpace) Pages() int { return len(s.used) }
+func (s *AddrSpace) Pages() int { return s.used.Len() }
 
 func mergeSpans(in []span) []span {
 	sort.Slice(in, func(i, j int) bool { return in[i].lo < in[j].lo })
@@ -250,10 +250,7 @@ func (s *AddrSpace) take(x int64) {
 	if pg == nil {
 		pg = &stubPage{}
 		s.pages[pn] = pg
-		i := sort.Search(len(s.used), func(i int) bool { return s.used[i] >= pn })
-		s.used = append(s.used, 0)
-		copy(s.used[i+1:], s.used[i:])
-		s.used[i] = pn
+		s.used.Insert(pn)
 	}
 	i := sort.Search(len(pg.stubs), func(i int) bool { return pg.stubs[i] >= x })
 	pg.stubs = append(pg.stubs, 0)
@@ -277,8 +274,7 @@ func (s *AddrSpace) release(x int64) {
 	s.nstubs--
 	if len(pg.stubs) == 0 {
 		delete(s.pages, pn)
-		j := sort.Search(len(s.used), func(j int) bool { return s.used[j] >= pn })
-		s.used = append(s.used[:j], s.used[j+1:]...)
+		s.used.Delete(pn)
 	}
 }
 
@@ -298,34 +294,36 @@ func (s *AddrSpace) find(lo, hi int64, c constraint, reuseOnly bool) (int64, boo
 	}
 	pnLo, pnHi := floorDiv(lo, StubPage), floorDiv(hi-1, StubPage)
 	// 1. Pages already in use.
-	i := sort.Search(len(s.used), func(i int) bool { return s.used[i] >= pnLo })
-	for n := 0; i < len(s.used) && s.used[i] <= pnHi && n < maxScan; i, n = i+1, n+1 {
-		pn := s.used[i]
+	var x int64
+	n, found := 0, false
+	s.used.Each(pnLo, func(pn int64) bool {
+		if pn > pnHi || n >= maxScan {
+			return false
+		}
+		n++
 		if c.period != 0 {
 			// Skip pages with no address satisfying c.
 			if x := c.next(max(lo, pn*StubPage)); x >= min(hi, pn*StubPage+StubPage) {
-				continue
+				return true
 			}
 		}
-		if x, ok := s.fitInPage(pn, lo, hi, c); ok {
-			return x, true
-		}
-	}
-	if reuseOnly {
-		return 0, false
+		x, found = s.fitInPage(pn, lo, hi, c)
+		return !found
+	})
+	if found || reuseOnly {
+		return x, found
 	}
 	// 2. A new page: right after the closest used page below hi (so that
 	// pages cluster and chunks stay few), else from lo upwards.
 	var starts []int64
-	j := sort.Search(len(s.used), func(j int) bool { return s.used[j] > pnHi })
-	if j > 0 {
-		if x := (s.used[j-1] + 1) * StubPage; x > lo && x < hi {
+	if below, ok := s.used.Floor(pnHi); ok {
+		if x := (below + 1) * StubPage; x > lo && x < hi {
 			starts = append(starts, x)
 		}
 	}
-	if j < len(s.used) {
+	if above, ok := s.used.Ceil(pnHi + 1); ok {
 		// Below the closest used page above the window.
-		if x := (s.used[j] - 1) * StubPage; x > lo && x < hi {
+		if x := (above - 1) * StubPage; x > lo && x < hi {
 			starts = append(starts, x)
 		}
 	}
@@ -342,13 +340,12 @@ func (s *AddrSpace) find(lo, hi int64, c constraint, reuseOnly bool) (int64, boo
 // use, in bytes (0 for a page in use).
 func (s *AddrSpace) distance(x int64) int64 {
 	pn := floorDiv(x, StubPage)
-	i := sort.Search(len(s.used), func(i int) bool { return s.used[i] >= pn })
 	d := int64(math.MaxInt64)
-	if i < len(s.used) {
-		d = (s.used[i] - pn) * StubPage
+	if above, ok := s.used.Ceil(pn); ok {
+		d = (above - pn) * StubPage
 	}
-	if i > 0 {
-		d = min(d, (pn-s.used[i-1])*StubPage)
+	if below, ok := s.used.Floor(pn - 1); ok {
+		d = min(d, (pn-below)*StubPage)
 	}
 	return d
 }
@@ -394,12 +391,13 @@ func (s *AddrSpace) Chunks(pageSize uint64) []Range {
 		gap = DefaultChunkGap
 	}
 	var pages []int64
-	for _, pn := range s.used {
+	s.used.Each(math.MinInt64, func(pn int64) bool {
 		p := floorDiv(pn*StubPage, ps)
 		if n := len(pages); n == 0 || pages[n-1] != p {
 			pages = append(pages, p)
 		}
-	}
+		return true
+	})
 	var out []Range
 	var cur span
 	for k, p := range pages {
@@ -473,13 +471,15 @@ func (s *AddrSpace) Layout(pageSize uint64) *Layout {
 		// The chunk's stubs, as (page index in chunk, offset) pairs.
 		type at struct{ page, off int64 }
 		var stubs []at
-		i := sort.Search(len(s.used), func(i int) bool { return s.used[i]*StubPage >= lo })
-		for ; i < len(s.used) && s.used[i]*StubPage < hi; i++ {
-			pn := s.used[i]
+		s.used.Each(floorDiv(lo+StubPage-1, StubPage), func(pn int64) bool {
+			if pn*StubPage >= hi {
+				return false
+			}
 			for _, x := range s.pages[pn].stubs {
 				stubs = append(stubs, at{pn - lo/StubPage, x - pn*StubPage})
 			}
-		}
+			return true
+		})
 		fits := func(o int64) bool {
 			for _, st := range stubs {
 				bm := src[o+st.page]
