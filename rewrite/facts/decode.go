@@ -201,7 +201,8 @@ func Classify(in *x86asm.Inst) (Kind, int64) {
 }
 
 // decode sweeps the executable regions linearly, resynchronising at
-// function starts after a decode failure.
+// function starts after a decode failure. A large region is swept in
+// two halves at once, split at a function start (sweepSplit).
 func decode(f *elfin.File, functionStarts []uint64, noPadding bool, keep [][2]uint64) *Code {
 	c := &Code{Starts: map[uint64]bool{}, Regions: execRegions(f), noPadding: noPadding}
 	var starts []uint64
@@ -223,93 +224,140 @@ func decode(f *elfin.File, functionStarts []uint64, noPadding bool, keep [][2]ui
 	}
 	slices.Sort(starts)
 	starts = slices.Compact(starts)
-	var code uint64
-	for _, r := range c.Regions {
-		code += r.Hi - r.Lo
-	}
-	// x86-64 code averages about 4 bytes an instruction (cc1plus 4.35,
-	// libsqlite3 3.87); append grows the slices if the guess falls short
-	n := int(code*2/7) + 16
-	c.Insts, c.Kinds, c.Targets = make([]place.Inst, 0, n), make([]Kind, 0, n), make([]uint64, 0, n)
-	nextStart := func(a uint64) uint64 { // first start > a, or max
-		i := sort.Search(len(starts), func(i int) bool { return starts[i] > a })
-		if i == len(starts) {
-			return ^uint64(0)
-		}
-		return starts[i]
-	}
-	add := func(a uint64, b []byte, k Kind, tgt uint64, fl place.InstFlags) {
-		c.Insts = append(c.Insts, place.NewInst(a, b, fl))
-		c.Kinds = append(c.Kinds, k)
-		c.Targets = append(c.Targets, tgt)
-	}
-	var reads [][2]uint64 // rip-relative data operands' bytes (markRange)
+	var parts []*sweepPart
 	for ri, r := range c.Regions {
 		next := ^uint64(0)
 		if ri+1 < len(c.Regions) {
 			next = c.Regions[ri+1].Lo
 		}
-		a := r.Lo
-		for a < r.Hi {
-			limit := min(r.Hi, nextStart(a))
-			b := r.Data[a-r.Lo : min(a-r.Lo+15, r.Hi-r.Lo)]
-			in, ok := DecodeOne(b)
-			if ok && a+uint64(in.Len) > limit && limit < r.Hi {
-				// An instruction straddles a function start. glibc's
-				// signal trampoline, for one, has its FDE begin one
-				// byte early, inside the preceding nop. Neither reading
-				// can be trusted until the two decodings meet again:
-				// leave every byte up to there alone.
-				if m, ok := converge(r, a+uint64(in.Len), limit); ok {
-					for ; a < m; a++ {
-						add(a, r.Data[a-r.Lo:a-r.Lo+1], Bad, 0, place.InstUntouchable)
-						c.Undecodable++
-					}
-					continue
-				}
-			}
-			if !ok || a+uint64(in.Len) > limit {
-				// Undecodable (or straddles a function start): every
-				// byte up to the next start becomes an untouchable
-				// 1-byte pseudo instruction.
-				for ; a < limit; a++ {
-					add(a, r.Data[a-r.Lo:a-r.Lo+1], Bad, 0, place.InstUntouchable)
-					c.Undecodable++
-				}
-				continue
-			}
-			k, rel := Classify(&in)
-			var tgt uint64
-			if k == Jcc || k == Jcxz || k == Jmp || k == Call {
-				tgt = a + uint64(in.Len) + uint64(rel)
-			}
-			if lo, n := ripData(&in, a+uint64(in.Len)); n > 0 {
-				reads = append(reads, [2]uint64{lo, lo + n})
-			}
-			add(a, b[:in.Len], k, tgt, 0)
-			a += uint64(in.Len)
-		}
-		c.addTail(f, r, next, add)
+		parts = append(parts, sweepSplit(r, starts)...)
+		tail := &sweepPart{}
+		c.addTail(f, r, next, tail.add)
+		parts = append(parts, tail)
+	}
+	// the tables at their length: they stay to the end of the rewrite
+	n := 0
+	for _, pt := range parts {
+		n += len(pt.insts)
+	}
+	c.Insts, c.Kinds, c.Targets = make([]place.Inst, 0, n), make([]Kind, 0, n), make([]uint64, 0, n)
+	var reads [][2]uint64 // rip-relative data operands' bytes (markRange)
+	for _, pt := range parts {
+		c.Insts = append(c.Insts, pt.insts...)
+		c.Kinds = append(c.Kinds, pt.kinds...)
+		c.Targets = append(c.Targets, pt.targets...)
+		reads = append(reads, pt.reads...)
+		c.Undecodable += pt.undecodable
 	}
 	c.markRange(keep, place.InstUntouchable|place.InstRemapped)
 	c.markRange(reads, place.InstUntouchable|place.InstData)
-	c.fit()
 	c.buildIndex()
 	c.markFlags()
 	return c
 }
 
-// fit copies the per-instruction tables to their length when the
-// guess of their capacity was long by more than an eighth (cc1plus:
-// 6.3 M slots for 5.1 M instructions, 50 MB kept to the end of the
-// rewrite otherwise). The copies are made early, while little else
-// is allocated.
-func (c *Code) fit() {
-	if n := len(c.Insts); cap(c.Insts)-n > n/8 {
-		c.Insts = slices.Clone(c.Insts)
-		c.Kinds = slices.Clone(c.Kinds)
-		c.Targets = slices.Clone(c.Targets)
+// sweepPart is what the sweep of part of a region found, in address
+// order.
+type sweepPart struct {
+	insts       []place.Inst
+	kinds       []Kind
+	targets     []uint64
+	reads       [][2]uint64 // rip-relative data operands' bytes
+	undecodable int
+	end         uint64 // where the sweep stopped
+}
+
+func (pt *sweepPart) add(a uint64, b []byte, k Kind, tgt uint64, fl place.InstFlags) {
+	pt.insts = append(pt.insts, place.NewInst(a, b, fl))
+	pt.kinds = append(pt.kinds, k)
+	pt.targets = append(pt.targets, tgt)
+}
+
+// splitMin is the smallest region swept in two halves at once.
+const splitMin = 1 << 20
+
+// sweepSplit sweeps region r: a large one as two halves at once, split
+// at the function start nearest its middle. The second half is kept
+// only if the first ended exactly there (a sweep runs past a start that
+// an instruction straddles); else it is swept again from where the
+// first stopped, so the result is always the whole sweep's.
+func sweepSplit(r Region, starts []uint64) []*sweepPart {
+	mid := r.Lo + (r.Hi-r.Lo)/2
+	k := sort.Search(len(starts), func(i int) bool { return starts[i] >= mid })
+	if r.Hi-r.Lo < splitMin || k == len(starts) || starts[k] >= r.Hi {
+		return []*sweepPart{sweep(r, r.Lo, r.Hi, starts)}
 	}
+	s := starts[k]
+	var second *sweepPart
+	done := make(chan struct{})
+	go func() {
+		second = sweep(r, s, r.Hi, starts)
+		close(done)
+	}()
+	first := sweep(r, r.Lo, s, starts)
+	<-done
+	if first.end != s {
+		second = sweep(r, first.end, r.Hi, starts)
+	}
+	return []*sweepPart{first, second}
+}
+
+// sweep decodes r from `from` (an instruction boundary) until it reaches
+// `to` or passes it. Its tables' capacity is a guess: x86-64 code
+// averages about 4 bytes an instruction (cc1plus 4.35, libsqlite3 3.87),
+// and append grows them if it falls short.
+func sweep(r Region, from, to uint64, starts []uint64) *sweepPart {
+	n := int((max(to, from)-from)*2/7) + 16
+	pt := &sweepPart{insts: make([]place.Inst, 0, n), kinds: make([]Kind, 0, n), targets: make([]uint64, 0, n)}
+	next := sort.Search(len(starts), func(i int) bool { return starts[i] > from }) // the first start after a
+	a := from
+	for a < to {
+		for next < len(starts) && starts[next] <= a {
+			next++
+		}
+		limit := r.Hi
+		if next < len(starts) {
+			limit = min(limit, starts[next])
+		}
+		b := r.Data[a-r.Lo : min(a-r.Lo+15, r.Hi-r.Lo)]
+		in, ok := DecodeOne(b)
+		if ok && a+uint64(in.Len) > limit && limit < r.Hi {
+			// An instruction straddles a function start. glibc's
+			// signal trampoline, for one, has its FDE begin one
+			// byte early, inside the preceding nop. Neither reading
+			// can be trusted until the two decodings meet again:
+			// leave every byte up to there alone.
+			if m, ok := converge(r, a+uint64(in.Len), limit); ok {
+				for ; a < m; a++ {
+					pt.add(a, r.Data[a-r.Lo:a-r.Lo+1], Bad, 0, place.InstUntouchable)
+					pt.undecodable++
+				}
+				continue
+			}
+		}
+		if !ok || a+uint64(in.Len) > limit {
+			// Undecodable (or straddles a function start): every
+			// byte up to the next start becomes an untouchable
+			// 1-byte pseudo instruction.
+			for ; a < limit; a++ {
+				pt.add(a, r.Data[a-r.Lo:a-r.Lo+1], Bad, 0, place.InstUntouchable)
+				pt.undecodable++
+			}
+			continue
+		}
+		k, rel := Classify(&in)
+		var tgt uint64
+		if k == Jcc || k == Jcxz || k == Jmp || k == Call {
+			tgt = a + uint64(in.Len) + uint64(rel)
+		}
+		if lo, n := ripData(&in, a+uint64(in.Len)); n > 0 {
+			pt.reads = append(pt.reads, [2]uint64{lo, lo + n})
+		}
+		pt.add(a, b[:in.Len], k, tgt, 0)
+		a += uint64(in.Len)
+	}
+	pt.end = a
+	return pt
 }
 
 // ripData returns the bytes a rip-relative memory operand of in reads

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -185,5 +186,42 @@ func TestIndexTable(t *testing.T) {
 	}
 	if sparse.Index(0x7000_0000) != 1 || sparse.Index(0x1001) != -1 {
 		t.Error("the search fallback answers wrong")
+	}
+}
+
+// TestSweepSplit: a region swept in two halves at once gives what one
+// sweep gives, where the first half ends at the split and where an
+// instruction straddling the split start makes it run past.
+func TestSweepSplit(t *testing.T) {
+	const size = 2 * splitMin
+	data := bytes.Repeat([]byte{0x90}, size)
+	r := Region{Name: ".text", Lo: 0x400000, Hi: 0x400000 + size, Data: data}
+	mid := r.Lo + size/2
+	for _, tc := range []struct {
+		name     string
+		straddle bool
+	}{{"clean seam", false}, {"a jcc across the seam", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			copy(data[size/2-1:], []byte{0x90, 0x90})
+			if tc.straddle {
+				copy(data[size/2-1:], []byte{0x74, 0x00}) // je .+2, over the start
+			}
+			starts := []uint64{r.Lo, r.Lo + 0x100, mid, mid + 0x40}
+			parts := sweepSplit(r, starts)
+			whole := sweep(r, r.Lo, r.Hi, starts)
+			var got []place.Inst
+			n := 0
+			for _, pt := range parts {
+				got = append(got, pt.insts...)
+				n += pt.undecodable
+			}
+			if len(parts) != 2 || !slices.Equal(got, whole.insts) || n != whole.undecodable {
+				t.Fatalf("%d parts, %d instructions (%d undecodable bytes); one sweep: %d (%d)",
+					len(parts), len(got), n, len(whole.insts), whole.undecodable)
+			}
+			if tc.straddle != (parts[0].end != mid) {
+				t.Errorf("first half ended at %#x, the split is %#x", parts[0].end, mid)
+			}
+		})
 	}
 }
