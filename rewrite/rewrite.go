@@ -348,8 +348,13 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	// leaves uncollected, would stay beside it: collected first, its
 	// pages take the image (cc1plus peaked at 3.3 GB in some runs, 2.2
 	// GB in others).
+	im.Writes = p.Writes
+	p.Writes = nil // in the output from here on, with the planner's arena they hold
 	goruntime.GC()
-	elfout.Prepare(im, areaRoom)
+	if err := elfout.Prepare(im, areaRoom); err != nil {
+		return nil, nil, err
+	}
+	im.Writes = nil
 	e := &emitter{fx: fx, plan: plan, tt: tt, ps: ps, l: l, im: im, entry: fr.RXVaddr + uint64(blob.probe), retWord: retWord,
 		nprobe: nprobe, seen: make([][2]int, len(ps.order))}
 	if err := e.emit(); err != nil {
@@ -358,7 +363,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	patches, cold := ps.runtimePatches(fx.Code, e.seen)
 	st.Cold = cold
 	rchunks, deps := runtimeChunks(chunks)
-	im.Writes, im.Patches, im.Chunks, im.Stubs, im.Deps = p.Writes, patches, rchunks, stubs, deps
+	im.Patches, im.Chunks, im.Stubs, im.Deps = patches, rchunks, stubs, deps
 	im.TraceEnds, im.Reads, im.Rets, im.Logged, im.Dyn, im.Fini, im.Traps = traceEnds, ps.pairs, retTable, e.logged, dp, fini, traps
 	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize, tt.stripe, nprobe)
 	write := elfout.WriteParts

@@ -45,7 +45,7 @@ type Image struct {
 	Frame     *Frame
 	Layout    *Layout
 	Blob      Blob
-	Writes    []place.Write // in the planner's order: a later write to a byte wins
+	Writes    []place.Write // in the planner's order: a later write to a byte wins (applied by Prepare)
 	Tramps    []Tramp
 	Note      []byte
 	Module    runtime.Module
@@ -93,13 +93,14 @@ func WriteWithRoom(im *Image) (out []byte, sa *StubArea, notes []string, err err
 }
 
 // Prepare allocates im's output, with room for the stub area when
-// areaRoom (im.Module.StubAreaSize and im.Extra must be known), and
-// writes the blob and int3 in its RX segment: trampolines and probe
-// records can then be written where they go (RX, Probe) instead of
-// being built apart and copied (cc1plus: 160 MB of trampolines and
-// 155 MB of probe records). WriteParts and WriteWithRoom finish it
-// (with the same areaRoom).
-func Prepare(im *Image, areaRoom bool) {
+// areaRoom (im.Module.StubAreaSize and im.Extra must be known), copies
+// the input file into it with im.Writes applied (the caller may drop
+// them then: cc1plus's are 94 MB), and writes the blob and int3 in its
+// RX segment: trampolines and probe records can then be written where
+// they go (RX, Probe) instead of being built apart and copied (cc1plus:
+// 160 MB of trampolines and 155 MB of probe records). WriteParts and
+// WriteWithRoom finish it (with the same areaRoom).
+func Prepare(im *Image, areaRoom bool) error {
 	f, l := im.File, im.Layout
 	// Room for all of it up front: the stub area can be a gigabyte of
 	// mostly zeros (a big executable's), which growing the slice would
@@ -111,10 +112,20 @@ func Prepare(im *Image, areaRoom bool) {
 	for _, x := range im.Extra {
 		room += uint64(len(x.Data)) + 8
 	}
-	im.Out, im.areaRoom = make([]byte, l.FileEnd, room), areaRoom
-	copy(im.Out[l.RXOff:], im.Blob.Data)
-	elfin.LE.PutUint64(im.Out[l.RXOff+runtime.BlobOffModuleRel:], l.RWVaddr-l.RXVaddr)
-	FillInt3(im.Out[l.RXOff+uint64(len(im.Blob.Data)) : l.RXOff+l.RXSize])
+	out := make([]byte, l.FileEnd, room)
+	copy(out, f.Data)
+	for _, w := range im.Writes {
+		off, ok := f.OffsetOf(w.Addr, uint64(len(w.Bytes)))
+		if !ok {
+			return fmt.Errorf("patched bytes %#x+%d are not in the file", w.Addr, len(w.Bytes))
+		}
+		copy(out[off:], w.Bytes)
+	}
+	copy(out[l.RXOff:], im.Blob.Data)
+	elfin.LE.PutUint64(out[l.RXOff+runtime.BlobOffModuleRel:], l.RWVaddr-l.RXVaddr)
+	FillInt3(out[l.RXOff+uint64(len(im.Blob.Data)) : l.RXOff+l.RXSize])
+	im.Out, im.areaRoom = out, areaRoom
+	return nil
 }
 
 // RX returns the n bytes at link vaddr addr in Prepare's RX segment,
@@ -137,19 +148,13 @@ func write(im *Image, areaRoom bool) (out []byte, sa *StubArea, notes []string, 
 	f, l := im.File, im.Layout
 	switch {
 	case im.Out == nil:
-		Prepare(im, areaRoom)
+		if err := Prepare(im, areaRoom); err != nil {
+			return nil, nil, nil, err
+		}
 	case im.areaRoom != areaRoom:
 		return nil, nil, nil, errors.New("output prepared with another room for the stub area")
 	}
 	out = im.Out
-	copy(out, f.Data)
-	for _, w := range im.Writes {
-		off, ok := f.OffsetOf(w.Addr, uint64(len(w.Bytes)))
-		if !ok {
-			return nil, nil, nil, fmt.Errorf("patched bytes %#x+%d are not in the file", w.Addr, len(w.Bytes))
-		}
-		copy(out[off:], w.Bytes)
-	}
 	writeRX(out, im)
 	rbuf := out[l.ROff : l.ROff+l.RSize]
 	writeR(rbuf, im)
