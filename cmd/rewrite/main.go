@@ -22,21 +22,22 @@ func main() {
 }
 
 // limitMemory sets a soft memory limit for rewriting the file at path,
-// unless GOMEMLIMIT is set: 72 bytes per byte of its code (what a rewrite
+// unless GOMEMLIMIT is set: 60 bytes per byte of its code (what a rewrite
 // keeps live grows with the instructions, not with the file's data), 512
 // MiB at least. With GOGC at 400 alone a big input's heap grows to five
-// times what is live. Measured (max RSS, time): cc1plus (22 MB of code)
-// 1.58 GB in 18.9 s against 2.16 GB in 19.4 s under the limit before
-// (64 times the file); node (28 MB of code in a 99 MB file) 1.99 GB in
-// 16.7 s against 3.78 GB in 19.6 s; gdb 512 MB in 2.8 s against 623 MB
-// in 3.3 s. A limit below what is live only makes the collector run
-// more (cc1plus at 1000 MiB: 1.49 GB, 25 s), never fails.
+// times what is live. The live peak is about 47 bytes per byte of code
+// (cc1plus 1.04 GB for 22 MB, node 1.28 GB for 28 MB, gctrace with
+// GOGC=10): 60 leaves the collector a quarter more. Measured against 72
+// (max RSS, CPU time): cc1plus 1.30 GB against 1.55 GB, the same CPU;
+// node 1.62 GB against 1.92 GB, 1.01 of the CPU. A limit below what is
+// live only makes the collector run more (cc1plus at 1,100 MiB: 150
+// collections, twice the CPU), never fails.
 func limitMemory(path string) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
 	if n := codeBytes(path); n > 0 {
-		debug.SetMemoryLimit(max(512<<20, 72*n))
+		debug.SetMemoryLimit(max(512<<20, 60*n))
 	}
 }
 
