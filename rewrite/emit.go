@@ -19,7 +19,6 @@ type emitter struct {
 	plan    *policy.Plan
 	tt      *trampTable
 	ps      *patchSet
-	l       *elfout.Layout
 	entry   uint64        // stint_probe_entry's link vaddr
 	im      *elfout.Image // the output (elfout.Prepare): trampolines and probe records go there
 	retWord []uint32      // by instruction: stint_probe.rets of its direct probes (0: none)
@@ -40,18 +39,18 @@ func (e *emitter) emit() error {
 		t := e.tt.at.Nth(k)
 		i := int(t.inst)
 		in := &c.Insts[i]
-		a := &tramp.Asm{B: e.im.RX(t.addr, int(t.size)), Base: t.addr, Gate: e.l.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
-			Countdown: e.plan.Countdown(), TextLo: e.fx.Module.TextLo, TextHi: e.fx.Module.TextHi, Module: e.l.RWVaddr,
+		a := &tramp.Asm{B: e.im.RX(t.addr, int(t.size)), Base: t.addr, Gate: e.im.Layout.GateAt, Inline: e.plan.Inline(), Paths: e.plan.Paths(), Calls: e.plan.Calls(), Static: !e.fx.Module.FS0IsThreadPointer(),
+			Countdown: e.plan.Countdown(), TextLo: e.fx.Module.TextLo, TextHi: e.fx.Module.TextHi, Module: e.im.Layout.RWVaddr,
 			FlagsDead: e.tt.flagsDead}
 		if e.tt.stripe {
-			a.Stripes = &tramp.Stripes{ProbesAt: e.l.ProbesAt, NProbes: e.nprobe, CDBaseAt: e.l.RWVaddr + runtime.ModOffCDBase}
+			a.Stripes = &tramp.Stripes{ProbesAt: e.im.Layout.ProbesAt, NProbes: e.nprobe, CDBaseAt: e.im.Layout.RWVaddr + runtime.ModOffCDBase}
 		}
 		if e.ps.switchable(i) {
-			a.Gate = e.l.GateAt + runtime.GateWord1
+			a.Gate = e.im.Layout.GateAt + runtime.GateWord1
 		}
 		a.Cold = a.ColdAt(e.tt.coldBase + t.cold)
 		a.Cold.B = e.im.RX(a.Cold.Base, e.tt.coldSize(i))
-		a.Counts = e.tt.countsAt(i, e.l.CountsAt, e.l.ProbesAt, true)
+		a.Counts = e.tt.countsAt(i, e.im.Layout.CountsAt, e.im.Layout.ProbesAt, true)
 		a.Tail = tails
 		if t.addr+uint64(t.size) > e.tt.coldBase {
 			return fmt.Errorf("trampoline for %#x: allocated after the cold region was placed", in.Addr)
@@ -115,7 +114,7 @@ func (e *emitter) site(a *tramp.Asm, i int, t *trampoline) error {
 	if plan.Watched(i) {
 		skip = [2]bool{}
 	}
-	probeAt := func(k int) uint64 { return e.l.ProbesAt + uint64(int(t.probe0)+k)*runtime.ProbeStructSize }
+	probeAt := func(k int) uint64 { return e.im.Layout.ProbesAt + uint64(int(t.probe0)+k)*runtime.ProbeStructSize }
 	pv := make([]uint64, n)
 	kept := 0
 	for k := range pv {
@@ -175,7 +174,7 @@ func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64,
 			pr.Cache = t.addr + uint64(s.Arm) + 4 + uint64(int64(rel))
 		}
 	}
-	pr.ModuleBack = uint32(e.l.ProbesAt + uint64(idx)*runtime.ProbeStructSize - e.l.RWVaddr)
+	pr.ModuleBack = uint32(e.im.Layout.ProbesAt + uint64(idx)*runtime.ProbeStructSize - e.im.Layout.RWVaddr)
 	pr.Patch = e.ps.patchIndex(i)
 	if pr.Patch != runtime.NoPatch {
 		n := e.seen[pr.Patch]

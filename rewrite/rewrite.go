@@ -355,7 +355,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 		return nil, nil, err
 	}
 	im.Writes = nil
-	e := &emitter{fx: fx, plan: plan, tt: tt, ps: ps, l: l, im: im, entry: fr.RXVaddr + uint64(blob.probe), retWord: retWord,
+	e := &emitter{fx: fx, plan: plan, tt: tt, ps: ps, im: im, entry: fr.RXVaddr + uint64(blob.probe), retWord: retWord,
 		nprobe: nprobe, seen: make([][2]int, len(ps.order))}
 	if err := e.emit(); err != nil {
 		return nil, nil, err

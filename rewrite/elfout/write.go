@@ -13,12 +13,6 @@ import (
 	"github.com/stint-project/stint/runtime"
 )
 
-// Tramp is one trampoline's code at its link vaddr.
-type Tramp struct {
-	Addr uint64
-	Code []byte
-}
-
 // Blob is the runtime blob and its entry offsets (runtime.BlobHeader).
 type Blob struct {
 	Data                 []byte
@@ -46,10 +40,8 @@ type Image struct {
 	Layout    *Layout
 	Blob      Blob
 	Writes    []place.Write // in the planner's order: a later write to a byte wins (applied by Prepare)
-	Tramps    []Tramp
 	Note      []byte
 	Module    runtime.Module
-	Probes    []runtime.Probe
 	Patches   []runtime.Patch
 	Chunks    []runtime.Chunk
 	Stubs     []runtime.Stub
@@ -66,7 +58,8 @@ type Image struct {
 	Extra []Section
 
 	// Out, when Prepare made it, is the output being written: the
-	// trampolines and probe records may be in it already (RX, Probe).
+	// trampolines and probe records go straight into it (RX, Probe),
+	// the only way they reach the output.
 	Out      []byte
 	areaRoom bool
 }
@@ -155,7 +148,6 @@ func write(im *Image, areaRoom bool) (out []byte, sa *StubArea, notes []string, 
 		return nil, nil, nil, errors.New("output prepared with another room for the stub area")
 	}
 	out = im.Out
-	writeRX(out, im)
 	rbuf := out[l.ROff : l.ROff+l.RSize]
 	writeR(rbuf, im)
 	m := out[l.RWOff : l.RWOff+l.RWSize]
@@ -182,15 +174,6 @@ func write(im *Image, areaRoom bool) (out []byte, sa *StubArea, notes []string, 
 		notes = append(notes, snote)
 	}
 	return out, newStubArea(out, uint64(len(out)), l.RWOff, hdr.StubAreaSize, im.Stubs), notes, nil
-}
-
-// writeRX copies im.Tramps, the trampolines not written in place, into
-// the RX segment Prepare made.
-func writeRX(out []byte, im *Image) {
-	l := im.Layout
-	for _, t := range im.Tramps {
-		copy(out[l.RXOff+(t.Addr-l.RXVaddr):], t.Code)
-	}
 }
 
 // writeR writes the R segment's tables (program headers come last).
@@ -228,9 +211,6 @@ func putWords(b []byte, ws []uint32) {
 // writeTables writes the probes, patches, chunks and traps into the RW segment m.
 func writeTables(m []byte, im *Image) {
 	l := im.Layout
-	for k := range im.Probes {
-		im.Probes[k].Put(m[l.ProbesAt-l.RWVaddr+uint64(k)*runtime.ProbeStructSize:])
-	}
 	for k := range im.Patches {
 		im.Patches[k].Put(m[l.PatchesAt-l.RWVaddr+uint64(k)*runtime.PatchStructSize:])
 	}
