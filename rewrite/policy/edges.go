@@ -255,8 +255,8 @@ func (p *Plan) EdgeOf(i int) (EdgeSite, bool) {
 
 // isEdge reports whether instruction i is a destination probe.
 func (p *Plan) isEdge(i int) bool {
-	r := p.edge(i)
-	return r != nil && r.isDest
+	_, ok := p.EdgeOf(i)
+	return ok
 }
 
 // Delegate records, for jcc site i, which of its outcomes need no probe

@@ -96,13 +96,14 @@ func (p *Plan) preSiteable(i, j int) bool {
 	return true
 }
 
-// isPreCall reports whether instruction i is a pre-call site.
-func (p *Plan) isPreCall(i int) bool {
+// preCallOf returns the indirect call pre-call site i probes; ok is
+// false when i is no pre-call site (the filter first: most are not).
+func (p *Plan) preCallOf(i int) (call int, ok bool) {
 	if !maybe(p.preAt, i) {
-		return false
+		return 0, false
 	}
-	_, ok := p.preCall[i]
-	return ok
+	call, ok = p.preCall[i]
+	return call, ok
 }
 
 // PreSiteOf returns the branch that pre-site i probes: an indirect call,

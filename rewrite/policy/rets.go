@@ -155,8 +155,10 @@ func (pc *Plan) RetLists(probeOf func(i int) int) (table, word []uint32, n, call
 		var ps []uint32
 		for _, r := range sites {
 			p := probeOf(r)
-			if p < 0 && r > 0 && pc.isPreCall(r-1) && pc.preCall[r-1] == r {
-				p = probeOf(r - 1) // an indirect call probed before it (precall.go)
+			if p < 0 && r > 0 {
+				if call, pre := pc.preCallOf(r - 1); pre && call == r {
+					p = probeOf(r - 1) // an indirect call probed before it (precall.go)
+				}
 			}
 			if p >= 0 {
 				ps = append(ps, uint32(p))
@@ -174,7 +176,7 @@ func (pc *Plan) RetLists(probeOf func(i int) int) (table, word []uint32, n, call
 	byFunc := map[uint64]uint32{}   // FDE start -> offset + 1 of its own list
 	for i := range c.Insts {
 		k := c.Kinds[i]
-		if pc.isPreCall(i) || k == facts.Ret || k == facts.IndJmp || k == facts.IndCall || probeOf(i) < 0 {
+		if _, pre := pc.preCallOf(i); pre || k == facts.Ret || k == facts.IndJmp || k == facts.IndCall || probeOf(i) < 0 {
 			continue
 		}
 		if k != facts.Call {

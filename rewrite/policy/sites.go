@@ -121,7 +121,8 @@ func (p *Plan) MarkOpenEnded(ok []int) {
 	}
 	c := p.fx.Code
 	for _, i := range ok {
-		if k := c.Kinds[i]; k == facts.Ret || k == facts.IndJmp || k == facts.IndCall || p.isPreCall(i) {
+		_, pre := p.preCallOf(i)
+		if k := c.Kinds[i]; k == facts.Ret || k == facts.IndJmp || k == facts.IndCall || pre {
 			c.Insts[i].Flags |= place.InstNoRead
 		}
 	}
