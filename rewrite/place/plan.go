@@ -60,8 +60,8 @@ const (
 // them are one block the collector never scans (cc1plus: 5.1 M, whose
 // slice headers were 40 bytes each with a pointer into the file).
 type Inst struct {
-	Addr  uint64   // link vaddr
-	enc   [15]byte // the original encoding, enc[:n]; never modified by the planner
+	Addr  uint64           // link vaddr
+	enc   [MaxInstLen]byte // the original encoding, enc[:n]; never modified by the planner
 	n     uint8
 	Flags InstFlags
 }
