@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "e3ff9a94656cc9d14715f79d20f79287dab470d89719a55317b3773743b2ae2c"
+const BlobSHA256 = "ed367671f377f69c4c630ae0941eadf2f89481f94d6f2bdbad1203cbc3928231"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).
