@@ -288,6 +288,12 @@ const TestNoMemfdEnv = "STINT_TEST_NO_MEMFD"
 // instead of mapping it from the module's file (ABI 7).
 const TestNoStubFileEnv = "STINT_TEST_NO_STUB_FILE"
 
+// TestNoProcmapEnv is STINT_TEST_NO_PROCMAP_ENV: a test hook. With
+// STINT_TEST_NO_PROCMAP=1 the runtime finds the module of a destination
+// outside every known one by reading /proc/self/maps, as on kernels
+// without PROCMAP_QUERY; with =2 by the query alone.
+const TestNoProcmapEnv = "STINT_TEST_NO_PROCMAP"
+
 // TestLogLoadEnv is STINT_TEST_LOG_LOAD_ENV: a test hook. With
 // STINT_TEST_LOG_LOAD=1 the runtime says on stderr, for each module it
 // applies the redundancy log to, whether it took the rewriter's list of

@@ -117,7 +117,8 @@ var abiConsts = map[string]uint64{
 var abiStrings = map[string]string{
 	"STINT_QOS_ENV": QoSEnv, "STINT_TEST_FAIL_CHUNK_ENV": TestFailChunkEnv, "STINT_TEST_MAX_MAP_COUNT_ENV": TestMaxMapCountEnv,
 	"STINT_TEST_NO_MEMFD_ENV": TestNoMemfdEnv, "STINT_TEST_NO_STUB_FILE_ENV": TestNoStubFileEnv,
-	"STINT_TEST_LOG_LOAD_ENV": TestLogLoadEnv, "STINT_TEST_SAVE_HOLD_ENV": TestSaveHoldEnv,
+	"STINT_TEST_NO_PROCMAP_ENV": TestNoProcmapEnv,
+	"STINT_TEST_LOG_LOAD_ENV":   TestLogLoadEnv, "STINT_TEST_SAVE_HOLD_ENV": TestSaveHoldEnv,
 	"STINT_TEST_SAMPLE_SEED_ENV":  TestSampleSeedEnv,
 	"STINT_TEST_CHARGE_STALL_ENV": TestChargeStallEnv, "STINT_TEST_READEE_STALL_ENV": TestReadeeStallEnv,
 	"STINT_TEST_SWITCH_STALL_ENV": TestSwitchStallEnv, "STINT_TEST_BATCH_STALL_ENV": TestBatchStallEnv,

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "ed367671f377f69c4c630ae0941eadf2f89481f94d6f2bdbad1203cbc3928231"
+const BlobSHA256 = "81b126a0a4658baf7b4f84f7e294eba9827e2fa0dd891d9e5f550a7d636751b0"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

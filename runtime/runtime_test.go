@@ -533,6 +533,51 @@ func TestTraceFileNames(t *testing.T) {
 	}
 }
 
+// TestModuleLookup finds the module of a destination in no known module
+// (the driver's call into libc) three ways: PROCMAP_QUERY with the maps
+// scan behind it (the default), the scan alone (kernels before 6.11) and
+// the query alone. All three name the same file with the same extent.
+func TestModuleLookup(t *testing.T) {
+	var want *formats.Module
+	for _, hook := range []string{"1", "", "2"} {
+		if hook == "2" && !kernelAtLeast(6, 11) {
+			t.Log("PROCMAP_QUERY needs Linux 6.11: the query alone not checked")
+			continue
+		}
+		r := runDriver(t, "return", TestNoProcmapEnv+"="+hook)
+		tr, _ := traceOf(t, r.out, r.num(t, "pid"))
+		_, _, libc := moduleIDs(t, tr, r)
+		switch {
+		case libc == nil || !strings.Contains(filepath.Base(libc.Path), "libc"):
+			t.Errorf("%s=%s: libc not in the module table: %+v", TestNoProcmapEnv, hook, tr.Modules)
+		case want == nil:
+			want = libc
+		case libc.Path != want.Path || libc.Size != want.Size:
+			t.Errorf("%s=%s: libc %s size %#x, the scan's %s size %#x", TestNoProcmapEnv, hook, libc.Path, libc.Size, want.Path, want.Size)
+		}
+	}
+}
+
+// kernelAtLeast reports whether the running kernel is major.minor or later.
+func kernelAtLeast(major, minor int) bool {
+	var u syscall.Utsname
+	if syscall.Uname(&u) != nil {
+		return false
+	}
+	var b []byte
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(string(b), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
 // TestBlobLoaded runs the committed blob itself: copied to two random
 // addresses, entered through its header's DT_INIT, e_entry (on a fake
 // initial stack), probe and DT_FINI offsets.

@@ -230,6 +230,11 @@
 /* Test hook: STINT_TEST_NO_STUB_FILE=1 makes the runtime build the stub
  * area in a memfd, as for a file without one (ABI 7). */
 #define STINT_TEST_NO_STUB_FILE_ENV "STINT_TEST_NO_STUB_FILE"
+/* Test hook: STINT_TEST_NO_PROCMAP=1 makes the runtime find the module
+ * of a destination outside every known one by reading /proc/self/maps,
+ * as on kernels without PROCMAP_QUERY; =2 by the query alone, with no
+ * scan when it cannot answer. */
+#define STINT_TEST_NO_PROCMAP_ENV "STINT_TEST_NO_PROCMAP"
 /* Test hook: STINT_TEST_LOG_LOAD=1 makes the runtime say on stderr, for
  * each module it applies the log to, whether it took the rewriter's list
  * of logged probes (STINT_MF_LOGGED) or looked up every probe; =2 makes

@@ -233,6 +233,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 			l--;
 		g->proc.out_dir[l] = 0;
 		g->tool = m->tool;
+		test_procmap_setup(g, envp);
 		s_memcpy(g->options, m->options, sizeof m->options < sizeof g->options ? sizeof m->options : sizeof g->options);
 		g->options[sizeof g->options - 1] = 0;
 		budget_setup(g, envp, g->options);

@@ -274,6 +274,7 @@ struct stint_tests {
 	uint64_t switch_stall_ns;    /* STINT_TEST_SWITCH_STALL */
 	uint64_t batch_stall_ns;     /* STINT_TEST_BATCH_STALL */
 	uint32_t roll_kill;          /* STINT_TEST_ROLL_KILL */
+	uint32_t no_procmap;         /* STINT_TEST_NO_PROCMAP */
 	char save_hold[256];         /* STINT_TEST_SAVE_HOLD (log_save) */
 };
 
@@ -1126,6 +1127,7 @@ static int paths_grow(struct stint_global *g, struct paths_thread *t);
 static uint64_t paths_chunk_new(struct stint_global *g, uint32_t tid, uint32_t seq, uint64_t first_ns);
 static void test_roll_kill(struct stint_global *g, uint32_t step);
 static void test_paths_setup(struct stint_global *g, char **envp);
+static void test_procmap_setup(struct stint_global *g, char **envp);
 static uint64_t paths_reserve(struct stint_global *g, uint64_t len, uint64_t alloc);
 static void paths_header(uint8_t *c, uint64_t len, uint64_t n);
 static uint64_t paths_claim(struct stint_global *g, uint64_t len, uint64_t n);

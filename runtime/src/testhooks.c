@@ -48,6 +48,14 @@ static void test_paths_setup(struct stint_global *g, char **envp)
 		g->test.roll_kill = (uint32_t)(rk[0] - '0');
 }
 
+/* The module lookup's hook (at the state's creation). */
+static void test_procmap_setup(struct stint_global *g, char **envp)
+{
+	const char *np = env_get(envp, STINT_TEST_NO_PROCMAP_ENV);
+	if (np && (np[0] == '1' || np[0] == '2') && !np[1])
+		g->test.no_procmap = (uint32_t)(np[0] - '0');
+}
+
 /* Spin ns on clock (0: not at all). */
 __attribute__((cold, noinline)) static void test_stall(int clock, uint64_t ns)
 {
