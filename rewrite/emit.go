@@ -32,10 +32,19 @@ type emitter struct {
 // relocated copy, each in its place in the output (elfout.Image.RX,
 // at its size: an assembler appends there). Trampolines of the planner's
 // failed attempts stay int3.
+// releaseEvery trampolines, the emitter lets the output's written pages
+// go (elfout.Image.Release): a file-backed output then stays out of
+// memory but for the last few megabytes written (cc1plus: 1.3 M
+// trampolines, about 120 bytes and a 64-byte probe record each).
+const releaseEvery = 1 << 16
+
 func (e *emitter) emit() error {
 	c := e.fx.Code
 	tails := e.tt.tails(true)
 	for k := range e.tt.at.Len() {
+		if k%releaseEvery == releaseEvery-1 {
+			e.im.Release()
+		}
 		t := e.tt.at.Nth(k)
 		i := int(t.inst)
 		in := &c.Insts[i]

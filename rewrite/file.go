@@ -34,40 +34,70 @@ func RewriteFile(inPath, outPath string, opts Options) (*Stats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: read: %w", inPath, err)
 	}
+	tmp, err := createTemp(outPath)
+	if err != nil {
+		return nil, err
+	}
+	fb := &fileBacking{f: tmp}
+	done := false
+	defer func() {
+		fb.unmap()
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	opts.backing = fb
 	out, sa, st, err := rewriteParts(data, opts, false)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", inPath, err)
 	}
-	// the stub area page by page after the rest: never whole in memory
-	var more func(f *os.File) (int64, error)
-	if sa != nil {
-		more = func(f *os.File) (int64, error) {
-			err := sa.Pages(func(off uint64, page []byte) error {
-				_, err := f.WriteAt(page, int64(off))
-				return err
-			})
-			return int64(sa.End()), err
-		}
+	if err := fillTemp(tmp, fb, out, sa); err != nil {
+		return nil, fmt.Errorf("write output: %w", err)
 	}
-	if err := writeFileAtomic(outPath, out, fi.Mode().Perm(), more); err != nil {
+	if err := commitTemp(tmp, outPath, fi.Mode().Perm()); err != nil {
 		return nil, err
 	}
+	done = true
 	return st, nil
+}
+
+// fillTemp makes tmp hold out, then the stub area sa (nil: none) page
+// by page after it: never whole in memory. out is in tmp already when
+// fb's mapping holds it.
+func fillTemp(tmp *os.File, fb *fileBacking, out []byte, sa *elfout.StubArea) error {
+	inFile := fb.holds(out)
+	fb.unmap()
+	if !inFile {
+		// on the heap (no mapping, or moved off it): what the mapping
+		// wrote must not show through the holes writeSparse leaves
+		if err := tmp.Truncate(0); err != nil {
+			return err
+		}
+		if err := writeSparse(tmp, out); err != nil {
+			return err
+		}
+	}
+	end := int64(len(out))
+	if sa != nil {
+		err := sa.Pages(func(off uint64, page []byte) error {
+			_, err := tmp.WriteAt(page, int64(off))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		end = int64(sa.End())
+	}
+	return tmp.Truncate(end)
 }
 
 // WriteFileAtomic writes data to path through a temporary file in the same
 // directory and a rename; mode is applied before the rename.
 func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
-	return writeFileAtomic(path, data, mode, nil)
-}
-
-// writeFileAtomic is WriteFileAtomic with more (nil: none) writing the
-// rest of the file after data and saying where the file ends.
-func writeFileAtomic(path string, data []byte, mode os.FileMode, more func(*os.File) (int64, error)) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".stint-*")
+	tmp, err := createTemp(path)
 	if err != nil {
-		return fmt.Errorf("write output: %w", err)
+		return err
 	}
 	defer func() {
 		if err != nil {
@@ -78,22 +108,29 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode, more func(*os.F
 	if err = writeSparse(tmp, data); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
-	if more != nil {
-		end, err := more(tmp)
-		if err == nil {
-			err = tmp.Truncate(end)
-		}
-		if err != nil {
-			return fmt.Errorf("write output: %w", err)
-		}
+	return commitTemp(tmp, path, mode)
+}
+
+// createTemp creates the temporary file that becomes path: in the same
+// directory, so that the rename is atomic.
+func createTemp(path string) (*os.File, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".stint-*")
+	if err != nil {
+		return nil, fmt.Errorf("write output: %w", err)
 	}
-	if err = tmp.Chmod(mode); err != nil {
+	return tmp, nil
+}
+
+// commitTemp gives tmp its mode, closes it and renames it to path; the
+// caller removes tmp when this fails.
+func commitTemp(tmp *os.File, path string, mode os.FileMode) error {
+	if err := tmp.Chmod(mode); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
-	if err = tmp.Close(); err != nil {
+	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stint-project/stint/rewrite/elfout"
 	"github.com/stint-project/stint/rewrite/facts"
 	"github.com/stint-project/stint/rewrite/policy"
 	"github.com/stint-project/stint/runtime"
@@ -137,6 +138,10 @@ type Options struct {
 	// the destination allows, EdgesAuto ("" too) EdgesCovered's and the
 	// others' at destinations a jmp rel32 replaces, EdgesNone none.
 	Edges string
+
+	// backing (RewriteFile's) holds the output image in the output
+	// file's mapping instead of the heap; nil: the heap.
+	backing elfout.Backing
 }
 
 // Tool selects the probe sites (STINT_TOOL_*).

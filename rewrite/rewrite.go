@@ -136,11 +136,16 @@ func rewrite(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, areaRoom b
 		return nil, nil, err
 	}
 	plan, tt, p := a.plan, a.tt, a.p
+	// Placement is done: its state goes before the patch tables come,
+	// the peak of a big rewrite, and its writes' slack with it.
+	p.Release()
+	if cap(p.Writes) > len(p.Writes)+len(p.Writes)/4 {
+		p.Writes = slices.Clone(p.Writes)
+	}
 	ps, err := collectPatches(fx.Code, p, plan, a.patched)
 	if err != nil {
 		return nil, nil, err
 	}
-	p.Release() // placement is done; emission is the peak of a big rewrite
 	st.addPlan(plan, ps)
 	nprobe, err := numberProbes(fx.Code, tt, plan, a.patched, ps.evicted)
 	if err != nil {
@@ -337,7 +342,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	if retWord == nil {
 		retWord = make([]uint32, len(fx.Code.Insts)) // looked up per probe (a word of 0 sets nothing)
 	}
-	im := &elfout.Image{File: fx.File, Mod: fx.Module, Frame: fr, Layout: l, Blob: blob.Blob, Note: note}
+	im := &elfout.Image{File: fx.File, Mod: fx.Module, Frame: fr, Layout: l, Blob: blob.Blob, Note: note, Backing: opts.backing}
 	im.Module.StubAreaSize = area.SrcSize
 	if opts.Paths() {
 		im.Extra = []elfout.Section{{Name: formats.PathMapSection, Data: pathMap(fx, plan, tt, st).Encode()}}

@@ -22,22 +22,23 @@ func main() {
 }
 
 // limitMemory sets a soft memory limit for rewriting the file at path,
-// unless GOMEMLIMIT is set: 60 bytes per byte of its code (what a rewrite
+// unless GOMEMLIMIT is set: 38 bytes per byte of its code (what a rewrite
 // keeps live grows with the instructions, not with the file's data), 512
 // MiB at least. With GOGC at 400 alone a big input's heap grows to five
-// times what is live. The live peak is about 47 bytes per byte of code
-// (cc1plus 1.04 GB for 22 MB, node 1.28 GB for 28 MB, gctrace with
-// GOGC=10): 60 leaves the collector a quarter more. Measured against 72
-// (max RSS, CPU time): cc1plus 1.30 GB against 1.55 GB, the same CPU;
-// node 1.62 GB against 1.92 GB, 1.01 of the CPU. A limit below what is
-// live only makes the collector run more (cc1plus at 1,100 MiB: 150
-// collections, twice the CPU), never fails.
+// times what is live. The live peak is about 34 bytes per byte of code
+// now that the output image is a mapping of the output file, not heap
+// (cc1plus 758 MB for 22.2 MB, node 958 MB for 27.8 MB, gctrace with
+// GOGC=10); 38 leaves the collector a tenth more and keeps cc1plus's
+// peak, heap and resident image, under 1 GB (983 MB at 820 MiB, 1,023
+// at 880). A limit below what is live only makes the collector run
+// more (cc1plus at 1,100 MiB when the image was heap: 150 collections,
+// twice the CPU), never fails.
 func limitMemory(path string) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
 	if n := codeBytes(path); n > 0 {
-		debug.SetMemoryLimit(max(512<<20, 60*n))
+		debug.SetMemoryLimit(max(512<<20, 43*n))
 	}
 }
 

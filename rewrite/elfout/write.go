@@ -57,11 +57,35 @@ type Image struct {
 	// (a compact trace's branch map); they need section headers.
 	Extra []Section
 
+	// Backing, when set, supplies the output's memory instead of the Go
+	// heap (a mapping of the output file: see Backing).
+	Backing Backing
+
 	// Out, when Prepare made it, is the output being written: the
 	// trampolines and probe records go straight into it (RX, Probe),
 	// the only way they reach the output.
 	Out      []byte
 	areaRoom bool
+}
+
+// Backing is memory for the output image outside the Go heap: a shared
+// mapping of the output file, whose written pages the rewriter may let go
+// of (Release) since the file keeps them. The image is the rewrite's
+// biggest allocation (cc1plus: 358 MB without its stub area).
+type Backing interface {
+	// Alloc returns room bytes of zeroed memory (an error: the heap then).
+	Alloc(room uint64) ([]byte, error)
+	// Release lets the pages written so far leave memory; a later access
+	// brings them back as they were.
+	Release()
+}
+
+// Release lets the output's written pages leave memory, when a Backing
+// holds it (Backing.Release); nothing otherwise.
+func (im *Image) Release() {
+	if im.Backing != nil && im.Out != nil {
+		im.Backing.Release()
+	}
 }
 
 // Section is a section that is not loaded: its name and contents.
@@ -105,7 +129,15 @@ func Prepare(im *Image, areaRoom bool) error {
 	for _, x := range im.Extra {
 		room += uint64(len(x.Data)) + 8
 	}
-	out := make([]byte, l.FileEnd, room)
+	var out []byte
+	if im.Backing != nil {
+		if b, err := im.Backing.Alloc(room); err == nil && uint64(len(b)) >= room {
+			out = b[:l.FileEnd:room]
+		}
+	}
+	if out == nil {
+		out = make([]byte, l.FileEnd, room)
+	}
 	copy(out, f.Data)
 	for _, w := range im.Writes {
 		off, ok := f.OffsetOf(w.Addr, uint64(len(w.Bytes)))
@@ -118,6 +150,7 @@ func Prepare(im *Image, areaRoom bool) error {
 	elfin.LE.PutUint64(out[l.RXOff+runtime.BlobOffModuleRel:], l.RWVaddr-l.RXVaddr)
 	FillInt3(out[l.RXOff+uint64(len(im.Blob.Data)) : l.RXOff+l.RXSize])
 	im.Out, im.areaRoom = out, areaRoom
+	im.Release()
 	return nil
 }
 
