@@ -138,21 +138,33 @@ func Prepare(im *Image, areaRoom bool) error {
 	if out == nil {
 		out = make([]byte, l.FileEnd, room)
 	}
+	im.Out, im.areaRoom = out, areaRoom
 	copy(out, f.Data)
 	for _, w := range im.Writes {
 		off, ok := f.OffsetOf(w.Addr, uint64(len(w.Bytes)))
 		if !ok {
+			im.Out = nil
 			return fmt.Errorf("patched bytes %#x+%d are not in the file", w.Addr, len(w.Bytes))
 		}
 		copy(out[off:], w.Bytes)
 	}
+	im.Release()
 	copy(out[l.RXOff:], im.Blob.Data)
 	elfin.LE.PutUint64(out[l.RXOff+runtime.BlobOffModuleRel:], l.RWVaddr-l.RXVaddr)
-	FillInt3(out[l.RXOff+uint64(len(im.Blob.Data)) : l.RXOff+l.RXSize])
-	im.Out, im.areaRoom = out, areaRoom
-	im.Release()
+	// in steps, each let go: cc1plus's 128 MB at once made its peak
+	for lo, hi := l.RXOff+uint64(len(im.Blob.Data)), l.RXOff+l.RXSize; lo < hi; lo += fillStep {
+		FillInt3(out[lo:min(lo+fillStep, hi)])
+		im.Release()
+	}
 	return nil
 }
+
+// releasePatches patch records, writeTables lets the written pages go.
+const releasePatches = 1 << 18
+
+// fillStep is how much of the RX segment Prepare fills with int3 before
+// letting the pages go (Image.Release).
+const fillStep = 16 << 20
 
 // RX returns the n bytes at link vaddr addr in Prepare's RX segment,
 // empty, with capacity n: an assembler appends a trampoline there (one
@@ -183,8 +195,10 @@ func write(im *Image, areaRoom bool) (out []byte, sa *StubArea, notes []string, 
 	out = im.Out
 	rbuf := out[l.ROff : l.ROff+l.RSize]
 	writeR(rbuf, im)
+	im.Release()
 	m := out[l.RWOff : l.RWOff+l.RWSize]
 	writeTables(m, im)
+	im.Release()
 	newDyn, origEntry, origFini, dnotes, err := writeEntries(out, rbuf, m, im)
 	if err != nil {
 		return nil, nil, nil, err
@@ -245,6 +259,9 @@ func putWords(b []byte, ws []uint32) {
 func writeTables(m []byte, im *Image) {
 	l := im.Layout
 	for k := range im.Patches {
+		if k%releasePatches == releasePatches-1 {
+			im.Release() // cc1plus: 42 MB of them
+		}
 		im.Patches[k].Put(m[l.PatchesAt-l.RWVaddr+uint64(k)*runtime.PatchStructSize:])
 	}
 	for k := range im.Chunks {
