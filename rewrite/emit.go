@@ -27,17 +27,17 @@ type emitter struct {
 	seen    [][2]int      // per patch index: probes, and open-ended ones the log saw
 }
 
-// emit encodes every allocated trampoline: a patched site's probe
-// trampoline (filling its probe records) or an evicted instruction's
-// relocated copy, each in its place in the output (elfout.Image.RX,
-// at its size: an assembler appends there). Trampolines of the planner's
-// failed attempts stay int3.
 // releaseEvery trampolines, the emitter lets the output's written pages
 // go (elfout.Image.Release): a file-backed output then stays out of
 // memory but for the last few megabytes written (cc1plus: 1.3 M
 // trampolines, about 120 bytes and a 64-byte probe record each).
 const releaseEvery = 1 << 16
 
+// emit encodes every allocated trampoline: a patched site's probe
+// trampoline (filling its probe records) or an evicted instruction's
+// relocated copy, each in its place in the output (elfout.Image.RX,
+// at its size: an assembler appends there). Trampolines of the planner's
+// failed attempts stay int3.
 func (e *emitter) emit() error {
 	c := e.fx.Code
 	tails := e.tt.tails(true)
