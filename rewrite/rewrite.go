@@ -444,6 +444,9 @@ func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.I
 		h.LogCount, h.LogSum = plan.LogDigest()
 		h.NLogged = uint32(len(im.Logged))
 	}
+	if opts.RetireSince != nil && plan.Retired > 0 {
+		h.Flags |= runtime.MFRetired
+	}
 	h.BuildIDLen = uint32(copy(h.BuildID[:], bid))
 	copy(h.Options[:len(h.Options)-1], opts.optionString())
 	return h

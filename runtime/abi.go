@@ -197,6 +197,10 @@ const (
 	// MFStripes (ABI 20): with MFEntries, an entry probe counts down in
 	// its slot of the calling thread's stripe (Module.CDBase).
 	MFStripes uint32 = 0x4000
+	// MFRetired: rewritten with --retire-since and some site retired; the
+	// runtime makes no private copies of the tables, code and trampolines
+	// at start.
+	MFRetired uint32 = 0x8000
 )
 
 // Probe flags (STINT_PF_*).

@@ -106,7 +106,7 @@ var abiConsts = map[string]uint64{
 	"STINT_K_SAMPLE_READER": uint64(KSampleReader), "STINT_K_BLOCK_COUNT": uint64(KBlockCount), "STINT_MF_COUNTS": uint64(MFCounts), "STINT_MF_CALLS": uint64(MFCalls), "STINT_SAMPLED_BASE": SampledBase,
 	"STINT_SAMPLE_RATE": SampleRate, "STINT_SAMPLE_EVERY": SampleEvery, "STINT_SAMPLE_RESERVOIR": SampleReservoir,
 	"STINT_SAMPLE_RES_SITE": SampleResSite, "STINT_SAMPLE_MIN": SampleMin, "STINT_MF_COUNTDOWN": uint64(MFCountdown),
-	"STINT_SAMPLE_SITES": SampleSites, "STINT_SAMPLE_ENTRIES": SampleEntries, "STINT_MF_ENTRIES": uint64(MFEntries), "STINT_MF_STRIPES": uint64(MFStripes),
+	"STINT_SAMPLE_SITES": SampleSites, "STINT_SAMPLE_ENTRIES": SampleEntries, "STINT_MF_ENTRIES": uint64(MFEntries), "STINT_MF_STRIPES": uint64(MFStripes), "STINT_MF_RETIRED": uint64(MFRetired),
 	"STINT_STRIPES": Stripes, "STINT_STRIPE_SHIFT": StripeShift, "STINT_STRIPE_SLOT": StripeSlot, "STINT_PF_ENTRY": uint64(PFEntry),
 	"STINT_CLOSE_UNKNOWN": CloseUnknown, "STINT_CLOSE_CHARGE": CloseCharge,
 	"STINT_CLOSE_START": CloseStart, "STINT_CLOSE_ROLL": CloseRoll,

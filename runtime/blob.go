@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "81b126a0a4658baf7b4f84f7e294eba9827e2fa0dd891d9e5f550a7d636751b0"
+const BlobSHA256 = "364655219d95e00768891524e60eb6bccdc32b0eb20bcf0014c1a6c486a60450"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

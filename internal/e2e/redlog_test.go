@@ -555,6 +555,15 @@ func TestRetireSince(t *testing.T) {
 	if st.Retired != len(want) || st.Covered != stPlain.Covered {
 		t.Errorf("stats: %d retired, %d covered; want %d retired, %d covered", st.Retired, st.Covered, len(want), stPlain.Covered)
 	}
+	// what the runtime reads to skip its start-up copies (init.c)
+	for _, c := range []struct {
+		path string
+		want bool
+	}{{retired, true}, {plain, false}} {
+		if mod, _, _ := probesAndPatches(t, c.path); (mod.Flags&runtime.MFRetired != 0) != c.want {
+			t.Errorf("%s: module flags %#x, STINT_MF_RETIRED wanted: %v", c.path, mod.Flags, c.want)
+		}
+	}
 	inRetired := patched(retired)
 	for s := range want {
 		if inRetired[s] {
@@ -584,9 +593,12 @@ func TestRetireSince(t *testing.T) {
 	// an OLD without an entry of this module retires nothing, and says so
 	empty := filepath.Join(dir, "empty.log")
 	writeLog(t, empty, raw, nil)
-	_, stEmpty := rewritten(t, bin, t.TempDir(), rewrite.Options{SkipCovered: coverage(t, "--skip-covered", newPath), RetireSince: coverage(t, "--retire-since", empty)})
+	outEmpty, stEmpty := rewritten(t, bin, t.TempDir(), rewrite.Options{SkipCovered: coverage(t, "--skip-covered", newPath), RetireSince: coverage(t, "--retire-since", empty)})
 	if stEmpty.Retired != 0 || !strings.Contains(strings.Join(stEmpty.Notes, "\n"), "no entry of this module") {
 		t.Errorf("empty OLD: %d retired, notes %q", stEmpty.Retired, stEmpty.Notes)
+	}
+	if mod, _, _ := probesAndPatches(t, outEmpty); mod.Flags&runtime.MFRetired != 0 {
+		t.Errorf("empty OLD: nothing retired, yet module flags %#x have STINT_MF_RETIRED", mod.Flags)
 	}
 
 	// OLD with an entry LOG lacks; OLD without --skip-covered; OLD not a log

@@ -130,6 +130,10 @@
                                 * runtime, which writes STINT_K_BLOCK_COUNT rows each period and at the end */
 #define STINT_MF_LOGGED  0x100 /* (ABI 10) rewritten with --skip-covered: log_count, log_sum and the logged
                                 * list describe the log the rewriter read (struct stint_module) */
+#define STINT_MF_RETIRED 0x8000 /* rewritten with --retire-since and some site retired: the sites earlier
+                                 * runs covered are unpatched, so a run writes into its tables, code and
+                                 * trampolines only for what is new, and the runtime makes no private
+                                 * copies of them at start (each page is copied when first written) */
 
 /* A compact trace's thread block (STINT_MF_PATHS), found through %gs: the
  * trampolines' inline appends read its first two words. A jcc's arm
