@@ -100,8 +100,8 @@ func otherCPU() int {
 	return 0
 }
 
-// hostDesc names the machine for a report: host name, CPUs, and where
-// the measured programs ran.
+// hostDesc names the machine for a report: host name, CPUs, where the
+// measured programs ran, and how fast it ran then (speedProbe).
 func hostDesc() string {
 	host, _ := os.Hostname()
 	s := fmt.Sprintf("%s %d cores", host, runtime.NumCPU())
@@ -111,7 +111,7 @@ func hostDesc() string {
 			s += fmt.Sprintf(" (their clients to CPU %d)", o)
 		}
 	}
-	return s
+	return s + "; " + speedProbe()
 }
 
 // CheckPin says whether pinning to PinCPU can work here.

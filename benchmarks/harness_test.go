@@ -2,6 +2,7 @@ package benchmarks
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,4 +43,17 @@ func TestRunOncePinned(t *testing.T) {
 	if CheckPin() == nil {
 		t.Error("CheckPin accepted a CPU this machine does not have")
 	}
+}
+
+// TestSpeedProbe: the probe's three figures are there and positive.
+func TestSpeedProbe(t *testing.T) {
+	var cpu, sys, touch float64
+	s := speedProbe()
+	if _, err := fmt.Sscanf(s, "speed probe: 10^8 xorshift steps %f ms, 10,000 getppid %f ms, 4,096 first page touches %f ms", &cpu, &sys, &touch); err != nil {
+		t.Fatalf("%q: %v", s, err)
+	}
+	if cpu <= 0 || sys <= 0 || touch <= 0 {
+		t.Fatalf("%q: a figure not positive", s)
+	}
+	t.Log(s)
 }
