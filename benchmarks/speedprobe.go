@@ -8,9 +8,9 @@ import (
 
 // speedProbe times four fixed pieces of work that this VM's speed
 // shows in (it changed by 2x within a day): integer steps, a chase
-// through memory, system calls and first touches of fresh pages. A report carries it beside its
-// numbers, so that two reports' ratios to native can be set side by
-// side only when their probes agree.
+// through memory, system calls and first touches of fresh pages. A
+// report carries it beside its numbers, so that two reports' ratios to
+// native can be set side by side only when their probes agree.
 func speedProbe() string {
 	cpu := timeIt(func() {
 		x := uint64(88172645463325252)

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "364655219d95e00768891524e60eb6bccdc32b0eb20bcf0014c1a6c486a60450"
+const BlobSHA256 = "e918d29a792ecb75c7cdf0d15d28aa4803951dbf847372d4cdd6f2391903fb86"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

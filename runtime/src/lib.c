@@ -277,44 +277,8 @@ static int fd_ours_again(int32_t *fd, uint64_t dev, uint64_t ino, const char *pa
 }
 
 /*
- * Extends our file *fd (dev, ino, at path), *len bytes long, to cover
- * [0, end) with step bytes to spare, within reserve (its mapping) and the
- * file size limit: EFBIG when end is past either, without the SIGXFSZ an
- * ftruncate past the limit raises. With alloc the new bytes are
- * allocated (fallocate), not left a hole: the runtime writes the trace
- * through a shared mapping, and a page of a hole that the file system has
- * no room for raises SIGBUS at the store; ENOSPC comes back here instead,
- * and the run goes untraced (a file system without fallocate gets
- * ftruncate). The paths file stays sparse: a short thread's chunk holds
- * a few hundred bytes of its 256 KiB, and allocating them took a 5,000
- * thread compact trace from 19 MB to 1.1 GB of disk; a full disk can
- * still SIGBUS its stores. 0 or -errno.
- */
-static long file_extend(int32_t *fd, uint64_t dev, uint64_t ino, const char *path, uint64_t *len, uint64_t end, uint64_t step,
-			uint64_t reserve, int alloc)
-{
-	if (end <= *len)
-		return 0;
-	uint64_t most = fsize_limit() < reserve ? fsize_limit() : reserve;
-	if (end > most)
-		return -27; /* EFBIG */
-	uint64_t want = end + step;
-	if (want > most)
-		want = most;
-	if (!fd_ours_again(fd, dev, ino, path))
-		return -9; /* EBADF */
-	long r = alloc ? sys_call4(SYS_fallocate, *fd, 0, (long)*len, (long)(want - *len)) : -95;
-	if (r == -95 /* EOPNOTSUPP */ || r == -38 /* ENOSYS */)
-		r = sys_call2(SYS_ftruncate, *fd, (long)want);
-	if (sys_failed(r))
-		return r;
-	*len = want;
-	return 0;
-}
-
-/*
- * Readahead for a trace file's shared mapping (map, reserve bytes), after
- * the file grew from was to now bytes. A store to a page not yet in the
+ * Readahead for a trace file's shared mapping (map, reserve bytes), as
+ * the file grows from was to now bytes (file_extend). A store to a page not yet in the
  * page cache faults it in, and the kernel's readahead then zero-fills a
  * window of large folios past it (holes and fallocated blocks read as
  * zeros), which the truncation at the run's end drops again: a short
@@ -332,6 +296,44 @@ static void file_readahead(uint64_t map, uint64_t reserve, uint64_t was, uint64_
 		sys_call3(SYS_madvise, (long)map, (long)reserve, S_MADV_RANDOM);
 	else if (was < READAHEAD_PAST && now >= READAHEAD_PAST)
 		sys_call3(SYS_madvise, (long)map, (long)reserve, S_MADV_NORMAL);
+}
+
+/*
+ * Extends our file *fd (dev, ino, at path), *len bytes long, to cover
+ * [0, end) with step bytes to spare, within reserve (its mapping at map,
+ * whose readahead follows the length: file_readahead) and the file size
+ * limit: EFBIG when end is past either, without the SIGXFSZ an
+ * ftruncate past the limit raises. With alloc the new bytes are
+ * allocated (fallocate), not left a hole: the runtime writes the trace
+ * through a shared mapping, and a page of a hole that the file system has
+ * no room for raises SIGBUS at the store; ENOSPC comes back here instead,
+ * and the run goes untraced (a file system without fallocate gets
+ * ftruncate). The paths file stays sparse: a short thread's chunk holds
+ * a few hundred bytes of its 256 KiB, and allocating them took a 5,000
+ * thread compact trace from 19 MB to 1.1 GB of disk; a full disk can
+ * still SIGBUS its stores. 0 or -errno.
+ */
+static long file_extend(int32_t *fd, uint64_t dev, uint64_t ino, const char *path, uint64_t *len, uint64_t end, uint64_t step,
+			uint64_t map, uint64_t reserve, int alloc)
+{
+	if (end <= *len)
+		return 0;
+	uint64_t most = fsize_limit() < reserve ? fsize_limit() : reserve;
+	if (end > most)
+		return -27; /* EFBIG */
+	uint64_t want = end + step;
+	if (want > most)
+		want = most;
+	if (!fd_ours_again(fd, dev, ino, path))
+		return -9; /* EBADF */
+	long r = alloc ? sys_call4(SYS_fallocate, *fd, 0, (long)*len, (long)(want - *len)) : -95;
+	if (r == -95 /* EOPNOTSUPP */ || r == -38 /* ENOSYS */)
+		r = sys_call2(SYS_ftruncate, *fd, (long)want);
+	if (sys_failed(r))
+		return r;
+	file_readahead(map, reserve, *len, want);
+	*len = want;
+	return 0;
 }
 
 /* Writes a line of ours to fd 2, unless fd 2 is a regular file the line

@@ -69,11 +69,8 @@ static long paths_file_open(struct stint_global *g)
 /* Extend the paths file to cover [0, end); 0 or -errno. */
 static long paths_extend(struct stint_global *g, uint64_t end)
 {
-	uint64_t was = g->paths.file_len;
-	long r = file_extend(&g->paths.fd, g->paths.fd_dev, g->paths.fd_ino, g->paths.path, &g->paths.file_len, end, 16 * paths_chunk_size(),
-			     g->trace.reserve, 0);
-	file_readahead(g->paths.map, g->trace.reserve, was, g->paths.file_len);
-	return r;
+	return file_extend(&g->paths.fd, g->paths.fd_dev, g->paths.fd_ino, g->paths.path, &g->paths.file_len, end, 16 * paths_chunk_size(),
+			   g->paths.map, g->trace.reserve, 0);
 }
 
 /*

@@ -497,12 +497,10 @@ static long procmap_at(long fd, uint64_t addr, int next, struct maps_line *ln, c
 	q.query_addr = addr;
 	q.vma_name_addr = (uint64_t)name;
 	q.vma_name_size = cap;
-	name[0] = 0;
+	name[0] = 0; /* what a mapping without a name keeps: the kernel writes none */
 	long r = sys_call3(SYS_ioctl, fd, (long)S_PROCMAP_QUERY, (long)&q);
 	if (sys_failed(r))
 		return r;
-	if (!q.vma_name_size)
-		name[0] = 0;
 	ln->lo = q.vma_start;
 	ln->hi = q.vma_end;
 	ln->off = q.vma_offset;
@@ -540,7 +538,7 @@ static int lookup_query(struct stint_global *g, struct lookup_arg *l)
 	} else if (!sys_failed(r) && ln.off <= ln.lo) {
 		uint64_t at = ln.lo - ln.off;
 		if (!sys_failed(procmap_at(fd, at, 0, &ln, name, SCRATCH_SIZE)) && ln.off == 0 && ln.lo == at) {
-			for (int k = 0; k < PROCMAP_WALK_MAX && !done; k++) {
+			for (int k = 0; k < PROCMAP_WALK_MAX; k++) {
 				if (lookup_cb(&ln, l) || ln.hi <= at) {
 					done = 1;
 					break;

@@ -774,7 +774,7 @@ static const char *errno_name(long e);
 static uint64_t fsize_limit(void);
 static int fd_refers_to(int32_t fd, uint64_t dev, uint64_t ino);
 static long file_extend(int32_t *fd, uint64_t dev, uint64_t ino, const char *path, uint64_t *len, uint64_t end, uint64_t step,
-			uint64_t reserve, int alloc);
+			uint64_t map, uint64_t reserve, int alloc);
 static int fd_ours_again(int32_t *fd, uint64_t dev, uint64_t ino, const char *path);
 static uint64_t file_reserve(void);
 static long open_high(const char *path, long flags, long mode);

@@ -28,11 +28,8 @@ static void set_untraced_once(struct stint_global *g, const char *what, const ch
 /* Extends the file to cover [0, end); returns 0 or -errno. */
 static long ensure_len(struct stint_global *g, uint64_t end)
 {
-	uint64_t was = g->trace.file_len;
-	long r = file_extend(&g->trace.fd, g->trace.fd_dev, g->trace.fd_ino, g->trace.path, &g->trace.file_len, end, 4 * g->trace.slot_size,
-			     g->trace.reserve, 1);
-	file_readahead(g->trace.map, g->trace.reserve, was, g->trace.file_len);
-	return r;
+	return file_extend(&g->trace.fd, g->trace.fd_dev, g->trace.fd_ino, g->trace.path, &g->trace.file_len, end, 4 * g->trace.slot_size,
+			   g->trace.map, g->trace.reserve, 1);
 }
 
 static const char *tool_name(uint32_t t)
