@@ -371,6 +371,11 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	im.Patches, im.Chunks, im.Stubs, im.Deps = patches, rchunks, stubs, deps
 	im.TraceEnds, im.Reads, im.Rets, im.Logged, im.Dyn, im.Fini, im.Traps = traceEnds, ps.pairs, retTable, e.logged, dp, fini, traps
 	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize, tt.stripe, nprobe)
+	if i := plan.FiniSite; i >= 0 && tt.isSite[i] {
+		if t := tt.tramp(i); t != nil && t.probe0 >= 0 {
+			im.Module.FiniProbe = uint32(t.probe0) + 1
+		}
+	}
 	write := elfout.WriteParts
 	if areaRoom {
 		write = elfout.WriteWithRoom

@@ -12,7 +12,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 21
+const ABIVersion = 22
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -434,7 +434,7 @@ type Module struct {
 	CDBase         uint64 // ABI 20 (MFStripes): runtime: the entry probes' countdowns per stripe of threads
 	TrapsVaddr     uint64 // ABI 21: [NTraps]Trap sorted by Site: the int3 sites (place.TacticTrap)
 	NTraps         uint32
-	PadTp          uint32
+	FiniProbe      uint32 // ABI 22: 1 + the probe of .fini's one site, which the finaliser records itself; 0 = none
 }
 
 // Trap is struct stint_trap (ABI 21): an int3 site and its trampoline,

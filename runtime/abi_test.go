@@ -39,7 +39,7 @@ var abiStructs = []struct {
 		{"stub_area_size", "StubAreaSize"}, {"nstubs", "NStubs"}, {"ndeps", "NDeps"}, {"options", "Options"}, {"trace_ends_vaddr", "TraceEndsVaddr"}, {"ntrace_ends", "NTraceEnds"}, {"hit", "Hit"}, {"gate_vaddr", "GateVaddr"}, {"reads_vaddr", "ReadsVaddr"}, {"nreads", "NReads"}, {"pad_rd", "PadRd"}, {"rets_vaddr", "RetsVaddr"}, {"nrets", "NRets"}, {"pad_rt", "PadRt"},
 		{"stub_file_off", "StubFileOff"}, {"stub_file_tag", "StubFileTag"},
 		{"log_sum", "LogSum"}, {"log_count", "LogCount"}, {"nlogged", "NLogged"}, {"logged_vaddr", "LoggedVaddr"}, {"counts_vaddr", "CountsVaddr"},
-		{"cd_base", "CDBase"}, {"traps_vaddr", "TrapsVaddr"}, {"ntraps", "NTraps"}, {"pad_tp", "PadTp"},
+		{"cd_base", "CDBase"}, {"traps_vaddr", "TrapsVaddr"}, {"ntraps", "NTraps"}, {"fini_probe", "FiniProbe"},
 	}},
 	{"stint_trap", reflect.TypeOf(Trap{}), TrapStructSize, [][2]string{{"site", "Site"}, {"tramp", "Tramp"}, {"patch", "Patch"}, {"hits", "Hits"}}},
 	{"stint_stub_file", reflect.TypeOf(StubFile{}), StubFileStructSize, [][2]string{

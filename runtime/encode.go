@@ -29,7 +29,7 @@ func (m *Module) Put(b []byte) {
 		le.PutUint64(b[off(m, unsafe.Pointer(f)):], *f)
 	}
 	for _, f := range []*uint32{&m.NPatches, &m.NChunks, &m.BuildIDLen, &m.ModuleID, &m.NStubs, &m.NDeps,
-		&m.NTraceEnds, &m.Hit, &m.NReads, &m.PadRd, &m.NRets, &m.PadRt, &m.LogCount, &m.NLogged, &m.NTraps, &m.PadTp} {
+		&m.NTraceEnds, &m.Hit, &m.NReads, &m.PadRd, &m.NRets, &m.PadRt, &m.LogCount, &m.NLogged, &m.NTraps, &m.FiniProbe} {
 		le.PutUint32(b[off(m, unsafe.Pointer(f)):], *f)
 	}
 	copy(b[off(m, unsafe.Pointer(&m.BuildID)):], m.BuildID[:])

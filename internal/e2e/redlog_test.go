@@ -82,6 +82,15 @@ func TestLogAcrossRuns(t *testing.T) {
 	if l.Distinct() != len(first) {
 		t.Errorf("log holds %d entries after a run that recorded %d events", l.Distinct(), len(first))
 	}
+	// .fini's ret runs after the finaliser, which records it: to ld.so,
+	// where _fini returns, and in the log with the rest
+	fini, finiRet := finiRange(t, bin), false
+	for k := range first {
+		finiRet = finiRet || fini(k.Src) && k.Kind == uint8(formats.KindRet) && strings.HasPrefix(k.DstMod, "ld-linux")
+	}
+	if !finiRet {
+		t.Error("the first run did not record .fini's ret to the dynamic loader")
+	}
 	second := run("second", args)
 	if len(second) == 0 {
 		t.Error("the second run recorded nothing new")

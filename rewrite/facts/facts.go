@@ -60,8 +60,9 @@ type Facts struct {
 	Early map[int]bool
 	// Fini: a static executable's .fini, reserved for the exit hook;
 	// nil when there is none to hook.
-	Fini *Fini
-	fini [2]uint64 // .fini's address range (AfterEnd)
+	Fini         *Fini
+	fini         [2]uint64 // .fini's address range (AfterEnd)
+	finiStraight bool      // FiniStraight
 
 	stable   [][2]uint64 // StableSlot's ranges
 	indirect *AddrSet
@@ -94,6 +95,8 @@ func Compute(f *elfin.File) (*Facts, error) {
 	}
 	if s := f.Section(".fini"); s != nil {
 		fx.fini = [2]uint64{s.Addr, s.Addr + s.Size}
+		finiAt, _ := elfin.DynVal(f.Dynamic(), elf.DT_FINI)
+		fx.finiStraight = fx.Fini == nil && finiStraight(c, fx.fini, finiAt)
 	}
 	if fx.Module.Shared {
 		fx.Early = markEarly(f, c)

@@ -1,6 +1,7 @@
 package facts
 
 import (
+	"bytes"
 	"debug/elf"
 
 	"github.com/stint-project/stint/rewrite/elfin"
@@ -118,6 +119,38 @@ func (h *Fini) Reserved(i int) bool { return h != nil && i >= h.Lo && i < h.Hi }
 // holds the exit hook: Fini.)
 func (fx *Facts) AfterEnd(addr uint64) bool {
 	return addr >= fx.fini[0] && addr < fx.fini[1]
+}
+
+// FiniStraight reports whether .fini is DT_FINI's code and runs straight
+// to its ret, its last instruction, with the stack as it found it
+// (glibc's crti/crtn: endbr64, sub $8,%rsp, add $8,%rsp, ret): then its
+// one site's outcome is known before it runs, and the runtime's
+// finaliser records it (stint_module.fini_probe).
+func (fx *Facts) FiniStraight() bool { return fx.finiStraight }
+
+// finiStraight computes FiniStraight for the module f, whose DT_FINI is
+// finiAt (0: none).
+func finiStraight(c *Code, fini [2]uint64, finiAt uint64) bool {
+	lo := c.Index(fini[0])
+	if finiAt == 0 || finiAt != fini[0] || lo < 0 || c.Insts[lo].Addr != fini[0] {
+		return false
+	}
+	depth := 0
+	for i := lo; i < len(c.Insts) && c.Insts[i].Addr < fini[1]; i++ {
+		b := c.Insts[i].Bytes()
+		switch {
+		case bytes.Equal(b, []byte{0xf3, 0x0f, 0x1e, 0xfa}): // endbr64
+		case len(b) == 4 && b[0] == 0x48 && b[1] == 0x83 && b[2] == 0xec && b[3] < 0x80: // sub $imm8,%rsp
+			depth += int(b[3])
+		case len(b) == 4 && b[0] == 0x48 && b[1] == 0x83 && b[2] == 0xc4 && b[3] < 0x80: // add $imm8,%rsp
+			depth -= int(b[3])
+		case len(b) == 1 && b[0] == 0xc3:
+			return depth == 0 && c.Insts[i].Addr+1 == fini[1]
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // markFini reserves .fini's instructions. nil: no .fini fit to hook.

@@ -52,6 +52,10 @@ type Plan struct {
 	fallbacks []int                  // the pre-jcc and mark sites (marks.go)
 	entries   map[int]int            // a sampled call tool's entry sites -> the last instruction their trampolines run (entries.go); nil otherwise
 
+	// FiniSite is the instruction index of .fini's one site, which the
+	// runtime's finaliser records (stint_module.fini_probe); -1: none.
+	FiniSite int
+
 	// Counters for Stats.
 	Covered, Retired, PreCalls, Delegated, Peeks int
 	// Failed lists the sites the policy refused; Notes what it noticed.
@@ -63,7 +67,7 @@ type Plan struct {
 // takes the module's entries of the logs (its errors and notes are the
 // logs').
 func New(fx *facts.Facts, opts Options) (*Plan, error) {
-	p := &Plan{fx: fx, opts: opts}
+	p := &Plan{fx: fx, opts: opts, FiniSite: -1}
 	if opts.Covered == nil {
 		return p, nil
 	}

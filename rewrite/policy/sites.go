@@ -75,13 +75,14 @@ func (p *Plan) Sites(sites []int) []int {
 		sites = sites[:w]
 	}
 	sites = p.planPreCalls(sites)
+	p.FiniSite = p.finiSite(sites)
 	var out []int
 	for _, i := range sites {
 		in := &c.Insts[i]
 		switch {
 		case p.fx.Fini.Reserved(i):
 			p.fail("reserved for the exit hook (a static executable's .fini)", in.Addr)
-		case p.fx.AfterEnd(in.Addr):
+		case p.fx.AfterEnd(in.Addr) && i != p.FiniSite:
 			p.fail("runs after the run's end (.fini, which the module's finaliser calls after the runtime's)", in.Addr)
 		case p.fx.Early[i]:
 			p.fail("runs before the module's initializer (an IFUNC resolver or __libc_early_init, or code they call)", in.Addr)
@@ -126,4 +127,25 @@ func (p *Plan) MarkOpenEnded(ok []int) {
 			c.Insts[i].Flags |= place.InstNoRead
 		}
 	}
+}
+
+// finiSite returns .fini's one site among sites when the runtime's
+// finaliser can record it (facts.FiniStraight), -1 otherwise: a mode
+// that records each outcome once, where an outcome recorded before the
+// code runs is the same event (an every-occurrence mode would record it
+// again when .fini runs; a sampled one counts what runs).
+func (p *Plan) finiSite(sites []int) int {
+	if p.opts.Every || p.opts.Context || p.opts.Countdown || !p.fx.FiniStraight() {
+		return -1
+	}
+	site := -1
+	for _, i := range sites {
+		if p.fx.AfterEnd(p.fx.Code.Insts[i].Addr) {
+			if site >= 0 {
+				return -1
+			}
+			site = i
+		}
+	}
+	return site
 }

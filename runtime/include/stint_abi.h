@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 21
+#define STINT_ABI_VERSION 22
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -386,7 +386,11 @@ struct stint_module {
 	                          *      patched with an int3 that the runtime's SIGTRAP handler sends on to
 	                          *      their trampolines */
 	uint32_t ntraps;         /* 464 */
-	uint32_t pad_tp;         /* 468 */
+	uint32_t fini_probe;     /* 468: ABI 22: 1 + the index of the probe of .fini's one site (its ret, or its
+	                          *      block), 0 = none. DT_FINI's code runs after the module's finaliser
+	                          *      (stint_fini), so the finaliser records that probe itself, as if it
+	                          *      fired: .fini runs straight to its ret, which goes where the
+	                          *      finaliser returns (the rewriter checks both) */
 };                           /* 472 */
 
 /* ABI 21: an int3 site (place.TacticTrap) and its trampoline, both

@@ -72,12 +72,14 @@ stint_entry_init:
 	jmp *%rax
 1:	ret
 
-/* DT_FINI: flush this process's trace, then the original DT_FINI if any. */
+/* DT_FINI: flush this process's trace, then the original DT_FINI if any,
+ * tail-called: its ret goes to our caller, whose address stint_fini gets. */
 	.p2align 4
 	.globl stint_entry_fini
 	.hidden stint_entry_fini
 stint_entry_fini:
 	sub $8, %rsp
+	mov 8(%rsp), %rsi
 	lea stint_blob_start(%rip), %rdi
 	call stint_fini
 	add $8, %rsp

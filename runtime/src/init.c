@@ -368,17 +368,35 @@ static void run_left(struct stint_global *g)
 }
 
 /*
- * A module's finalizer (DT_FINI). The run ends (its last counts and
+ * The probe of .fini's one site (stint_module.fini_probe), recorded as if
+ * it fired: the original DT_FINI runs after this finaliser, when the run
+ * has ended and the log is saved. The rewriter found .fini straight-line
+ * to its ret, so a ret goes to ret, where the finaliser returns; a block
+ * probe's outcome is its own address.
+ */
+static void fini_record(struct stint_module *m, uint64_t ret)
+{
+	uint32_t k = m->fini_probe;
+	if (!k || k > m->nprobes)
+		return;
+	struct stint_probe *p = (struct stint_probe *)(m->base + m->probes_vaddr) + (k - 1);
+	stint_record(p, (p->flags & STINT_PF_DIRECT) ? m->base + p->dst : ret, 0);
+}
+
+/*
+ * A module's finalizer (DT_FINI), called with its caller's return
+ * address (ret). The run ends (its last counts and
  * samples, the paths file's end marker) at the executable's, the first
  * to run at exit, or, when the executable was not rewritten, at the
  * first rewritten library's: finalizers that run later still record
  * into what is open. (A library unloaded mid-run, with no rewritten
  * executable, ends the run too.)
  */
-STINT_API uint64_t stint_fini(const uint8_t *blob)
+STINT_API uint64_t stint_fini(const uint8_t *blob, uint64_t ret)
 {
 	struct stint_module *m = module_of_blob(blob);
 	if (__atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE) & RS_ACTIVE) {
+		fini_record(m, ret);
 		if ((m->flags & STINT_MF_EXEC) || !__atomic_load_n(&G()->proc.exe_registered, __ATOMIC_ACQUIRE)) {
 			run_left(G());
 		} else {

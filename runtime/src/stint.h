@@ -1211,7 +1211,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 static struct stint_module *module_of_blob(const uint8_t *blob);
 STINT_API uint64_t stint_init_exec(const uint8_t *blob, uint64_t *sp);
 STINT_API uint64_t stint_init_shared(const uint8_t *blob, long argc, char **argv, char **envp);
-STINT_API uint64_t stint_fini(const uint8_t *blob);
+STINT_API uint64_t stint_fini(const uint8_t *blob, uint64_t ret);
 STINT_API void stint_counters(uint64_t out[3]);
 
 #endif
