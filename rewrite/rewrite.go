@@ -320,10 +320,14 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	note := markerNote(opts.Tool)
 	traceEnds := fx.TraceEnds()
 	traps := trapTable(fx, p, tt, ps.idx)
+	var seen [][2]uint64
+	if opts.SkipCovered != nil && plan.LogPrefix() != nil {
+		seen = plan.LogSeenKeys()
+	}
 	sizes := elfout.Sizes{TrampEnd: tt.seal(), BlobLen: uint64(len(blob.Data)), Progs: len(fx.File.Progs),
 		Note: len(note), Stubs: len(stubs), Deps: ndeps, TraceEnds: len(traceEnds), Reads: len(ps.pairs),
 		Rets: len(retTable), LoggedCap: plan.LogEntries(), Probes: nprobe, Patches: len(ps.order),
-		Chunks: len(chunks), Preinit: dp.Preinit, Dynamic: -1, Traps: len(traps)}
+		Chunks: len(chunks), Preinit: dp.Preinit, Dynamic: -1, Traps: len(traps), Seen: len(seen)}
 	if opts.Counts {
 		sizes.Counts = nprobe
 	}
@@ -370,6 +374,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	rchunks, deps := runtimeChunks(chunks)
 	im.Patches, im.Chunks, im.Stubs, im.Deps = patches, rchunks, stubs, deps
 	im.TraceEnds, im.Reads, im.Rets, im.Logged, im.Dyn, im.Fini, im.Traps = traceEnds, ps.pairs, retTable, e.logged, dp, fini, traps
+	im.Seen = seen
 	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize, tt.stripe, nprobe)
 	if i := plan.FiniSite; i >= 0 && tt.isSite[i] {
 		if t := tt.tramp(i); t != nil && t.probe0 >= 0 {
@@ -448,6 +453,11 @@ func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.I
 		h.Flags |= runtime.MFLogged
 		h.LogCount, h.LogSum = plan.LogDigest()
 		h.NLogged = uint32(len(im.Logged))
+		if pre := plan.LogPrefix(); pre != nil {
+			// a run of this log grown by appends reads only what was appended
+			h.LogEnd, h.LogLast, h.LogLastHead = uint64(pre.End), uint64(pre.Last.Off), pre.Last.Head
+			h.NSeen = uint32(len(im.Seen))
+		}
 	}
 	if opts.RetireSince != nil && plan.Retired > 0 {
 		h.Flags |= runtime.MFRetired

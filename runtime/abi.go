@@ -12,7 +12,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 22
+const ABIVersion = 23
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -362,7 +362,7 @@ const (
 	BlobOffProbe       = 28
 	BlobOffModuleRel   = 32
 	BlobHeaderSize     = 40
-	ModuleStructSize   = 472
+	ModuleStructSize   = 520
 	ProbeStructSize    = 64
 	PatchStructSize    = 32
 	ChunkStructSize    = 40
@@ -434,7 +434,13 @@ type Module struct {
 	CDBase         uint64 // ABI 20 (MFStripes): runtime: the entry probes' countdowns per stripe of threads
 	TrapsVaddr     uint64 // ABI 21: [NTraps]Trap sorted by Site: the int3 sites (place.TacticTrap)
 	NTraps         uint32
-	FiniProbe      uint32 // ABI 22: 1 + the probe of .fini's one site, which the finaliser records itself; 0 = none
+	FiniProbe      uint32   // ABI 22: 1 + the probe of .fini's one site, which the finaliser records itself; 0 = none
+	LogEnd         uint64   // ABI 23 (MFLogged): the length of the log the rewrite read whole; 0 = none
+	LogLast        uint64   // the offset of its last block
+	LogLastHead    [16]byte // that block's first 16 bytes
+	SeenVaddr      uint64   // [2 * NSeen]uint64: the log's keys of the module's open-ended outcomes, sorted
+	NSeen          uint32
+	PadSn          uint32
 }
 
 // Trap is struct stint_trap (ABI 21): an int3 site and its trampoline,

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "dfa72fe36f158184a6cb61c604e3e5bab18ee60a35cce8ad14aa68bb9aaaa130"
+const BlobSHA256 = "33b5b56dc180aa065ad4dae6e216fb642ec7da614e4fd5cc3fc66f1a541cc002"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -28,6 +28,25 @@ type Log struct {
 	// the file ends in a torn append (which the writer overwrites),
 	// otherwise the end of the file rounded up to a multiple of 8.
 	End int64
+	// Last is the last good block: its offset and its first 16 bytes
+	// (magic, count, CRC, build-id length). Blocks are only appended, so
+	// a file whose block at Last.Off still starts so holds what this
+	// read did up to Last's end, and more only after it (Prefix).
+	Last Block
+}
+
+// Block names a block of a log file by its offset and its first 16
+// bytes, the CRC among them.
+type Block struct {
+	Off  int64
+	Head [16]byte
+}
+
+// Prefix reports whether the file read ended with its last good block,
+// with no damage before it: then what a later reader finds after
+// l.Size was appended since, and the entries up to l.Size are l's.
+func (l *Log) Prefix(probs []Problem) bool {
+	return len(probs) == 0 && l.Blocks > 0 && l.Last.Off+BlockHead <= l.Size && l.End == l.Size
 }
 
 // BuildIDs returns the keys of l.Modules, sorted.
@@ -140,6 +159,8 @@ func parse(b []byte) (*Log, []Problem, error) {
 	for off < len(b) {
 		n, msg := checkBlock(b, off)
 		if msg == "" {
+			l.Last.Off = int64(off)
+			copy(l.Last.Head[:], b[off:])
 			if m := l.addBlock(b[off:off+n], added); m != "" {
 				probs = append(probs, Problem{Offset: int64(off), Len: int64(n), Msg: m})
 			}

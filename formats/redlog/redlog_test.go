@@ -512,3 +512,36 @@ func BenchmarkRegionLogAdd(b *testing.B) {
 		})
 	}
 }
+
+// TestPrefix: a log read whole and undamaged names its last block, whose
+// offset and first 16 bytes a reader of the same file grown by appends
+// still finds there; a torn or damaged log has no prefix to name.
+func TestPrefix(t *testing.T) {
+	full, offs, _ := threeBlocks(t)
+	l, probs := readBytes(t, full)
+	if !l.Prefix(probs) || l.Last.Off != offs[2] || !bytes.Equal(l.Last.Head[:], full[offs[2]:offs[2]+16]) {
+		t.Fatalf("Prefix %v, last %+v; want the block at %d", l.Prefix(probs), l.Last, offs[2])
+	}
+	grown, err := AppendBlocks(slices.Clone(full), []byte{0xaa}, []Entry{ex(1, 2, 3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(grown[l.Last.Off:l.Last.Off+16], l.Last.Head[:]) {
+		t.Error("an append moved the last block's head")
+	}
+	l2, probs2 := readBytes(t, grown)
+	if !l2.Prefix(probs2) || l2.Last.Off != int64(len(full)) {
+		t.Errorf("grown: Prefix %v, last at %d; want %d", l2.Prefix(probs2), l2.Last.Off, len(full))
+	}
+	if l3, p3 := readBytes(t, full[:len(full)-5]); l3.Prefix(p3) {
+		t.Error("a torn log has a prefix")
+	}
+	bad := slices.Clone(full)
+	bad[offs[1]+BlockHead] ^= 1
+	if l4, p4 := readBytes(t, bad); l4.Prefix(p4) {
+		t.Error("a damaged log has a prefix")
+	}
+	if l5, p5 := readBytes(t, EncodeHeader(Exact)); l5.Prefix(p5) {
+		t.Error("a log without blocks has a prefix")
+	}
+}

@@ -1108,13 +1108,18 @@ func TestColdRets(t *testing.T) {
 // TestLogLoadList: a --skip-covered rewrite lists the direct probes whose
 // outcome its log has, with a digest of the log (STINT_MF_LOGGED), so
 // that a run whose log is still that one retires them without looking
-// up every probe; any other log is looked up in full. spin's logged run
-// without one outcome of a jcc it runs (OLD), rewritten with --edges
-// none so that the jcc stays patched with its other outcome listed:
-//   - with OLD, the runtime takes the list, and the missing outcome is
-//     recorded; the trace is the one a forced full lookup gives;
-//   - with the full log (one entry more) it looks every probe up, and the
-//     outcome, logged now, is not recorded.
+// up every probe, and with the log's length and last block, so that it
+// reads only what was appended to that file (a lazy start); any other
+// log is read whole and looked up in full. spin's logged run without one
+// outcome of a jcc it runs (OLD), rewritten with --edges none so that
+// the jcc stays patched with its other outcome listed:
+//   - with OLD, the runtime takes the list, reads nothing past the
+//     header, and the missing outcome is recorded; the trace is the one
+//     a forced full read and lookup gives;
+//   - with OLD and that outcome appended, it reads the appended block
+//     alone, looks every probe up in it, and does not record it;
+//   - with the full log (another file, one entry more) it reads it whole
+//     and looks every probe up, and the outcome is not recorded.
 func TestLogLoadList(t *testing.T) {
 	args := []string{"5"}
 	bin, nOut, _, logPath, _ := spinLogged(t, args)
@@ -1199,7 +1204,10 @@ func TestLogLoadList(t *testing.T) {
 		}
 		return false
 	}
-	wantList := fmt.Sprintf("stint: test: log load: list %d", mod.NLogged)
+	if mod.LogEnd == 0 || mod.NSeen == 0 {
+		t.Fatalf("module: log end %d, %d seen keys: no lazy start", mod.LogEnd, mod.NSeen)
+	}
+	wantList := fmt.Sprintf("stint: test: log load: lazy list %d", mod.NLogged)
 	wantScan := fmt.Sprintf("stint: test: log load: scan %d", mod.NProbes)
 	said, listed := run("list", oldPath, "1")
 	if said != wantList {
@@ -1207,6 +1215,17 @@ func TestLogLoadList(t *testing.T) {
 	}
 	if !recorded(listed) {
 		t.Errorf("with the rewrite's log, the outcome it lacks (%+v) was not recorded", drop)
+	}
+	// what the lazy start knows of returns, indirect branches and
+	// syscalls it knows from the seen table alone
+	open := 0
+	for k := range listed {
+		if base, ok := k.kind.Refused(); ok && base != formats.KindJccTaken && base != formats.KindJccNotTaken && base != formats.KindJmp && base != formats.KindCall {
+			open++
+		}
+	}
+	if open == 0 {
+		t.Error("the lazy start refused no logged return, indirect branch or syscall: nothing asked its seen table")
 	}
 	said, scanned := run("scan", oldPath, "2")
 	if said != wantScan {
@@ -1220,12 +1239,30 @@ func TestLogLoadList(t *testing.T) {
 			t.Errorf("the full lookup's run wrote %+v, the list's did not", ev)
 		}
 	}
+	appended := filepath.Join(dir, "appended.log")
+	b, err := os.ReadFile(oldPath)
+	if err == nil {
+		b, err = redlog.AppendBlocks(b, raw, []redlog.Entry{drop})
+	}
+	if err == nil {
+		err = os.WriteFile(appended, b, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	said, tail := run("appended", appended, "1")
+	if want := fmt.Sprintf("stint: test: log load: lazy list %d, scan %d", mod.NLogged, mod.NProbes); said != want {
+		t.Errorf("with the rewrite's log appended to: %q, want %q", said, want)
+	}
+	if recorded(tail) {
+		t.Errorf("with the rewrite's log appended to, its new outcome %+v was recorded again", drop)
+	}
 	said, full := run("grown", logPath, "1")
 	if said != wantScan {
-		t.Errorf("with a log grown since the rewrite: %q, want %q", said, wantScan)
+		t.Errorf("with another log, grown since the rewrite: %q, want %q", said, wantScan)
 	}
 	if recorded(full) {
-		t.Errorf("with a log grown since the rewrite, its new outcome %+v was recorded again", drop)
+		t.Errorf("with another log, grown since the rewrite, its new outcome %+v was recorded again", drop)
 	}
 	t.Logf("%d probes, %d listed; %d events and refusals", mod.NProbes, mod.NLogged, len(listed))
 }

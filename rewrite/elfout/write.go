@@ -50,7 +50,8 @@ type Image struct {
 	Reads     []runtime.Read // sorted by reader, then by read
 	Traps     []runtime.Trap // sorted by site
 	Rets      []uint32
-	Logged    []uint32 // written when Module.Flags has MFLogged
+	Logged    []uint32    // written when Module.Flags has MFLogged
+	Seen      [][2]uint64 // sorted keys, written when Module.NSeen is their number
 	Dyn       *DynPlan
 	Fini      *FiniHook // nil: none
 	// Extra are sections that are not loaded, added after the segments
@@ -246,6 +247,12 @@ func writeR(rbuf []byte, im *Image) {
 	if im.Module.Flags&runtime.MFLogged != 0 {
 		putWords(rbuf[l.LoggedOff:], im.Logged)
 	}
+	if int(im.Module.NSeen) == len(im.Seen) {
+		for k, key := range im.Seen {
+			elfin.LE.PutUint64(rbuf[l.SeenOff+16*uint64(k):], key[0])
+			elfin.LE.PutUint64(rbuf[l.SeenOff+16*uint64(k)+8:], key[1])
+		}
+	}
 	putWords(rbuf[l.DepsOff:], im.Deps)
 }
 
@@ -292,6 +299,9 @@ func fillHeader(h *runtime.Module, im *Image, origEntry, origFini uint64) {
 	}
 	if h.Flags&runtime.MFLogged != 0 {
 		h.LoggedVaddr = l.RVaddr + l.LoggedOff
+	}
+	if h.NSeen > 0 {
+		h.SeenVaddr = l.RVaddr + l.SeenOff
 	}
 	h.CountsVaddr = l.CountsAt
 	if h.NTraps > 0 {

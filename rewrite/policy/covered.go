@@ -1,9 +1,11 @@
 package policy
 
 import (
+	"cmp"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/stint-project/stint/formats/redlog"
 	"github.com/stint-project/stint/rewrite/facts"
@@ -18,6 +20,17 @@ type Coverage struct {
 	Flag, Path string                    // how messages name it: "--skip-covered", the file
 	Modules    map[string][]redlog.Entry // entries by build-id (lower-case hex)
 	Notes      []string                  // what the reader noted, for Stats.Notes
+	// Prefix, when the file was read whole and undamaged: its length and
+	// last block, by which the runtime knows the same file grown by
+	// appends and reads only what was appended (runtime.Module.LogEnd).
+	Prefix *LogPrefix
+}
+
+// LogPrefix is what the runtime checks of a log: that it is at least End
+// bytes long and that its block at Last.Off still starts with Last.Head.
+type LogPrefix struct {
+	End  int64
+	Last redlog.Block
 }
 
 // NewCoverage checks that l, read from path for option flag, is an exact
@@ -28,6 +41,9 @@ func NewCoverage(flag, path string, l *redlog.Log, probs []redlog.Problem) (*Cov
 		return nil, fmt.Errorf("%s: log %s has policy %s; only an exact log says which outcomes are covered", flag, path, l.Policy)
 	}
 	c := &Coverage{Flag: flag, Path: path, Modules: l.Modules}
+	if l.Prefix(probs) {
+		c.Prefix = &LogPrefix{End: l.Size, Last: l.Last}
+	}
 	for _, p := range probs {
 		c.Notes = append(c.Notes, flag+" log "+path+": "+p.String())
 	}
@@ -230,11 +246,43 @@ func (p *Plan) LogEntries() int {
 func (p *Plan) LogDigest() (count uint32, sum uint64) {
 	cs := p.cov
 	for e := range cs.has {
-		k0 := logMix(cs.self^uint64(e.Kind)*0x9e3779b97f4a7c15, e.A) | 1
-		k1 := logMix(e.DstMod, e.B)
-		sum += logMix(k0, k1)
+		k := logKey(cs.self, e)
+		sum += logMix(k[0], k[1])
 	}
 	return uint32(len(cs.has)), sum
+}
+
+// LogSeenKeys returns, sorted, the runtime's keys (k0, k1) of this
+// module's returns, indirect branches and syscalls in the --skip-covered
+// log: the outcomes the runtime looks up when they happen (redlog.c,
+// log_seen), which it finds here instead of reading the log
+// (runtime.Module.SeenVaddr). Direct outcomes it never looks up: the
+// logged ones are unpatched or listed (Logged).
+func (p *Plan) LogSeenKeys() [][2]uint64 {
+	cs := p.cov
+	if cs == nil {
+		return nil
+	}
+	var out [][2]uint64
+	for e := range cs.has {
+		switch runtime.Kind(e.Kind) {
+		case runtime.KRet, runtime.KIndJmp, runtime.KIndCall, runtime.KSyscall:
+			out = append(out, logKey(cs.self, e))
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]uint64) int {
+		if c := cmp.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a[1], b[1])
+	})
+	return out
+}
+
+// logKey is the runtime's key of entry e of the module self
+// (runtime/src/redlog.c, logkey).
+func logKey(self uint64, e redlog.Entry) [2]uint64 {
+	return [2]uint64{logMix(self^uint64(e.Kind)*0x9e3779b97f4a7c15, e.A) | 1, logMix(e.DstMod, e.B)}
 }
 
 // logMix is the runtime's mix (runtime/src/stint.c), which its
@@ -245,4 +293,13 @@ func logMix(a, b uint64) uint64 {
 	h *= 0xbf58476d1ce4e5b9
 	h ^= h >> 29
 	return h
+}
+
+// LogPrefix is the --skip-covered log's prefix (nil: none, or the log
+// was damaged or torn when read).
+func (p *Plan) LogPrefix() *LogPrefix {
+	if p.cov == nil || p.opts.Covered == nil {
+		return nil
+	}
+	return p.opts.Covered.Prefix
 }

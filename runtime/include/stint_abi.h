@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 22
+#define STINT_ABI_VERSION 23
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -391,7 +391,17 @@ struct stint_module {
 	                          *      (stint_fini), so the finaliser records that probe itself, as if it
 	                          *      fired: .fini runs straight to its ret, which goes where the
 	                          *      finaliser returns (the rewriter checks both) */
-};                           /* 472 */
+	/* ABI 23 (STINT_MF_LOGGED): the --skip-covered log as the rewriter read it, whole and undamaged, so that a
+	 * run of the same file grown by appends reads only what was appended (redlog.c, log_setup) */
+	uint64_t log_end;        /* 472: its length; 0 = none (the runtime reads its log whole) */
+	uint64_t log_last;       /* 480: the offset of its last block */
+	uint8_t  log_last_head[16]; /* 488: that block's first 16 bytes (magic, count, CRC, build-id length) */
+	uint64_t seen_vaddr;     /* 504: uint64_t[2 * nseen]: the runtime's keys (k0, k1) of this module's returns,
+	                          *      indirect branches and syscalls in that log, sorted by k0, then k1: what
+	                          *      log_seen looks up when the log's first log_end bytes go unread */
+	uint32_t nseen;          /* 512 */
+	uint32_t pad_sn;         /* 516 */
+};                           /* 520 */
 
 /* ABI 21: an int3 site (place.TacticTrap) and its trampoline, both
  * module-relative. A SIGTRAP whose int3 lies at base + site resumes at

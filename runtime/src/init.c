@@ -242,7 +242,7 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 		budget_setup(g, envp, g->options);
 		g->per.counts_on = (m->flags & STINT_MF_COUNTS) != 0;
 		if (!(m->flags & STINT_MF_EVERY))
-			log_setup(g, envp, g->options);
+			log_setup(g, envp, g->options, m);
 		else if (!(m->flags & (STINT_MF_PATHS | STINT_MF_CONTEXT)))
 			sample_setup(g, envp, g->options, m->flags);
 		if (m->flags & STINT_MF_EXEC) {

@@ -208,7 +208,7 @@ static uint64_t *log_digest(struct stint_global *g, uint64_t bid)
 	}
 	uint64_t *d = g->log.dig[g->log.dig_n++];
 	d[0] = bid;
-	d[1] = d[2] = 0;
+	d[1] = d[2] = d[3] = 0;
 	return d;
 }
 
@@ -268,17 +268,40 @@ static int log_torn_prefix(const uint8_t *b, uint64_t n)
 	return n < LOG_BLK_HDR + (uint64_t)count * LOG_ENTRY;
 }
 
+/* Note that the file's blocks up to end are good, the last at last,
+ * starting with the 16 bytes head. */
+static void log_know(struct stint_global *g, uint64_t end, uint64_t last, const uint8_t *head)
+{
+	s_memcpy(g->log.known_head, head, 16);
+	g->log.known_last = last;
+	g->log.known_end = end;
+}
+
+/* Where a scan of the log p (size bytes) may start: after the prefix
+ * known good (log_know), if the file still holds it (blocks are only
+ * appended, and its last block's CRC is among the bytes compared), else
+ * after the header. */
+static uint64_t log_known(const struct stint_global *g, const uint8_t *p, uint64_t size)
+{
+	uint64_t end = g->log.known_end, last = g->log.known_last;
+	if (!end || end > size || last < LOG_HDR || last + LOG_BLK_HDR > end)
+		return LOG_HDR;
+	const uint64_t *h = (const uint64_t *)(p + last);
+	return h[0] == g->log.known_head[0] && h[1] == g->log.known_head[1] ? end : LOG_HDR;
+}
+
 /*
- * Walk the blocks of a log (formats/redlog/doc.go: "Concurrency and
+ * Walk the blocks of a log from offset from (LOG_HDR, or the end of a
+ * prefix known good: log_known) (formats/redlog/doc.go: "Concurrency and
  * damage"): each good block goes to each (if given); damage and a torn
  * append are reported when report is set. Returns where the next block
  * goes; *cut is set when the file must be truncated there (a torn
  * append is overwritten).
  */
-static uint64_t log_scan(struct stint_global *g, const uint8_t *p, uint64_t size, int report,
+static uint64_t log_scan(struct stint_global *g, const uint8_t *p, uint64_t from, uint64_t size, int report,
 			 void (*each)(struct stint_global *, const uint8_t *), int *cut)
 {
-	uint64_t off = LOG_HDR;
+	uint64_t off = from;
 	*cut = 0;
 	while (off < size) {
 		uint64_t bl = log_good_block(g, p, size, off);
@@ -338,20 +361,26 @@ static void log_load_block(struct stint_global *g, const uint8_t *b)
 	const uint8_t *e = b + LOG_BLK_HDR;
 	for (uint32_t i = 0; i < h[1]; i++, e += LOG_ENTRY) {
 		uint64_t k0, k1;
-		logkey(srcbid, *(const uint64_t *)e, *(const uint32_t *)(e + 24), *(const uint64_t *)(e + 16),
-		       *(const uint64_t *)(e + 8), &k0, &k1);
+		uint32_t kind = *(const uint32_t *)(e + 24);
+		logkey(srcbid, *(const uint64_t *)e, kind, *(const uint64_t *)(e + 16), *(const uint64_t *)(e + 8), &k0, &k1);
 		if (logset_put(g, k0, k1) && dig) {
 			dig[1]++;
 			dig[2] += mix(k0, k1);
+			dig[3] += kind != STINT_K_RET && kind != STINT_K_IND_JMP && kind != STINT_K_IND_CALL && kind != STINT_K_SYSCALL;
 		}
 	}
 }
 
 /*
  * Read the log named by the options or STINT_LOG (called once, by the
- * module that creates the state, before any probe runs).
+ * module that creates the state, m, before any probe runs). When m's
+ * rewrite read this file (STINT_MF_LOGGED with log_end: its length and
+ * last block, still there), only what was appended since is read: what
+ * m's probes would look up of the rest is in m's seen table, and a
+ * module that has no such table reads the rest when it loads
+ * (log_complete).
  */
-static void log_setup(struct stint_global *g, char **envp, const char *opts)
+static void log_setup(struct stint_global *g, char **envp, const char *opts, const struct stint_module *m)
 {
 	size_t ln = 0, pn = 0;
 	const char *l = setting(envp, "STINT_LOG", opts, "log", &ln);
@@ -403,9 +432,78 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts)
 			return;
 		}
 	}
-	log_read(g, p, size, shared);
+	uint64_t from = LOG_HDR;
+	if (p && (m->flags & STINT_MF_LOGGED) && m->log_end && g->test.log_load != 2) {
+		uint64_t head[2];
+		s_memcpy(head, m->log_last_head, 16);
+		log_know(g, m->log_end, m->log_last, (const uint8_t *)head);
+		from = log_known(g, p, size);
+	}
+	log_read(g, p, from, size, shared);
 	if (!sys_failed(fd))
 		sys_call1(SYS_close, fd); /* and the shared lock with it, once the mapping is gone */
+}
+
+/*
+ * Read what a lazy start left unread (log_setup): the entries before
+ * lazy_end, for a module whose rewrite read another log, or none, and
+ * so has no seen table of this one. The set then holds every entry, as
+ * after a whole read. A file that no longer starts as it did is read
+ * whole. (Probes of other modules may be looking up the set meanwhile:
+ * an entry they miss while it is being put is recorded again, once.)
+ */
+static void log_complete(struct stint_global *g)
+{
+	uint64_t end = g->log.lazy_end;
+	g->log.lazy_end = 0;
+	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log.path, S_O_RDONLY | S_O_CLOEXEC, 0);
+	if (sys_failed(fd))
+		return;
+	struct s_stat st;
+	if (!sys_failed(sys_call2(SYS_fstat, fd, (long)&st)) && (uint64_t)st.size > LOG_HDR) {
+		uint64_t size = (uint64_t)st.size;
+		long mp = sys_mmap(0, size, S_PROT_READ, S_MAP_PRIVATE, (int)fd, 0);
+		if (!sys_failed(mp)) {
+			const uint8_t *p = (const uint8_t *)mp;
+			int cut;
+			if (log_known(g, p, size) < end)
+				end = size; /* not the file it was: all of it */
+			log_scan(g, p, LOG_HDR, end, 0, log_load_block, &cut);
+			sys_call2(SYS_munmap, mp, (long)size);
+		}
+	}
+	sys_call1(SYS_close, fd);
+}
+
+/* Whether module m's seen table (a lazy start's stand-in for the log's
+ * first lazy_end bytes) has the key (k0, k1). */
+static int log_seen_table(const struct stint_global *g, const struct stint_module *m, uint64_t k0, uint64_t k1)
+{
+	if (!m->nseen || m->module_id >= MAX_MODULES || !g->proc.modules[m->module_id].log_lazy)
+		return 0;
+	const uint64_t *t = (const uint64_t *)(m->base + m->seen_vaddr);
+	uint32_t lo = 0, hi = m->nseen;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const uint64_t *e = t + 2 * (uint64_t)mid;
+		if (e[0] < k0 || (e[0] == k0 && e[1] < k1))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < m->nseen && t[2 * (uint64_t)lo] == k0 && t[2 * (uint64_t)lo + 1] == k1;
+}
+
+/* Whether the log has (k0, k1), an outcome of module m. */
+static int log_has(const struct stint_global *g, const struct stint_module *m, uint64_t k0, uint64_t k1)
+{
+	return logset_has((struct stint_global *)g, k0, k1) || log_seen_table(g, m, k0, k1);
+}
+
+/* Whether the log may hold anything (read, or left unread by a lazy start). */
+static int log_nonempty(const struct stint_global *g)
+{
+	return g->log.set_n || g->log.lazy_end;
 }
 
 /*
@@ -435,7 +533,7 @@ static int log_lock_shared(long fd)
  * and is said; without the lock it may be a save still running, and is
  * skipped quietly.
  */
-static void log_read(struct stint_global *g, const uint8_t *p, uint64_t size, int shared)
+static void log_read(struct stint_global *g, const uint8_t *p, uint64_t from, uint64_t size, int shared)
 {
 	uint32_t policy = g->log.policy;
 	if (p && (size < LOG_HDR || s_strncmp((const char *)p, LOG_MAGIC_HDR, 8) != 0 || *(const uint32_t *)(p + 8) != LOG_VERSION)) {
@@ -452,6 +550,7 @@ static void log_read(struct stint_global *g, const uint8_t *p, uint64_t size, in
 	if (policy != POLICY_EXACT) {
 		ok = regions_setup(g, p, size) == 0;
 		g->reg.mode = ok;
+		g->log.known_end = 0;
 	} else {
 		/* one scan: the set is sized from the file (an entry takes 32
 		 * bytes of it), so that the blocks are read and checked once */
@@ -465,15 +564,17 @@ static void log_read(struct stint_global *g, const uint8_t *p, uint64_t size, in
 		long ls = sys_mmap(0, slots * 17, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 		ok = !sys_failed(ls);
 		if (ok) {
-			if (p)
+			/* (sized for the whole file: log_complete may read the rest) */
+			if (p && from == LOG_HDR)
 				populate_write((uint64_t)ls, (uint64_t)ls + slots * 17);
 			g->log.set = (uint64_t)ls;
 			g->log.set_filter = (uint64_t)ls + slots * 16;
 			g->log.set_slots = slots;
 			g->log.set_n = 0;
+			g->log.lazy_end = from > LOG_HDR ? from : 0;
 			int cut;
 			if (p)
-				log_scan(g, p, size, shared ? 1 : 2, log_load_block, &cut);
+				log_scan(g, p, from, size, shared ? 1 : 2, log_load_block, &cut);
 		}
 	}
 	if (p)
@@ -490,45 +591,37 @@ static void log_read(struct stint_global *g, const uint8_t *p, uint64_t size, in
  * (its initialisation: nothing of it runs yet, so patches are restored
  * with plain stores, patch_done's alone).
  */
-static void log_load_module(struct stint_global *g, struct stint_module *m, uint64_t base, uint32_t chunks_lost)
+/* Whether module m's rewrite read the log whose unread prefix a lazy
+ * start left (log_setup): its seen table and list stand for it. */
+static int log_lazy_for(const struct stint_global *g, const struct stint_module *m)
 {
-	if (!g->log.set_n || !m->build_id_len)
-		return;
-	uint64_t bid = fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len);
+	const uint64_t *h = g->log.known_head;
+	uint64_t head[2];
+	s_memcpy(head, m->log_last_head, 16);
+	return g->log.lazy_end && (m->flags & STINT_MF_LOGGED) && m->log_end == g->log.lazy_end &&
+	       m->log_last == g->log.known_last && head[0] == h[0] && head[1] == h[1];
+}
+
+/* Retire the direct probes of m (those of list, np of them, or all) whose
+ * outcome is in the log (trusted: the rewriter's list of a lazy start,
+ * whose entries went unread). Returns 1 if a patch had every probe
+ * retired. */
+static int log_retire(struct stint_global *g, struct stint_module *m, uint64_t base, uint64_t bid, const uint32_t *list,
+		      uint32_t np, int trusted)
+{
 	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
 	struct stint_patch *pts = (struct stint_patch *)(base + m->patches_vaddr);
-	/* The rewriter's list when the log holds what the rewriter read for
-	 * this module (no entry more, none less): looking up each of 82k
-	 * probes of libsqlite3 took 2.3-3.3 ms of every start, for the few
-	 * hundred a --skip-covered rewrite still has logged. */
-	const uint32_t *list = 0;
-	uint32_t np = m->nprobes, done = 0; /* done: a patch had every probe retired */
-	if ((m->flags & STINT_MF_LOGGED) && g->test.log_load != 2) {
-		const uint64_t *d = logdig_find(g, bid);
-		uint64_t cnt = d ? d[1] : 0, sum = d ? d[2] : 0;
-		if ((d || !g->log.dig_full) && cnt == m->log_count && sum == m->log_sum) {
-			list = (const uint32_t *)(base + m->logged_vaddr);
-			np = m->nlogged;
-		}
-	}
-	if (g->test.log_load) {
-		char line[128];
-		struct sbuf b = {line, 0, sizeof line - 1};
-		sb_puts(&b, list ? "stint: test: log load: list " : "stint: test: log load: scan ");
-		sb_putu(&b, np);
-		sb_putc(&b, '\n');
-		say_write(line, b.len);
-	}
+	int done = 0;
 	for (uint32_t j = 0; j < np; j++) {
 		uint32_t i = list ? list[j] : j;
 		if (i >= m->nprobes)
 			continue;
 		struct stint_probe *p = &pr[i];
-		if (!(p->flags & STINT_PF_DIRECT) || (p->flags & STINT_PF_DELEG))
+		if (!(p->flags & STINT_PF_DIRECT) || (p->flags & STINT_PF_DELEG) || p->state == 1)
 			continue; /* (a STINT_PF_DELEG probe's outcome is its edge probe's) */
 		uint64_t k0, k1;
 		logkey(bid, p->src, p->kind, bid, p->dst, &k0, &k1);
-		if (!logset_has(g, k0, k1))
+		if (!trusted && !logset_has(g, k0, k1))
 			continue;
 		uint32_t n;
 		if (g->per.budget_on && g->sw.on && ret_pending(g, m, base, p, &n)) {
@@ -540,6 +633,57 @@ static void log_load_module(struct stint_global *g, struct stint_module *m, uint
 		patch_done(m, base, p->patch, p, 1);
 		if (p->patch < m->npatches && pts[p->patch].remaining == 0)
 			done = 1;
+	}
+	return done;
+}
+
+static void log_load_module(struct stint_global *g, struct stint_module *m, uint64_t base, uint32_t chunks_lost)
+{
+	if (!log_nonempty(g) || !m->build_id_len)
+		return;
+	uint64_t bid = fnv64(m->build_id, m->build_id_len > 32 ? 32 : m->build_id_len);
+	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
+	struct stint_patch *pts = (struct stint_patch *)(base + m->patches_vaddr);
+	int lazy = log_lazy_for(g, m);
+	if (g->log.lazy_end && !lazy)
+		log_complete(g); /* a module with no seen table of this log */
+	if (lazy && m->module_id < MAX_MODULES)
+		g->proc.modules[m->module_id].log_lazy = 1;
+	/* The rewriter's list when the log holds what the rewriter read for
+	 * this module (no entry more, none less), or more only after it (a
+	 * lazy start): looking up each of 82k probes of libsqlite3 took
+	 * 2.3-3.3 ms of every start, for the few hundred a --skip-covered
+	 * rewrite still has logged. */
+	const uint32_t *list = 0;
+	uint32_t np = m->nprobes, done = 0; /* done: a patch had every probe retired */
+	const uint64_t *d = logdig_find(g, bid);
+	if ((m->flags & STINT_MF_LOGGED) && g->test.log_load != 2) {
+		uint64_t cnt = d ? d[1] : 0, sum = d ? d[2] : 0;
+		if (lazy || ((d || !g->log.dig_full) && cnt == m->log_count && sum == m->log_sum)) {
+			list = (const uint32_t *)(base + m->logged_vaddr);
+			np = m->nlogged;
+		}
+	}
+	/* a lazy start read only the appended entries: looked up in full
+	 * when some are direct outcomes of this module */
+	int tail = lazy && (d ? d[3] != 0 : g->log.dig_full);
+	if (g->test.log_load) {
+		char line[128];
+		struct sbuf b = {line, 0, sizeof line - 1};
+		sb_puts(&b, list ? (lazy ? "stint: test: log load: lazy list " : "stint: test: log load: list ") : "stint: test: log load: scan ");
+		sb_putu(&b, np);
+		if (tail) {
+			sb_puts(&b, ", scan ");
+			sb_putu(&b, m->nprobes);
+		}
+		sb_putc(&b, '\n');
+		say_write(line, b.len);
+	}
+	done = log_retire(g, m, base, bid, list, np, lazy && list);
+	if (tail) {
+		done |= log_retire(g, m, base, bid, 0, m->nprobes, 0);
+		list = 0;
+		np = m->nprobes;
 	}
 	/* Then, with every logged outcome counted: a switchable site with an
 	 * outcome left keeps its patch. It is listed for the off-switch here
@@ -586,12 +730,12 @@ static uint64_t module_bid(struct stint_global *g, uint16_t id)
 /* Was this (indirect, ret or syscall) outcome recorded by an earlier run? */
 static int log_seen(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t dst, uint16_t dst_mod)
 {
-	if (!g->log.on || !g->log.set_n)
+	if (!g->log.on || !log_nonempty(g))
 		return 0;
 	uint64_t k0, k1;
 	logkey(module_bid(g, (uint16_t)m->module_id), p->src, p->kind,
 	       (p->flags & STINT_PF_VALUE) ? 0 : module_bid(g, dst_mod), dst, &k0, &k1);
-	return logset_has(g, k0, k1);
+	return log_has(g, m, k0, k1);
 }
 
 /* Note a new outcome for the next save. */
@@ -645,7 +789,7 @@ static void log_save(struct stint_global *g, int exiting)
 		return;
 	if (!exiting && g->test.save_hold[0])
 		test_save_hold(g);
-	uint64_t cap, len = 0;
+	uint64_t cap, len = 0, last = ~0ULL; /* last: the offset in buf of its last block (exact policy) */
 	uint8_t *buf;
 	long bufm;
 	uint64_t from = 0, to = 0;
@@ -711,8 +855,10 @@ static void log_save(struct stint_global *g, int exiting)
 			e += LOG_ENTRY;
 			count++;
 		}
-		if (count)
+		if (count) {
+			last = len;
 			len += log_seal_block(g, h, count, gm);
+		}
 	}
 write:;
 	long fd = sys_call4(SYS_openat, S_AT_FDCWD, (long)g->log.path, S_O_RDWR | S_O_CREAT | S_O_CLOEXEC, 0644);
@@ -756,7 +902,7 @@ write:;
 			say_log(g, "changed under us into something else; left alone, new entries are not saved", ~0ULL);
 			goto unlock;
 		}
-		at = log_scan(g, fp, size, 0, 0, &cut);
+		at = log_scan(g, fp, log_known(g, fp, size), size, 0, 0, &cut);
 		sys_call2(SYS_munmap, mp, (long)size);
 	}
 	{
@@ -775,6 +921,8 @@ write:;
 			sys_call2(SYS_ftruncate, fd, (long)(at + len)); /* drop the rest of a torn append */
 		if (done && !g->reg.mode)
 			g->log.saved = to;
+		if (done && !cut && last != ~0ULL) /* the next save scans from after these blocks */
+			log_know(g, at + len, at + last, buf + last);
 	}
 unlock:
 	sys_call2(SYS_flock, fd, S_LOCK_UN);

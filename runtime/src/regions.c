@@ -296,7 +296,7 @@ static int regions_setup(struct stint_global *g, const uint8_t *p, uint64_t size
 	if (!p)
 		return 0;
 	int cut;
-	log_scan(g, p, size, 1, regions_load_block, &cut);
+	log_scan(g, p, LOG_HDR, size, 1, regions_load_block, &cut);
 	/* bst, merger: merge directly consecutive (and overlapping, for merger) regions */
 	if (g->log.policy == POLICY_BST || g->log.policy == POLICY_MERGER) {
 		struct region *rr = (struct region *)g->reg.tab;

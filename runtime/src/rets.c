@@ -97,7 +97,7 @@ static int hash_has(struct stint_global *g, uint64_t k0, uint64_t k1)
 static int ret_seen(struct stint_global *g, const struct stint_module *m, uint64_t base, const uint32_t *l, uint32_t n, uint64_t ret)
 {
 	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
-	int logged = g->log.on && g->log.set_n && m->build_id_len;
+	int logged = g->log.on && log_nonempty(g) && m->build_id_len;
 	uint64_t bid = logged && m->module_id < MAX_MODULES ? g->proc.modules[m->module_id].bidhash : 0;
 	for (uint32_t k = 0; k < n; k++) {
 		if (l[k] >= m->nprobes)
@@ -110,7 +110,7 @@ static int ret_seen(struct stint_global *g, const struct stint_module *m, uint64
 		uint64_t k0, k1;
 		if (logged) {
 			logkey(bid, r->src, r->kind, bid, ret, &k0, &k1);
-			if (logset_has(g, k0, k1))
+			if (log_has(g, m, k0, k1))
 				return 1;
 		}
 	}

@@ -68,7 +68,7 @@ struct gmodule {
 	uint32_t ready;      /* set last (release): the entry is complete */
 	uint32_t rewritten;
 	uint32_t build_id_len;
-	uint32_t pad;
+	uint32_t log_lazy;   /* its log keys are its seen table (log_setup read the log's tail only) */
 	uint8_t build_id[32];
 	uint64_t gate;       /* address of the module's gate word, 0 = none */
 	uint64_t bidhash;    /* FNV-1a 64 of the build-id, 0 = none */
@@ -250,8 +250,14 @@ struct stint_log {
 	uint64_t set_filter;         /* a bit per slots * 8, set from each entry's k0 (logset_has) */
 	/* per source module of the log read at start: build-id hash, distinct
 	 * entries, the sum of their hashes (log_digest) */
-	uint64_t dig[LOGDIG_MAX][3];
+	uint64_t dig[LOGDIG_MAX][4]; /* [3]: how many of them are direct outcomes */
 	uint32_t dig_n, dig_full;    /* modules in dig; one did not fit */
+	/* log_setup read the file from here on: the entries before it are
+	 * the lazy modules' (log_seen_table); 0 = read whole */
+	uint64_t lazy_end;
+	/* a prefix of the file known to hold good blocks (log_known): its
+	 * end, its last block's offset and that block's first 16 bytes */
+	uint64_t known_end, known_last, known_head[2];
 	uint64_t pending, npend, saved; /* outcomes noted this run */
 	char path[512];
 	uint32_t crc_ready, pad_crc; /* crc_tab is built (crc_tables) */
@@ -1063,13 +1069,19 @@ static uint64_t *log_digest(struct stint_global *g, uint64_t bid);
 static void say_log(struct stint_global *g, const char *what, uint64_t off);
 static uint64_t log_good_block(struct stint_global *g, const uint8_t *p, uint64_t n, uint64_t off);
 static int log_torn_prefix(const uint8_t *b, uint64_t n);
-static uint64_t log_scan(struct stint_global *g, const uint8_t *p, uint64_t size, int report,
+static uint64_t log_scan(struct stint_global *g, const uint8_t *p, uint64_t from, uint64_t size, int report,
 			 void (*each)(struct stint_global *, const uint8_t *), int *cut);
 static uint64_t log_seal_block(struct stint_global *g, uint8_t *h, uint32_t count, const struct gmodule *gm);
 static void log_load_block(struct stint_global *g, const uint8_t *b);
-static void log_setup(struct stint_global *g, char **envp, const char *opts);
+static void log_setup(struct stint_global *g, char **envp, const char *opts, const struct stint_module *m);
 static int log_lock_shared(long fd);
-static void log_read(struct stint_global *g, const uint8_t *p, uint64_t size, int shared);
+static void log_read(struct stint_global *g, const uint8_t *p, uint64_t from, uint64_t size, int shared);
+static void log_know(struct stint_global *g, uint64_t end, uint64_t last, const uint8_t *head);
+static uint64_t log_known(const struct stint_global *g, const uint8_t *p, uint64_t size);
+static void log_complete(struct stint_global *g);
+static int log_seen_table(const struct stint_global *g, const struct stint_module *m, uint64_t k0, uint64_t k1);
+static int log_has(const struct stint_global *g, const struct stint_module *m, uint64_t k0, uint64_t k1);
+static int log_nonempty(const struct stint_global *g);
 static void log_load_module(struct stint_global *g, struct stint_module *m, uint64_t base, uint32_t chunks_lost);
 static uint64_t module_bid(struct stint_global *g, uint16_t id);
 static int log_seen(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t dst, uint16_t dst_mod);
