@@ -3,6 +3,7 @@ package rewrite
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/stint-project/stint/rewrite/elfin"
 	"github.com/stint-project/stint/rewrite/elfout"
@@ -25,6 +26,21 @@ type emitter struct {
 	nprobe  int           // probe records
 	logged  []uint32      // direct probes whose outcome the --skip-covered log has
 	seen    [][2]int      // per patch index: probes, and open-ended ones the log saw
+	open    [][2]uint32   // (probe, patch) of each open-ended probe the log saw (coldList)
+}
+
+// coldList returns, in order, the open-ended probes whose patch is cold
+// (runtime.PatchCold): the runtime lists them off at load, as a walk
+// over every probe record would.
+func (e *emitter) coldList(patches []runtime.Patch) []uint32 {
+	var out []uint32
+	for _, o := range e.open {
+		if patches[o[1]].Flags&runtime.PatchCold != 0 {
+			out = append(out, o[0])
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // releaseEvery trampolines, the emitter lets the output's written pages
@@ -190,6 +206,7 @@ func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64,
 		n[0]++
 		if e.plan.SeenOpen(src, s.Kind) {
 			n[1]++
+			e.open = append(e.open, [2]uint32{uint32(idx), pr.Patch})
 		}
 		e.seen[pr.Patch] = n
 	}

@@ -327,7 +327,7 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	sizes := elfout.Sizes{TrampEnd: tt.seal(), BlobLen: uint64(len(blob.Data)), Progs: len(fx.File.Progs),
 		Note: len(note), Stubs: len(stubs), Deps: ndeps, TraceEnds: len(traceEnds), Reads: len(ps.pairs),
 		Rets: len(retTable), LoggedCap: plan.LogEntries(), Probes: nprobe, Patches: len(ps.order),
-		Chunks: len(chunks), Preinit: dp.Preinit, Dynamic: -1, Traps: len(traps), Seen: len(seen)}
+		Chunks: len(chunks), Preinit: dp.Preinit, Dynamic: -1, Traps: len(traps), Seen: len(seen), ColdCap: plan.SeenOpenCap()}
 	if opts.Counts {
 		sizes.Counts = nprobe
 	}
@@ -374,7 +374,10 @@ func output(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, fr *elfout.
 	rchunks, deps := runtimeChunks(chunks)
 	im.Patches, im.Chunks, im.Stubs, im.Deps = patches, rchunks, stubs, deps
 	im.TraceEnds, im.Reads, im.Rets, im.Logged, im.Dyn, im.Fini, im.Traps = traceEnds, ps.pairs, retTable, e.logged, dp, fini, traps
-	im.Seen = seen
+	im.Seen, im.Cold = seen, e.coldList(patches)
+	if len(im.Cold) > sizes.ColdCap {
+		return nil, nil, fmt.Errorf("internal: %d cold probes, room for %d", len(im.Cold), sizes.ColdCap)
+	}
 	im.Module = moduleHeader(opts, fx, plan, im, area.SrcSize, tt.stripe, nprobe)
 	if i := plan.FiniSite; i >= 0 && tt.isSite[i] {
 		if t := tt.tramp(i); t != nil && t.probe0 >= 0 {
@@ -458,6 +461,9 @@ func moduleHeader(opts Options, fx *facts.Facts, plan *policy.Plan, im *elfout.I
 			h.LogEnd, h.LogLast, h.LogLastHead = uint64(pre.End), uint64(pre.Last.Off), pre.Last.Head
 			h.NSeen = uint32(len(im.Seen))
 		}
+	}
+	if h.Flags&runtime.MFCold != 0 {
+		h.NCold = uint32(len(im.Cold))
 	}
 	if opts.RetireSince != nil && plan.Retired > 0 {
 		h.Flags |= runtime.MFRetired

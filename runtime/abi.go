@@ -12,7 +12,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 23
+const ABIVersion = 24
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -362,7 +362,7 @@ const (
 	BlobOffProbe       = 28
 	BlobOffModuleRel   = 32
 	BlobHeaderSize     = 40
-	ModuleStructSize   = 520
+	ModuleStructSize   = 528
 	ProbeStructSize    = 64
 	PatchStructSize    = 32
 	ChunkStructSize    = 40
@@ -440,7 +440,8 @@ type Module struct {
 	LogLastHead    [16]byte // that block's first 16 bytes
 	SeenVaddr      uint64   // [2 * NSeen]uint64: the log's keys of the module's open-ended outcomes, sorted
 	NSeen          uint32
-	PadSn          uint32
+	NCold          uint32 // ABI 24
+	ColdVaddr      uint64 // [NCold]uint32: the open-ended probes of PatchCold patches
 }
 
 // Trap is struct stint_trap (ABI 21): an int3 site and its trampoline,

@@ -39,7 +39,7 @@ var abiStructs = []struct {
 		{"stub_area_size", "StubAreaSize"}, {"nstubs", "NStubs"}, {"ndeps", "NDeps"}, {"options", "Options"}, {"trace_ends_vaddr", "TraceEndsVaddr"}, {"ntrace_ends", "NTraceEnds"}, {"hit", "Hit"}, {"gate_vaddr", "GateVaddr"}, {"reads_vaddr", "ReadsVaddr"}, {"nreads", "NReads"}, {"pad_rd", "PadRd"}, {"rets_vaddr", "RetsVaddr"}, {"nrets", "NRets"}, {"pad_rt", "PadRt"},
 		{"stub_file_off", "StubFileOff"}, {"stub_file_tag", "StubFileTag"},
 		{"log_sum", "LogSum"}, {"log_count", "LogCount"}, {"nlogged", "NLogged"}, {"logged_vaddr", "LoggedVaddr"}, {"counts_vaddr", "CountsVaddr"},
-		{"cd_base", "CDBase"}, {"traps_vaddr", "TrapsVaddr"}, {"ntraps", "NTraps"}, {"fini_probe", "FiniProbe"}, {"log_end", "LogEnd"}, {"log_last", "LogLast"}, {"log_last_head", "LogLastHead"}, {"seen_vaddr", "SeenVaddr"}, {"nseen", "NSeen"}, {"pad_sn", "PadSn"},
+		{"cd_base", "CDBase"}, {"traps_vaddr", "TrapsVaddr"}, {"ntraps", "NTraps"}, {"fini_probe", "FiniProbe"}, {"log_end", "LogEnd"}, {"log_last", "LogLast"}, {"log_last_head", "LogLastHead"}, {"seen_vaddr", "SeenVaddr"}, {"nseen", "NSeen"}, {"ncold", "NCold"}, {"cold_vaddr", "ColdVaddr"},
 	}},
 	{"stint_trap", reflect.TypeOf(Trap{}), TrapStructSize, [][2]string{{"site", "Site"}, {"tramp", "Tramp"}, {"patch", "Patch"}, {"hits", "Hits"}}},
 	{"stint_stub_file", reflect.TypeOf(StubFile{}), StubFileStructSize, [][2]string{
@@ -163,7 +163,7 @@ func TestABIPinned(t *testing.T) {
 		{"BlobHeader.EntryExec", unsafe.Offsetof(BlobHeader{}.EntryExec), BlobOffEntryExec},
 		{"BlobHeader.Probe", unsafe.Offsetof(BlobHeader{}.Probe), BlobOffProbe},
 		{"BlobHeader.ModuleRel", unsafe.Offsetof(BlobHeader{}.ModuleRel), BlobOffModuleRel},
-		{"sizeof Module", unsafe.Sizeof(Module{}), 520},
+		{"sizeof Module", unsafe.Sizeof(Module{}), 528},
 		{"Module.TrapsVaddr", unsafe.Offsetof(Module{}.TrapsVaddr), 456},
 		{"sizeof Trap", unsafe.Sizeof(Trap{}), 24},
 		{"Trap.Hits", unsafe.Offsetof(Trap{}.Hits), 20},

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "33b5b56dc180aa065ad4dae6e216fb642ec7da614e4fd5cc3fc66f1a541cc002"
+const BlobSHA256 = "01ed3684716dbe767c9fc0a67acac08062b80d2329d26d17a6d87c656df2287d"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -25,11 +25,11 @@ func (m *Module) Put(b []byte) {
 	for _, f := range []*uint64{&m.SelfVaddr, &m.ImageEnd, &m.ProbesVaddr, &m.PatchesVaddr, &m.ChunksVaddr,
 		&m.TextLo, &m.TextHi, &m.TrampLo, &m.TrampHi, &m.OrigEntry, &m.OrigFini, &m.Base, &m.RuntimeState,
 		&m.StubsVaddr, &m.DepsVaddr, &m.StubAreaSize, &m.TraceEndsVaddr, &m.GateVaddr, &m.ReadsVaddr,
-		&m.RetsVaddr, &m.StubFileOff, &m.StubFileTag, &m.LogSum, &m.LoggedVaddr, &m.CountsVaddr, &m.CDBase, &m.TrapsVaddr, &m.LogEnd, &m.LogLast, &m.SeenVaddr} {
+		&m.RetsVaddr, &m.StubFileOff, &m.StubFileTag, &m.LogSum, &m.LoggedVaddr, &m.CountsVaddr, &m.CDBase, &m.TrapsVaddr, &m.LogEnd, &m.LogLast, &m.SeenVaddr, &m.ColdVaddr} {
 		le.PutUint64(b[off(m, unsafe.Pointer(f)):], *f)
 	}
 	for _, f := range []*uint32{&m.NPatches, &m.NChunks, &m.BuildIDLen, &m.ModuleID, &m.NStubs, &m.NDeps,
-		&m.NTraceEnds, &m.Hit, &m.NReads, &m.PadRd, &m.NRets, &m.PadRt, &m.LogCount, &m.NLogged, &m.NTraps, &m.FiniProbe, &m.NSeen, &m.PadSn} {
+		&m.NTraceEnds, &m.Hit, &m.NReads, &m.PadRd, &m.NRets, &m.PadRt, &m.LogCount, &m.NLogged, &m.NTraps, &m.FiniProbe, &m.NSeen, &m.NCold} {
 		le.PutUint32(b[off(m, unsafe.Pointer(f)):], *f)
 	}
 	copy(b[off(m, unsafe.Pointer(&m.BuildID)):], m.BuildID[:])

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -1067,6 +1068,17 @@ func TestColdRets(t *testing.T) {
 	}
 	if nCold != st.Cold {
 		t.Errorf("%d cold patches, stats say %d", nCold, st.Cold)
+	}
+	// the module's cold list: exactly the probes of its cold patches, in
+	// order (the runtime lists them off at load from it alone)
+	var wantCold []uint32
+	for i, p := range probes {
+		if int(p.Patch) < len(patches) && patches[p.Patch].Flags&runtime.PatchCold != 0 {
+			wantCold = append(wantCold, uint32(i))
+		}
+	}
+	if _, list, err := moduleTable[uint32](out, func(m *runtime.Module) (uint64, uint32) { return m.ColdVaddr, m.NCold }); err != nil || !slices.Equal(list, wantCold) {
+		t.Errorf("cold list %v (%v), want the cold patches' probes %v", list, err, wantCold)
 	}
 	run := func(env ...string) (refused, toB bool) {
 		d := t.TempDir()

@@ -21,6 +21,7 @@ type Sizes struct {
 	Rets      int // words of the rets table
 	LoggedCap int // room for the logged-probe list, in words
 	Seen      int // the logged keys of open-ended outcomes (runtime.Module.SeenVaddr), pairs of words of 8 bytes
+	ColdCap   int // room for the cold probes' list (runtime.Module.ColdVaddr), in words
 	Traps     int // int3 sites (runtime.Trap)
 	Probes    int
 	Counts    int // block counters (rewrite --counts), one per probe
@@ -40,7 +41,7 @@ type Layout struct {
 	StubsOff, DepsOff       uint64
 	TraceEndsOff, ReadsOff  uint64
 	RetsOff, LoggedOff      uint64
-	SeenOff                 uint64
+	SeenOff, ColdOff        uint64
 	RWVaddr, RWOff, RWSize  uint64
 	ProbesAt, PatchesAt     uint64 // link vaddrs in the RW segment
 	ChunksAt, PreinitAt     uint64
@@ -52,7 +53,7 @@ type Layout struct {
 
 // NewLayout lays out the segments: RX (blob, trampolines) | R (program
 // headers, marker note, relocations, stub list, chunk dependencies, trace
-// ends, reads, rets, logged probes, logged keys) | RW (the module header in the page
+// ends, reads, rets, logged probes, logged keys, cold probes) | RW (the module header in the page
 // right below a 2 MiB boundary, the tables from that boundary on, the
 // DT_PREINIT_ARRAY slot, .dynamic, the gate page, the block counters),
 // then the reserve. It fails when the new segments reach the stub space.
@@ -79,7 +80,8 @@ func NewLayout(fr *Frame, s Sizes) (*Layout, error) {
 	l.RetsOff = AlignUp(l.ReadsOff+2*uint64(s.Reads)*runtime.ReadStructSize, 8)
 	l.LoggedOff = AlignUp(l.RetsOff+4*uint64(s.Rets), 8)
 	l.SeenOff = AlignUp(l.LoggedOff+4*uint64(s.LoggedCap), 8)
-	l.RSize = AlignUp(l.SeenOff+16*uint64(s.Seen), PageSize)
+	l.ColdOff = l.SeenOff + 16*uint64(s.Seen)
+	l.RSize = AlignUp(l.ColdOff+4*uint64(s.ColdCap), PageSize)
 
 	// The gap below the module header is address space, not file; when
 	// the tables take more than one huge page they are padded to the

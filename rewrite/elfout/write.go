@@ -52,6 +52,7 @@ type Image struct {
 	Rets      []uint32
 	Logged    []uint32    // written when Module.Flags has MFLogged
 	Seen      [][2]uint64 // sorted keys, written when Module.NSeen is their number
+	Cold      []uint32    // the open-ended probes of PatchCold patches (Module.NCold)
 	Dyn       *DynPlan
 	Fini      *FiniHook // nil: none
 	// Extra are sections that are not loaded, added after the segments
@@ -247,6 +248,7 @@ func writeR(rbuf []byte, im *Image) {
 	if im.Module.Flags&runtime.MFLogged != 0 {
 		putWords(rbuf[l.LoggedOff:], im.Logged)
 	}
+	putWords(rbuf[l.ColdOff:], im.Cold)
 	if int(im.Module.NSeen) == len(im.Seen) {
 		for k, key := range im.Seen {
 			elfin.LE.PutUint64(rbuf[l.SeenOff+16*uint64(k):], key[0])
@@ -302,6 +304,9 @@ func fillHeader(h *runtime.Module, im *Image, origEntry, origFini uint64) {
 	}
 	if h.NSeen > 0 {
 		h.SeenVaddr = l.RVaddr + l.SeenOff
+	}
+	if h.NCold > 0 {
+		h.ColdVaddr = l.RVaddr + l.ColdOff
 	}
 	h.CountsVaddr = l.CountsAt
 	if h.NTraps > 0 {

@@ -221,6 +221,23 @@ func (p *Plan) SeenOpen(src uint64, k runtime.Kind) bool {
 	return false
 }
 
+// SeenOpenCap is the most probes SeenOpen can hold true for: the log's
+// (src, kind) pairs of this module's returns, indirect jumps and
+// syscalls.
+func (p *Plan) SeenOpenCap() int {
+	if p.cov == nil || p.opts.SkipSeenIndirect {
+		return 0
+	}
+	n := 0
+	for sk := range p.cov.count {
+		switch runtime.Kind(sk[1]) {
+		case runtime.KRet, runtime.KIndJmp, runtime.KSyscall:
+			n++
+		}
+	}
+	return n
+}
+
 // Logged reports whether the --skip-covered log holds the outcome (dst,
 // k) of the direct probe at src: the runtime then retires the probe at
 // load (STINT_MF_LOGGED).

@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 23
+#define STINT_ABI_VERSION 24
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -400,8 +400,10 @@ struct stint_module {
 	                          *      indirect branches and syscalls in that log, sorted by k0, then k1: what
 	                          *      log_seen looks up when the log's first log_end bytes go unread */
 	uint32_t nseen;          /* 512 */
-	uint32_t pad_sn;         /* 516 */
-};                           /* 520 */
+	uint32_t ncold;          /* 516: ABI 24 */
+	uint64_t cold_vaddr;     /* 520: uint32_t[ncold]: the open-ended probes whose patch is STINT_PATCH_COLD, which
+	                          *      the runtime lists off at load (sw_cold_load) without reading every probe */
+};                           /* 528 */
 
 /* ABI 21: an int3 site (place.TacticTrap) and its trampoline, both
  * module-relative. A SIGTRAP whose int3 lies at base + site resumes at

@@ -524,8 +524,13 @@ static void sw_cold_load(struct stint_global *g, struct stint_module *m, uint64_
 		return;
 	struct stint_probe *pr = (struct stint_probe *)(base + m->probes_vaddr);
 	const struct stint_patch *pts = (const struct stint_patch *)(base + m->patches_vaddr);
-	for (uint32_t i = 0; i < m->nprobes; i++) {
-		struct stint_probe *p = &pr[i];
+	const uint32_t *cold = (const uint32_t *)(base + m->cold_vaddr);
+	/* the rewriter's list: reading every probe record for them took 1.6
+	 * ms of a retiring libsqlite3's start (82k records, 5 MB) */
+	for (uint32_t j = 0; j < m->ncold && m->cold_vaddr; j++) {
+		if (cold[j] >= m->nprobes)
+			continue;
+		struct stint_probe *p = &pr[cold[j]];
 		uint32_t idx = p->patch;
 		if (idx >= m->npatches || (p->flags & STINT_PF_DIRECT))
 			continue;
