@@ -287,12 +287,7 @@ func (p *Plan) LogSeenKeys() [][2]uint64 {
 			out = append(out, logKey(cs.self, e))
 		}
 	}
-	slices.SortFunc(out, func(a, b [2]uint64) int {
-		if c := cmp.Compare(a[0], b[0]); c != 0 {
-			return c
-		}
-		return cmp.Compare(a[1], b[1])
-	})
+	slices.SortFunc(out, func(a, b [2]uint64) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	return out
 }
 

@@ -140,9 +140,9 @@ static inline uint64_t logset_bit(const struct stint_global *g, uint64_t k0)
 	return (k0 >> 20) & (g->log.set_slots * 8 - 1);
 }
 
-static int logset_has(struct stint_global *g, uint64_t k0, uint64_t k1)
+static int logset_has(const struct stint_global *g, uint64_t k0, uint64_t k1)
 {
-	uint64_t *t = (uint64_t *)g->log.set;
+	const uint64_t *t = (const uint64_t *)g->log.set;
 	if (!t)
 		return 0;
 	uint64_t bit = logset_bit(g, k0);
@@ -150,7 +150,7 @@ static int logset_has(struct stint_global *g, uint64_t k0, uint64_t k1)
 		return 0;
 	uint64_t mask = g->log.set_slots - 1, h = mix(k0, k1);
 	for (uint64_t i = 0; i <= mask; i++) {
-		uint64_t *e = &t[2 * ((h + i) & mask)];
+		const uint64_t *e = &t[2 * ((h + i) & mask)];
 		if (e[0] == 0)
 			return 0;
 		if (e[0] == k0 && e[1] == k1)
@@ -434,10 +434,10 @@ static void log_setup(struct stint_global *g, char **envp, const char *opts, con
 	}
 	uint64_t from = LOG_HDR;
 	if (p && (m->flags & STINT_MF_LOGGED) && m->log_end && g->test.log_load != 2) {
-		uint64_t head[2];
-		s_memcpy(head, m->log_last_head, 16);
-		log_know(g, m->log_end, m->log_last, (const uint8_t *)head);
+		log_know(g, m->log_end, m->log_last, m->log_last_head);
 		from = log_known(g, p, size);
+		if (from == LOG_HDR)
+			g->log.known_end = 0; /* another file than m's rewrite read */
 	}
 	log_read(g, p, from, size, shared);
 	if (!sys_failed(fd))
@@ -497,7 +497,7 @@ static int log_seen_table(const struct stint_global *g, const struct stint_modul
 /* Whether the log has (k0, k1), an outcome of module m. */
 static int log_has(const struct stint_global *g, const struct stint_module *m, uint64_t k0, uint64_t k1)
 {
-	return logset_has((struct stint_global *)g, k0, k1) || log_seen_table(g, m, k0, k1);
+	return logset_has(g, k0, k1) || log_seen_table(g, m, k0, k1);
 }
 
 /* Whether the log may hold anything (read, or left unread by a lazy start). */
@@ -586,11 +586,6 @@ static void log_read(struct stint_global *g, const uint8_t *p, uint64_t from, ui
 	g->log.on = 1;
 }
 
-/*
- * Retire the direct probes of module m whose outcomes are in the log
- * (its initialisation: nothing of it runs yet, so patches are restored
- * with plain stores, patch_done's alone).
- */
 /* Whether module m's rewrite read the log whose unread prefix a lazy
  * start left (log_setup): its seen table and list stand for it. */
 static int log_lazy_for(const struct stint_global *g, const struct stint_module *m)
@@ -637,6 +632,11 @@ static int log_retire(struct stint_global *g, struct stint_module *m, uint64_t b
 	return done;
 }
 
+/*
+ * Retire the direct probes of module m whose outcomes are in the log
+ * (its initialisation: nothing of it runs yet, so patches are restored
+ * with plain stores, patch_done's alone).
+ */
 static void log_load_module(struct stint_global *g, struct stint_module *m, uint64_t base, uint32_t chunks_lost)
 {
 	if (!log_nonempty(g) || !m->build_id_len)
@@ -921,7 +921,10 @@ write:;
 			sys_call2(SYS_ftruncate, fd, (long)(at + len)); /* drop the rest of a torn append */
 		if (done && !g->reg.mode)
 			g->log.saved = to;
-		if (done && !cut && last != ~0ULL) /* the next save scans from after these blocks */
+		/* the next save scans from after these blocks; while a lazy
+		 * start's prefix stands (lazy_end), known stays it: a module
+		 * loading later is matched against it (log_lazy_for) */
+		if (done && !cut && last != ~0ULL && !g->log.lazy_end)
 			log_know(g, at + len, at + last, buf + last);
 	}
 unlock:

@@ -1062,7 +1062,7 @@ static const uint32_t (*crc_tables(struct stint_global *g))[256];
 static uint32_t crc32_ieee(struct stint_global *g, const uint8_t *b, size_t n);
 static inline void logkey(uint64_t srcbid, uint64_t src, uint32_t kind, uint64_t dstbid, uint64_t dst, uint64_t *k0, uint64_t *k1);
 static inline uint64_t logset_bit(const struct stint_global *g, uint64_t k0);
-static int logset_has(struct stint_global *g, uint64_t k0, uint64_t k1);
+static int logset_has(const struct stint_global *g, uint64_t k0, uint64_t k1);
 static int logset_put(struct stint_global *g, uint64_t k0, uint64_t k1);
 static uint64_t *logdig_find(struct stint_global *g, uint64_t bid);
 static uint64_t *log_digest(struct stint_global *g, uint64_t bid);
