@@ -186,6 +186,9 @@ func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64,
 	if s.Flags&runtime.PFSlot != 0 && !e.fx.StableSlot(s.Dst) {
 		s.Flags &^= runtime.PFSlot
 	}
+	if s.Flags&runtime.PFSlot != 0 && e.fx.FinalSlot(s.Dst) {
+		s.Flags |= runtime.PFFinal
+	}
 	if s.Flags&(runtime.PFDirect|runtime.PFSlot|runtime.PFPredict) != 0 {
 		pr.Dst = s.Dst
 	}

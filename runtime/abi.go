@@ -12,7 +12,7 @@ import (
 // the two cannot drift apart silently.
 
 // ABIVersion is STINT_ABI_VERSION.
-const ABIVersion = 24
+const ABIVersion = 25
 
 // Magic numbers (little-endian ASCII).
 const (
@@ -218,6 +218,9 @@ const (
 	// PFEntry (ABI 20): a probe at the start of function Dst whose event
 	// is the call that entered it (%rsi: the return address).
 	PFEntry uint8 = 0x40
+	// PFFinal (ABI 25): with PFSlot, the slot lies in PT_GNU_RELRO, so
+	// its value, once recorded, retires the site (STINT_PF_FINAL).
+	PFFinal uint8 = 0x80
 )
 
 // ProbeWatched is STINT_PROBE_WATCHED: the initial state of a

@@ -107,7 +107,7 @@ var abiConsts = map[string]uint64{
 	"STINT_SAMPLE_RATE": SampleRate, "STINT_SAMPLE_EVERY": SampleEvery, "STINT_SAMPLE_RESERVOIR": SampleReservoir,
 	"STINT_SAMPLE_RES_SITE": SampleResSite, "STINT_SAMPLE_MIN": SampleMin, "STINT_MF_COUNTDOWN": uint64(MFCountdown),
 	"STINT_SAMPLE_SITES": SampleSites, "STINT_SAMPLE_ENTRIES": SampleEntries, "STINT_MF_ENTRIES": uint64(MFEntries), "STINT_MF_STRIPES": uint64(MFStripes), "STINT_MF_RETIRED": uint64(MFRetired),
-	"STINT_STRIPES": Stripes, "STINT_STRIPE_SHIFT": StripeShift, "STINT_STRIPE_SLOT": StripeSlot, "STINT_PF_ENTRY": uint64(PFEntry),
+	"STINT_STRIPES": Stripes, "STINT_STRIPE_SHIFT": StripeShift, "STINT_STRIPE_SLOT": StripeSlot, "STINT_PF_ENTRY": uint64(PFEntry), "STINT_PF_FINAL": uint64(PFFinal),
 	"STINT_CLOSE_UNKNOWN": CloseUnknown, "STINT_CLOSE_CHARGE": CloseCharge,
 	"STINT_CLOSE_START": CloseStart, "STINT_CLOSE_ROLL": CloseRoll,
 	"STINT_PF_DELEG": uint64(PFDeleg), "STINT_PF_PREDICT": uint64(PFPredict), "STINT_PF_NOPUSH": uint64(PFNoPush), "STINT_PROBE_WATCHED": uint64(ProbeWatched),

@@ -65,6 +65,7 @@ type Facts struct {
 	finiStraight bool      // FiniStraight
 
 	stable   [][2]uint64 // StableSlot's ranges
+	relro    [2]uint64   // FinalSlot's range: PT_GNU_RELRO
 	indirect *AddrSet
 	plt      map[uint64]uint64
 	pltDone  bool
@@ -123,6 +124,7 @@ func (fx *Facts) Classify() {
 	m.Libc = definesLibcStart(f)
 	if p := f.Prog(elf.PT_GNU_RELRO); p != nil {
 		fx.stable = append(fx.stable, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})
+		fx.relro = [2]uint64{p.Vaddr, p.Vaddr + p.Memsz}
 	}
 	if got, ok := elfin.DynVal(dyn, elf.DT_PLTGOT); ok {
 		n, _ := elfin.DynVal(dyn, elf.DT_PLTRELSZ)
@@ -154,6 +156,17 @@ func (fx *Facts) StableSlot(a uint64) bool {
 		}
 	}
 	return false
+}
+
+// FinalSlot reports whether the 8 bytes at link vaddr a lie in
+// PT_GNU_RELRO, which the dynamic linker makes read-only once it has
+// relocated the module (a BIND_NOW module's PLT slots among them): the
+// slot's value is then fixed before any of the module's code runs, and
+// an indirect branch through it has that one destination for the rest
+// of the process (STINT_PF_FINAL). The lazily bound PLT slots outside
+// it change once, at their first call.
+func (fx *Facts) FinalSlot(a uint64) bool {
+	return a >= fx.relro[0] && a+8 <= fx.relro[1]
 }
 
 // TraceEnds returns the ends of the unconditional transfers (jmp, call,

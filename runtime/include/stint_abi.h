@@ -27,7 +27,7 @@
 /* The version also covers the layout of the process-wide state every
  * module's runtime joins (runtime/src/stint.h): a module of another
  * build must not join it. */
-#define STINT_ABI_VERSION 24
+#define STINT_ABI_VERSION 25
 
 /* "STINTRT1" little-endian: first 8 bytes of the runtime blob. */
 #define STINT_BLOB_MAGIC STINT_U64(0x315452544e495453)
@@ -191,6 +191,10 @@
 #define STINT_PF_ENTRY    0x40 /* (ABI 20; STINT_MF_ENTRIES) a probe at the start of function probe.dst:
                                * %rsi is the return address it was entered with; the event is the call
                                * that came there (the call instruction that ends at that address) */
+#define STINT_PF_FINAL    0x80 /* (ABI 25) with STINT_PF_SLOT: the slot lies in PT_GNU_RELRO, read-only once the
+                               * dynamic linker has relocated the module, so its value is the site's only
+                               * destination for the rest of the process: in a mode that records each
+                               * outcome once, the site retires once that value is recorded */
 #define STINT_PROBE_WATCHED 2 /* stint_probe.state: an outcome recorded elsewhere (the log, or STINT_PF_DELEG)
                                * whose arm still calls the runtime (the off-switch's watch) */
 

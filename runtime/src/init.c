@@ -396,6 +396,7 @@ STINT_API uint64_t stint_fini(const uint8_t *blob, uint64_t ret)
 {
 	struct stint_module *m = module_of_blob(blob);
 	if (__atomic_load_n(&m->runtime_state, __ATOMIC_ACQUIRE) & RS_ACTIVE) {
+		slots_drop(G(), m->base, m->base + m->image_end); /* its pages go after this */
 		fini_record(m, ret);
 		if ((m->flags & STINT_MF_EXEC) || !__atomic_load_n(&G()->proc.exe_registered, __ATOMIC_ACQUIRE)) {
 			run_left(G());

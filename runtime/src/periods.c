@@ -591,6 +591,7 @@ static void period_main(void)
 		if (g->per.counts_on)
 			counts_dump(g, nm);
 		unlock(&g->per.period_lock);
+		slots_poll(g, 1);
 		if (g->log.on && nm - last_save >= 1000000000ULL) {
 			log_save(g, 0);
 			last_save = nm;

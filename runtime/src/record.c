@@ -223,6 +223,91 @@ static inline void emit_event(struct stint_global *g, struct stint_probe *p, con
 }
 
 /* Record probe p's outcome v; returns 1 if an event was written. */
+/*
+ * Slot probe p has just recorded destination v, new in this run
+ * (default mode). When its slot lies in PT_GNU_RELRO (STINT_PF_FINAL),
+ * read-only since the dynamic linker relocated the module, and holds v,
+ * the site can bring no other outcome while the slot keeps v: it gets
+ * its original bytes, and a call through a PLT stub runs as the
+ * original (it ran the trampoline's inline check on every call: 14% of
+ * the sqlite3 workload's samples). The site is listed for slots_check,
+ * which puts the patch back if the slot changes after all (slots_poll). Only a
+ * restorable patch of this one probe; not with a budget, whose
+ * off-switch keeps slot sites off while their value is a recorded one
+ * (sw_slot_held), nor where outcomes record more than once.
+ */
+static void slot_retire(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs)
+{
+	if ((p->flags & (STINT_PF_SLOT | STINT_PF_FINAL)) != (STINT_PF_SLOT | STINT_PF_FINAL) || !(rs & RS_PATCHING) ||
+	    g->per.budget_on || g->sw.on || (m->flags & (STINT_MF_EVERY | STINT_MF_CONTEXT | STINT_MF_COUNTDOWN)) ||
+	    p->patch == STINT_NO_PATCH || p->patch >= m->npatches)
+		return;
+	const struct stint_patch *pt = (const struct stint_patch *)(m->base + m->patches_vaddr) + p->patch;
+	uint64_t slot = m->base + p->dst;
+	if (!(pt->flags & STINT_PATCH_RESTORABLE) || pt->nprobes != 1 || pt->len > 16 ||
+	    __atomic_load_n((const uint64_t *)slot, __ATOMIC_RELAXED) != v)
+		return;
+	uint32_t k = __atomic_fetch_add(&g->slots.n, 1, __ATOMIC_ACQ_REL);
+	if (k >= SLOTS_HELD)
+		return; /* no room to watch it: it stays patched */
+	struct slot_held *e = &g->slots.e[k];
+	e->site = m->base + pt->addr;
+	e->value = v;
+	e->len = pt->len;
+	e->at_start = (pt->flags & STINT_PATCH_AT_START) != 0;
+	s_memcpy(e->patched, (const void *)e->site, pt->len);
+	e->state = SLOT_HELD;
+	__atomic_store_n(&e->slot, slot, __ATOMIC_RELEASE);
+	code_write(e->site, pt->orig, pt->len, e->at_start, 0);
+}
+
+/*
+ * A retired slot site whose slot no longer holds the value it retired
+ * with gets its patch back (the patched bytes it had), so that the
+ * trampoline records the new destination, and retires again after.
+ * Calls through it between the change and the check go unrecorded; only
+ * what unprotects RELRO changes such a slot (a hooking library), and the
+ * hook's own code, new code, enters the runtime at once. At most every
+ * SLOTS_POLL_TSC cycles (force: the period thread's, each period), by
+ * one thread at a time; slots_drop holds the lock while a closing
+ * module's entries go.
+ */
+static void slots_poll(struct stint_global *g, int force)
+{
+	uint32_t n = __atomic_load_n(&g->slots.n, __ATOMIC_ACQUIRE);
+	uint64_t now = rdtsc();
+	if (!n || (!force && now - __atomic_load_n(&g->slots.last_tsc, __ATOMIC_RELAXED) < SLOTS_POLL_TSC) ||
+	    !try_lock(&g->slots.lock))
+		return;
+	__atomic_store_n(&g->slots.last_tsc, now, __ATOMIC_RELAXED);
+	for (uint32_t k = 0; k < n && k < SLOTS_HELD; k++) {
+		struct slot_held *e = &g->slots.e[k];
+		uint64_t slot = __atomic_load_n(&e->slot, __ATOMIC_ACQUIRE);
+		if (!slot || e->state != SLOT_HELD || __atomic_load_n((const uint64_t *)slot, __ATOMIC_RELAXED) == e->value)
+			continue;
+		e->state = SLOT_REARMED;
+		code_write(e->site, e->patched, e->len, e->at_start, 0);
+		__atomic_fetch_add(&g->slots.rearmed, 1, __ATOMIC_RELAXED);
+	}
+	unlock(&g->slots.lock);
+}
+
+/* Module [lo, hi) is closing: its slot sites are no longer checked. */
+static void slots_drop(struct stint_global *g, uint64_t lo, uint64_t hi)
+{
+	uint32_t n = __atomic_load_n(&g->slots.n, __ATOMIC_ACQUIRE);
+	if (!n)
+		return;
+	int locked = lock_bounded(&g->slots.lock);
+	for (uint32_t k = 0; k < n && k < SLOTS_HELD; k++) {
+		struct slot_held *e = &g->slots.e[k];
+		if (e->site >= lo && e->site < hi)
+			e->state = SLOT_GONE;
+	}
+	if (locked)
+		unlock(&g->slots.lock);
+}
+
 static int record_probe(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs)
 {
 	if (UNLIKELY(g->reg.mode))
@@ -289,15 +374,19 @@ static int record_probe(struct stint_global *g, struct stint_module *m, struct s
 		rw.kind = (uint8_t)(STINT_REFUSED_BASE + p->kind);
 		emit(&rw);
 		__atomic_fetch_add(&g->per.refused, 1, __ATOMIC_RELAXED);
-		if (added > 0)
+		if (added > 0) {
 			hit_note(m, p, v);
+			slot_retire(g, m, p, v, rs);
+		}
 		return 0;
 	}
 	emit_event(g, p, &rw, every);
 	if (!every)
 		log_note(g, m, p, key, rw.dst_module);
-	if (added > 0)
+	if (added > 0) {
 		hit_note(m, p, v); /* after the row: a hit skips only what is written */
+		slot_retire(g, m, p, v, rs);
+	}
 	return 1;
 }
 
@@ -348,6 +437,7 @@ STINT_API void stint_record(const struct stint_probe *cp, uint64_t v, uint64_t e
 			ctx_record(g, m, p, v, entry_sp, 1);
 		else
 			record_probe(g, m, p, v, rs);
+		slots_poll(g, 0);
 		return;
 	}
 	if (UNLIKELY(__atomic_load_n(&W()->alive, __ATOMIC_ACQUIRE) != 1))

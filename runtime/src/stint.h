@@ -454,6 +454,35 @@ struct stint_sample {
 	struct smp_stripe stripe[SMP_STRIPES] __attribute__((aligned(64)));
 };
 
+/*
+ * Sites retired by their slot's value (slot_retire), checked at most
+ * every SLOTS_POLL_TSC cycles by a thread that enters the runtime, and
+ * each period by the period thread when there is one (slots_poll): a
+ * slot written after all (a hooking library's mprotect and store) gets
+ * its site's patch back, and its new destination records at the site's
+ * next run.
+ */
+#define SLOTS_HELD 2048
+#define SLOTS_POLL_TSC (1ULL << 24) /* ~5 ms at 3 GHz; no calibration needed */
+struct slot_held {
+	uint64_t slot;        /* the slot's address; 0 while the entry fills */
+	uint64_t value;       /* its value when the site retired */
+	uint64_t site;        /* the patch's first byte */
+	uint8_t patched[16];  /* the patch's bytes */
+	uint8_t len, at_start;
+	uint8_t state;        /* SLOT_HELD, SLOT_REARMED, SLOT_GONE */
+};
+#define SLOT_HELD 1
+#define SLOT_REARMED 2
+#define SLOT_GONE 3
+struct stint_slots {
+	uint32_t n;           /* entries taken (may pass SLOTS_HELD: the rest are not retired) */
+	uint32_t lock;        /* held by a check (slots_poll) and by slots_drop */
+	uint32_t rearmed;     /* sites a check patched again */
+	uint64_t last_tsc;    /* the last check */
+	struct slot_held e[SLOTS_HELD];
+};
+
 struct stint_hashset {
 	uint64_t full;               /* keys refused: the set was full */
 	uint64_t pages[HASH_SLOTS * 16 / 4096 / 64]; /* bit per page of hash: written to (hash_add) */
@@ -509,6 +538,7 @@ struct stint_global {
 	struct stint_sample smp;
 	struct stint_hashset hs;
 	struct stint_traps trap;
+	struct stint_slots slots;
 	uint64_t hash[] __attribute__((aligned(16)));
 };
 
