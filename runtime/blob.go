@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "5e6dbe3fc611ce91b8c64135a5dcb0b0ab9f63609ec23075e6b578a7d1819748"
+const BlobSHA256 = "e91109d8bb3dc9a2388a63e6e68dfdfd423f2fa6e44f38b8c6d111a1933cb558"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

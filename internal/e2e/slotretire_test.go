@@ -119,17 +119,8 @@ func TestSlotChangedRearms(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatalf("stdout %q, want %q", got, want)
 	}
-	trs := readTraces(t, traces)
-	if len(trs) != 1 {
-		t.Fatalf("%d traces, want 1", len(trs))
-	}
-	tr := trs[0]
-	var self uint16 = formats.NoModule
-	for _, m := range tr.Modules {
-		if m.Rewritten {
-			self = m.ID
-		}
-	}
+	tr := oneTrace(t, traces)
+	self := rewrittenID(tr)
 	toLibc, toMydiv := false, false
 	for _, e := range tr.Events {
 		if e.SrcModule != self || e.Kind != formats.KindIndCall || e.Src != divSite {
@@ -141,6 +132,18 @@ func TestSlotChangedRearms(t *testing.T) {
 	if !toLibc || !toMydiv {
 		t.Errorf("the call through div's GOT entry recorded to libc: %v, to mydiv after the change: %v", toLibc, toMydiv)
 	}
+}
+
+// rewrittenID returns the ID of tr's rewritten module (formats.NoModule
+// if none).
+func rewrittenID(tr *formats.Trace) uint16 {
+	var self uint16 = formats.NoModule
+	for _, m := range tr.Modules {
+		if m.Rewritten {
+			self = m.ID
+		}
+	}
+	return self
 }
 
 // symbolValue returns the value of symbol name in f; fails without it.

@@ -783,22 +783,7 @@ func TestSlotSites(t *testing.T) {
 	}
 	defer ef.Close()
 	slots := gotSlots(t, ef)
-	syms, err := ef.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mydiv, mix uint64
-	for _, s := range syms {
-		switch s.Name {
-		case "mydiv":
-			mydiv = s.Value
-		case "mix":
-			mix = s.Value
-		}
-	}
-	if mydiv == 0 || mix == 0 {
-		t.Fatalf("symbols mydiv %#x, mix %#x", mydiv, mix)
-	}
+	mydiv, mix := symbolValue(t, ef, "mydiv"), symbolValue(t, ef, "mix")
 
 	// The flags, derived again from the instructions and relocations.
 	site := map[string]uint64{} // "div", "ldiv", "other": source of the probe
@@ -837,17 +822,8 @@ func TestSlotSites(t *testing.T) {
 	if !bytes.Equal(stdout.Bytes(), want) {
 		t.Fatalf("stdout differs from native: %q vs %q", stdout.String(), want)
 	}
-	trs := readTraces(t, traces)
-	if len(trs) != 1 {
-		t.Fatalf("%d traces, want 1", len(trs))
-	}
-	tr := trs[0]
-	var self uint16 = formats.NoModule
-	for _, m := range tr.Modules {
-		if m.Rewritten {
-			self = m.ID
-		}
-	}
+	tr := oneTrace(t, traces)
+	self := rewrittenID(tr)
 	got := map[string]bool{}
 	for _, e := range tr.Events {
 		if e.SrcModule != self {

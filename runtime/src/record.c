@@ -257,8 +257,10 @@ static void slot_retire(struct stint_global *g, struct stint_module *m, struct s
 	e->at_start = (pt->flags & STINT_PATCH_AT_START) != 0;
 	s_memcpy(e->patched, (const void *)e->site, pt->len);
 	e->state = SLOT_HELD;
-	__atomic_store_n(&e->slot, slot, __ATOMIC_RELEASE);
 	code_write(e->site, pt->orig, pt->len, e->at_start, 0);
+	/* listed once restored: a check that saw it earlier could put the
+	 * patch back before this restore undid it */
+	__atomic_store_n(&e->slot, slot, __ATOMIC_RELEASE);
 }
 
 /*
