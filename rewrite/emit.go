@@ -186,8 +186,15 @@ func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64,
 	if s.Flags&runtime.PFSlot != 0 && !e.fx.StableSlot(s.Dst) {
 		s.Flags &^= runtime.PFSlot
 	}
-	if s.Flags&runtime.PFSlot != 0 && e.fx.FinalSlot(s.Dst) {
-		s.Flags |= runtime.PFFinal
+	var lazy uint32 // stint_probe.rets of a lazily bound final slot's probe
+	if s.Flags&runtime.PFSlot != 0 {
+		if e.fx.FinalSlot(s.Dst) {
+			s.Flags |= runtime.PFFinal
+		} else if v, ok := e.fx.LazySlot(s.Dst); ok && !e.plan.Paths() && v < 1<<32-1 {
+			// (a compact trace's probes use rets for the call's length)
+			s.Flags |= runtime.PFFinal
+			lazy = uint32(v + 1)
+		}
 	}
 	if s.Flags&(runtime.PFDirect|runtime.PFSlot|runtime.PFPredict) != 0 {
 		pr.Dst = s.Dst
@@ -225,6 +232,9 @@ func (e *emitter) probe(a *tramp.Asm, i int, t *trampoline, idx int, src uint64,
 	}
 	if w := e.retWord[i]; w != 0 && s.Flags&runtime.PFDirect != 0 {
 		pr.Rets = w
+	}
+	if lazy != 0 {
+		pr.Rets = lazy
 	}
 	if e.plan.Paths() && (s.Kind == runtime.KCall || s.Kind == runtime.KIndCall) {
 		// the runtime pushes src + the call's length (STINT_MF_PATHS)

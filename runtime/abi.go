@@ -218,8 +218,10 @@ const (
 	// PFEntry (ABI 20): a probe at the start of function Dst whose event
 	// is the call that entered it (%rsi: the return address).
 	PFEntry uint8 = 0x40
-	// PFFinal (ABI 25): with PFSlot, the slot lies in PT_GNU_RELRO, so
-	// its value, once recorded, retires the site (STINT_PF_FINAL).
+	// PFFinal (ABI 25): with PFSlot, only a hook changes the slot once
+	// bound (PT_GNU_RELRO, or a lazily bound PLT slot whose Rets is 1 +
+	// its value in the file), so a bound value, once recorded, retires
+	// the site (STINT_PF_FINAL).
 	PFFinal uint8 = 0x80
 )
 

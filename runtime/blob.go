@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "e91109d8bb3dc9a2388a63e6e68dfdfd423f2fa6e44f38b8c6d111a1933cb558"
+const BlobSHA256 = "f82fb7cc60018243057ba47611ef1b9750620e1c3c42be1d212afda5a3c91c20"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

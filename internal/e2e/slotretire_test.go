@@ -1,10 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"debug/elf"
+	"io"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stint-project/stint/formats"
@@ -131,6 +136,89 @@ func TestSlotChangedRearms(t *testing.T) {
 	}
 	if !toLibc || !toMydiv {
 		t.Errorf("the call through div's GOT entry recorded to libc: %v, to mydiv after the change: %v", toLibc, toMydiv)
+	}
+}
+
+// TestLazySlotRetires: a PLT slot that lazy binding writes (the slot
+// fixture's ldiv, in a PIE linked without BIND_NOW) is final once bound:
+// its probe is flagged STINT_PF_FINAL with stint_probe.rets 1 + the
+// slot's value in the file. Its first call goes through the resolver
+// (the slot still holds that value), which must not retire the site;
+// the next records the bound function and does. The fixture pauses
+// after its rounds: ldiv's PLT site and div's GOT call site then hold
+// their original bytes in the running process, and the trace holds
+// ldiv's call into libc (fails if the resolver's value had retired it).
+func TestLazySlotRetires(t *testing.T) {
+	bin := fixtures.Build(t, "slot", fixtures.Variant{Opt: fixtures.O2, PIE: true, CET: true})
+	dir := t.TempDir()
+	out, _ := rewritten(t, bin, dir, rewrite.Options{})
+	_, probes, patches := probesAndPatches(t, out)
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	slots := gotSlots(t, ef)
+	site := map[string]runtime.Probe{}
+	for _, p := range probes {
+		if k := runtime.Kind(p.Kind); k != runtime.KIndJmp && k != runtime.KIndCall {
+			continue
+		}
+		code, err := readVaddr(ef, p.Src, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot, rip := ripSlot(code, p.Src); rip && (slots[slot] == "ldiv" || slots[slot] == "div") {
+			site[slots[slot]] = p
+		}
+	}
+	if ld := site["ldiv"]; ld.Flags&runtime.PFFinal == 0 || ld.Rets == 0 {
+		t.Fatalf("ldiv's PLT probe: flags %#x, rets %#x; want STINT_PF_FINAL and the slot's value in the file", ld.Flags, ld.Rets)
+	}
+	traces := filepath.Join(dir, "traces")
+	cmd := exec.Command(out, "50", "pause")
+	cmd.Env = traceEnv(traces)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "div ") {
+		t.Fatalf("the fixture said %q (%v)", line, err)
+	}
+	time.Sleep(100 * time.Millisecond) // "ready" follows; the rounds are done
+	base, mem := openMem(t, cmd.Process.Pid, out)
+	for name, p := range site {
+		pt := patches[p.Patch]
+		got := make([]byte, pt.Len)
+		if _, err := mem.ReadAt(got, int64(base+pt.Addr)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, pt.Orig[:pt.Len]) {
+			t.Errorf("%s's site %#x: patch at %#x holds % x after the rounds, want its original % x", name, p.Src, pt.Addr, got, pt.Orig[:pt.Len])
+		}
+	}
+	stdin.Write([]byte("go\n"))
+	stdin.Close()
+	io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	tr := oneTrace(t, traces)
+	self := rewrittenID(tr)
+	bound := false
+	for _, e := range tr.Events {
+		bound = bound || e.SrcModule == self && e.Src == site["ldiv"].Src && e.DstModule != self && e.DstModule != formats.NoModule
+	}
+	if !bound {
+		t.Errorf("no event of ldiv's PLT stub into libc: the resolver's value retired the site")
 	}
 }
 

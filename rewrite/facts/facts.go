@@ -2,6 +2,7 @@ package facts
 
 import (
 	"debug/elf"
+	"encoding/binary"
 
 	"github.com/stint-project/stint/internal/ehframe"
 	"github.com/stint-project/stint/rewrite/elfin"
@@ -66,6 +67,7 @@ type Facts struct {
 
 	stable   [][2]uint64 // StableSlot's ranges
 	relro    [2]uint64   // FinalSlot's range: PT_GNU_RELRO
+	pltgot   [2]uint64   // LazySlot's range: the PLT's GOT
 	indirect *AddrSet
 	plt      map[uint64]uint64
 	pltDone  bool
@@ -129,6 +131,7 @@ func (fx *Facts) Classify() {
 	if got, ok := elfin.DynVal(dyn, elf.DT_PLTGOT); ok {
 		n, _ := elfin.DynVal(dyn, elf.DT_PLTRELSZ)
 		fx.stable = append(fx.stable, [2]uint64{got, got + 8*(3+n/24)})
+		fx.pltgot = [2]uint64{got, got + 8*(3+n/24)}
 	}
 	switch {
 	case f.Hdr.Type == elf.ET_EXEC:
@@ -167,6 +170,22 @@ func (fx *Facts) StableSlot(a uint64) bool {
 // it change once, at their first call.
 func (fx *Facts) FinalSlot(a uint64) bool {
 	return a >= fx.relro[0] && a+8 <= fx.relro[1]
+}
+
+// LazySlot reports whether the 8 bytes at link vaddr a are a PLT slot
+// that lazy binding writes (in the PLT's GOT, outside PT_GNU_RELRO), and
+// the value the file gives it: until the entry's first call the slot
+// holds that plus the load base (the PLT entry's way to the resolver),
+// then the resolved function, which only a hook changes again.
+func (fx *Facts) LazySlot(a uint64) (initial uint64, ok bool) {
+	if a < fx.pltgot[0] || a+8 > fx.pltgot[1] || fx.FinalSlot(a) {
+		return 0, false
+	}
+	off, ok := fx.File.OffsetOf(a, 8)
+	if !ok {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(fx.File.Data[off:]), true
 }
 
 // TraceEnds returns the ends of the unconditional transfers (jmp, call,

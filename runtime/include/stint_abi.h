@@ -191,10 +191,12 @@
 #define STINT_PF_ENTRY    0x40 /* (ABI 20; STINT_MF_ENTRIES) a probe at the start of function probe.dst:
                                * %rsi is the return address it was entered with; the event is the call
                                * that came there (the call instruction that ends at that address) */
-#define STINT_PF_FINAL    0x80 /* (ABI 25) with STINT_PF_SLOT: the slot lies in PT_GNU_RELRO, read-only once the
-                               * dynamic linker has relocated the module, so its value is the site's only
-                               * destination for the rest of the process: in a mode that records each
-                               * outcome once, the site retires once that value is recorded */
+#define STINT_PF_FINAL    0x80 /* (ABI 25) with STINT_PF_SLOT: only a hook changes the slot once it is bound:
+                               * it lies in PT_GNU_RELRO, read-only once the dynamic linker has relocated the
+                               * module, or it is a lazily bound PLT slot, and then probe.rets is 1 + its
+                               * value in the file (the slot holds base + that until the entry's first call).
+                               * In a mode that records each outcome once, the site retires once a bound
+                               * value is recorded */
 #define STINT_PROBE_WATCHED 2 /* stint_probe.state: an outcome recorded elsewhere (the log, or STINT_PF_DELEG)
                                * whose arm still calls the runtime (the off-switch's watch) */
 

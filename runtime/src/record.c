@@ -226,7 +226,8 @@ static inline void emit_event(struct stint_global *g, struct stint_probe *p, con
 /*
  * Slot probe p has just recorded destination v, new in this run
  * (default mode). When its slot lies in PT_GNU_RELRO (STINT_PF_FINAL),
- * read-only since the dynamic linker relocated the module, and holds v,
+ * read-only since the dynamic linker relocated the module, or is a PLT
+ * slot lazy binding has bound (v is not the file's value), and holds v,
  * the site can bring no other outcome while the slot keeps v: it gets
  * its original bytes, and a call through a PLT stub runs as the
  * original (it ran the trampoline's inline check on every call: 14% of
@@ -247,6 +248,8 @@ static void slot_retire(struct stint_global *g, struct stint_module *m, struct s
 	if (!(pt->flags & STINT_PATCH_RESTORABLE) || pt->nprobes != 1 || pt->len > 16 ||
 	    __atomic_load_n((const uint64_t *)slot, __ATOMIC_RELAXED) != v)
 		return;
+	if (p->rets && v == m->base + p->rets - 1)
+		return; /* a lazily bound slot's way to the resolver: the next value is the bound one */
 	uint32_t k = __atomic_fetch_add(&g->slots.n, 1, __ATOMIC_ACQ_REL);
 	if (k >= SLOTS_HELD)
 		return; /* no room to watch it: it stays patched */
