@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "f82fb7cc60018243057ba47611ef1b9750620e1c3c42be1d212afda5a3c91c20"
+const BlobSHA256 = "a7f4c23f62d1fe689a282925158d78b3b4fbe4bda29a00dbab5519b078275f57"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

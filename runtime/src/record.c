@@ -222,7 +222,6 @@ static inline void emit_event(struct stint_global *g, struct stint_probe *p, con
 		emit(rw);
 }
 
-/* Record probe p's outcome v; returns 1 if an event was written. */
 /*
  * Slot probe p has just recorded destination v, new in this run
  * (default mode). When its slot lies in PT_GNU_RELRO (STINT_PF_FINAL),
@@ -231,9 +230,9 @@ static inline void emit_event(struct stint_global *g, struct stint_probe *p, con
  * the site can bring no other outcome while the slot keeps v: it gets
  * its original bytes, and a call through a PLT stub runs as the
  * original (it ran the trampoline's inline check on every call: 14% of
- * the sqlite3 workload's samples). The site is listed for slots_check,
- * which puts the patch back if the slot changes after all (slots_poll). Only a
- * restorable patch of this one probe; not with a budget, whose
+ * the sqlite3 workload's samples). The site is listed: slots_poll puts
+ * the patch back if the slot changes after all. Only a restorable patch
+ * of this one probe; not with a budget, whose
  * off-switch keeps slot sites off while their value is a recorded one
  * (sw_slot_held), nor where outcomes record more than once.
  */
@@ -271,8 +270,8 @@ static void slot_retire(struct stint_global *g, struct stint_module *m, struct s
  * with gets its patch back (the patched bytes it had), so that the
  * trampoline records the new destination, and retires again after.
  * Calls through it between the change and the check go unrecorded; only
- * what unprotects RELRO changes such a slot (a hooking library), and the
- * hook's own code, new code, enters the runtime at once. At most every
+ * a hooking library changes a bound slot, and the hook's own code, new
+ * code, enters the runtime at once. At most every
  * SLOTS_POLL_TSC cycles (force: the period thread's, each period), by
  * one thread at a time; slots_drop holds the lock while a closing
  * module's entries go.
@@ -292,7 +291,6 @@ static void slots_poll(struct stint_global *g, int force)
 			continue;
 		e->state = SLOT_REARMED;
 		code_write(e->site, e->patched, e->len, e->at_start, 0);
-		__atomic_fetch_add(&g->slots.rearmed, 1, __ATOMIC_RELAXED);
 	}
 	unlock(&g->slots.lock);
 }
@@ -313,6 +311,7 @@ static void slots_drop(struct stint_global *g, uint64_t lo, uint64_t hi)
 		unlock(&g->slots.lock);
 }
 
+/* Record probe p's outcome v; returns 1 if an event was written. */
 static int record_probe(struct stint_global *g, struct stint_module *m, struct stint_probe *p, uint64_t v, uint64_t rs)
 {
 	if (UNLIKELY(g->reg.mode))

@@ -478,7 +478,6 @@ struct slot_held {
 struct stint_slots {
 	uint32_t n;           /* entries taken (may pass SLOTS_HELD: the rest are not retired) */
 	uint32_t lock;        /* held by a check (slots_poll) and by slots_drop */
-	uint32_t rearmed;     /* sites a check patched again */
 	uint64_t last_tsc;    /* the last check */
 	struct slot_held e[SLOTS_HELD];
 };
