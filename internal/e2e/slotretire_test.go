@@ -90,31 +90,15 @@ func TestSlotChangedRearms(t *testing.T) {
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{})
 	_, probes, _ := probesAndPatches(t, out)
-	ef, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	slots := gotSlots(t, ef)
-	var divSite uint64
-	for _, p := range probes {
-		if runtime.Kind(p.Kind) != runtime.KIndCall {
-			continue
-		}
-		code, err := readVaddr(ef, p.Src, 16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slot, rip := ripSlot(code, p.Src); rip && slots[slot] == "div" {
-			divSite = p.Src
-			if p.Flags&runtime.PFFinal == 0 {
-				t.Errorf("the call through div's GOT entry (in RELRO) is not flagged final: %#x", p.Flags)
-			}
-		}
-	}
-	if divSite == 0 {
+	site, ef := slotProbes(t, bin, probes)
+	div, ok := site["div"]
+	if !ok {
 		t.Fatal("no probe on the call through div's GOT entry")
 	}
+	if div.Flags&runtime.PFFinal == 0 {
+		t.Errorf("the call through div's GOT entry (in RELRO) is not flagged final: %#x", div.Flags)
+	}
+	divSite := div.Src
 	mydiv := symbolValue(t, ef, "mydiv")
 	traces := filepath.Join(dir, "traces")
 	got, _, _, err := fixtures.Run(out, args, traceEnv(traces))
@@ -153,25 +137,7 @@ func TestLazySlotRetires(t *testing.T) {
 	dir := t.TempDir()
 	out, _ := rewritten(t, bin, dir, rewrite.Options{})
 	_, probes, patches := probesAndPatches(t, out)
-	ef, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	slots := gotSlots(t, ef)
-	site := map[string]runtime.Probe{}
-	for _, p := range probes {
-		if k := runtime.Kind(p.Kind); k != runtime.KIndJmp && k != runtime.KIndCall {
-			continue
-		}
-		code, err := readVaddr(ef, p.Src, 16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slot, rip := ripSlot(code, p.Src); rip && (slots[slot] == "ldiv" || slots[slot] == "div") {
-			site[slots[slot]] = p
-		}
-	}
+	site, _ := slotProbes(t, bin, probes)
 	if ld := site["ldiv"]; ld.Flags&runtime.PFFinal == 0 || ld.Rets == 0 {
 		t.Fatalf("ldiv's PLT probe: flags %#x, rets %#x; want STINT_PF_FINAL and the slot's value in the file", ld.Flags, ld.Rets)
 	}
@@ -195,7 +161,8 @@ func TestLazySlotRetires(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond) // "ready" follows; the rounds are done
 	base, mem := openMem(t, cmd.Process.Pid, out)
-	for name, p := range site {
+	for _, name := range []string{"ldiv", "div"} {
+		p := site[name]
 		pt := patches[p.Patch]
 		got := make([]byte, pt.Len)
 		if _, err := mem.ReadAt(got, int64(base+pt.Addr)); err != nil {
@@ -220,6 +187,34 @@ func TestLazySlotRetires(t *testing.T) {
 	if !bound {
 		t.Errorf("no event of ldiv's PLT stub into libc: the resolver's value retired the site")
 	}
+}
+
+// slotProbes returns, by the name of the GOT slot's symbol, the
+// indirect jmp and call probes of the slot fixture bin that branch
+// through a rip-relative GOT slot, and bin opened (closed at the test's
+// end).
+func slotProbes(t *testing.T, bin string, probes []runtime.Probe) (map[string]runtime.Probe, *elf.File) {
+	t.Helper()
+	ef, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ef.Close() })
+	slots := gotSlots(t, ef)
+	site := map[string]runtime.Probe{}
+	for _, p := range probes {
+		if k := runtime.Kind(p.Kind); k != runtime.KIndJmp && k != runtime.KIndCall {
+			continue
+		}
+		code, err := readVaddr(ef, p.Src, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot, rip := ripSlot(code, p.Src); rip && slots[slot] != "" {
+			site[slots[slot]] = p
+		}
+	}
+	return site, ef
 }
 
 // rewrittenID returns the ID of tr's rewritten module (formats.NoModule
