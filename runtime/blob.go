@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "a7f4c23f62d1fe689a282925158d78b3b4fbe4bda29a00dbab5519b078275f57"
+const BlobSHA256 = "4614d88d3851b89807d4dc7c448f00a97fa17094d2bbd00005748e1fd54bc23e"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

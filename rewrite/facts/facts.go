@@ -65,9 +65,8 @@ type Facts struct {
 	fini         [2]uint64 // .fini's address range (AfterEnd)
 	finiStraight bool      // FiniStraight
 
-	stable   [][2]uint64 // StableSlot's ranges
-	relro    [2]uint64   // FinalSlot's range: PT_GNU_RELRO
-	pltgot   [2]uint64   // LazySlot's range: the PLT's GOT
+	relro    [2]uint64 // PT_GNU_RELRO (FinalSlot, StableSlot)
+	pltgot   [2]uint64 // the PLT's GOT (LazySlot, StableSlot)
 	indirect *AddrSet
 	plt      map[uint64]uint64
 	pltDone  bool
@@ -113,7 +112,7 @@ func Compute(f *elfin.File) (*Facts, error) {
 // runtime points %fs at its own TLS.
 func (m Module) FS0IsThreadPointer() bool { return !m.Static && !m.Go }
 
-// classify sets the module kind and the stable slot ranges.
+// classify sets the module kind and the slot ranges (StableSlot).
 func (fx *Facts) Classify() {
 	f, m := fx.File, &fx.Module
 	dyn := f.Dynamic()
@@ -125,12 +124,10 @@ func (fx *Facts) Classify() {
 	m.Go = f.GoBuilt()
 	m.Libc = definesLibcStart(f)
 	if p := f.Prog(elf.PT_GNU_RELRO); p != nil {
-		fx.stable = append(fx.stable, [2]uint64{p.Vaddr, p.Vaddr + p.Memsz})
 		fx.relro = [2]uint64{p.Vaddr, p.Vaddr + p.Memsz}
 	}
 	if got, ok := elfin.DynVal(dyn, elf.DT_PLTGOT); ok {
 		n, _ := elfin.DynVal(dyn, elf.DT_PLTRELSZ)
-		fx.stable = append(fx.stable, [2]uint64{got, got + 8*(3+n/24)})
 		fx.pltgot = [2]uint64{got, got + 8*(3+n/24)}
 	}
 	switch {
@@ -153,12 +150,7 @@ func (fx *Facts) Classify() {
 // value as its only destination, so the runtime need not switch it on
 // again once that value is recorded (STINT_PF_SLOT).
 func (fx *Facts) StableSlot(a uint64) bool {
-	for _, r := range fx.stable {
-		if a >= r[0] && a+8 <= r[1] {
-			return true
-		}
-	}
-	return false
+	return fx.FinalSlot(a) || inSlotRange(fx.pltgot, a)
 }
 
 // FinalSlot reports whether the 8 bytes at link vaddr a lie in
@@ -168,9 +160,10 @@ func (fx *Facts) StableSlot(a uint64) bool {
 // an indirect branch through it has that one destination for the rest
 // of the process (STINT_PF_FINAL). The lazily bound PLT slots outside
 // it change once, at their first call.
-func (fx *Facts) FinalSlot(a uint64) bool {
-	return a >= fx.relro[0] && a+8 <= fx.relro[1]
-}
+func (fx *Facts) FinalSlot(a uint64) bool { return inSlotRange(fx.relro, a) }
+
+// inSlotRange reports whether the 8 bytes at a lie in r (empty: none).
+func inSlotRange(r [2]uint64, a uint64) bool { return a >= r[0] && a+8 <= r[1] }
 
 // LazySlot reports whether the 8 bytes at link vaddr a are a PLT slot
 // that lazy binding writes (in the PLT's GOT, outside PT_GNU_RELRO), and
@@ -178,7 +171,7 @@ func (fx *Facts) FinalSlot(a uint64) bool {
 // holds that plus the load base (the PLT entry's way to the resolver),
 // then the resolved function, which only a hook changes again.
 func (fx *Facts) LazySlot(a uint64) (initial uint64, ok bool) {
-	if a < fx.pltgot[0] || a+8 > fx.pltgot[1] || fx.FinalSlot(a) {
+	if !inSlotRange(fx.pltgot, a) || fx.FinalSlot(a) {
 		return 0, false
 	}
 	off, ok := fx.File.OffsetOf(a, 8)

@@ -279,9 +279,10 @@ static void slot_retire(struct stint_global *g, struct stint_module *m, struct s
 static void slots_poll(struct stint_global *g, int force)
 {
 	uint32_t n = __atomic_load_n(&g->slots.n, __ATOMIC_ACQUIRE);
+	if (!n)
+		return; /* every runtime entry of the default mode comes here */
 	uint64_t now = rdtsc();
-	if (!n || (!force && now - __atomic_load_n(&g->slots.last_tsc, __ATOMIC_RELAXED) < SLOTS_POLL_TSC) ||
-	    !try_lock(&g->slots.lock))
+	if ((!force && now - __atomic_load_n(&g->slots.last_tsc, __ATOMIC_RELAXED) < SLOTS_POLL_TSC) || !try_lock(&g->slots.lock))
 		return;
 	__atomic_store_n(&g->slots.last_tsc, now, __ATOMIC_RELAXED);
 	for (uint32_t k = 0; k < n && k < SLOTS_HELD; k++) {
