@@ -184,6 +184,16 @@ func startSqlite3(t *testing.T, env []string, input, want string) (*exec.Cmd, io
 	t.Helper()
 	cmd := exec.Command("/usr/bin/sqlite3", ":memory:")
 	cmd.Env = env
+	stdin, _, stderr := startWaiting(t, cmd, input, want)
+	return cmd, stdin, stderr
+}
+
+// startWaiting starts cmd (killed at the test's end), writes input to
+// its stdin and reads what it prints until want, which must be all of
+// it: a program that then waits for more input, to be looked at. It
+// returns stdin (open), stdout (the rest) and stderr.
+func startWaiting(t *testing.T, cmd *exec.Cmd, input, want string) (io.WriteCloser, io.Reader, *bytes.Buffer) {
+	t.Helper()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -203,9 +213,9 @@ func startSqlite3(t *testing.T, env []string, input, want string) (*exec.Cmd, io
 	}
 	got := make([]byte, len(want))
 	if _, err := io.ReadFull(stdout, got); err != nil || string(got) != want {
-		t.Fatalf("sqlite3 said %q (%v), stderr %q", got, err, stderr.String())
+		t.Fatalf("%s said %q (%v), stderr %q", filepath.Base(cmd.Path), got, err, stderr.String())
 	}
-	return cmd, stdin, stderr
+	return stdin, stdout, stderr
 }
 
 // TestTraceEndMarker: a finished row trace ends with the end-of-stream

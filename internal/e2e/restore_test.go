@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -26,15 +27,8 @@ import (
 // restorable patch is still patched, or if the run restored no patch
 // that needed more than one store (then it proves nothing).
 func TestRecordedPatchesRestored(t *testing.T) {
-	lib, sql, _ := sqliteWorkload(t)
-	dir := t.TempDir()
-	out, _ := rewritten(t, lib, dir, rewrite.Options{})
-	m, _, patches := probesAndPatches(t, out)
-	env := append(traceEnv(filepath.Join(dir, "traces")), "LD_LIBRARY_PATH="+dir)
-	input := ".output /dev/null\n" + string(sql) + "\n.output stdout\n.print ready\n"
-	cmd, stdin, _ := startSqlite3(t, env, input, "ready\n")
-	defer stdin.Close()
-	base, mem := openMem(t, cmd.Process.Pid, out)
+	r := sqliteAtRest(t)
+	out, m, patches, base, mem := r.out, r.m, r.patches, r.base, r.mem
 	const patchSize = 32
 	table := make([]byte, len(patches)*patchSize)
 	if _, err := mem.ReadAt(table, int64(base+m.PatchesVaddr)); err != nil {
@@ -73,6 +67,34 @@ func TestRecordedPatchesRestored(t *testing.T) {
 		t.Errorf("no recorded patch needed more than one store: the test checks nothing")
 	}
 	checkHalved(t, mem, base, out, table, patches)
+}
+
+// restingLib is libsqlite3 rewritten in default mode, with its tables,
+// in a sqlite3 that has run the workload and waits for input.
+type restingLib struct {
+	out     string // the rewritten library
+	m       *runtime.Module
+	probes  []runtime.Probe
+	patches []runtime.Patch
+	base    uint64   // its load base in the process
+	mem     *os.File // the process's memory
+}
+
+// sqliteAtRest rewrites libsqlite3 (default mode), runs the sqlite3
+// workload with it and leaves sqlite3 waiting (killed at the test's end).
+func sqliteAtRest(t *testing.T) restingLib {
+	t.Helper()
+	lib, sql, _ := sqliteWorkload(t)
+	dir := t.TempDir()
+	r := restingLib{}
+	r.out, _ = rewritten(t, lib, dir, rewrite.Options{})
+	r.m, r.probes, r.patches = probesAndPatches(t, r.out)
+	env := append(traceEnv(filepath.Join(dir, "traces")), "LD_LIBRARY_PATH="+dir)
+	input := ".output /dev/null\n" + string(sql) + "\n.output stdout\n.print ready\n"
+	cmd, stdin, _ := startSqlite3(t, env, input, "ready\n")
+	t.Cleanup(func() { stdin.Close() })
+	r.base, r.mem = openMem(t, cmd.Process.Pid, r.out)
+	return r
 }
 
 // checkHalved: a patch the runtime halved (a rel32 jcc whose not-taken

@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"debug/elf"
 	"io"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/stint-project/stint/formats"
@@ -26,15 +23,8 @@ import (
 // /proc/PID/mem. Fails if the rewriter flags no such probe, if fewer
 // than 10 recorded, or if one that recorded is still patched.
 func TestSlotSitesRetire(t *testing.T) {
-	lib, sql, _ := sqliteWorkload(t)
-	dir := t.TempDir()
-	out, _ := rewritten(t, lib, dir, rewrite.Options{})
-	m, probes, patches := probesAndPatches(t, out)
-	env := append(traceEnv(filepath.Join(dir, "traces")), "LD_LIBRARY_PATH="+dir)
-	input := ".output /dev/null\n" + string(sql) + "\n.output stdout\n.print ready\n"
-	cmd, stdin, _ := startSqlite3(t, env, input, "ready\n")
-	defer stdin.Close()
-	base, mem := openMem(t, cmd.Process.Pid, out)
+	r := sqliteAtRest(t)
+	m, probes, patches, base, mem := r.m, r.probes, r.patches, r.base, r.mem
 	size := int(unsafe.Sizeof(runtime.Probe{}))
 	state := int(unsafe.Offsetof(runtime.Probe{}.State))
 	table := make([]byte, len(probes)*size)
@@ -141,25 +131,15 @@ func TestLazySlotRetires(t *testing.T) {
 	if ld := site["ldiv"]; ld.Flags&runtime.PFFinal == 0 || ld.Rets == 0 {
 		t.Fatalf("ldiv's PLT probe: flags %#x, rets %#x; want STINT_PF_FINAL and the slot's value in the file", ld.Flags, ld.Rets)
 	}
+	args := []string{"50", "pause"}
+	want, _, _, err := fixtures.Run(bin, args, nil) // "ready", then no line to read
+	if err != nil {
+		t.Fatal(err)
+	}
 	traces := filepath.Join(dir, "traces")
-	cmd := exec.Command(out, "50", "pause")
+	cmd := exec.Command(out, args...)
 	cmd.Env = traceEnv(traces)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "div ") {
-		t.Fatalf("the fixture said %q (%v)", line, err)
-	}
-	time.Sleep(100 * time.Millisecond) // "ready" follows; the rounds are done
+	stdin, stdout, _ := startWaiting(t, cmd, "", string(want))
 	base, mem := openMem(t, cmd.Process.Pid, out)
 	for _, name := range []string{"ldiv", "div"} {
 		p := site[name]
