@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "4614d88d3851b89807d4dc7c448f00a97fa17094d2bbd00005748e1fd54bc23e"
+const BlobSHA256 = "0fe18c17577e42701a46f005eeafdabeaa40534ea7a2e5e5234767cce18ee096"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -504,6 +504,8 @@ static void fork_child_reopen(struct stint_global *g)
 	__atomic_store_n(&g->log.lock, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&g->reg.lock, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&g->sw.self_lock, 0, __ATOMIC_RELEASE);
+	/* a check of the retired slot sites (slots_poll) cut short */
+	__atomic_store_n(&g->slots.lock, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&g->per.run_ended, 0, __ATOMIC_RELEASE);
 	ctx_reset(g);
 	paths_fork(g);
