@@ -56,14 +56,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer done()
-	rows := "CREATE VIEW rows AS SELECT * FROM read_parquet(" + lit(events) + ")"
+	base := strings.TrimSuffix(events, ".parquet")
+	rows := []string{"CREATE VIEW rows AS SELECT * FROM read_parquet(" + lit(events) + ")"}
 	if *arrowIn {
-		if err := loadArrow(ctx, conn, os.Stdin); err != nil {
+		if rows, err = loadArrow(ctx, conn, os.Stdin, base+".names.parquet"); err != nil {
 			return fmt.Errorf("--arrow: %w", err)
 		}
-		rows = ""
 	}
-	for _, v := range views(rows, strings.TrimSuffix(events, ".parquet")) {
+	for _, v := range views(rows, base) {
 		if _, err := conn.ExecContext(ctx, v); err != nil {
 			return fmt.Errorf("%s: %w", events, err)
 		}
@@ -115,15 +115,11 @@ func open(ctx context.Context, limit uint64) (conn *sql.Conn, done func(), err e
 func lit(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // views are the statements that make the tables of an export: rows
-// (every row: rowsView, or a table loadArrow made), events (event rows,
-// kinds by name), periods, and modules and runs from the side tables
-// beside base.
-func views(rowsView, base string) []string {
-	var out []string
-	if rowsView != "" {
-		out = append(out, rowsView)
-	}
-	return append(out,
+// (every row: rows's statements, or none for a table loadArrow made),
+// events (event rows, kinds by name), periods, and modules and runs from
+// the side tables beside base.
+func views(rows []string, base string) []string {
+	return append(rows,
 		fmt.Sprintf(`CREATE VIEW events AS SELECT run, kind_name AS kind, tid, "time", src_module, src, src_func,
 			dst_module, dst, dst_func, value FROM rows WHERE kind BETWEEN 1 AND %d`, formats.MaxKind),
 		fmt.Sprintf(`CREATE VIEW periods AS SELECT run, src AS period, "time", dst AS granted_ns, value AS used_ns

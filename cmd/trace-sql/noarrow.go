@@ -13,6 +13,6 @@ import (
 // duckdb_arrow (make build sets it).
 const arrowSupported = false
 
-func loadArrow(context.Context, *sql.Conn, io.Reader) error {
-	return errors.New("built without DuckDB's Arrow interface")
+func loadArrow(context.Context, *sql.Conn, io.Reader, string) ([]string, error) {
+	return nil, errors.New("built without DuckDB's Arrow interface")
 }

@@ -71,6 +71,11 @@ Flags:
                          (default /usr/lib/debug/.build-id)
       --max-depth N      call stack depth kept; deeper calls are folded
                          into the frame at N (default 1024)
+      --name-table FILE  arrow: the name columns as int32 indices into a
+                         table of names written to FILE once the rows are
+                         (Parquet: id, name), not as dictionaries; an
+                         engine that stores the rows then keeps a number
+                         per row, not a string (trace sql does this)
       --no-symbols       addresses only: read no module files
 
 Examples:
@@ -105,10 +110,13 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	debugDir := fs.String("debug-dir", "/usr/lib/debug/.build-id", "")
 	maxDepth := fs.Int("max-depth", export.DefaultMaxDepth, "")
 	noSyms := fs.Bool("no-symbols", false, "")
+	nameTable := fs.String("name-table", "", "")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
+	case *nameTable != "" && format.f != export.Arrow:
+		return usagef("export: --name-table is for -f arrow")
 	case format.f == 0:
 		return usagef("export: no format given: --format FORMAT (run 'trace export --help')")
 	case *out == "":
@@ -137,6 +145,11 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if !*noSyms {
 		opts.Symbolize = sym.symbolize
+	}
+	if *nameTable != "" {
+		opts.NameTable = func(names []string) error {
+			return writeAtomic(*nameTable, func(w io.Writer) error { return export.WriteNames(w, names) })
+		}
 	}
 
 	var st export.Stats

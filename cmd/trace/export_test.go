@@ -450,6 +450,7 @@ func TestExportStdoutAndErrors(t *testing.T) {
 		{[]string{"export", "-f", "csv", fs["good.arrow"]}, 2, "-o FILE"},
 		{[]string{"export", "-f", "csv", "-o", filepath.Join(dir, "x")}, 2, "no trace"},
 		{[]string{"export", "-f", "csv", "--max-depth", "0", "-o", filepath.Join(dir, "x"), fs["good.arrow"]}, 2, "max-depth"},
+		{[]string{"export", "-f", "parquet", "--name-table", filepath.Join(dir, "n"), "-o", filepath.Join(dir, "x"), fs["good.arrow"]}, 2, "name-table"},
 		{[]string{"export", "-f", "csv", "-o", filepath.Join(dir, "x"), fs["text.arrow"]}, 1, "text.arrow"},
 		{[]string{"export", "-f", "csv", "-o", filepath.Join(dir, "x"), filepath.Join(dir, "missing.arrow")}, 1, "missing.arrow"},
 	} {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -18,10 +19,11 @@ import (
 const sqlHelp = `Usage: trace sql [--format table|csv|json] [--no-symbols] [--memory-limit SIZE] QUERY TRACE...
 
 Run an SQL query over traces (trace files or merged traces) with an
-embedded DuckDB. The traces stream to it as 'trace export -f arrow'
-writes them (a trace-sql built without DuckDB's Arrow interface, build
-tag duckdb_arrow, gets a Parquet export in a temporary directory
-instead), seen as these tables:
+embedded DuckDB. The traces stream to it as 'trace export -f arrow
+--name-table' writes them, names as numbers into a table of names (a
+trace-sql built without DuckDB's Arrow interface, build tag
+duckdb_arrow, gets a Parquet export in a temporary directory instead),
+seen as these tables:
 
   events   one row per event: run, kind (jcc-taken, call, syscall, ...),
            tid, time (CLOCK_MONOTONIC ns), src_module, src, src_func,
@@ -146,7 +148,9 @@ func sqlArrow(ctx context.Context, engine string, eng []string, events, query st
 		return false, fmt.Errorf("sql: %w", err)
 	}
 	pr.Close()
-	eargs := []string{"-f", "arrow", "-o", "-"}
+	// the names as numbers, their table beside events before the
+	// stream ends (the engine reads it once the rows are in)
+	eargs := []string{"-f", "arrow", "-o", "-", "--name-table", strings.TrimSuffix(events, ".parquet") + ".names.parquet"}
 	if noSyms {
 		eargs = append(eargs, "--no-symbols")
 	}

@@ -673,6 +673,68 @@ func TestArrowDeltas(t *testing.T) {
 	}
 }
 
+// TestArrowNameTable: with Options.NameTable the name columns are int32
+// indices (IDSchema) into the names it is given once the rows are
+// written, which name every row as the dictionary export does, across
+// record batches; WriteNames writes them as a table.
+func TestArrowNameTable(t *testing.T) {
+	var rows []row
+	for range 70000 {
+		rows = append(rows, row{Event: ev(formats.KindCall, 1, 0, 0x1010, 0, 0x1100)})
+	}
+	rows = append(rows, callRows()...)
+	src := &sliceSource{mods: testMods, tool: formats.ToolCall, rows: rows}
+	var names []string
+	calls := 0
+	out, _ := export(t, Arrow, src, Options{NameTable: func(n []string) error { names = n; calls++; return nil }})
+	if calls != 1 || len(names) == 0 || names[0] != "" {
+		t.Fatalf("NameTable called %d times with %q; want once, the empty name first", calls, names)
+	}
+	rd, err := ipc.NewReader(bytes.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Release()
+	if !rd.Schema().Equal(IDSchema()) {
+		t.Fatalf("schema %v, want %v", rd.Schema(), IDSchema())
+	}
+	var got []string
+	for rd.Next() {
+		rec := rd.RecordBatch()
+		for i := 0; i < int(rec.NumRows()); i++ {
+			var r []string
+			for c := formats.NumCols + 1; c <= formats.NumCols+3; c++ {
+				x := rec.Column(c).(*array.Int32).Value(i)
+				if x < 0 || int(x) >= len(names) {
+					t.Fatalf("row %d column %d: index %d of %d names", i, c, x, len(names))
+				}
+				r = append(r, names[x])
+			}
+			got = append(got, strings.Join(r, " "))
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(rows) || got[0] != "call main f" || got[70001] != "call f g" || got[70003] != "ret g f" || got[len(got)-1] != "run-end  " {
+		t.Fatalf("%d rows read back (want %d): %q ... %q", len(got), len(rows), got[0], got[len(got)-1])
+	}
+
+	var pq bytes.Buffer
+	if err := WriteNames(&pq, names); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := pqarrow.ReadTable(context.Background(), bytes.NewReader(pq.Bytes()), nil, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	if fs := tbl.Schema().Fields(); len(fs) != 2 || fs[0].Name != "id" || fs[0].Type.ID() != arrow.INT32 || fs[1].Name != "name" ||
+		tbl.NumRows() != int64(len(names)) {
+		t.Errorf("names table %v with %d rows, want %v with %d", tbl.Schema(), tbl.NumRows(), NamesSchema(), len(names))
+	}
+}
+
 // errSource fails after its first batch.
 type errSource struct{ sliceSource }
 

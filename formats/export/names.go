@@ -8,22 +8,30 @@ import (
 	"github.com/stint-project/stint/formats"
 )
 
+// namesMode is how the export's records carry names.
+type namesMode uint8
+
+const (
+	namesStrings namesMode = iota // strings (Parquet)
+	namesDict                     // dictionary arrays of the exporter's nameDict
+	namesIDs                      // int32 indices into the nameDict, handed over at the end
+)
+
 // nameBuilders build the three name columns of the export's records
-// (kind_name, src_func, dst_func): strings, or with dict int32 indices
-// into the exporter's nameDict.
+// (kind_name, src_func, dst_func): strings, or int32 indices into the
+// exporter's nameDict (ints).
 type nameBuilders struct {
 	mem  memory.Allocator
-	dict bool
+	mode namesMode
+	ints bool
 	strs [3]*array.StringBuilder
-	idxs [3]*array.Int32Builder
+	idxs [3][]int32 // appended to a slice: a builder's Append per row cost 12% of an export
 }
 
-func newNameBuilders(mem memory.Allocator, dict bool) *nameBuilders {
-	nb := &nameBuilders{mem: mem, dict: dict}
+func newNameBuilders(mem memory.Allocator, mode namesMode) *nameBuilders {
+	nb := &nameBuilders{mem: mem, mode: mode, ints: mode != namesStrings}
 	for i := range 3 {
-		if dict {
-			nb.idxs[i] = array.NewInt32Builder(mem)
-		} else {
+		if !nb.ints {
 			nb.strs[i] = array.NewStringBuilder(mem)
 		}
 	}
@@ -32,9 +40,7 @@ func newNameBuilders(mem memory.Allocator, dict bool) *nameBuilders {
 
 func (nb *nameBuilders) release() {
 	for i := range 3 {
-		if nb.dict {
-			nb.idxs[i].Release()
-		} else {
+		if !nb.ints {
 			nb.strs[i].Release()
 		}
 	}
@@ -49,7 +55,7 @@ func (nb *nameBuilders) row(e *exporter, k uint8, sm uint16, src uint64, dm uint
 	} else {
 		e.stats.Records++
 	}
-	if nb.dict {
+	if nb.ints {
 		var sf, df int32 // the empty name
 		if ev {
 			sf = e.funcIndex(sm, src)
@@ -57,9 +63,9 @@ func (nb *nameBuilders) row(e *exporter, k uint8, sm uint16, src uint64, dm uint
 				df = e.funcIndex(dm, dst)
 			}
 		}
-		nb.idxs[0].Append(e.dict.kindIndex(k))
-		nb.idxs[1].Append(sf)
-		nb.idxs[2].Append(df)
+		nb.idxs[0] = append(nb.idxs[0], e.dict.kindIndex(k))
+		nb.idxs[1] = append(nb.idxs[1], sf)
+		nb.idxs[2] = append(nb.idxs[2], df)
 		return
 	}
 	sf, df := "", ""
@@ -78,11 +84,22 @@ func (nb *nameBuilders) row(e *exporter, k uint8, sm uint16, src uint64, dm uint
 // builders start over), with values the dictionary's strings.
 func (nb *nameBuilders) arrays(values []string) []arrow.Array {
 	out := make([]arrow.Array, 3)
-	if !nb.dict {
-		for i := range 3 {
+	if !nb.ints {
+		for i := range out {
 			out[i] = nb.strs[i].NewArray()
 		}
 		return out
+	}
+	var idx [3]arrow.Array
+	for i := range 3 {
+		b := array.NewInt32Builder(nb.mem)
+		b.AppendValues(nb.idxs[i], nil)
+		idx[i] = b.NewArray()
+		b.Release()
+		nb.idxs[i] = nb.idxs[i][:0]
+	}
+	if nb.mode == namesIDs {
+		return append(out[:0], idx[:]...)
 	}
 	vb := array.NewStringBuilder(nb.mem)
 	defer vb.Release()
@@ -91,9 +108,8 @@ func (nb *nameBuilders) arrays(values []string) []arrow.Array {
 	defer dict.Release()
 	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
 	for i := range 3 {
-		idx := nb.idxs[i].NewArray()
-		out[i] = array.NewDictionaryArray(dt, idx, dict)
-		idx.Release()
+		out[i] = array.NewDictionaryArray(dt, idx[i], dict)
+		idx[i].Release()
 	}
 	return out
 }

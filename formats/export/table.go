@@ -128,21 +128,31 @@ func (e *exporter) writeParquet(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	err = e.records(ctx, 1<<20, false, fw.Write)
+	err = e.records(ctx, 1<<20, namesStrings, fw.Write)
 	if cerr := fw.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-// writeArrow writes the rows as an Arrow IPC stream of ArrowSchema, a
-// record batch per 64 Ki rows: the Parquet export's table with the names
-// dictionary-encoded (one dictionary, growing, sent as deltas).
+// writeArrow writes the rows as an Arrow IPC stream, a record batch per
+// 64 Ki rows: the Parquet export's table with the names
+// dictionary-encoded (one dictionary, growing, sent as deltas), or with
+// Options.NameTable set, as indices into the table of names it is then
+// given (IDSchema).
 func (e *exporter) writeArrow(ctx context.Context, w io.Writer) error {
-	iw := ipc.NewWriter(w, ipc.WithSchema(ArrowSchema()), ipc.WithDictionaryDeltas(true))
-	err := e.records(ctx, 1<<16, true, iw.Write)
+	mode, schema := namesDict, ArrowSchema()
+	if e.opts.NameTable != nil {
+		mode, schema = namesIDs, IDSchema()
+	}
+	iw := ipc.NewWriter(w, ipc.WithSchema(schema), ipc.WithDictionaryDeltas(true))
+	err := e.records(ctx, 1<<16, mode, iw.Write)
 	if cerr := iw.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && mode == namesIDs {
+		e.dict.index("") // index 0, with no row at all
+		err = e.opts.NameTable(e.dict.values)
 	}
 	return err
 }
@@ -150,11 +160,20 @@ func (e *exporter) writeArrow(ctx context.Context, w io.Writer) error {
 // ArrowSchema is ParquetSchema with kind_name, src_func and dst_func
 // dictionary-encoded (int32 indices into strings).
 func ArrowSchema() *arrow.Schema {
+	return namesAs(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String})
+}
+
+// IDSchema is ParquetSchema with kind_name, src_func and dst_func int32
+// indices into a table of names (NamesSchema): what an engine that
+// stores the rows keeps as a number, not a string, per row.
+func IDSchema() *arrow.Schema { return namesAs(arrow.PrimitiveTypes.Int32) }
+
+// namesAs is ParquetSchema with the name columns of type t.
+func namesAs(t arrow.DataType) *arrow.Schema {
 	ps := ParquetSchema()
 	fs := ps.Fields()
-	dict := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
 	for i := formats.NumCols + 1; i < len(fs); i++ {
-		fs[i].Type = dict
+		fs[i].Type = t
 	}
 	md := ps.Metadata()
 	return arrow.NewSchema(fs, &md)
@@ -166,20 +185,17 @@ func numSchema() *arrow.Schema {
 	return arrow.NewSchema(ParquetSchema().Fields()[:formats.NumCols+1], nil)
 }
 
-// records builds the rows into records of about n rows each, of
-// ArrowSchema when dict is set, else of ParquetSchema, and hands each to
-// write, which must not keep it.
-func (e *exporter) records(ctx context.Context, n int, dict bool, write func(arrow.RecordBatch) error) error {
+// records builds the rows into records of about n rows each, their
+// names as mode says (ParquetSchema, ArrowSchema or IDSchema), and hands
+// each to write, which must not keep it.
+func (e *exporter) records(ctx context.Context, n int, mode namesMode, write func(arrow.RecordBatch) error) error {
 	mem := memory.DefaultAllocator
 	bld := array.NewRecordBuilder(mem, numSchema())
 	defer bld.Release()
 	f := bld.Fields()
-	names := newNameBuilders(mem, dict)
+	names := newNameBuilders(mem, mode)
 	defer names.release()
-	schema := ParquetSchema()
-	if dict {
-		schema = ArrowSchema()
-	}
+	schema := [...]*arrow.Schema{namesStrings: ParquetSchema(), namesDict: ArrowSchema(), namesIDs: IDSchema()}[mode]
 	var werr error
 	flush := func() {
 		if werr != nil || f[0].Len() == 0 {

@@ -90,6 +90,26 @@ func WriteRuns(w io.Writer, runs []RunRow) error {
 	})
 }
 
+// NamesSchema is the schema of the table of names an Arrow export of
+// IDSchema refers to: the index its name columns hold, and the name.
+func NamesSchema() *arrow.Schema {
+	return arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "name", Type: arrow.BinaryTypes.String},
+	}, nil)
+}
+
+// WriteNames writes a table of names (Options.NameTable's) as Parquet,
+// name i with id i.
+func WriteNames(w io.Writer, names []string) error {
+	return writeTable(w, NamesSchema(), func(f []array.Builder) {
+		for i, n := range names {
+			f[0].(*array.Int32Builder).Append(int32(i))
+			f[1].(*array.StringBuilder).Append(n)
+		}
+	})
+}
+
 // writeTable writes one record of schema s, filled by fill, as Parquet.
 func writeTable(w io.Writer, s *arrow.Schema, fill func(f []array.Builder)) error {
 	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy))
