@@ -4,10 +4,15 @@
 // calls, and the total variation distance of its callers (call sites)
 // from the exhaustive run's.
 //
-//	accuracy [--min N] EXHAUSTIVE_DIR SAMPLED_DIR
+//	accuracy [--min N] [--counts] EXHAUSTIVE_DIR SAMPLED_DIR
 //
 // A second exhaustive trace for SAMPLED_DIR shows what two runs of the
-// workload differ by without sampling.
+// workload differ by without sampling. EXHAUSTIVE_DIR may hold a
+// sampled run that takes every call (rate:100%), estimated like the
+// other: the exact counts of what its probes count (function entries,
+// where call sites count calls). With --counts, for a deterministic
+// workload whose two runs make the same calls, each function's
+// estimated count is compared with its exact count instead of shares.
 // Each directory holds one process's trace (*.arrow; the largest file
 // is read). The exhaustive trace has a row per call (rewrite --tool call
 // --sample all); the sampled one is estimated with analysis/sample. The
@@ -51,16 +56,17 @@ func (c *calls) add(callee, caller loc, n float64) {
 
 func main() {
 	minCalls := flag.Float64("min", 1000, "compare functions with at least this many calls in the exhaustive run")
+	counts := flag.Bool("counts", false, "compare estimated counts with exact ones, not shares (a deterministic workload)")
 	flag.Parse()
 	if flag.NArg() != 2 {
-		fmt.Fprintln(os.Stderr, "usage: accuracy [--min N] EXHAUSTIVE_DIR SAMPLED_DIR")
+		fmt.Fprintln(os.Stderr, "usage: accuracy [--min N] [--counts] EXHAUSTIVE_DIR SAMPLED_DIR")
 		os.Exit(2)
 	}
-	ex, err := exhaustive(flag.Arg(0))
+	ex, err := sampled(flag.Arg(0)) // an exhaustive run, or one sampled at 100%
 	if err == nil {
 		var sm *calls
 		if sm, err = sampled(flag.Arg(1)); err == nil {
-			report(os.Stdout, ex, sm, *minCalls)
+			report(os.Stdout, ex, sm, *minCalls, *counts)
 		}
 	}
 	if err != nil {
@@ -152,9 +158,9 @@ func sampled(dir string) (*calls, error) {
 }
 
 // report prints, over the functions with at least min exhaustive calls,
-// how far their share of calls and their callers are from the
-// exhaustive run's.
-func report(w io.Writer, ex, sm *calls, minCalls float64) {
+// how far their share of calls (counts: their count) and their callers
+// are from the exhaustive run's.
+func report(w io.Writer, ex, sm *calls, minCalls float64, counts bool) {
 	var shareErr, tvd []float64
 	within, near, missing := 0, 0, 0
 	for callee, callers := range ex.callers {
@@ -175,6 +181,9 @@ func report(w io.Writer, ex, sm *calls, minCalls float64) {
 			m += v
 		}
 		e := abs(m/sm.total-n/ex.total) / (n / ex.total)
+		if counts {
+			e = abs(m-n) / n
+		}
 		d := sample.TVD(callers, got)
 		shareErr, tvd = append(shareErr, e), append(tvd, d)
 		if e <= 0.05 {
@@ -189,8 +198,12 @@ func report(w io.Writer, ex, sm *calls, minCalls float64) {
 	if k == 0 {
 		return
 	}
-	fmt.Fprintf(w, "share of calls: %d of %d within 5%% of the exhaustive run's; relative error median %.4f, p90 %.4f, max %.4f\n",
-		within, k, quantile(shareErr, 0.5), quantile(shareErr, 0.9), quantile(shareErr, 1))
+	what := "share of calls"
+	if counts {
+		what = "estimated calls"
+	}
+	fmt.Fprintf(w, "%s: %d of %d within 5%% of the exhaustive run's; relative error median %.4f, p90 %.4f, max %.4f\n",
+		what, within, k, quantile(shareErr, 0.5), quantile(shareErr, 0.9), quantile(shareErr, 1))
 	fmt.Fprintf(w, "callers: %d of %d within a total variation distance of 0.05; median %.4f, p90 %.4f, max %.4f\n",
 		near, k, quantile(tvd, 0.5), quantile(tvd, 0.9), quantile(tvd, 1))
 }

@@ -26,7 +26,7 @@ func TestReport(t *testing.T) {
 	sm.add(h, a, 500) // h's callers all wrong
 	sm.add(loc{"m", 0x60}, a, 200)
 	var out bytes.Buffer
-	report(&out, ex, sm, 1000)
+	report(&out, ex, sm, 1000, false)
 	got := out.String()
 	for _, want := range []string{
 		"1000 calls or more: 3 compared, 1 without a sample",
@@ -36,5 +36,22 @@ func TestReport(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("report %q: want %q", got, want)
 		}
+	}
+}
+
+// TestReportCounts: with counts, a tenth of the calls is a tenth, not
+// the same share; exact counts are within.
+func TestReportCounts(t *testing.T) {
+	f, g, a := loc{"m", 0x10}, loc{"m", 0x20}, loc{"m", 0x100}
+	ex := &calls{callers: map[loc]map[loc]float64{}}
+	ex.add(f, a, 6000)
+	ex.add(g, a, 4000)
+	sm := &calls{callers: map[loc]map[loc]float64{}}
+	sm.add(f, a, 600)
+	sm.add(g, a, 4100) // 2.5% over
+	var out bytes.Buffer
+	report(&out, ex, sm, 1000, true)
+	if got, want := out.String(), "estimated calls: 1 of 2 within 5%"; !strings.Contains(got, want) {
+		t.Errorf("report %q: want %q", got, want)
 	}
 }
