@@ -19,9 +19,11 @@ import (
 // a module's tables and trampolines with anonymous memory holding the
 // same bytes (runtime/src/chunks.c, tables_huge), unless STINT_HUGE=0.
 // libsqlite3 (about 7 MiB of tables and 5.5 MiB of trampolines) runs
-// under STINT_DISABLE=1, which gives the code its original bytes back but
-// leaves the tables and trampolines as the file has them; sqlite3 then
-// waits for input while /proc/PID/maps and /proc/PID/mem are read. The
+// where it cannot create its trace directory (untracedOut): the runtime
+// maps and copies everything, then finds it cannot trace and gives the
+// code its original bytes back, leaving the tables and trampolines as
+// the file has them (STINT_DISABLE=1 would skip the copies); sqlite3
+// then waits for input while /proc/PID/maps and /proc/PID/mem are read. The
 // test fails if the ranges are not replaced, if STINT_HUGE=0 does not
 // stop it, or if one byte of them differs from the file.
 //
@@ -73,7 +75,7 @@ func TestHugeBacking(t *testing.T) {
 	}
 	for _, huge := range []bool{true, false} {
 		t.Run(fmt.Sprintf("huge=%v", huge), func(t *testing.T) {
-			env := append(traceEnv(filepath.Join(dir, "traces")), "LD_LIBRARY_PATH="+dir, "STINT_DISABLE=1")
+			env := append(traceEnv(untracedOut(t)), "LD_LIBRARY_PATH="+dir)
 			if !huge {
 				env = append(env, "STINT_HUGE=0")
 			}
@@ -130,7 +132,7 @@ func TestHugeNotForEvery(t *testing.T) {
 		out, _ := rewritten(t, lib, dir, opts)
 		m, _, _ := probesAndPatches(t, out)
 		blobPages := (uint64(len(runtime.Blob())) + 4095) &^ 4095
-		env := append(traceEnv(filepath.Join(dir, "traces")), "LD_LIBRARY_PATH="+dir, "STINT_DISABLE=1")
+		env := append(traceEnv(untracedOut(t)), "LD_LIBRARY_PATH="+dir)
 		cmd, stdin, stderr := startSqlite3(t, env, ".print ready\n", "ready\n")
 		base, _ := openMem(t, cmd.Process.Pid, out)
 		maps, err := readMaps(cmd.Process.Pid)
@@ -213,4 +215,17 @@ func readMaps(pid int) ([]mapping, error) {
 		out = append(out, mp)
 	}
 	return out, sc.Err()
+}
+
+// untracedOut is a trace directory the runtime cannot create (below a
+// regular file): a run then maps its modules as a traced one does, says
+// it runs untraced and gives the code its original bytes back. Under
+// STINT_DISABLE=1 it maps nothing (TestDisabledMapsNothing).
+func untracedOut(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(f, "traces")
 }

@@ -93,6 +93,26 @@ static void hit_enable(struct stint_global *g, struct stint_module *m, int patch
  * consulted: a module without envp joins or creates the state with
  * defaults); auxv may be 0 (then /proc/self/auxv is read).
  */
+/*
+ * Whether this run is untraced: STINT_DISABLE=1 (the original code at
+ * full speed), or a set-user-ID, set-group-ID or capability-raised run
+ * (AT_SECURE), whose environment is the invoking user's: STINT_OUT,
+ * STINT_LOG or the working directory would have the raised program
+ * create and write files where that user says (ld.so ignores
+ * LD_PRELOAD there for the same reason); an executable says so.
+ */
+static int untraced_run(const struct stint_module *m, char **envp, const uint64_t *auxv)
+{
+	const char *dis = env_get(envp, "STINT_DISABLE");
+	if (dis && dis[0] == '1')
+		return 1;
+	if (!(auxv ? auxv_find(auxv, S_AT_SECURE) : proc_auxv(S_AT_SECURE)))
+		return 0;
+	if (m->flags & STINT_MF_EXEC)
+		say_line("a set-user-ID or set-group-ID run (AT_SECURE): not traced");
+	return 1;
+}
+
 STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint64_t *auxv)
 {
 	if (m->magic != STINT_MODULE_MAGIC || m->abi_version != STINT_ABI_VERSION)
@@ -110,6 +130,18 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	 * registration below. */
 	char path[512];
 	path[0] = 0;
+	/* Untraced (STINT_DISABLE=1, or a set-user-ID, set-group-ID or
+	 * capability-raised run: see below): the original code back at once,
+	 * before the chunks, the huge copies and the populate, which no
+	 * trampoline would use (`select 1` with a rewritten libsqlite3: 16
+	 * CPU ms with them, 7 without).
+	 * A module whose code cannot be written keeps its patches and needs
+	 * its chunks, below. */
+	int untraced = untraced_run(m, envp, auxv);
+	if (untraced && patching) {
+		restore_all(m, base);
+		return;
+	}
 	/* The huge copies and the populate make the pages the runtime will
 	 * write anonymous at once: only where the memory cgroup leaves twice
 	 * their size (else each page is copied when first written), and not
@@ -128,24 +160,8 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	if (gate && !sys_failed(sys_mmap(gate, 4096, S_PROT_READ | S_PROT_WRITE, S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_FIXED, -1, 0)))
 		sys_call3(SYS_madvise, (long)gate, 4096, S_MADV_WIPEONFORK);
 
-	const char *dis = env_get(envp, "STINT_DISABLE");
-	if (dis && dis[0] == '1') {
-		if (patching)
-			restore_all(m, base); /* run the original code at full speed */
-		return;
-	}
-	/* A set-user-ID, set-group-ID or capability-raised run (AT_SECURE):
-	 * the environment is the invoking user's, and STINT_OUT, STINT_LOG
-	 * or the working directory would have the raised program create and
-	 * write files where that user says. Untraced, as ld.so ignores
-	 * LD_PRELOAD there. */
-	if (auxv ? auxv_find(auxv, S_AT_SECURE) : proc_auxv(S_AT_SECURE)) {
-		if (m->flags & STINT_MF_EXEC)
-			say_line("a set-user-ID or set-group-ID run (AT_SECURE): not traced");
-		if (patching)
-			restore_all(m, base);
-		return;
-	}
+	if (untraced)
+		return; /* its patches stay: the trampolines run, the runtime records nothing */
 
 	int created, spawn = 0;
 	const char *what = "";
