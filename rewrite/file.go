@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 
+	"github.com/stint-project/stint/internal/outfile"
 	"github.com/stint-project/stint/rewrite/elfout"
 )
 
@@ -112,25 +112,20 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) (err error) {
 }
 
 // createTemp creates the temporary file that becomes path: in the same
-// directory, so that the rename is atomic.
+// directory, so that the rename is atomic (internal/outfile; a device
+// such as /dev/null is written into, never renamed over).
 func createTemp(path string) (*os.File, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".stint-*")
+	tmp, err := outfile.Temp(path)
 	if err != nil {
 		return nil, fmt.Errorf("write output: %w", err)
 	}
 	return tmp, nil
 }
 
-// commitTemp gives tmp its mode, closes it and renames it to path; the
+// commitTemp gives tmp its mode, closes it and puts it at path; the
 // caller removes tmp when this fails.
 func commitTemp(tmp *os.File, path string, mode os.FileMode) error {
-	if err := tmp.Chmod(mode); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := outfile.Commit(tmp, path, mode); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil

@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -17,6 +15,7 @@ import (
 	"github.com/stint-project/stint/analysis/cct"
 	"github.com/stint-project/stint/analysis/symbols"
 	"github.com/stint-project/stint/internal/cli"
+	"github.com/stint-project/stint/internal/outfile"
 )
 
 const buildHelp = `Usage: cct build [-o FILE] [--json] [--per-thread] [--top N] [--depth N] TRACE...
@@ -96,22 +95,13 @@ func runBuild(ctx context.Context, args []string, stdout io.Writer) error {
 	return summary(stdout, f, *top, *depth, *out)
 }
 
-// writeFile writes f to name through a temporary file, so that a failed
-// build never leaves half a file.
+// writeFile writes f to name whole or not at all (internal/outfile), so
+// that a failed build never leaves half a file.
 func writeFile(name string, f *cct.Forest) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	err = cct.Write(tmp, f)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := outfile.Write(name, 0o644, func(w io.Writer) error { return cct.Write(w, f) }); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	return os.Rename(tmp.Name(), name)
+	return nil
 }
 
 func summary(out io.Writer, f *cct.Forest, top, depth int, file string) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stint-project/stint/analysis/report"
 	"github.com/stint-project/stint/internal/cli"
+	"github.com/stint-project/stint/internal/outfile"
 )
 
 const mainHelp = `report turns stint traces into one self-contained HTML page (inline CSS
@@ -223,29 +224,13 @@ func runRender(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// writePage writes the page to a temporary file beside name and renames
-// it, so a reader never sees half a page ("-": to stdout).
+// writePage writes the page whole or not at all (internal/outfile), so a
+// reader never sees half a page ("-": to stdout).
 func writePage(name string, stdout io.Writer, doc *report.Document) error {
 	if name == "-" {
 		return doc.WriteHTML(stdout)
 	}
-	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if err := doc.WriteHTML(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), name); err != nil {
+	if err := outfile.Write(name, 0o644, doc.WriteHTML); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/stint-project/stint/analysis/symbols"
 	"github.com/stint-project/stint/formats"
 	"github.com/stint-project/stint/formats/export"
+	"github.com/stint-project/stint/internal/outfile"
 )
 
 const exportHelp = `Usage: trace export --format FORMAT -o OUT TRACE...
@@ -483,20 +483,9 @@ func writeSideTables(out string, src *sources) error {
 	return nil
 }
 
-// writeAtomic writes path through a temporary file beside it, renamed
-// to path once write and the close succeeded (else removed).
+// writeAtomic writes path whole or not at all (internal/outfile: a
+// temporary file renamed over it, copied into a device such as
+// /dev/null).
 func writeAtomic(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, nothing to remove
-	err = write(tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return outfile.Write(path, 0o644, write)
 }

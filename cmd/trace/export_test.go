@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -543,5 +544,23 @@ func TestExportMergedInput(t *testing.T) {
 	}
 	if len(runs) != 3 || runs["0"] != 5 || runs["1"] != 5 || runs["2"] != 5 {
 		t.Errorf("rows per run %v, want 5 in each of runs 0, 1, 2", runs)
+	}
+}
+
+// TestExportToDevice: an export to a device (here a node with
+// /dev/null's numbers) writes into it; renamed over, as root, /dev/null
+// became a regular file holding the export.
+func TestExportToDevice(t *testing.T) {
+	null := filepath.Join(t.TempDir(), "null")
+	if err := syscall.Mknod(null, syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+		t.Skip("making a device node needs root:", err)
+	}
+	fs := files(t)
+	var stdout, stderr bytes.Buffer
+	if err := runExport(context.Background(), []string{"-f", "csv", "-o", null, fs["good.arrow"]}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(null); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Errorf("the device after the export: %v, %v", fi.Mode(), err)
 	}
 }
