@@ -188,7 +188,7 @@ func startSqlite3(t *testing.T, env []string, input, want string) (*exec.Cmd, io
 	return cmd, stdin, stderr
 }
 
-// startWaiting starts cmd (killed at the test's end), writes input to
+// startWaiting starts cmd (killed and reaped at the test's end), writes input to
 // its stdin and reads what it prints until want, which must be all of
 // it: a program that then waits for more input, to be looked at. It
 // returns stdin (open), stdout (the rest) and stderr.
@@ -207,7 +207,12 @@ func startWaiting(t *testing.T, cmd *exec.Cmd, input, want string) (io.WriteClos
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill() })
+	// killed and reaped: a zombie left to the test process makes the
+	// oracle's waits, which see every child's exit, spin on it for good
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait() // an error when the test waited already
+	})
 	if _, err := stdin.Write([]byte(input)); err != nil {
 		t.Fatal(err)
 	}

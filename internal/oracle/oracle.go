@@ -357,11 +357,30 @@ func (r *recorder) wait(ws *unix.WaitStatus) (int, error) {
 		}
 		pid := int(*(*int32)(unsafe.Add(unsafe.Pointer(&si), 16)))
 		if si.Code >= cldExited && si.Code <= cldDumped && r.threads[pid] == nil {
+			// it stays first in line (a zombie its owner may never
+			// reap): the tracees are asked one by one meanwhile
+			if tid := r.pollTracees(); tid != 0 {
+				return unix.Wait4(tid, ws, unix.WALL|unix.WNOTHREAD, nil)
+			}
 			time.Sleep(time.Millisecond)
 			continue
 		}
 		return unix.Wait4(pid, ws, unix.WALL|unix.WNOTHREAD, nil)
 	}
+}
+
+// pollTracees returns a traced thread with an event waiting, 0 if none
+// has one. A new thread is not asked: its parent's clone event, which
+// comes first, makes it known.
+func (r *recorder) pollTracees() int {
+	for tid := range r.threads {
+		var si unix.Siginfo
+		err := unix.Waitid(unix.P_PID, tid, &si, unix.WEXITED|unix.WSTOPPED|unix.WALL|unix.WNOTHREAD|unix.WNOWAIT|unix.WNOHANG, nil)
+		if err == nil && int(*(*int32)(unsafe.Add(unsafe.Pointer(&si), 16))) == tid {
+			return tid
+		}
+	}
+	return 0
 }
 
 // drain reaps whatever is left after an error.

@@ -5,10 +5,14 @@ import (
 	"debug/elf"
 	"errors"
 	"os"
+	"os/exec"
 	"reflect"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stint-project/stint/internal/fixtures"
 )
@@ -433,5 +437,40 @@ func TestRecordFixtures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecordBesideZombie: a child of the tracer's thread that exited and
+// is never reaped (a program a test killed and did not wait for) stays
+// first in line for the tracer's waits, which leave it to its owner:
+// the recording spun on it for good (a CI run hung until its timeout).
+// The tracees are now asked one by one meanwhile.
+func TestRecordBesideZombie(t *testing.T) {
+	skipShort(t)
+	path := fixtures.Build(t, "loop3", asmNoPIE)
+	type out struct {
+		res *Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		runtime.LockOSThread() // the zombie and the tracees children of one thread, as in a test process
+		z := exec.Command("/bin/true")
+		if err := z.Start(); err != nil {
+			done <- out{nil, err}
+			return
+		}
+		var si unix.Siginfo
+		unix.Waitid(unix.P_PID, z.Process.Pid, &si, unix.WEXITED|unix.WNOWAIT, nil) // exited, not reaped
+		res, err := record(Options{Path: path, Timeout: 30 * time.Second})
+		z.Wait()
+		done <- out{res, err}
+	}()
+	o := <-done
+	if errors.Is(o.err, syscall.EPERM) {
+		t.Skipf("ptrace not permitted here: %v", o.err)
+	}
+	if o.err != nil || o.res.ExitCode != 3 {
+		t.Fatalf("beside a zombie: %v (exit %v)", o.err, o.res)
 	}
 }
