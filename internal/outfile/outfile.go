@@ -24,7 +24,7 @@ func Temp(path string) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	pattern := "." + filepath.Base(path) + ".*"
+	pattern := "." + filepath.Base(path) + ".stint-*"
 	if special {
 		pattern = "stint-out-*"
 	}
