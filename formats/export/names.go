@@ -17,21 +17,35 @@ const (
 	namesIDs                      // int32 indices into the nameDict, handed over at the end
 )
 
+// schema is the schema of the records whose names are m.
+func (m namesMode) schema() *arrow.Schema {
+	switch m {
+	case namesDict:
+		return ArrowSchema()
+	case namesIDs:
+		return IDSchema()
+	}
+	return ParquetSchema()
+}
+
+// nameDictType is the type of the dictionary-encoded name columns
+// (ArrowSchema).
+var nameDictType = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
+
 // nameBuilders build the three name columns of the export's records
 // (kind_name, src_func, dst_func): strings, or int32 indices into the
-// exporter's nameDict (ints).
+// exporter's nameDict.
 type nameBuilders struct {
 	mem  memory.Allocator
 	mode namesMode
-	ints bool
 	strs [3]*array.StringBuilder
 	idxs [3][]int32 // appended to a slice: a builder's Append per row cost 12% of an export
 }
 
 func newNameBuilders(mem memory.Allocator, mode namesMode) *nameBuilders {
-	nb := &nameBuilders{mem: mem, mode: mode, ints: mode != namesStrings}
-	for i := range 3 {
-		if !nb.ints {
+	nb := &nameBuilders{mem: mem, mode: mode}
+	if mode == namesStrings {
+		for i := range nb.strs {
 			nb.strs[i] = array.NewStringBuilder(mem)
 		}
 	}
@@ -39,9 +53,9 @@ func newNameBuilders(mem memory.Allocator, mode namesMode) *nameBuilders {
 }
 
 func (nb *nameBuilders) release() {
-	for i := range 3 {
-		if !nb.ints {
-			nb.strs[i].Release()
+	if nb.mode == namesStrings {
+		for _, b := range nb.strs {
+			b.Release()
 		}
 	}
 }
@@ -55,7 +69,7 @@ func (nb *nameBuilders) row(e *exporter, k uint8, sm uint16, src uint64, dm uint
 	} else {
 		e.stats.Records++
 	}
-	if nb.ints {
+	if nb.mode != namesStrings {
 		var sf, df int32 // the empty name
 		if ev {
 			sf = e.funcIndex(sm, src)
@@ -84,7 +98,7 @@ func (nb *nameBuilders) row(e *exporter, k uint8, sm uint16, src uint64, dm uint
 // builders start over), with values the dictionary's strings.
 func (nb *nameBuilders) arrays(values []string) []arrow.Array {
 	out := make([]arrow.Array, 3)
-	if !nb.ints {
+	if nb.mode == namesStrings {
 		for i := range out {
 			out[i] = nb.strs[i].NewArray()
 		}
@@ -106,9 +120,8 @@ func (nb *nameBuilders) arrays(values []string) []arrow.Array {
 	vb.AppendValues(values, nil)
 	dict := vb.NewArray()
 	defer dict.Release()
-	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
 	for i := range 3 {
-		out[i] = array.NewDictionaryArray(dt, idx[i], dict)
+		out[i] = array.NewDictionaryArray(nameDictType, idx[i], dict)
 		idx[i].Release()
 	}
 	return out

@@ -141,11 +141,11 @@ func (e *exporter) writeParquet(ctx context.Context, w io.Writer) error {
 // Options.NameTable set, as indices into the table of names it is then
 // given (IDSchema).
 func (e *exporter) writeArrow(ctx context.Context, w io.Writer) error {
-	mode, schema := namesDict, ArrowSchema()
+	mode := namesDict
 	if e.opts.NameTable != nil {
-		mode, schema = namesIDs, IDSchema()
+		mode = namesIDs
 	}
-	iw := ipc.NewWriter(w, ipc.WithSchema(schema), ipc.WithDictionaryDeltas(true))
+	iw := ipc.NewWriter(w, ipc.WithSchema(mode.schema()), ipc.WithDictionaryDeltas(true))
 	err := e.records(ctx, 1<<16, mode, iw.Write)
 	if cerr := iw.Close(); err == nil {
 		err = cerr
@@ -160,7 +160,7 @@ func (e *exporter) writeArrow(ctx context.Context, w io.Writer) error {
 // ArrowSchema is ParquetSchema with kind_name, src_func and dst_func
 // dictionary-encoded (int32 indices into strings).
 func ArrowSchema() *arrow.Schema {
-	return namesAs(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String})
+	return namesAs(nameDictType)
 }
 
 // IDSchema is ParquetSchema with kind_name, src_func and dst_func int32
@@ -195,7 +195,7 @@ func (e *exporter) records(ctx context.Context, n int, mode namesMode, write fun
 	f := bld.Fields()
 	names := newNameBuilders(mem, mode)
 	defer names.release()
-	schema := [...]*arrow.Schema{namesStrings: ParquetSchema(), namesDict: ArrowSchema(), namesIDs: IDSchema()}[mode]
+	schema := mode.schema()
 	var werr error
 	flush := func() {
 		if werr != nil || f[0].Len() == 0 {
