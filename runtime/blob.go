@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "9e605f1a33a4c8e280f413914ec842e62e5ec73058dd9dc719e83769d0aef034"
+const BlobSHA256 = "4daff48488c6e1d10d2da04c01e33d7ee72520807d1e07ce7311e4a4b8b4e836"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

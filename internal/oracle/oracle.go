@@ -355,7 +355,7 @@ func (r *recorder) wait(ws *unix.WaitStatus) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		pid := int(*(*int32)(unsafe.Add(unsafe.Pointer(&si), 16)))
+		pid := siPid(&si)
 		if si.Code >= cldExited && si.Code <= cldDumped && r.threads[pid] == nil {
 			// it stays first in line (a zombie its owner may never
 			// reap): the tracees are asked one by one meanwhile
@@ -369,6 +369,9 @@ func (r *recorder) wait(ws *unix.WaitStatus) (int, error) {
 	}
 }
 
+// siPid is si_pid of a waitid's siginfo (0 when WNOHANG found nothing).
+func siPid(si *unix.Siginfo) int { return int(*(*int32)(unsafe.Add(unsafe.Pointer(si), 16))) }
+
 // pollTracees returns a traced thread with an event waiting, 0 if none
 // has one. A new thread is not asked: its parent's clone event, which
 // comes first, makes it known.
@@ -376,7 +379,7 @@ func (r *recorder) pollTracees() int {
 	for tid := range r.threads {
 		var si unix.Siginfo
 		err := unix.Waitid(unix.P_PID, tid, &si, unix.WEXITED|unix.WSTOPPED|unix.WALL|unix.WNOTHREAD|unix.WNOWAIT|unix.WNOHANG, nil)
-		if err == nil && int(*(*int32)(unsafe.Add(unsafe.Pointer(&si), 16))) == tid {
+		if err == nil && siPid(&si) == tid {
 			return tid
 		}
 	}

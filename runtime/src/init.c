@@ -89,11 +89,6 @@ static void hit_enable(struct stint_global *g, struct stint_module *m, int patch
 }
 
 /*
- * Initialise one module. envp may be 0 (then /proc/self/environ is not
- * consulted: a module without envp joins or creates the state with
- * defaults); auxv may be 0 (then /proc/self/auxv is read).
- */
-/*
  * Whether this run is untraced: STINT_DISABLE=1 (the original code at
  * full speed), or a set-user-ID, set-group-ID or capability-raised run
  * (AT_SECURE), whose environment is the invoking user's: STINT_OUT,
@@ -113,6 +108,11 @@ static int untraced_run(const struct stint_module *m, char **envp, const uint64_
 	return 1;
 }
 
+/*
+ * Initialise one module. envp may be 0 (then /proc/self/environ is not
+ * consulted: a module without envp joins or creates the state with
+ * defaults); auxv may be 0 (then /proc/self/auxv is read).
+ */
 STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint64_t *auxv)
 {
 	if (m->magic != STINT_MODULE_MAGIC || m->abi_version != STINT_ABI_VERSION)
@@ -125,23 +125,21 @@ STINT_API void stint_module_init(struct stint_module *m, char **envp, const uint
 	/* Code patching first: chunks must exist before any patched site runs. */
 	int patching = page_rwx(base + m->text_lo, base + m->text_hi) == 0 &&
 		       page_rwx(base + m->tramp_lo, base + m->tramp_hi) == 0;
-	/* A chunk that cannot be mapped gets its patches restored, never
-	 * aborts. A shared object's path, found on the way, is kept for its
-	 * registration below. */
-	char path[512];
-	path[0] = 0;
-	/* Untraced (STINT_DISABLE=1, or a set-user-ID, set-group-ID or
-	 * capability-raised run: see below): the original code back at once,
-	 * before the chunks, the huge copies and the populate, which no
-	 * trampoline would use (`select 1` with a rewritten libsqlite3: 16
-	 * CPU ms with them, 7 without).
-	 * A module whose code cannot be written keeps its patches and needs
-	 * its chunks, below. */
+	/* Untraced (untraced_run): the original code back at once, before
+	 * the chunks, the huge copies and the populate, which no trampoline
+	 * would use (`select 1` with a rewritten libsqlite3: 16 CPU ms with
+	 * them, 7 without). A module whose code cannot be written keeps its
+	 * patches and needs its chunks, below. */
 	int untraced = untraced_run(m, envp, auxv);
 	if (untraced && patching) {
 		restore_all(m, base);
 		return;
 	}
+	/* A chunk that cannot be mapped gets its patches restored, never
+	 * aborts. A shared object's path, found on the way, is kept for its
+	 * registration below. */
+	char path[512];
+	path[0] = 0;
 	/* The huge copies and the populate make the pages the runtime will
 	 * write anonymous at once: only where the memory cgroup leaves twice
 	 * their size (else each page is copied when first written), and not
