@@ -314,6 +314,11 @@ const TestLogLoadEnv = "STINT_TEST_LOG_LOAD"
 // STINT_TEST_SAMPLE_SEED=S the sampler's draws are seeded from S.
 const TestSampleSeedEnv = "STINT_TEST_SAMPLE_SEED"
 
+// TestSampleSlotsEnv is STINT_TEST_SAMPLE_SLOTS_ENV: a test hook. With
+// STINT_TEST_SAMPLE_SLOTS=N each half of the sampler's arena holds N
+// samples (1024 at least), so that a short run fills one.
+const TestSampleSlotsEnv = "STINT_TEST_SAMPLE_SLOTS"
+
 // TestSaveHoldEnv is STINT_TEST_SAVE_HOLD_ENV: a test hook. With
 // STINT_TEST_SAVE_HOLD=PATH the runtime's thread creates PATH each time it
 // saves the redundancy log and holds the log's lock for 300 ms before it

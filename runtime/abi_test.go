@@ -120,6 +120,7 @@ var abiStrings = map[string]string{
 	"STINT_TEST_NO_PROCMAP_ENV": TestNoProcmapEnv,
 	"STINT_TEST_LOG_LOAD_ENV":   TestLogLoadEnv, "STINT_TEST_SAVE_HOLD_ENV": TestSaveHoldEnv,
 	"STINT_TEST_SAMPLE_SEED_ENV":  TestSampleSeedEnv,
+	"STINT_TEST_SAMPLE_SLOTS_ENV": TestSampleSlotsEnv,
 	"STINT_TEST_CHARGE_STALL_ENV": TestChargeStallEnv, "STINT_TEST_READEE_STALL_ENV": TestReadeeStallEnv,
 	"STINT_TEST_SWITCH_STALL_ENV": TestSwitchStallEnv, "STINT_TEST_BATCH_STALL_ENV": TestBatchStallEnv,
 	"STINT_TEST_ROLL_KILL_ENV": TestRollKillEnv,

@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "4daff48488c6e1d10d2da04c01e33d7ee72520807d1e07ce7311e4a4b8b4e836"
+const BlobSHA256 = "2a1873da874a91662cf44eb27613339fb76faf2e2ae30730cbfffb15f13fcb73"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -91,7 +91,8 @@ every:N every Nth, reservoir:P% keeps a reservoir per function (a call's
 callee; other events' site) and interval, sized at P% of that function's
 events in the interval before and at least 8, so every function that
 ran appears in each interval's samples. A thread of the runtime's own
-writes the samples at each interval's end; the last interval at exit.
+writes the samples at each interval's end (sooner when the interval's
+room for samples fills); the last interval at exit.
   $ rewrite --tool call --sample reservoir:20% --interval 1s -o prog.stint prog
 
 Block counts (INS-OP's block profiler): with --tool block --counts, each

@@ -349,3 +349,28 @@ func TestSampledBudget(t *testing.T) {
 	}
 	t.Logf("%d gates closed; %d samples for %d events", closes, r.Samples, r.Events)
 }
+
+// TestSampledFullHalf: rate:20% on the calls fixture with a 1 s
+// interval and each half of the sampler's arena cut to room for 65,536
+// samples (a test hook), a quarter of the run's 264,000: a full half
+// ends its interval early, so the samples go on into the other half.
+// Without that, a run this short (tens of milliseconds) kept one half's
+// room and the last interval's, 131,072 samples at most, and lost the
+// rest. (Some are still lost: two threads call faster than the reader
+// writes samples out.) The counts stay exact: the sample-set rows count
+// every call.
+func TestSampledFullHalf(t *testing.T) {
+	nat := runNative(t, "calls", fmt.Sprint(callsRounds))
+	dir := t.TempDir()
+	out, _ := rewritten(t, nat.bin, dir, rewrite.Options{Tool: rewrite.ToolCall, Sample: "rate:20%", Interval: "1s"})
+	traces := filepath.Join(dir, "traces")
+	nat.runLike(t, out, append(traceEnv(traces), "STINT_TEST_SAMPLE_SEED=calls", "STINT_TEST_SAMPLE_SLOTS=131072"))
+	tr := oneTrace(t, traces)
+	est := estimate(tr)
+	run := est.Run()
+	t.Logf("%d samples kept, %d lost, %d intervals", run.Samples, run.Lost, run.Intervals)
+	if !run.HasReader || run.Samples <= 2*65536 || run.Intervals < 3 {
+		t.Errorf("run %+v: want more samples than two halves hold, in 3 intervals or more", run)
+	}
+	checkEstimates(t, est, nat.syms, false)
+}

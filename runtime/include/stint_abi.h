@@ -258,6 +258,10 @@
 /* Test hook: STINT_TEST_SAMPLE_SEED=S seeds the sampler's draws from S
  * (rewrite --sample), so that a test's run draws the same sequence. */
 #define STINT_TEST_SAMPLE_SEED_ENV "STINT_TEST_SAMPLE_SEED"
+/* Test hook: STINT_TEST_SAMPLE_SLOTS=N (1024 up to the arena's size) makes
+ * each half of the sampler's arena hold N samples, so that a test fills
+ * one in a short run. */
+#define STINT_TEST_SAMPLE_SLOTS_ENV "STINT_TEST_SAMPLE_SLOTS"
 /* Test hook: STINT_TEST_CHARGE_STALL=DURATION ("30ms") makes the first
  * probe call whose charge spends a period's budget sleep that long before
  * it closes the gate, so that a test can have the period roll over in

@@ -34,7 +34,6 @@
 #define TIMER_STACK ((size_t)64 << 10)
 #define CHARGE_CAP_MAX_NS 100000 /* the measured cap's ceiling (charge_cap_measure) */
 #define TOUCH_PAGES 8 /* pages charge_cap_measure touches */
-#define S_FUTEX_WAIT_BITSET_PRIVATE 137  /* FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG: absolute CLOCK_MONOTONIC */
 /* The shortest time between two batches of SW_PEND sites. */
 #define SW_PEND_GAP_NS 1000000ULL
 

@@ -448,6 +448,9 @@ struct stint_sample {
 	uint32_t reader_up;               /* the reader thread runs (leave_if_program_left counts it) */
 	int64_t lw_rate;                  /* log2 of P (Q32.32): rate's and fresh strata's geometric skips */
 	uint64_t pend_end;                /* when the pending half's interval ended */
+	uint64_t cap;                     /* slots of a half in use: SMP_ARENA (a test hook lowers it) */
+	uint32_t flip_req;                /* futex: a half filled, end the interval now (smp_full) */
+	uint32_t pad3;
 	uint64_t pow2[32];                /* 2^-(2^-(i+1)), Q0.64: smp_exp2's factors */
 	uint64_t log2tab[SMP_TAB + 1];    /* log2(1 + i/SMP_TAB), Q0.32: smp_log2_fast */
 	uint64_t exp2tab[SMP_TAB + 1];    /* 2^(-i/SMP_TAB), Q0.64: smp_exp2_fast */
@@ -623,6 +626,8 @@ struct lookup_arg {
 #define S_MADV_HUGEPAGE 14
 #define HUGE_PAGE ((uint64_t)2 << 20)
 #define SYS_futex 202
+#define S_FUTEX_WAKE_PRIVATE 129        /* FUTEX_WAKE | FUTEX_PRIVATE_FLAG */
+#define S_FUTEX_WAIT_BITSET_PRIVATE 137 /* FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG: absolute CLOCK_MONOTONIC */
 
 #define CHARGE_CAP_NS 4000 /* see call_charge */
 #define TEST_STALL_AT_NOTE (1ULL << 63) /* test.charge_stall_ns: stall between the close and its note */

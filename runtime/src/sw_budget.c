@@ -6,7 +6,6 @@
  */
 #include "stint.h"
 
-#define S_FUTEX_WAKE_PRIVATE 129         /* FUTEX_WAKE | FUTEX_PRIVATE_FLAG */
 /*
  * How long a rearm keeps the open-ended sites on: at most a window, and
  * at most SW_REARM_NS. What a rearm is for comes soon after the new code

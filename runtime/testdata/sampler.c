@@ -51,6 +51,7 @@ static void setup(int method, uint64_t param, const char *seed)
 			  S_MAP_PRIVATE | S_MAP_ANONYMOUS | S_MAP_NORESERVE, -1, 0);
 	S.arena[0] = (uint64_t)a;
 	S.arena[1] = (uint64_t)a + (uint64_t)SMP_ARENA * sizeof(struct smp_slot);
+	S.cap = SMP_ARENA;
 	smp_pow2_init(&S);
 }
 
