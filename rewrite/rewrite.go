@@ -165,17 +165,20 @@ type attempt struct {
 	patched []bool
 }
 
-// maxPlaceAttempts bounds the placements of a compact complete trace:
-// each probes from elsewhere (pre-sites, marks: policy/marks.go) the
-// jccs and rets the ones before left unpatched, which may take bytes
-// another branch needed. On the Go goroutines fixture 96 jccs and 968
-// rets are left by the first; after 4 attempts, 28 and 179 (the rewrite
-// takes 1.5 s against 0.8 s).
+// maxPlaceAttempts bounds the placements of a rewrite: a compact
+// complete trace's each probe from elsewhere (pre-sites, marks:
+// policy/marks.go) the jccs and rets the ones before left unpatched,
+// which may take bytes another branch needed (on the Go goroutines
+// fixture 96 jccs and 968 rets are left by the first; after 4 attempts,
+// 28 and 179; the rewrite takes 1.5 s against 0.8 s); any rewrite's
+// leave out the pre-call runs near a site left unpatched
+// (attempt.crowdedRuns).
 const maxPlaceAttempts = 4
 
-// placeWithFallbacks plans and places the sites; for a compact complete
-// trace it places again, probing from elsewhere every jcc and ret an
-// attempt left without a probe, until no new one is left or
+// placeWithFallbacks plans and places the sites; it places again
+// without the pre-call runs near a site an attempt left unpatched, and
+// for a compact complete trace probing from elsewhere every jcc and ret
+// an attempt left without a probe, until nothing changes or
 // maxPlaceAttempts. st ends up with the last attempt's counts.
 func placeWithFallbacks(opts Options, fx *facts.Facts, blob blobInfo, st *Stats) (*attempt, error) {
 	start := *st
@@ -186,7 +189,7 @@ func placeWithFallbacks(opts Options, fx *facts.Facts, blob blobInfo, st *Stats)
 		flags[i] = fx.Code.Insts[i].Flags
 	}
 	var unprobed []int
-	seen, avoid := map[int]bool{}, map[int]bool{}
+	seen, avoid, noRun := map[int]bool{}, map[int]bool{}, map[int]bool{}
 	if opts.Paths() && opts.Fallbacks {
 		for i, k := range fx.Code.Kinds {
 			if k == facts.Jcc || k == facts.Jcxz || k == facts.Ret {
@@ -201,11 +204,18 @@ func placeWithFallbacks(opts Options, fx *facts.Facts, blob blobInfo, st *Stats)
 		}
 		*st = start
 		st.Patched, st.Reasons = map[string]int{}, map[string]*Reason{}
-		a, err := placeOnce(opts, fx, blob, st, unprobed, avoid)
-		if err != nil || !opts.Paths() || opts.Calls() || n == maxPlaceAttempts {
+		a, err := placeOnce(opts, fx, blob, st, unprobed, avoid, noRun)
+		if err != nil || n == maxPlaceAttempts {
 			return a, err
 		}
-		more := false
+		// again without the runs that crowded a site out, if any
+		more := a.crowdedRuns(noRun)
+		if !opts.Paths() || opts.Calls() {
+			if !more {
+				return a, nil
+			}
+			continue
+		}
 		probed := make([]bool, len(fx.Code.Insts))
 		for i, ok := range a.patched {
 			if j, pre := a.plan.PreSiteOf(i); ok && pre {
@@ -230,9 +240,29 @@ func placeWithFallbacks(opts Options, fx *facts.Facts, blob blobInfo, st *Stats)
 	}
 }
 
+// crowdedRuns adds to noRun the calls whose pre-call sites' runs start
+// near a site this attempt left unpatched (a run's bytes may be the room
+// that site needed: the sqlite3 workload's call chain lost a ret and a
+// call to them), and reports whether it added any.
+func (a *attempt) crowdedRuns(noRun map[int]bool) bool {
+	added := false
+	for i, site := range a.tt.isSite {
+		if !site || a.patched[i] {
+			continue
+		}
+		for _, j := range a.plan.PreRunsNear(a.tt.code.Insts[i].Addr, 32) {
+			if !noRun[j] {
+				noRun[j], added = true, true
+			}
+		}
+	}
+	return added
+}
+
 // placeOnce plans the sites (probing the jccs and rets in unprobed from
-// elsewhere, away from the instructions in avoid) and places them.
-func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed []int, avoid map[int]bool) (*attempt, error) {
+// elsewhere, away from the instructions in avoid; no pre-call run for the
+// calls in noRun) and places them.
+func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed []int, avoid, noRun map[int]bool) (*attempt, error) {
 	fr := elfout.NewFrame(fx.Module, uint64(len(fx.File.Data)), uint64(len(blob.Data)), opts.ChunkGap)
 	if fr.Note != "" {
 		st.Notes = append(st.Notes, fr.Note)
@@ -241,6 +271,7 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	if err != nil {
 		return nil, err
 	}
+	plan.AvoidPreRuns(noRun)
 	sites := policy.ToolSites(fx.Code, opts.Tool)
 	if opts.entries() {
 		sites = plan.EntrySites()

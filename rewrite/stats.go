@@ -66,8 +66,8 @@ type Stats struct {
 	// (their jcc keeps that outcome's probe). Jccs with every outcome
 	// probed at its destination are not patched and count in Patched as
 	// "edge".
-	// PreCalls counts the indirect calls probed at the instruction
-	// before them, so that they run in place.
+	// PreCalls counts the calls probed at the instruction, or the run of
+	// instructions, before them, so that they run in place.
 	// Delegated counts the jccs with one outcome probed elsewhere that
 	// keep a STINT_PF_DELEG probe for it (policy.Plan.Watch); Probes
 	// counts those probes too.

@@ -92,7 +92,7 @@ func (tt *trampTable) emitProbes(a *tramp.Asm, t runtime.Tool, i int, probes []u
 		return a.PathsProbe(k, &c.Insts[i], c.Kinds[i], c.Targets[i], probes, entry, tt.pic)
 	}
 	if j, ok := tt.plan.PreSiteOf(i); ok && (c.Kinds[j] == facts.IndCall || c.Kinds[j] == facts.Call) {
-		return a.PreCall(&c.Insts[i], c.Kinds[i], &c.Insts[j], c.Kinds[j], c.Targets[j], probes, entry, tt.pic)
+		return a.PreCall(c.Insts[i:j], c.Kinds[i:j], &c.Insts[j], c.Kinds[j], c.Targets[j], probes, entry, tt.pic)
 	} else if ok {
 		return a.PreBranch(c.Insts[i:j], c.Kinds[i:j], &c.Insts[j], c.Kinds[j], c.Targets[j], probes, entry)
 	}

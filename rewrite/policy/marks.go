@@ -100,11 +100,15 @@ func (p *Plan) PreferPreSites(short []int, avoid map[int]bool) (add []int, drop 
 }
 
 // PreRunEnd returns, for pre-site i of a jcc or ret, the end of the
-// branch it probes: the bytes after i up to there run only from its
-// trampoline (place.Planner.Run); 0 for any other instruction.
+// branch it probes, and for a pre-call site the call's start: the bytes
+// after i up to there run only from its trampoline (place.Planner.Run);
+// 0 for any other instruction.
 func (p *Plan) PreRunEnd(i int) int64 {
 	j, ok := p.preBranch[i]
 	if !ok {
+		if call, ok := p.preCallOf(i); ok {
+			return int64(p.fx.Code.Insts[call].Addr)
+		}
 		return p.entryRunEnd(i)
 	}
 	in := &p.fx.Code.Insts[j]

@@ -42,7 +42,9 @@ type Plan struct {
 	cov       *coveredSet            // --skip-covered, nil = none
 	old       map[[2]uint64]int      // --retire-since: outcomes per (src, kind) in the older log
 	coldRet   map[uint64]bool        // rets new code alone can give a new destination (coldRets)
-	preCall   map[int]int            // pre-call site -> the indirect call it probes (precall.go)
+	preCall   map[int]int            // pre-call site -> the call it probes (precall.go)
+	noRun     map[int]bool           // calls whose pre-call sites take no run (AvoidPreRuns)
+	lostRuns  [][2]int               // pre-call sites with runs given up (UnPreSite), and their calls
 	edges     *blocks.Table[edgeRec] // by instruction: a jcc's destination probes, or a destination probe's jcc (edges.go); nil without edges
 	preAt     []bool                 // by instruction: maybe a key of preCall or preBranch (set with them, never cleared)
 	paths     map[int]runtime.Kind   // a compact complete trace's entry, resume and mark sites (paths.go, marks.go); nil otherwise

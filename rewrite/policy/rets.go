@@ -156,8 +156,8 @@ func (pc *Plan) RetLists(probeOf func(i int) int) (table, word []uint32, n, call
 		for _, r := range sites {
 			p := probeOf(r)
 			if p < 0 && r > 0 {
-				if call, pre := pc.preCallOf(r - 1); pre && call == r {
-					p = probeOf(r - 1) // an indirect call probed before it (precall.go)
+				if i, pre := pc.preCallOfCall(r); pre {
+					p = probeOf(i) // a call probed before it (precall.go)
 				}
 			}
 			if p >= 0 {

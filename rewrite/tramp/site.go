@@ -343,22 +343,25 @@ func (a *Asm) indirectThunk(in *place.Inst, k facts.Kind, probe, entry uint64, e
 	return sp, true
 }
 
-// preCallTramp emits the trampoline of a pre-call site (rewriter.
-// preCall): instruction in (facts.Kind k), patched, runs here, then the probe
-// of the call that follows it (facts.Kind ck: an indirect call, or in a
-// call chain a direct one too, to tgt), with the call's operand as it
-// now stands, then a jump back to the call, which runs in place. A call
-// emulated in a trampoline (push the return address, jmp) leaves the
-// return-stack predictor one entry short, so the callee's ret and every
-// ret above it mispredict; run in place, the call pushes what its ret
-// will pop, and the program still sees its own return address.
-func (a *Asm) PreCall(in *place.Inst, k facts.Kind, call *place.Inst, ck facts.Kind, tgt uint64, probes []uint64, entry uint64, pic bool) []Probe {
+// PreCall emits the trampoline of a pre-call site (policy, precall.go):
+// the plain instructions of run (facts.Kinds ks), the first patched, run
+// here, then the probe of the call that follows them (facts.Kind ck: an
+// indirect call, or in a call chain or a sampled call tool a direct one
+// too, to tgt), with the call's operand as it now stands, then a jump
+// back to the call, which runs in place. A call emulated in a trampoline
+// (push the return address, jmp) leaves the return-stack predictor one
+// entry short, so the callee's ret and every ret above it mispredict;
+// run in place, the call pushes what its ret will pop, and the program
+// still sees its own return address.
+func (a *Asm) PreCall(run []place.Inst, ks []facts.Kind, call *place.Inst, ck facts.Kind, tgt uint64, probes []uint64, entry uint64, pic bool) []Probe {
 	probe := firstProbe(probes)
-	if k != facts.Other {
-		a.setErr(fmt.Errorf("%v at %#x is not a plain instruction", k, in.Addr))
-		return nil
+	for q := range run {
+		if ks[q] != facts.Other {
+			a.setErr(fmt.Errorf("%v at %#x is not a plain instruction", ks[q], run[q].Addr))
+			return nil
+		}
+		a.RelocateBody(&run[q])
 	}
-	a.RelocateBody(in)
 	if a.Inline && a.Calls {
 		if !a.callsProbe(call, ck, probe, entry, call.Addr+uint64(call.Len())) {
 			return nil
