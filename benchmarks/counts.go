@@ -31,11 +31,14 @@ func (s *Suite) counts(ctx context.Context, rep *Report) error {
 
 // callsVariants: every call and return (INS-OP's call-chain profiler):
 // the compact call chain (calls and rets append their own addresses),
-// the same with every probe calling the runtime, and a row per event
-// (the previous engine).
+// the same with every probe calling the runtime, without pre-sites from
+// runs of instructions (a direct call after a short instruction then
+// runs emulated in its trampoline), and a row per event (the previous
+// engine).
 var callsVariants = []benchVariant{
 	{"calls", "stint --tool call --every (compact)", "--tool call --every"},
 	{"noppi", "stint --tool call --every --no-opt=ppi", "--tool call --every --no-opt ppi"},
+	{"nopre", "stint --tool call --every --no-opt=pre", "--tool call --every --no-opt pre"},
 	{"rows", "stint --tool call --every --rows (previous engine)", "--tool call --every --rows"},
 }
 

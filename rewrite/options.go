@@ -53,7 +53,9 @@ type Options struct {
 	// tramps.go, predicted); "pre", pre-sites first (a compact trace's
 	// jcc or ret too short for a jmp in place is probed from the
 	// instructions before it when they make room for one:
-	// policy.PreferPreSites); "entry", entry probes (a sampled call
+	// policy.PreferPreSites; and a call chain's or a sampled call tool's
+	// direct call after a short instruction from a run of them:
+	// policy.preCallSite); "entry", entry probes (a sampled call
 	// tool probes the functions calls enter, not the calls:
 	// policy.EntrySites); "stripe", per-thread countdowns (an entry
 	// probe counts down in its slot of the calling thread's stripe, not
@@ -459,7 +461,7 @@ func (o *Options) policy() policy.Options {
 	return policy.Options{
 		Tool: o.Tool, Every: o.Every, Context: o.Context, Budget: o.Budget != "", SwitchSync: o.SwitchSync,
 		Covered: o.SkipCovered, Older: o.RetireSince, SkipSeenIndirect: o.SkipSeenIndirect,
-		EmulateIndirectCalls: o.EmulateIndirectCalls, Edges: o.Edges, NoPPI: !o.opt("ppi"),
+		EmulateIndirectCalls: o.EmulateIndirectCalls, Edges: o.Edges, NoPPI: !o.opt("ppi"), NoPreRuns: !o.opt("pre"),
 		Fallbacks: o.Fallbacks, Countdown: o.countdown(),
 	}
 }

@@ -211,6 +211,13 @@ func placeWithFallbacks(opts Options, fx *facts.Facts, blob blobInfo, st *Stats)
 		// again without the runs that crowded a site out, if any
 		more := a.crowdedRuns(noRun)
 		if !opts.Paths() || opts.Calls() {
+			// a call chain's rets: a pre-site not placed is avoided,
+			// and its ret placed where it is, the next time
+			for _, i := range a.plan.Fallbacks() {
+				if !a.patched[i] && !avoid[i] {
+					avoid[i], more = true, true
+				}
+			}
 			if !more {
 				return a, nil
 			}
@@ -281,6 +288,14 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 	}
 	if opts.Calls() {
 		sites = plan.CallsSites(sites)
+		if opts.opt("pre") {
+			// its rets too short for a jump in place, from a pre-site
+			add, drop := plan.PreferPreSites(sites, avoid)
+			sites = slices.DeleteFunc(sites, func(i int) bool { return drop[i] })
+			sites = append(sites, add...)
+			slices.Sort(sites)
+			sites = slices.Compact(sites)
+		}
 	} else if opts.Paths() {
 		sites = plan.PathsSites()
 		add, drop := plan.PathsUnpatched(unprobed, avoid)

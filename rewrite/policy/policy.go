@@ -22,6 +22,7 @@ type Options struct {
 	EmulateIndirectCalls bool
 	Edges                string // EdgesAuto ("" too), EdgesCovered, EdgesAll, EdgesNone
 	NoPPI                bool   // a compact trace's probes always call the runtime (rewrite --no-opt=ppi)
+	NoPreRuns            bool   // no pre-call site runs several instructions (rewrite --no-opt=pre)
 	Fallbacks            bool   // testing: every jcc and ret probed from elsewhere where it can be (rewrite.Options.Fallbacks)
 	Countdown            bool   // a sampled call tool: call probes count down before calling the runtime (STINT_MF_COUNTDOWN)
 }
