@@ -25,16 +25,7 @@ func TestPreCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, emulate := range []bool{false, true} {
-		out := filepath.Join(t.TempDir(), "lib.so")
-		st, err := RewriteFile(lib, out, Options{Budget: "10%", Period: "100ms", EmulateIndirectCalls: emulate})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, probes, _ := moduleRets(t, out)
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, probes, data := rewriteProbes(t, lib, Options{Budget: "10%", Period: "100ms", EmulateIndirectCalls: emulate})
 		calls, inPlace := 0, 0
 		for _, p := range probes {
 			if p.Kind != uint8(runtime.KIndCall) {
@@ -83,16 +74,7 @@ func TestPreCallRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := fx.Code
-	out := filepath.Join(t.TempDir(), "lib.so")
-	st, err := RewriteFile(lib, out, Options{Tool: ToolCall, Every: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, probes, _ := moduleRets(t, out)
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, probes, data := rewriteProbes(t, lib, Options{Tool: ToolCall, Every: true})
 	short, inPlace := 0, 0
 	for _, p := range probes {
 		j := c.Index(p.Src)
@@ -115,4 +97,21 @@ func TestPreCallRuns(t *testing.T) {
 	if st.Failed > 26 || st.PreRets == 0 {
 		t.Errorf("%d sites failed, %d rets probed from pre-sites: want 26 at most and some", st.Failed, st.PreRets)
 	}
+}
+
+// rewriteProbes rewrites lib with opts and returns the statistics, the
+// output's probe records and its bytes.
+func rewriteProbes(t *testing.T, lib string, opts Options) (*Stats, []runtime.Probe, []byte) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "lib.so")
+	st, err := RewriteFile(lib, out, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, probes, _ := moduleRets(t, out)
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, probes, data
 }
