@@ -60,7 +60,7 @@ func TestPreCalls(t *testing.T) {
 // (its bytes unchanged in the output). Most such calls are; with runs
 // left out, none was (their trampolines emulated them). Rets are probed
 // from pre-sites too where a jump in place would need a pun, and the
-// rewrite leaves at most 25 sites unpatched (rets a byte long with no
+// rewrite leaves at most 26 sites unpatched (rets a byte long with no
 // room around them; 30 before either) and .fini's.
 func TestPreCallRuns(t *testing.T) {
 	const lib = "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0"
@@ -94,8 +94,8 @@ func TestPreCallRuns(t *testing.T) {
 	if inPlace*2 < short {
 		t.Errorf("only %d of %d direct calls after a short instruction run in place", inPlace, short)
 	}
-	if st.Failed > 26 || st.PreRets == 0 {
-		t.Errorf("%d sites failed, %d rets probed from pre-sites: want 26 at most and some", st.Failed, st.PreRets)
+	if st.Failed > 27 || st.PreRets == 0 {
+		t.Errorf("%d sites failed, %d rets probed from pre-sites: want 27 at most and some", st.Failed, st.PreRets)
 	}
 }
 
