@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "2a1873da874a91662cf44eb27613339fb76faf2e2ae30730cbfffb15f13fcb73"
+const BlobSHA256 = "52dbdad6ba8eed98aaeb0d0057f5b17ecef9d8ee697200a8b6ec2dc681cc367d"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -244,7 +244,8 @@ static void smp_full(struct stint_sample *s, uint32_t h)
 {
 	if ((uint32_t)(__atomic_load_n(&s->epoch, __ATOMIC_ACQUIRE) & 1) != h || !__atomic_load_n(&s->reader_up, __ATOMIC_ACQUIRE))
 		return;
-	if (!__atomic_exchange_n(&s->flip_req, 1, __ATOMIC_ACQ_REL))
+	/* read first: every sample dropped while the half is full comes here */
+	if (!__atomic_load_n(&s->flip_req, __ATOMIC_RELAXED) && !__atomic_exchange_n(&s->flip_req, 1, __ATOMIC_ACQ_REL))
 		sys_call3(SYS_futex, (long)&s->flip_req, S_FUTEX_WAKE_PRIVATE, 1);
 }
 
