@@ -8,7 +8,7 @@ import _ "embed"
 var blob []byte
 
 // BlobSHA256 is the SHA-256 of blob/stint.bin when blob.go was generated.
-const BlobSHA256 = "52dbdad6ba8eed98aaeb0d0057f5b17ecef9d8ee697200a8b6ec2dc681cc367d"
+const BlobSHA256 = "84eabf74eac8823b955ea9104125ee9798b759b98959dd3a256ad05946862c44"
 
 // Blob returns a copy of the runtime blob (blob/stint.bin). The rewriter
 // patches module_rel in its copy (see [SetModuleRel]).

@@ -483,3 +483,22 @@ static void sleep_until(uint64_t mono_ns)
 	while (sys_call4(SYS_clock_nanosleep, S_CLOCK_MONOTONIC, S_TIMER_ABSTIME, (long)&ts, 0) == -4)
 		;
 }
+
+/* Wait until mono_ns, or until the futex word *w is nonzero (its setter
+ * wakes it); returns 1 if it is, 0 at the time (and where futexes are
+ * missing, after sleeping until then). */
+static int wait_word(uint32_t *w, uint64_t mono_ns)
+{
+	struct s_timespec ts = {(long)(mono_ns / 1000000000ULL), (long)(mono_ns % 1000000000ULL)};
+	for (;;) {
+		if (__atomic_load_n(w, __ATOMIC_ACQUIRE))
+			return 1;
+		long r = sys_call6(SYS_futex, (long)w, S_FUTEX_WAIT_BITSET_PRIVATE, 0, (long)&ts, 0, -1);
+		if (r == -110 /* ETIMEDOUT */ || now_ns(S_CLOCK_MONOTONIC) >= mono_ns)
+			return 0;
+		if (r == -38 /* ENOSYS */) {
+			sleep_until(mono_ns);
+			return 0;
+		}
+	}
+}

@@ -466,22 +466,8 @@ static void window_close(struct stint_global *g)
 }
 
 /* Wait until mono_ns, bounded by a futex wait on g->sw.req; returns 1 if
- * woken by a request (or the wait is impossible), 0 at the time. */
-static int wait_req(struct stint_global *g, uint64_t mono_ns)
-{
-	struct s_timespec ts = {(long)(mono_ns / 1000000000ULL), (long)(mono_ns % 1000000000ULL)};
-	for (;;) {
-		if (__atomic_load_n(&g->sw.req, __ATOMIC_ACQUIRE))
-			return 1;
-		long r = sys_call6(SYS_futex, (long)&g->sw.req, S_FUTEX_WAIT_BITSET_PRIVATE, 0, (long)&ts, 0, -1);
-		if (r == -110 /* ETIMEDOUT */ || now_ns(S_CLOCK_MONOTONIC) >= mono_ns)
-			return 0;
-		if (r == -38 /* ENOSYS */) {
-			sleep_until(mono_ns);
-			return 0;
-		}
-	}
-}
+ * woken by a request, 0 at the time. */
+static int wait_req(struct stint_global *g, uint64_t mono_ns) { return wait_word(&g->sw.req, mono_ns); }
 
 /*
  * Wait until mono_ns (the period's end): close the window when it ends

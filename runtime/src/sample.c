@@ -684,20 +684,10 @@ static void smp_flip(struct stint_sample *s, uint64_t end)
 static uint64_t smp_wait(struct stint_sample *s)
 {
 	uint64_t until = s->mono0 + s->interval_ns;
-	struct s_timespec ts = {(long)(until / 1000000000ULL), (long)(until % 1000000000ULL)};
-	for (;;) {
-		if (__atomic_load_n(&s->flip_req, __ATOMIC_ACQUIRE)) {
-			uint64_t now = now_ns(S_CLOCK_MONOTONIC);
-			return now < until ? now : until;
-		}
-		long r = sys_call6(SYS_futex, (long)&s->flip_req, S_FUTEX_WAIT_BITSET_PRIVATE, 0, (long)&ts, 0, -1);
-		if (r == -110 /* ETIMEDOUT */ || now_ns(S_CLOCK_MONOTONIC) >= until)
-			return until;
-		if (r == -38 /* ENOSYS */) {
-			sleep_until(until);
-			return until;
-		}
-	}
+	if (!wait_word(&s->flip_req, until))
+		return until;
+	uint64_t now = now_ns(S_CLOCK_MONOTONIC);
+	return now < until ? now : until;
 }
 
 /* The reader thread: flips at each interval's end (or when a half is

@@ -831,6 +831,7 @@ static inline uint64_t rdtsc(void);
 static inline uint64_t mul_div(uint64_t a, uint64_t b, uint64_t c);
 static uint64_t median_of(uint64_t *t, int n);
 static void sleep_until(uint64_t mono_ns);
+static int wait_word(uint32_t *w, uint64_t mono_ns);
 
 /* stacks.c */
 static void stacks_init(struct stint_global *g);
