@@ -267,6 +267,16 @@ func (a *attempt) crowdedRuns(noRun map[int]bool) bool {
 	return added
 }
 
+// replaceSites returns sites without those in drop and with those in
+// add, sorted, each once (a pre-site may be an entry or resume site
+// already).
+func replaceSites(sites, add []int, drop map[int]bool) []int {
+	sites = slices.DeleteFunc(sites, func(i int) bool { return drop[i] })
+	sites = append(sites, add...)
+	slices.Sort(sites)
+	return slices.Compact(sites)
+}
+
 // placeOnce plans the sites (probing the jccs and rets in unprobed from
 // elsewhere, away from the instructions in avoid; no pre-call run for the
 // calls in noRun) and places them.
@@ -292,10 +302,7 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 		if opts.opt("pre") {
 			// its rets too short for a jump in place, from a pre-site
 			add, drop := plan.PreferPreSites(sites, avoid)
-			sites = slices.DeleteFunc(sites, func(i int) bool { return drop[i] })
-			sites = append(sites, add...)
-			slices.Sort(sites)
-			sites = slices.Compact(sites)
+			sites = replaceSites(sites, add, drop)
 		}
 	} else if opts.Paths() {
 		sites = plan.PathsSites()
@@ -311,10 +318,7 @@ func placeOnce(opts Options, fx *facts.Facts, blob blobInfo, st *Stats, unprobed
 			add = append(add, more...)
 			maps.Copy(drop, out)
 		}
-		sites = slices.DeleteFunc(sites, func(i int) bool { return drop[i] })
-		sites = append(sites, add...)
-		slices.Sort(sites)
-		sites = slices.Compact(sites) // a pre-jcc site may be an entry or resume site already
+		sites = replaceSites(sites, add, drop)
 	}
 	st.Notes = append(st.Notes, plan.Notes...) // the log's, and what picking the sites noticed
 	st.Sites = len(sites)

@@ -146,10 +146,10 @@ func (p *Plan) preCalled(k facts.Kind) bool {
 
 // runs reports whether a pre-call site may run several instructions
 // before its call (preCallSite): where direct calls are pre-called,
-// unless turned off (--no-opt pre), but not in a Go executable, whose runtime must find the faults it turns
-// into panics at its own addresses (a nil dereference moved into a
-// trampoline killed the panicking goroutines fixture with "unexpected
-// return pc").
+// unless turned off (--no-opt pre), but not in a Go executable, whose
+// runtime must find the faults it turns into panics at its own
+// addresses (a nil dereference moved into a trampoline killed the
+// panicking goroutines fixture with "unexpected return pc").
 func (p *Plan) runs() bool {
 	return (p.calls || p.opts.Countdown) && !p.fx.Module.Go && !p.opts.NoPreRuns
 }
